@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what `make check` and `make demo` need on a fresh Debian 12 machine,
+# and says what to install by hand where it cannot (not root, no apt).
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
+[ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
+# clang's sanitizer and libFuzzer runtimes
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a >/dev/null 2>&1 ||
+	need_apt+=(libclang-rt-14-dev)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "install-deps: apt-get install ${need_apt[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq "${need_apt[@]}" >/dev/null
+	else
+		echo "install-deps: missing packages: ${need_apt[*]}" >&2
+		echo "install-deps: run as root: apt-get install ${need_apt[*]}" >&2
+		exit 1
+	fi
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+	echo "install-deps: $PYTHON not found; install python3 and python3-dev" >&2
+	exit 1
+fi
+if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
+	echo "install-deps: pip install pytest"
+	"$PYTHON" -m pip install -q pytest
+fi
+if ! "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
+	echo "install-deps: Python.h not found for $PYTHON; install python3-dev" >&2
+	exit 1
+fi
+if ! "$PYTHON" -c 'import setuptools' >/dev/null 2>&1; then
+	"$PYTHON" -m pip install -q setuptools
+fi
+echo "install-deps: ok"

@@ -1,0 +1,207 @@
+/*
+ * Driver layer: libcuda.so.1 and libnvidia-ml.so.1 through dlopen, with
+ * the symbol tables, the vendor error text and the quirks (versioned
+ * symbols, versioned structs, process-record stride) kept in one place.
+ * Internal to the library (gpr__ prefix); the core (src/*.c) uses only
+ * this header.
+ *
+ * Thread safety: gpr__cuda_* and gpr__nvml_* may be called from several
+ * threads once the open call returned; the open calls are made under the
+ * core's lock. Vendor error text goes into the caller's `err` buffer.
+ */
+#ifndef GPR_DRIVER_H
+#define GPR_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "nvml_abi.h"
+
+#define GPR__ERRLEN 256
+
+/* ---------------- CUDA driver ---------------- */
+
+/*
+ * X(field, symbol, required)
+ * Newest ABI version first where the driver exports several: the loader
+ * tries each symbol name in a row with the same field and keeps the first
+ * that resolves. cuInit is deliberately absent: we never initialise CUDA.
+ */
+#define GPR__CUDA_SYMBOLS(X)                                                   \
+	X(get_error_string, "cuGetErrorString", 0)                             \
+	X(get_error_name, "cuGetErrorName", 0)                                 \
+	X(driver_get_version, "cuDriverGetVersion", 1)                         \
+	X(device_get_count, "cuDeviceGetCount", 1)                             \
+	X(device_get, "cuDeviceGet", 1)                                        \
+	X(device_get_uuid, "cuDeviceGetUuid_v2", 0)                            \
+	X(device_get_uuid, "cuDeviceGetUuid", 0)                               \
+	X(device_get_pci_bus_id, "cuDeviceGetPCIBusId", 0)                     \
+	X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1)
+
+struct gpr__cuda_api {
+	CUresult (*get_error_string)(CUresult, const char **);
+	CUresult (*get_error_name)(CUresult, const char **);
+	CUresult (*driver_get_version)(int *);
+	CUresult (*device_get_count)(int *);
+	CUresult (*device_get)(CUdevice *, int);
+	CUresult (*device_get_uuid)(CUuuid *, CUdevice);
+	CUresult (*device_get_pci_bus_id)(char *, int, CUdevice);
+	CUresult (*primary_ctx_get_state)(CUdevice, unsigned int *, int *);
+};
+
+struct gpr__cuda {
+	void *lib;           /* dlopen handle (RTLD_NOLOAD), NULL if not loaded */
+	char path[512];      /* the path or soname looked up */
+	struct gpr__cuda_api api;
+};
+
+/*
+ * Looks the driver up among the libraries already loaded in this process
+ * (dlopen RTLD_NOLOAD of `path`, NULL meaning $GPURECLAIM_CUDA_LIBRARY or
+ * "libcuda.so.1"); never loads it, never calls cuInit.
+ * Returns 0 with c->lib set when loaded and every required symbol resolved;
+ * GPR_E_NOT_LOADED (c->lib NULL) when it is not loaded; GPR_E_BAD_LIBRARY
+ * when loaded but a required symbol is missing (err names it).
+ */
+int gpr__cuda_open(struct gpr__cuda *c, const char *path, char *err,
+		   size_t errlen);
+void gpr__cuda_close(struct gpr__cuda *c);
+
+/*
+ * The number of CUDA devices. *n = 0 and 0 returned when the driver is
+ * loaded but not initialised (CUDA_ERROR_NOT_INITIALIZED): nobody in this
+ * process called cuInit, so no context exists.
+ */
+int gpr__cuda_device_count(struct gpr__cuda *c, int *n, char *err,
+			   size_t errlen);
+
+/* *active = 1 if the primary context of ordinal `ordinal` is active. */
+int gpr__cuda_primary_active(struct gpr__cuda *c, int ordinal, int *active,
+			     char *err, size_t errlen);
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML prints UUIDs. */
+int gpr__cuda_uuid(struct gpr__cuda *c, int ordinal, char *uuid, size_t len,
+		   char *err, size_t errlen);
+
+/* "0000:00:00.0"-style bus id. */
+int gpr__cuda_pci_bus_id(struct gpr__cuda *c, int ordinal, char *bus,
+			 size_t len, char *err, size_t errlen);
+
+/* "CUDA_ERROR_X: text" for a CUresult, written into buf. */
+void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf,
+			size_t len);
+
+/* ---------------- NVML ---------------- */
+
+#define GPR__NVML_SYMBOLS(X)                                                   \
+	X(init, "nvmlInit_v2", 1)                                              \
+	X(shutdown, "nvmlShutdown", 1)                                         \
+	X(error_string, "nvmlErrorString", 0)                                  \
+	X(system_get_driver_version, "nvmlSystemGetDriverVersion", 0)          \
+	X(device_get_count, "nvmlDeviceGetCount_v2", 1)                        \
+	X(device_get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2", 1)      \
+	X(device_get_handle_by_uuid, "nvmlDeviceGetHandleByUUID", 0)           \
+	X(device_get_handle_by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2", 0) \
+	X(device_get_name, "nvmlDeviceGetName", 0)                             \
+	X(device_get_uuid, "nvmlDeviceGetUUID", 0)                             \
+	X(device_get_pci_info, "nvmlDeviceGetPciInfo_v3", 0)                   \
+	X(device_get_memory_info_v2, "nvmlDeviceGetMemoryInfo_v2", 0)          \
+	X(device_get_memory_info, "nvmlDeviceGetMemoryInfo", 1)                \
+	X(device_get_mig_mode, "nvmlDeviceGetMigMode", 0)                      \
+	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3", 0) \
+	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v2", 0) \
+	X(device_get_graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v3", 0) \
+	X(device_get_graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)
+
+struct gpr__nvml_api {
+	nvmlReturn_t (*init)(void);
+	nvmlReturn_t (*shutdown)(void);
+	const char *(*error_string)(nvmlReturn_t);
+	nvmlReturn_t (*system_get_driver_version)(char *, unsigned int);
+	nvmlReturn_t (*device_get_count)(unsigned int *);
+	nvmlReturn_t (*device_get_handle_by_index)(unsigned int, nvmlDevice_t *);
+	nvmlReturn_t (*device_get_handle_by_uuid)(const char *, nvmlDevice_t *);
+	nvmlReturn_t (*device_get_handle_by_pci_bus_id)(const char *,
+							 nvmlDevice_t *);
+	nvmlReturn_t (*device_get_name)(nvmlDevice_t, char *, unsigned int);
+	nvmlReturn_t (*device_get_uuid)(nvmlDevice_t, char *, unsigned int);
+	nvmlReturn_t (*device_get_pci_info)(nvmlDevice_t, gpr_nvmlPciInfo_t *);
+	nvmlReturn_t (*device_get_memory_info_v2)(nvmlDevice_t,
+						  gpr_nvmlMemory_v2_t *);
+	nvmlReturn_t (*device_get_memory_info)(nvmlDevice_t,
+					       gpr_nvmlMemory_v1_t *);
+	nvmlReturn_t (*device_get_mig_mode)(nvmlDevice_t, unsigned int *,
+					    unsigned int *);
+	/* record type chosen at run time: see gpr__nvml_processes */
+	nvmlReturn_t (*device_get_compute_procs)(nvmlDevice_t, unsigned int *,
+						 void *);
+	nvmlReturn_t (*device_get_graphics_procs)(nvmlDevice_t, unsigned int *,
+						  void *);
+};
+
+struct gpr__nvml {
+	void *lib;
+	int initialised;     /* nvmlInit_v2 succeeded; shutdown on close */
+	char path[512];
+	int stride;          /* process record stride: 0 unknown, 24 or 32 */
+	struct gpr__nvml_api api;
+};
+
+/*
+ * Loads and initialises NVML (path NULL: $GPURECLAIM_NVML_LIBRARY, else
+ * "libnvidia-ml.so.1"). GPR_E_NO_NVML if it cannot be loaded,
+ * GPR_E_BAD_LIBRARY if a required symbol is missing, GPR_E_NVML if
+ * nvmlInit_v2 fails (err holds NVML's text).
+ */
+int gpr__nvml_open(struct gpr__nvml *m, const char *path, char *err,
+		   size_t errlen);
+void gpr__nvml_close(struct gpr__nvml *m);
+
+int gpr__nvml_count(struct gpr__nvml *m, int *n, char *err, size_t errlen);
+
+struct gpr__nvml_gpu {
+	char name[96];
+	char uuid[96];
+	char pci_bus_id[32];
+	uint64_t total, used, free, reserved;
+	int mig;
+	int memory_info_v2;
+};
+
+int gpr__nvml_gpu_info(struct gpr__nvml *m, int index,
+		       struct gpr__nvml_gpu *out, char *err, size_t errlen);
+
+/* Memory figures only (total/used/free/reserved, v2 path first). */
+int gpr__nvml_memory(struct gpr__nvml *m, int index, struct gpr__nvml_gpu *out,
+		     char *err, size_t errlen);
+
+/* NVML index of the GPU with this UUID, or of this PCI bus id. */
+int gpr__nvml_index_by_uuid(struct gpr__nvml *m, const char *uuid,
+			    int *index, char *err, size_t errlen);
+int gpr__nvml_index_by_pci(struct gpr__nvml *m, const char *bus, int *index,
+			   char *err, size_t errlen);
+
+struct gpr__nvml_proc {
+	uint32_t pid;
+	uint64_t bytes;    /* GPR_NVML_VALUE_NOT_AVAILABLE when hidden */
+	int compute;
+	int graphics;
+};
+
+/*
+ * The processes on GPU `index`: compute and graphics lists (v3, else v2
+ * symbols), each fetched with grow-and-retry on NVML_ERROR_INSUFFICIENT_SIZE,
+ * decoded with the run-time record stride (24 or 32 bytes), merged by pid
+ * (bytes summed where a pid holds memory in both lists; a hidden figure
+ * stays hidden). *out is malloc'ed, *n its length.
+ */
+int gpr__nvml_processes(struct gpr__nvml *m, int index,
+			struct gpr__nvml_proc **out, size_t *n, char *err,
+			size_t errlen);
+
+/* "NVML_ERROR_X (text)" for a return code, written into buf. */
+void gpr__nvml_describe(struct gpr__nvml *m, nvmlReturn_t r, char *buf,
+			size_t len);
+
+#endif /* GPR_DRIVER_H */
