@@ -1,0 +1,126 @@
+#include "support.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int gpr_test_main(int argc, char **argv, const char *group,
+		  const struct CMUnitTest *tests, size_t n)
+{
+	if (argc > 1) {
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(tests[i].name, argv[1]) == 0)
+				return _cmocka_run_group_tests(group, &tests[i],
+							       1, NULL, NULL);
+		}
+		fprintf(stderr, "%s: no test named %s\n", argv[0], argv[1]);
+		return 2;
+	}
+	size_t failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		fflush(NULL);
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			char *args[] = {argv[0], (char *)tests[i].name, NULL};
+			execv("/proc/self/exe", args);
+			perror("execv");
+			_exit(127);
+		}
+		int status = 0;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			failed++;
+			fprintf(stderr, "[  FAILED  ] %s (%s %d)\n",
+				tests[i].name,
+				WIFSIGNALED(status) ? "signal" : "exit",
+				WIFSIGNALED(status) ? WTERMSIG(status)
+						    : WEXITSTATUS(status));
+		}
+	}
+	printf("[==========] %s: %zu test(s) run, each in its own process.\n",
+	       group, n);
+	printf("[  PASSED  ] %zu test(s).\n", n - failed);
+	if (failed)
+		printf("[  FAILED  ] %zu test(s).\n", failed);
+	return failed ? 1 : 0;
+}
+
+const char *sim_path(const char *file)
+{
+	static __thread char buf[4096];
+	const char *dir = getenv("GPR_SIM_DIR");
+	if (!dir || !*dir)
+		dir = "build/sim";
+	snprintf(buf, sizeof buf, "%s/%s", dir, file);
+	return buf;
+}
+
+void sim_setup(const char *config)
+{
+	char cfg[2048];
+	snprintf(cfg, sizeof cfg, "%s%sstate=unit-%ld", config ? config : "",
+		 config && *config ? ";" : "", (long)getpid());
+	setenv("GPURECLAIM_SIM", cfg, 1);
+	setenv("GPURECLAIM_CUDA_LIBRARY", sim_path("libcuda.so.1"), 1);
+	setenv("GPURECLAIM_NVML_LIBRARY", sim_path("libnvidia-ml.so.1"), 1);
+}
+
+void *sim_sym(void *lib, const char *name)
+{
+	void *p = dlsym(lib, name);
+	if (!p)
+		fail_msg("symbol %s missing from the sim", name);
+	return p;
+}
+
+void *sim_cuda_load(void)
+{
+	void *lib = dlopen(sim_path("libcuda.so.1"), RTLD_NOW | RTLD_GLOBAL);
+	if (!lib)
+		fail_msg("cannot load the sim's libcuda: %s", dlerror());
+	int (*init)(unsigned) = (int (*)(unsigned))sim_sym(lib, "cuInit");
+	assert_int_equal(init(0), 0);
+	return lib;
+}
+
+int sim_cuda_open_device(void *lib, int dev)
+{
+	int (*get)(int *, int) =
+	    (int (*)(int *, int))sim_sym(lib, "cuDeviceGet");
+	int (*retain)(void **, int) =
+	    (int (*)(void **, int))sim_sym(lib, "cuDevicePrimaryCtxRetain");
+	int (*set)(void *) = (int (*)(void *))sim_sym(lib, "cuCtxSetCurrent");
+	int d = -1;
+	int r = get(&d, dev);
+	if (r)
+		return r;
+	void *ctx = NULL;
+	r = retain(&ctx, d);
+	if (r)
+		return r;
+	return set(ctx);
+}
+
+int sim_cuda_alloc(void *lib, size_t bytes, unsigned long long *ptr)
+{
+	int (*alloc)(unsigned long long *, size_t) =
+	    (int (*)(unsigned long long *, size_t))sim_sym(lib,
+							   "cuMemAlloc_v2");
+	return alloc(ptr, bytes);
+}
+
+int sim_cuda_free(void *lib, unsigned long long ptr)
+{
+	int (*fr)(unsigned long long) =
+	    (int (*)(unsigned long long))sim_sym(lib, "cuMemFree_v2");
+	return fr(ptr);
+}
