@@ -2,8 +2,8 @@
  * Driver layer: libcuda.so.1 and libnvidia-ml.so.1 through dlopen, with
  * the symbol tables, the vendor error text and the quirks (versioned
  * symbols, versioned structs, process-record stride) kept in one place.
- * Internal to the library (gpr__ prefix); the core (src/*.c) uses only
- * this header.
+ * Internal to the library (gpr__ prefix); the core (the .c files of src/)
+ * uses only this header.
  *
  * Thread safety: gpr__cuda_* and gpr__nvml_* may be called from several
  * threads once the open call returned; the open calls are made under the
@@ -51,8 +51,8 @@ struct gpr__cuda_api {
 };
 
 struct gpr__cuda {
-	void *lib;           /* dlopen handle (RTLD_NOLOAD), NULL if not loaded */
-	char path[512];      /* the path or soname looked up */
+	void *lib;	/* dlopen handle (RTLD_NOLOAD), NULL if not loaded */
+	char path[512]; /* the path or soname looked up */
 	struct gpr__cuda_api api;
 };
 
@@ -89,8 +89,7 @@ int gpr__cuda_pci_bus_id(struct gpr__cuda *c, int ordinal, char *bus,
 			 size_t len, char *err, size_t errlen);
 
 /* "CUDA_ERROR_X: text" for a CUresult, written into buf. */
-void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf,
-			size_t len);
+void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf, size_t len);
 
 /* ---------------- NVML ---------------- */
 
@@ -102,17 +101,26 @@ void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf,
 	X(device_get_count, "nvmlDeviceGetCount_v2", 1)                        \
 	X(device_get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2", 1)      \
 	X(device_get_handle_by_uuid, "nvmlDeviceGetHandleByUUID", 0)           \
-	X(device_get_handle_by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2", 0) \
+	X(device_get_handle_by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2", \
+	  0)                                                                   \
 	X(device_get_name, "nvmlDeviceGetName", 0)                             \
 	X(device_get_uuid, "nvmlDeviceGetUUID", 0)                             \
 	X(device_get_pci_info, "nvmlDeviceGetPciInfo_v3", 0)                   \
 	X(device_get_memory_info_v2, "nvmlDeviceGetMemoryInfo_v2", 0)          \
 	X(device_get_memory_info, "nvmlDeviceGetMemoryInfo", 1)                \
 	X(device_get_mig_mode, "nvmlDeviceGetMigMode", 0)                      \
-	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3", 0) \
-	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v2", 0) \
-	X(device_get_graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v3", 0) \
-	X(device_get_graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)
+	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3", \
+	  0)                                                                   \
+	X(device_get_compute_procs, "nvmlDeviceGetComputeRunningProcesses_v2", \
+	  0)                                                                   \
+	X(device_get_compute_procs_v2,                                         \
+	  "nvmlDeviceGetComputeRunningProcesses_v2", 0)                        \
+	X(device_get_graphics_procs,                                           \
+	  "nvmlDeviceGetGraphicsRunningProcesses_v3", 0)                       \
+	X(device_get_graphics_procs,                                           \
+	  "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)                       \
+	X(device_get_graphics_procs_v2,                                        \
+	  "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)
 
 struct gpr__nvml_api {
 	nvmlReturn_t (*init)(void);
@@ -120,10 +128,11 @@ struct gpr__nvml_api {
 	const char *(*error_string)(nvmlReturn_t);
 	nvmlReturn_t (*system_get_driver_version)(char *, unsigned int);
 	nvmlReturn_t (*device_get_count)(unsigned int *);
-	nvmlReturn_t (*device_get_handle_by_index)(unsigned int, nvmlDevice_t *);
+	nvmlReturn_t (*device_get_handle_by_index)(unsigned int,
+						   nvmlDevice_t *);
 	nvmlReturn_t (*device_get_handle_by_uuid)(const char *, nvmlDevice_t *);
 	nvmlReturn_t (*device_get_handle_by_pci_bus_id)(const char *,
-							 nvmlDevice_t *);
+							nvmlDevice_t *);
 	nvmlReturn_t (*device_get_name)(nvmlDevice_t, char *, unsigned int);
 	nvmlReturn_t (*device_get_uuid)(nvmlDevice_t, char *, unsigned int);
 	nvmlReturn_t (*device_get_pci_info)(nvmlDevice_t, gpr_nvmlPciInfo_t *);
@@ -138,13 +147,21 @@ struct gpr__nvml_api {
 						 void *);
 	nvmlReturn_t (*device_get_graphics_procs)(nvmlDevice_t, unsigned int *,
 						  void *);
+	/*
+	 * The _v2 symbols again: a _v3 that exists but answers
+	 * NVML_ERROR_FUNCTION_NOT_FOUND is retried with these.
+	 */
+	nvmlReturn_t (*device_get_compute_procs_v2)(nvmlDevice_t,
+						    unsigned int *, void *);
+	nvmlReturn_t (*device_get_graphics_procs_v2)(nvmlDevice_t,
+						     unsigned int *, void *);
 };
 
 struct gpr__nvml {
 	void *lib;
-	int initialised;     /* nvmlInit_v2 succeeded; shutdown on close */
+	int initialised; /* nvmlInit_v2 succeeded; shutdown on close */
 	char path[512];
-	int stride;          /* process record stride: 0 unknown, 24 or 32 */
+	int stride; /* process record stride: 0 unknown, 24 or 32 */
 	struct gpr__nvml_api api;
 };
 
@@ -177,14 +194,14 @@ int gpr__nvml_memory(struct gpr__nvml *m, int index, struct gpr__nvml_gpu *out,
 		     char *err, size_t errlen);
 
 /* NVML index of the GPU with this UUID, or of this PCI bus id. */
-int gpr__nvml_index_by_uuid(struct gpr__nvml *m, const char *uuid,
-			    int *index, char *err, size_t errlen);
+int gpr__nvml_index_by_uuid(struct gpr__nvml *m, const char *uuid, int *index,
+			    char *err, size_t errlen);
 int gpr__nvml_index_by_pci(struct gpr__nvml *m, const char *bus, int *index,
 			   char *err, size_t errlen);
 
 struct gpr__nvml_proc {
 	uint32_t pid;
-	uint64_t bytes;    /* GPR_NVML_VALUE_NOT_AVAILABLE when hidden */
+	uint64_t bytes; /* GPR_NVML_VALUE_NOT_AVAILABLE when hidden */
 	int compute;
 	int graphics;
 };
@@ -192,9 +209,12 @@ struct gpr__nvml_proc {
 /*
  * The processes on GPU `index`: compute and graphics lists (v3, else v2
  * symbols), each fetched with grow-and-retry on NVML_ERROR_INSUFFICIENT_SIZE,
- * decoded with the run-time record stride (24 or 32 bytes), merged by pid
- * (bytes summed where a pid holds memory in both lists; a hidden figure
- * stays hidden). *out is malloc'ed, *n its length.
+ * decoded with the run-time record stride (24 or 32 bytes), merged by pid:
+ * records of one list are summed (one per MIG instance), a pid in both
+ * lists keeps the larger figure (the driver reports the same process
+ * memory in each), and a hidden figure (NVML_VALUE_NOT_AVAILABLE) in any
+ * record leaves the pid's bytes hidden. *out is malloc'ed (NULL when *n is
+ * 0), *n its length.
  */
 int gpr__nvml_processes(struct gpr__nvml *m, int index,
 			struct gpr__nvml_proc **out, size_t *n, char *err,

@@ -63,15 +63,17 @@ typedef struct {
 
 /* nvml.h: nvmlMemory_v2_t (for nvmlDeviceGetMemoryInfo_v2) */
 typedef struct {
-	unsigned int version; /* GPR_NVML_STRUCT_VERSION(gpr_nvmlMemory_v2_t, 2) */
+	unsigned int
+	    version; /* GPR_NVML_STRUCT_VERSION(gpr_nvmlMemory_v2_t, 2) */
 	unsigned long long total;
 	unsigned long long reserved;
 	unsigned long long free;
 	unsigned long long used;
 } gpr_nvmlMemory_v2_t;
 
-/* nvml.h: NVML_STRUCT_VERSION(data, ver) = sizeof(data##_v##ver##_t) | ver << 24 */
-#define GPR_NVML_STRUCT_VERSION(type, ver)                                    \
+/* nvml.h: NVML_STRUCT_VERSION(data, ver) = sizeof(data##_v##ver##_t) | ver <<
+ * 24 */
+#define GPR_NVML_STRUCT_VERSION(type, ver)                                     \
 	((unsigned int)(sizeof(type) | ((unsigned int)(ver) << 24U)))
 
 /*
