@@ -1,1 +1,22 @@
-# (filled by the cli part)
+# The command-line tool: $(BUILD)/gpureclaim. Every cli/*.c is linked in,
+# the trace part's subcommands (cli/cmd_trace.c, cli/cmd_report.c)
+# included, with the objects they need from trace/ (TRACE_CLI_OBJS, set
+# by trace/build.mk, included before this file) and the static core.
+CLI_SRCS := $(wildcard cli/*.c)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+
+$(BUILD)/gpureclaim: $(CLI_OBJS) $(TRACE_CLI_OBJS) $(BUILD)/libgpureclaim.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(TRACE_CLI_OBJS) \
+		$(BUILD)/libgpureclaim.a -lm $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/gpureclaim
+
+# pytest runs the built tool against the simulated driver.
+test-cli: $(BUILD)/gpureclaim $(SIM_LIBS)
+	GPURECLAIM_BIN=$(abspath $(BUILD)/gpureclaim) \
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cli
+.PHONY: test-cli
+CHECK_RUNS += test-cli
+SAN_RUNS += test-cli

@@ -1,0 +1,9 @@
+# Benchmarks (run on the GPU machine; each skips cleanly without a driver).
+# bench/ps_bench.sh times the built tool against nvidia-smi; the programs
+# below are built with `make all`.
+$(BUILD)/bench/ps_query_bench: $(BUILD)/obj/bench/ps_query_bench.o \
+		$(BUILD)/libgpureclaim.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgpureclaim.a $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/ps_query_bench

@@ -1,0 +1,114 @@
+/*
+ * JSON writing into a cli_buf. Strings from the system (command lines,
+ * GPU names) may hold any byte: escape what JSON forbids and replace
+ * invalid UTF-8 so every document parses.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0; /* also stops at the NUL */
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* overlong forms, surrogates, beyond U+10FFFF */
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+void cli_json_str(struct cli_buf *b, const char *str)
+{
+	if (!str) {
+		cli_buf_puts(b, "null");
+		return;
+	}
+	const unsigned char *s = (const unsigned char *)str;
+	cli_buf_puts(b, "\"");
+	while (*s) {
+		unsigned char c = *s;
+		if (c == '"' || c == '\\') {
+			char esc[2] = {'\\', (char)c};
+			cli_buf_append(b, esc, 2);
+			s++;
+		} else if (c < 0x20 || c == 0x7f) {
+			switch (c) {
+			case '\n':
+				cli_buf_puts(b, "\\n");
+				break;
+			case '\t':
+				cli_buf_puts(b, "\\t");
+				break;
+			case '\r':
+				cli_buf_puts(b, "\\r");
+				break;
+			default:
+				cli_buf_printf(b, "\\u%04x", c);
+			}
+			s++;
+		} else {
+			size_t n = utf8_len(s);
+			if (n == 0) {
+				cli_buf_puts(b, "\\ufffd");
+				s++;
+			} else {
+				cli_buf_append(b, (const char *)s, n);
+				s += n;
+			}
+		}
+	}
+	cli_buf_puts(b, "\"");
+}
+
+void cli_json_key(struct cli_buf *b, const char *key)
+{
+	cli_json_str(b, key);
+	cli_buf_puts(b, ":");
+}
+
+void cli_json_kv_str(struct cli_buf *b, const char *key, const char *s)
+{
+	cli_json_key(b, key);
+	cli_json_str(b, s);
+}
+
+void cli_json_kv_u64(struct cli_buf *b, const char *key, uint64_t v)
+{
+	cli_json_key(b, key);
+	cli_buf_printf(b, "%" PRIu64, v);
+}
+
+void cli_json_kv_int(struct cli_buf *b, const char *key, long long v)
+{
+	cli_json_key(b, key);
+	cli_buf_printf(b, "%lld", v);
+}
+
+void cli_json_kv_bool(struct cli_buf *b, const char *key, int v)
+{
+	cli_json_key(b, key);
+	cli_buf_puts(b, v ? "true" : "false");
+}

@@ -1,0 +1,102 @@
+/*
+ * Who a process is, from /proc: the GPU process list gives only pids.
+ * A pid may belong to another pid namespace or have exited between the
+ * NVML query and these reads: callers show it as unknown.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cli_proc_user(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) != 0)
+		return -1;
+
+	struct passwd pw, *res = NULL;
+	long sz = sysconf(_SC_GETPW_R_SIZE_MAX);
+	size_t bufsz = sz > 0 ? (size_t)sz : 4096;
+	for (;;) {
+		char *buf = malloc(bufsz);
+		if (!buf)
+			break;
+		int rc = getpwuid_r(st.st_uid, &pw, buf, bufsz, &res);
+		if (rc == ERANGE && bufsz < (1u << 20)) {
+			free(buf);
+			bufsz *= 2;
+			continue;
+		}
+		if (rc == 0 && res) {
+			snprintf(out, len, "%s", res->pw_name);
+			free(buf);
+			return 0;
+		}
+		free(buf);
+		break;
+	}
+	snprintf(out, len, "%u", (unsigned)st.st_uid);
+	return 0;
+}
+
+/* Reads at most len - 1 bytes of a /proc file; -1 if it cannot be read. */
+static ssize_t read_small(const char *path, char *out, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t off = 0;
+	while (off + 1 < len) {
+		ssize_t r = read(fd, out + off, len - 1 - off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		off += (size_t)r;
+	}
+	close(fd);
+	out[off] = '\0';
+	return (ssize_t)off;
+}
+
+int cli_proc_cmdline(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	if (len == 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	ssize_t n = read_small(path, out, len);
+	if (n < 0)
+		return -1;
+	/* arguments are NUL-separated, the last one NUL-terminated */
+	while (n > 0 && out[n - 1] == '\0')
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\0' || out[i] == '\n')
+			out[i] = ' ';
+	out[n] = '\0';
+	if (n > 0)
+		return 0;
+
+	char comm[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	n = read_small(path, comm, sizeof(comm));
+	if (n < 0)
+		return -1;
+	while (n > 0 && comm[n - 1] == '\n')
+		comm[--n] = '\0';
+	snprintf(out, len, "[%s]", comm);
+	return 0;
+}

@@ -1,0 +1,123 @@
+"""Fixtures for the CLI tests: the built tool and the simulated driver.
+
+GPURECLAIM_BIN: the tool (default build/gpureclaim); GPR_SIM_DIR: the folder
+holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim).
+Each test gets its own sim state (a file under /dev/shm), removed after.
+"""
+import itertools
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("GPURECLAIM_BIN", ROOT / "build/gpureclaim"))
+SIM_DIR = pathlib.Path(os.environ.get("GPR_SIM_DIR", ROOT / "build/sim"))
+HELPER = pathlib.Path(__file__).with_name("sim_alloc.py")
+MiB = 1 << 20
+GiB = 1 << 30
+
+_counter = itertools.count()
+
+
+def _sanitizer_preload(lib):
+    """The sanitizer runtimes `lib` needs (an ASan build of the sim): a
+    Python child can load such a library only with them preloaded."""
+    try:
+        out = subprocess.run(["ldd", str(lib)], capture_output=True,
+                             text=True).stdout
+    except OSError:
+        return None
+    libs = [line.split("=>")[1].split()[0] for line in out.splitlines()
+            if "=>" in line and ("libasan" in line or "libubsan" in line)]
+    return ":".join(libs) or None
+
+
+class Result:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json(self):
+        return json.loads(self.out)
+
+    def __repr__(self):
+        return f"rc={self.rc}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+
+
+class Sim:
+    """One simulated machine: a GPURECLAIM_SIM configuration with a state
+    of its own, the environment that points the tool at it, and the
+    processes started on it."""
+
+    def __init__(self, request):
+        self.state = f"cli-{os.getpid()}-{next(_counter)}"
+        self.config = ""
+        self.children = []
+        request.addfinalizer(self.close)
+
+    def configure(self, config=""):
+        self.config = config
+        return self
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env.pop("NO_COLOR", None)
+        sim = f"{self.config};state={self.state}" if self.config else \
+            f"state={self.state}"
+        env["GPURECLAIM_SIM"] = sim
+        env["GPURECLAIM_NVML_LIBRARY"] = str(SIM_DIR / "libnvidia-ml.so.1")
+        env["GPURECLAIM_CUDA_LIBRARY"] = str(SIM_DIR / "libcuda.so.1")
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def run(self, *args, env=None, timeout=30):
+        proc = subprocess.run([str(BIN), *args], env=env or self.env(),
+                              capture_output=True, text=True,
+                              timeout=timeout)
+        return Result(proc)
+
+    def spawn_alloc(self, gpu, *sizes):
+        """A child that holds a context on `gpu` and allocations of
+        `sizes` bytes; returns its Popen once it holds them."""
+        env = self.env()
+        preload = _sanitizer_preload(SIM_DIR / "libcuda.so.1")
+        if preload:
+            # Python itself leaks by LSan's measure: leak checks off
+            env["LD_PRELOAD"] = preload
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        child = subprocess.Popen(
+            [sys.executable, str(HELPER), str(SIM_DIR / "libcuda.so.1"),
+             str(gpu), *map(str, sizes)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True)
+        self.children.append(child)
+        line = child.stdout.readline().strip()
+        assert line == "ready", f"sim_alloc.py: {line!r}"
+        return child
+
+    def close(self):
+        for child in self.children:
+            try:
+                child.stdin.close()
+                child.wait(timeout=10)
+            except Exception:
+                child.kill()
+                child.wait()
+        try:
+            os.unlink(f"/dev/shm/gpureclaim-sim-{os.getuid()}-{self.state}")
+        except FileNotFoundError:
+            pass
+
+
+@pytest.fixture
+def sim(request):
+    if not BIN.exists():
+        pytest.fail(f"{BIN} not built (make build/gpureclaim)")
+    if not (SIM_DIR / "libnvidia-ml.so.1").exists():
+        pytest.fail(f"{SIM_DIR}/libnvidia-ml.so.1 not built")
+    return Sim(request)

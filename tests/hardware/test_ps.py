@@ -1,0 +1,158 @@
+"""`gpureclaim ps` on a real GPU (run on the GPU machine; skips without one).
+
+- A process holding 1 GiB through torch is listed with the bytes nvidia-smi
+  shows for it (nvidia-smi prints MiB: bytes == MiB * 2**20), on the GPU of
+  the same UUID.
+- A process that never used the GPU is absent, and so is gpureclaim itself
+  after many queries (it never opens a context).
+- NVML's v2 memory-info path is the one taken on a real driver.
+
+The tool: $GPURECLAIM_BIN (default build/gpureclaim).
+"""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+MiB = 1 << 20
+
+
+def _has_gpu():
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and b"GPU" in r.stdout
+
+
+pytestmark = pytest.mark.skipif(not _has_gpu(),
+                                reason="no NVIDIA GPU (nvidia-smi -L)")
+
+HOLDER = """
+import sys, torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:0")
+torch.cuda.synchronize()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def ps_json(*args):
+    r = subprocess.run([BIN, "ps", "--json", *args], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def smi_apps():
+    """{pid: (gpu_uuid, bytes)} from nvidia-smi's compute-apps query."""
+    r = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,gpu_uuid,used_memory",
+         "--format=csv,noheader,nounits"],
+        capture_output=True, text=True, timeout=60, check=True)
+    apps = {}
+    for line in r.stdout.splitlines():
+        if not line.strip():
+            continue
+        pid, uuid, mib = (f.strip() for f in line.split(","))
+        apps[int(pid)] = (uuid, int(mib) * MiB if mib.isdigit() else None)
+    return apps
+
+
+def listed(doc):
+    """{pid: (gpu uuid, bytes)} from a `ps --json` document."""
+    return {p["pid"]: (g["uuid"], p["bytes"])
+            for g in doc["gpus"] for p in g.get("processes", [])}
+
+
+@pytest.fixture(scope="module")
+def holder():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch is not installed")
+    child = subprocess.Popen([sys.executable, "-c", HOLDER],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    line = child.stdout.readline().strip()
+    if line != "ready":
+        child.kill()
+        child.wait()
+        pytest.fail(f"torch child did not allocate: {line!r}")
+    yield child
+    child.stdin.close()
+    child.wait(timeout=60)
+
+
+def test_ps_bytes_match_nvidia_smi(holder):
+    doc = ps_json()
+    apps = smi_apps()
+    ours = listed(doc)
+    assert holder.pid in ours, doc
+    assert holder.pid in apps, apps
+    uuid, got = ours[holder.pid]
+    smi_uuid, smi_bytes = apps[holder.pid]
+    assert uuid == smi_uuid
+    assert got == smi_bytes, (got, smi_bytes)
+    assert got >= 1 << 30  # the tensor, plus the context
+    (p,) = [p for g in doc["gpus"] for p in g.get("processes", [])
+            if p["pid"] == holder.pid]
+    assert p["bytes_known"] is True
+    assert "python" in p["command"]
+    assert p["user"]
+    # every process both tools see has the same figure
+    for pid, (smi_uuid, smi_bytes) in apps.items():
+        if pid in ours and smi_bytes is not None:
+            assert ours[pid] == (smi_uuid, smi_bytes), pid
+
+
+def test_ps_text_lists_the_holder(holder):
+    r = subprocess.run([BIN, "ps", "-i", "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert any(line.split()[:1] == [str(holder.pid)]
+               for line in r.stdout.splitlines()), r.stdout
+
+
+def test_process_that_never_used_the_gpu_is_absent(holder):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        assert sleeper.pid not in listed(ps_json())
+        assert sleeper.pid not in smi_apps()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_gpureclaim_itself_never_appears():
+    watcher = subprocess.Popen([BIN, "ps", "--json", "--watch", "0.1"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        docs = [json.loads(watcher.stdout.readline()) for _ in range(10)]
+        assert watcher.pid not in smi_apps()
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=30)
+    assert watcher.returncode == 0
+    for doc in docs:
+        assert watcher.pid not in listed(doc)
+
+
+def test_memory_info_v2_path_is_taken():
+    doc = ps_json()
+    assert doc["gpus"], doc
+    for g in doc["gpus"]:
+        assert "error" not in g, g
+        assert g["memory_info"] == "v2", g
+        assert 0 < g["used"] + g["free"] <= g["total"], g
