@@ -1,0 +1,35 @@
+# The Python package: the extension gpureclaim._gpureclaim (limited API,
+# abi3) built from python/src/*.c and the core's objects, placed with
+# links to the package's Python files in $(BUILD)/python/gpureclaim, so
+# builds in different BUILD folders never share a file. `pip install .`
+# (setup.py) builds the same sources for installation.
+PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_PKG_DIR := $(BUILD)/python/gpureclaim
+PY_EXT := $(PY_PKG_DIR)/_gpureclaim.abi3.so
+PY_EXT_SRCS := $(wildcard python/src/*.c)
+PY_EXT_OBJS := $(PY_EXT_SRCS:%.c=$(BUILD)/obj/%.o)
+PY_PKG_FILES := $(wildcard python/gpureclaim/*.py python/gpureclaim/*.pyi \
+	python/gpureclaim/py.typed)
+
+# PyErr_Fetch is soft-deprecated from 3.12 on (its replacement is not in
+# the 3.11 limited API): a warning there must not fail the build.
+$(PY_EXT_OBJS): CFLAGS += -DPy_LIMITED_API=0x030B0000 -I$(PY_INCLUDE) \
+	-Wno-error=deprecated-declarations
+
+$(PY_EXT): $(PY_EXT_OBJS) $(CORE_OBJS) python/src/ext.map $(PY_PKG_FILES)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=python/src/ext.map $(LDFLAGS) \
+		-o $@ $(PY_EXT_OBJS) $(CORE_OBJS) $(LDLIBS)
+	@for f in $(PY_PKG_FILES); do ln -sf $(abspath .)/$$f $(PY_PKG_DIR)/; done
+
+python-ext: $(PY_EXT)
+.PHONY: python-ext
+ALL_TARGETS += $(PY_EXT)
+
+# Each test runs its scenario in a fresh interpreter on the simulated
+# driver (which reads GPURECLAIM_SIM once).
+test-python: $(PY_EXT) $(SIM_LIBS)
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+.PHONY: test-python
+CHECK_RUNS += test-python

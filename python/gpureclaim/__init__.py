@@ -1,0 +1,403 @@
+"""gpureclaim: give a GPU process its cached memory back, and say what the
+driver got.
+
+One call empties every caching allocator the program uses (PyTorch, CuPy,
+Numba, Torch MPS, MLX, and pools registered with :func:`register`) on every
+GPU this process has opened, and no other, and reports the bytes the driver
+got back::
+
+    import gpureclaim
+    gpureclaim.release_cached_memory()          # 2.147483648 (units of 1e9 B)
+    report = gpureclaim.release(verbose=True)   # the full report
+    # GPU 0: released 2.1 GB, 32.0 GB in use, 69.9 GB free
+
+Accounting: the number is the drop, over the call, of the driver's figure for
+this process (NVML's per-process ``usedGpuMemory``, what ``nvidia-smi``
+lists), summed over the visited GPUs. It never counts other processes. Where
+the driver has no per-process figure (MIG, a pid namespace, no NVML) the
+allocators' own counters are used instead and ``Release.source`` says so.
+On Apple silicon the figure is Metal's per-process total
+(``torch.mps.driver_allocated_memory()``).
+
+gpureclaim never imports a framework the program has not imported, never
+initialises CUDA and never opens a context.
+"""
+from __future__ import annotations
+
+import html as _html
+import os as _os
+from dataclasses import asdict as _asdict
+from dataclasses import dataclass as _dataclass
+from typing import Any, Callable, Iterable, Optional, Union
+
+from . import _gpureclaim as _c
+
+__all__ = [
+    "Error",
+    "GPU",
+    "Release",
+    "ReleaserRow",
+    "ReleaserStatus",
+    "devices_in_use",
+    "process_memory",
+    "register",
+    "release",
+    "release_cached_memory",
+    "releasers",
+    "unregister",
+]
+
+__version__ = _c.version()
+
+#: Raised when the library cannot do what was asked (driver errors).
+Error = _c.Error
+
+# A child forked while another thread was inside release() must not inherit
+# the extension's lock in its held state.
+_os.register_at_fork(after_in_child=_c._after_fork_child)
+
+
+def _gb(n: Optional[int]) -> str:
+    return "-" if n is None else f"{n / 1e9:.3f} GB"
+
+
+@_dataclass(frozen=True)
+class GPU:
+    """One visited GPU (``device`` is its CUDA ordinal, or ``"mps"``).
+
+    ``released`` is ``before - after`` of this process's driver figure
+    (or the allocators' drop where ``known`` is False); ``used``, ``free``
+    and ``total`` are the whole GPU's figures after the call, all processes.
+    """
+
+    device: Union[int, str]
+    nvml_index: Optional[int]
+    known: bool
+    released: int
+    before: int
+    after: int
+    used: Optional[int]
+    free: Optional[int]
+    total: Optional[int]
+
+
+@_dataclass(frozen=True)
+class ReleaserRow:
+    """One releaser on one GPU (``device`` -1: its once-per-call step).
+
+    ``*_live`` are bytes in live allocations, ``*_cached`` bytes held but
+    free for reuse, as the framework reports them; ``known`` is False where
+    it cannot tell. ``status`` is 0 or the negative code of a failure (the
+    notes say what failed).
+    """
+
+    name: str
+    device: int
+    known: bool
+    before_live: int
+    before_cached: int
+    after_live: int
+    after_cached: int
+    status: int
+
+    @property
+    def released(self) -> int:
+        """The framework's own drop (live + cached, before - after)."""
+        return (self.before_live + self.before_cached) - (
+            self.after_live + self.after_cached
+        )
+
+
+@_dataclass(frozen=True)
+class ReleaserStatus:
+    """Whether a releaser takes part in releases in this process, and why."""
+
+    name: str
+    kind: str  # "cuda", "metal" or "user"
+    active: bool
+    why: str
+
+
+class Release:
+    """The report of one :func:`release` call.
+
+    Attributes:
+        bytes: bytes this process handed back to the driver (may be
+            negative if the program allocated during the call).
+        gb: ``bytes / 1e9``.
+        source: ``"driver"`` (NVML's per-process figure), ``"metal"``
+            (Metal's per-process total), ``"allocators"`` (the frameworks'
+            own counters, where the driver has no per-process figure) or
+            ``"none"`` (nothing could be measured, e.g. in a forked child).
+        gpus: the visited GPUs (:class:`GPU`).
+        releasers: per releaser and GPU, before and after
+            (:class:`ReleaserRow`).
+        elapsed: seconds the call took.
+        collected: whether ``gc.collect()`` ran.
+        collect_seconds: seconds it took.
+        notes: everything skipped or failed, one sentence each.
+    """
+
+    __slots__ = (
+        "bytes",
+        "source",
+        "gpus",
+        "releasers",
+        "elapsed",
+        "collected",
+        "collect_seconds",
+        "notes",
+    )
+
+    def __init__(self, raw: dict):
+        self.bytes: int = raw["bytes"]
+        self.source: str = raw["source"]
+        self.gpus: list[GPU] = [GPU(**g) for g in raw["gpus"]]
+        self.releasers: list[ReleaserRow] = [
+            ReleaserRow(**r) for r in raw["releasers"]
+        ]
+        self.elapsed: float = raw["elapsed"]
+        self.collected: bool = raw["collected"]
+        self.collect_seconds: float = raw["collect_seconds"]
+        self.notes: list[str] = list(raw["notes"])
+
+    @property
+    def gb(self) -> float:
+        """The bytes handed back, in units of 1e9 bytes."""
+        return self.bytes / 1e9
+
+    def __float__(self) -> float:
+        return self.gb
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain values (JSON-serialisable)."""
+        return {
+            "bytes": self.bytes,
+            "gb": self.gb,
+            "source": self.source,
+            "elapsed": self.elapsed,
+            "collected": self.collected,
+            "collect_seconds": self.collect_seconds,
+            "gpus": [_asdict(g) for g in self.gpus],
+            "releasers": [
+                dict(_asdict(r), released=r.released) for r in self.releasers
+            ],
+            "notes": list(self.notes),
+        }
+
+    def _summary(self) -> str:
+        gc = (
+            f", gc {self.collect_seconds * 1e3:.1f} ms"
+            if self.collected
+            else ", no gc"
+        )
+        return (
+            f"released {self.bytes} bytes ({self.gb:.3f} GB, source: "
+            f"{self.source}) in {self.elapsed * 1e3:.1f} ms{gc}"
+        )
+
+    def _gpu_rows(self) -> list[list[str]]:
+        return [
+            [
+                str(g.device),
+                _gb(g.released),
+                _gb(g.before) if g.known else "?",
+                _gb(g.after) if g.known else "?",
+                _gb(g.used),
+                _gb(g.free),
+                _gb(g.total),
+            ]
+            for g in self.gpus
+        ]
+
+    def _releaser_rows(self) -> list[list[str]]:
+        rows = []
+        for r in self.releasers:
+            if not r.known and r.status == 0:
+                continue
+            rows.append(
+                [
+                    r.name,
+                    "once" if r.device < 0 else str(r.device),
+                    _gb(r.before_live + r.before_cached) if r.known else "?",
+                    _gb(r.after_live + r.after_cached) if r.known else "?",
+                    _gb(r.after_live) if r.known else "?",
+                    "ok" if r.status == 0 else f"failed ({r.status})",
+                ]
+            )
+        return rows
+
+    _GPU_HEAD = ["GPU", "released", "before", "after", "in use", "free",
+                 "total"]
+    _REL_HEAD = ["releaser", "GPU", "held before", "held after",
+                 "live after", "status"]
+
+    def __repr__(self) -> str:
+        lines = [f"<Release: {self._summary()}>"]
+        for head, rows in (
+            (self._GPU_HEAD, self._gpu_rows()),
+            (self._REL_HEAD, self._releaser_rows()),
+        ):
+            if not rows:
+                continue
+            widths = [
+                max(len(head[i]), *(len(r[i]) for r in rows))
+                for i in range(len(head))
+            ]
+            for r in [head] + rows:
+                lines.append(
+                    "  "
+                    + "  ".join(
+                        c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))
+                    ).rstrip()
+                )
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        def table(head, rows):
+            if not rows:
+                return ""
+            th = "".join(f"<th>{_html.escape(h)}</th>" for h in head)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r)
+                + "</tr>"
+                for r in rows
+            )
+            return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+        notes = "".join(f"<li>{_html.escape(n)}</li>" for n in self.notes)
+        return (
+            f"<div><b>gpureclaim</b>: {_html.escape(self._summary())}"
+            + table(self._GPU_HEAD, self._gpu_rows())
+            + table(self._REL_HEAD, self._releaser_rows())
+            + (f"<ul>{notes}</ul>" if notes else "")
+            + "</div>"
+        )
+
+    def verbose_lines(self) -> list[str]:
+        """The lines ``verbose=True`` prints: one per visited GPU."""
+        out = []
+        for g in self.gpus:
+            if g.device == "mps":
+                out.append(
+                    f"MPS: released {g.released / 1e9:.1f} GB, "
+                    f"{(g.used or 0) / 1e9:.1f} GB in use"
+                )
+                continue
+            line = f"GPU {g.device}: released {g.released / 1e9:.1f} GB"
+            if g.total:
+                line += (
+                    f", {(g.used or 0) / 1e9:.1f} GB in use, "
+                    f"{(g.free or 0) / 1e9:.1f} GB free"
+                )
+            out.append(line)
+        if not out:
+            why = self.notes[0] if self.notes else "no GPU in use"
+            out.append(f"gpureclaim: released 0.0 GB ({why})")
+        return out
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+
+
+def release(
+    *,
+    devices: Optional[Iterable[int]] = None,
+    collect: Union[str, bool] = "auto",
+    workspaces: bool = False,
+    verbose: bool = False,
+) -> Release:
+    """Return cached GPU memory to the driver; report what it got back.
+
+    Visits the GPUs on which this process holds a context (``devices``
+    narrows them; a listed GPU without a context is skipped with a note),
+    makes each current in turn in every framework (restoring the previous
+    one), and empties: Torch's CUDA caching allocator, CuPy's pool, CuPy's
+    cuFFT plan cache when it holds plans, CuPy's async pool where used,
+    user pools; once per call: CuPy's pinned pool, Torch's host cache,
+    Numba's pending deallocations, Torch MPS and MLX caches.
+
+    Args:
+        devices: CUDA ordinals to visit, or None for all in use.
+        collect: ``"auto"`` runs ``gc.collect()`` only when a framework
+            still reports live bytes after its cache was emptied (an object
+            in a reference cycle, or a live array), then empties again;
+            ``True`` always, ``False`` never.
+        workspaces: also free Torch's cuBLAS/cuBLASLt workspaces (they are
+            re-created, at a cost, by the next matmul).
+        verbose: print one line per GPU, e.g.
+            ``GPU 0: released 2.1 GB, 32.0 GB in use, 69.9 GB free``.
+
+    Raises:
+        TypeError, ValueError: bad arguments.
+        gpureclaim.Error: the library could not run (e.g. a bad driver).
+    """
+    _check_bool("verbose", verbose)
+    r = Release(_c.release(devices=devices, collect=collect,
+                           workspaces=workspaces))
+    if verbose:
+        for line in r.verbose_lines():
+            print(line)
+    return r
+
+
+def release_cached_memory(verbose: bool = False) -> float:
+    """Return cached GPU memory to the driver; the bytes it got back / 1e9.
+
+    The drop-in form of :func:`release` (``collect="auto"``).
+    """
+    _check_bool("verbose", verbose)
+    return release(verbose=verbose).gb
+
+
+def devices_in_use() -> list[int]:
+    """CUDA ordinals of the GPUs on which this process holds a context.
+
+    Opens none and never initialises the driver: ``[]`` when CUDA is not
+    loaded or not initialised in this process.
+    """
+    return _c.devices_in_use()
+
+
+def process_memory() -> dict[int, Optional[int]]:
+    """The driver bytes this process holds on each GPU it has opened.
+
+    ``None`` for a GPU where the driver has no per-process figure (MIG, a
+    pid namespace without the host pid, no NVML).
+    """
+    return _c.process_memory()
+
+
+def register(
+    name: str,
+    release: Callable[[int], Any],
+    held: Optional[Callable[[int], int]] = None,
+    live: Optional[Callable[[int], int]] = None,
+) -> None:
+    """Make a pool of your own take part in every release.
+
+    ``release(device)`` is called once per visited GPU with its CUDA
+    ordinal (the GPU is not made current for you); ``held(device)`` returns
+    the bytes the pool holds there, live and cached; ``live(device)`` the
+    bytes in live allocations (with ``collect="auto"`` live bytes after a
+    first pass make the garbage collector run). An exception in a callback
+    becomes a note of the report; the other releasers still run. Callbacks
+    must not call :func:`release`, :func:`register` or :func:`unregister`.
+
+    Raises ValueError if ``name`` is taken (the built-in names too).
+    """
+    _c.register(name, release, held, live)
+
+
+def unregister(name: str) -> None:
+    """Remove a pool added with :func:`register`; KeyError if none."""
+    _c.unregister(name)
+
+
+def releasers() -> list[ReleaserStatus]:
+    """Every releaser, whether it is active in this process, and why."""
+    return [ReleaserStatus(**d) for d in _c.releasers()]

@@ -1,0 +1,147 @@
+/*
+ * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
+ * multi-phase init, state per module object). The functions live in
+ * release.c, query.c and rel_user.c; the documented API in __init__.py.
+ */
+#include "ext.h"
+
+struct gpr_py_state *gpr_py_state(PyObject *module)
+{
+	return PyModule_GetState(module);
+}
+
+static PyObject *version(PyObject *module, PyObject *unused)
+{
+	(void)module;
+	(void)unused;
+	return PyUnicode_FromString(gpr_version());
+}
+
+static PyMethodDef methods[] = {
+    {"release", (PyCFunction)(void (*)(void))gpr_py_release,
+     METH_VARARGS | METH_KEYWORDS,
+     "release(*, devices=None, collect='auto', workspaces=False) -> dict"},
+    {"devices_in_use", gpr_py_devices_in_use, METH_NOARGS,
+     "devices_in_use() -> list of CUDA ordinals with a context"},
+    {"process_memory", gpr_py_process_memory, METH_NOARGS,
+     "process_memory() -> {device: driver bytes of this process or None}"},
+    {"releasers", gpr_py_releasers, METH_NOARGS,
+     "releasers() -> list of {name, kind, active, why}"},
+    {"register", (PyCFunction)(void (*)(void))gpr_py_register,
+     METH_VARARGS | METH_KEYWORDS,
+     "register(name, release, held=None, live=None)"},
+    {"unregister", gpr_py_unregister, METH_VARARGS, "unregister(name)"},
+    {"version", version, METH_NOARGS, "version of the C library"},
+    {"_after_fork_child", gpr_py_after_fork_child, METH_NOARGS,
+     "resets the release lock in a forked child"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_errors(PyObject *m)
+{
+	PyObject *d = PyDict_New();
+	if (!d)
+		return -1;
+#define GPR_X_ADD(name, value, msg)                                            \
+	do {                                                                   \
+		PyObject *v = Py_BuildValue("(is)", value, msg);               \
+		if (!v || PyDict_SetItemString(d, #name, v)) {                 \
+			Py_XDECREF(v);                                         \
+			Py_DECREF(d);                                          \
+			return -1;                                             \
+		}                                                              \
+		Py_DECREF(v);                                                  \
+	} while (0);
+	GPR_ERRORS(GPR_X_ADD)
+#undef GPR_X_ADD
+	int rc = PyModule_AddObjectRef(m, "errors", d);
+	Py_DECREF(d);
+	return rc;
+}
+
+static int module_exec(PyObject *m)
+{
+	struct gpr_py_state *st = gpr_py_state(m);
+	if (pthread_mutex_init(&st->lock, NULL)) {
+		PyErr_SetString(PyExc_RuntimeError, "pthread_mutex_init");
+		return -1;
+	}
+	st->error =
+	    PyErr_NewException("gpureclaim.Error", PyExc_RuntimeError, NULL);
+	st->users = PyDict_New();
+	PyObject *gc = PyImport_ImportModule("gc");
+	st->gc_collect = gc ? PyObject_GetAttrString(gc, "collect") : NULL;
+	Py_XDECREF(gc);
+	if (!st->error || !st->users || !st->gc_collect)
+		return -1;
+	if (PyModule_AddObjectRef(m, "Error", st->error) ||
+	    PyModule_AddIntConstant(m, "DEVICE_ONCE", GPR_DEVICE_ONCE) ||
+	    add_errors(m))
+		return -1;
+	/* A failed open is kept, not raised: import still works and each
+	 * call says why it cannot run. */
+	st->open_error = gpr_open(NULL, &st->ctx);
+	if (st->open_error)
+		st->ctx = NULL;
+	else if ((st->open_error = gpr_py_register_builtin(st))) {
+		gpr_close(st->ctx);
+		st->ctx = NULL;
+	}
+	return 0;
+}
+
+static int traverse(PyObject *m, visitproc visit, void *arg)
+{
+	struct gpr_py_state *st = gpr_py_state(m);
+	if (!st)
+		return 0;
+	Py_VISIT(st->error);
+	Py_VISIT(st->gc_collect);
+	Py_VISIT(st->users);
+	return 0;
+}
+
+static int clear(PyObject *m)
+{
+	struct gpr_py_state *st = gpr_py_state(m);
+	if (!st)
+		return 0;
+	Py_CLEAR(st->error);
+	Py_CLEAR(st->gc_collect);
+	Py_CLEAR(st->users);
+	return 0;
+}
+
+static void free_module(void *p)
+{
+	PyObject *m = p;
+	struct gpr_py_state *st = gpr_py_state(m);
+	if (!st)
+		return;
+	clear(m);
+	gpr_close(st->ctx); /* destroys the user releasers (takes the GIL) */
+	st->ctx = NULL;
+	pthread_mutex_destroy(&st->lock);
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "gpureclaim._gpureclaim",
+    .m_doc = "C layer of gpureclaim; use the gpureclaim package.",
+    .m_size = sizeof(struct gpr_py_state),
+    .m_methods = methods,
+    .m_slots = slots,
+    .m_traverse = traverse,
+    .m_clear = clear,
+    .m_free = free_module,
+};
+
+PyMODINIT_FUNC PyInit__gpureclaim(void)
+{
+	return PyModuleDef_Init(&def);
+}

@@ -1,0 +1,180 @@
+/*
+ * Small helpers over the limited API: sys.modules look-ups that never
+ * import, attribute paths, calls, and exceptions turned into report notes.
+ */
+#include "ext.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+PyObject *gpr_py_imported(const char *name)
+{
+	PyObject *key = PyUnicode_FromString(name);
+	if (!key) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *mod = PyImport_GetModule(key);
+	Py_DECREF(key);
+	if (!mod) {
+		PyErr_Clear();
+		return NULL;
+	}
+	if (mod == Py_None) { /* sys.modules[name] = None blocks an import */
+		Py_DECREF(mod);
+		return NULL;
+	}
+	return mod;
+}
+
+PyObject *gpr_py_attr(PyObject *obj, const char *dotted)
+{
+	char part[128];
+	PyObject *cur = Py_NewRef(obj);
+	const char *p = dotted;
+	while (cur && *p) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		if (n >= sizeof part) {
+			Py_DECREF(cur);
+			return NULL;
+		}
+		memcpy(part, p, n);
+		part[n] = '\0';
+		PyObject *next = PyObject_GetAttrString(cur, part);
+		Py_DECREF(cur);
+		cur = next;
+		p = dot ? dot + 1 : p + n;
+	}
+	if (!cur)
+		PyErr_Clear();
+	return cur;
+}
+
+static PyObject *vcall(PyObject *obj, const char *name, const char *fmt,
+		       va_list ap)
+{
+	PyObject *fn = PyObject_GetAttrString(obj, name);
+	if (!fn)
+		return NULL;
+	PyObject *args = NULL;
+	if (fmt && *fmt) {
+		PyObject *v = Py_VaBuildValue(fmt, ap);
+		if (!v) {
+			Py_DECREF(fn);
+			return NULL;
+		}
+		if (PyTuple_Check(v)) {
+			args = v;
+		} else {
+			args = PyTuple_Pack(1, v);
+			Py_DECREF(v);
+		}
+	} else {
+		args = PyTuple_New(0);
+	}
+	if (!args) {
+		Py_DECREF(fn);
+		return NULL;
+	}
+	PyObject *r = PyObject_Call(fn, args, NULL);
+	Py_DECREF(args);
+	Py_DECREF(fn);
+	return r;
+}
+
+PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	PyObject *r = vcall(obj, name, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
+		    const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	PyObject *r = vcall(obj, name, fmt, ap);
+	va_end(ap);
+	if (!r)
+		return -1;
+	long long v = PyLong_AsLongLong(r);
+	Py_DECREF(r);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	*out = (int64_t)v;
+	return 0;
+}
+
+int gpr_py_truth(PyObject *obj)
+{
+	if (!obj)
+		return -1;
+	return PyObject_IsTrue(obj);
+}
+
+/* Copies str(obj) into buf; "?" if that fails. */
+static void str_into(PyObject *obj, char *buf, size_t len)
+{
+	PyObject *s = obj ? PyObject_Str(obj) : NULL;
+	const char *u = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+	if (!u) {
+		PyErr_Clear();
+		u = "?";
+	}
+	snprintf(buf, len, "%s", u);
+	Py_XDECREF(s);
+}
+
+void gpr_py_error_note(char *buf, size_t len, const char *prefix)
+{
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	if (buf && len) {
+		char tname[96] = "Exception", msg[384] = "";
+		PyObject *qn =
+		    type ? PyObject_GetAttrString(type, "__qualname__") : NULL;
+		if (qn)
+			str_into(qn, tname, sizeof tname);
+		else
+			PyErr_Clear();
+		Py_XDECREF(qn);
+		if (value)
+			str_into(value, msg, sizeof msg);
+		snprintf(buf, len, "%s%s%s%s%s", prefix, *prefix ? ": " : "",
+			 tname, *msg ? ": " : "", msg);
+	}
+	Py_XDECREF(type);
+	Py_XDECREF(value);
+	Py_XDECREF(tb);
+}
+
+PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what)
+{
+	const char *detail = st && st->ctx ? gpr_last_error(st->ctx) : "";
+	PyObject *type = st ? st->error : PyExc_RuntimeError;
+	switch (err) {
+	case GPR_E_INVAL:
+	case GPR_E_RANGE:
+	case GPR_E_EXISTS:
+		type = PyExc_ValueError;
+		break;
+	case GPR_E_NOMEM:
+		return PyErr_NoMemory();
+	case GPR_E_NOT_FOUND:
+		type = PyExc_KeyError;
+		break;
+	default:
+		break;
+	}
+	if (detail && *detail)
+		PyErr_Format(type, "%s: %s (%s)", what, gpr_strerror(err),
+			     detail);
+	else
+		PyErr_Format(type, "%s: %s", what, gpr_strerror(err));
+	return NULL;
+}

@@ -1,0 +1,110 @@
+/*
+ * Numba CUDA frees device arrays lazily: a dropped array joins the current
+ * context's pending deallocations, flushed when the list grows. Flushing it
+ * hands those blocks to the driver. Runs once per call, only if the user
+ * imported numba.cuda and Numba's driver already has a current context:
+ * numba.cuda.current_context() would otherwise create one.
+ */
+#include "ext.h"
+
+#include <stdio.h>
+
+/* numba's driver object if initialised (new ref), else NULL and why. */
+static PyObject *numba_driver(char *why, size_t len)
+{
+	PyObject *nc = gpr_py_imported("numba.cuda");
+	if (!nc) {
+		snprintf(why, len, "numba.cuda not imported");
+		return NULL;
+	}
+	Py_DECREF(nc);
+	PyObject *mod = gpr_py_imported("numba.cuda.cudadrv.driver");
+	PyObject *drv = mod ? gpr_py_attr(mod, "driver") : NULL;
+	Py_XDECREF(mod);
+	PyObject *init = drv ? gpr_py_attr(drv, "is_initialized") : NULL;
+	int ok = init ? PyObject_IsTrue(init) : 0;
+	Py_XDECREF(init);
+	PyErr_Clear();
+	if (ok != 1) {
+		snprintf(why, len,
+			 "numba.cuda imported, driver not initialised");
+		Py_XDECREF(drv);
+		return NULL;
+	}
+	snprintf(why, len, "numba.cuda driver initialised");
+	return drv;
+}
+
+static int status(struct gpr_py_state *st, char *why, size_t len)
+{
+	(void)st;
+	PyObject *drv = numba_driver(why, len);
+	Py_XDECREF(drv);
+	return drv != NULL;
+}
+
+/* 1 if this thread has a current CUDA context in Numba's view. */
+static int has_context(PyObject *drv)
+{
+	PyObject *ac = gpr_py_call(drv, "get_active_context", NULL);
+	if (!ac)
+		return -1;
+	PyObject *in = gpr_py_call(ac, "__enter__", NULL);
+	int active = in ? PyObject_IsTrue(in) : -1;
+	Py_XDECREF(in);
+	PyObject *out =
+	    gpr_py_call(ac, "__exit__", "(OOO)", Py_None, Py_None, Py_None);
+	Py_XDECREF(out);
+	Py_DECREF(ac);
+	if (!out)
+		return -1;
+	return active;
+}
+
+static int release(void *data, int device, char *note, size_t note_sz)
+{
+	(void)data;
+	if (device != GPR_DEVICE_ONCE)
+		return 0;
+	char why[64];
+	PyGILState_STATE g = PyGILState_Ensure();
+	int rc = 0;
+	PyObject *drv = numba_driver(why, sizeof why);
+	if (!drv)
+		goto done;
+	int active = has_context(drv);
+	Py_DECREF(drv);
+	if (active == 0) {
+		snprintf(note, note_sz,
+			 "no current context in this thread; pending "
+			 "deallocations of other threads stay");
+		goto done;
+	}
+	PyObject *nc = gpr_py_imported("numba.cuda");
+	PyObject *ctx =
+	    active > 0 && nc ? gpr_py_call(nc, "current_context", NULL) : NULL;
+	Py_XDECREF(nc);
+	PyObject *deallocs = ctx ? gpr_py_attr(ctx, "deallocations") : NULL;
+	PyObject *r = deallocs ? gpr_py_call(deallocs, "clear", NULL) : NULL;
+	if (!r) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_AttributeError,
+					"no context.deallocations");
+		gpr_py_error_note(note, note_sz, "deallocations");
+		rc = -1;
+	}
+	Py_XDECREF(r);
+	Py_XDECREF(deallocs);
+	Py_XDECREF(ctx);
+done:
+	PyGILState_Release(g);
+	return rc;
+}
+
+const struct gpr_py_framework gpr_py_rel_numba = {
+    .name = "numba",
+    .status = status,
+    .c = {.sz = sizeof(struct gpr_releaser),
+	  .name = "numba",
+	  .release = release},
+};

@@ -1,0 +1,198 @@
+/*
+ * Torch's CUDA caching allocator. Per visited GPU where Torch reserved
+ * bytes, with that device current in Torch (the previous one restored):
+ * empty_cache and ipc_collect; with
+ * workspaces=True the cuBLAS/cuBLASLt workspaces are dropped first, so that
+ * empty_cache returns them too. Once per call: the host (pinned) cache.
+ * Nothing runs unless the user imported torch and torch.cuda is initialised:
+ * any other call could initialise CUDA.
+ */
+#include "ext.h"
+
+#include <stdio.h>
+
+/* torch.cuda if torch is imported and CUDA initialised there (new ref);
+ * NULL with why filled otherwise, no error set. */
+static PyObject *torch_cuda(char *why, size_t len)
+{
+	PyObject *torch = gpr_py_imported("torch");
+	if (!torch) {
+		snprintf(why, len, "torch not imported");
+		return NULL;
+	}
+	PyObject *cuda = gpr_py_attr(torch, "cuda");
+	Py_DECREF(torch);
+	if (!cuda) {
+		snprintf(why, len, "torch has no torch.cuda");
+		return NULL;
+	}
+	PyObject *r = gpr_py_call(cuda, "is_initialized", NULL);
+	int init = gpr_py_truth(r);
+	Py_XDECREF(r);
+	if (init <= 0) {
+		PyErr_Clear();
+		snprintf(why, len, "torch imported, CUDA not initialised");
+		Py_DECREF(cuda);
+		return NULL;
+	}
+	snprintf(why, len, "torch.cuda initialised");
+	return cuda;
+}
+
+static int status(struct gpr_py_state *st, char *why, size_t len)
+{
+	(void)st;
+	PyObject *cuda = torch_cuda(why, len);
+	Py_XDECREF(cuda);
+	return cuda != NULL;
+}
+
+static int held(void *data, int device, struct gpr_held *out)
+{
+	(void)data;
+	char why[64];
+	out->known = 0;
+	if (device < 0)
+		return 0;
+	PyGILState_STATE g = PyGILState_Ensure();
+	int rc = 0;
+	PyObject *cuda = torch_cuda(why, sizeof why);
+	int64_t alloc = 0, reserved = 0;
+	if (cuda) {
+		if (gpr_py_call_i64(cuda, "memory_allocated", &alloc, "(i)",
+				    device) ||
+		    gpr_py_call_i64(cuda, "memory_reserved", &reserved, "(i)",
+				    device)) {
+			gpr_py_error_note(NULL, 0, "");
+			rc = -1;
+		} else {
+			out->live = (uint64_t)alloc;
+			out->cached =
+			    reserved > alloc ? (uint64_t)(reserved - alloc) : 0;
+			out->known = 1;
+		}
+		Py_DECREF(cuda);
+	}
+	PyGILState_Release(g);
+	return rc;
+}
+
+/* The once-per-call step: Torch's pinned host cache. */
+static int release_once(PyObject *cuda, char *note, size_t note_sz)
+{
+	PyObject *torch = gpr_py_imported("torch");
+	PyObject *fn = torch ? gpr_py_attr(torch, "_C._host_emptyCache") : NULL;
+	Py_XDECREF(torch);
+	if (!fn)
+		return 0; /* older Torch: no host cache call */
+	(void)cuda;
+	PyObject *r = PyObject_CallFunctionObjArgs(fn, NULL);
+	Py_DECREF(fn);
+	if (!r) {
+		gpr_py_error_note(note, note_sz, "host cache");
+		return -1;
+	}
+	Py_DECREF(r);
+	return 0;
+}
+
+static int clear_workspaces(char *note, size_t note_sz)
+{
+	PyObject *torch = gpr_py_imported("torch");
+	PyObject *fn =
+	    torch ? gpr_py_attr(torch, "_C._cuda_clearCublasWorkspaces") : NULL;
+	Py_XDECREF(torch);
+	if (!fn) {
+		snprintf(note, note_sz,
+			 "this Torch cannot free cuBLAS workspaces "
+			 "(no torch._C._cuda_clearCublasWorkspaces)");
+		return 0;
+	}
+	PyObject *r = PyObject_CallFunctionObjArgs(fn, NULL);
+	Py_DECREF(fn);
+	if (!r) {
+		gpr_py_error_note(note, note_sz, "cuBLAS workspaces");
+		return -1;
+	}
+	Py_DECREF(r);
+	return 0;
+}
+
+/*
+ * torch.cuda.device(d) is Torch's device guard: on exit it restores the
+ * previous device through MaybeExchangeDevice, which does not create a
+ * context on a previous device that has none (torch.cuda.set_device would).
+ */
+static int release_device(struct gpr_py_state *st, PyObject *cuda, int device,
+			  char *note, size_t note_sz)
+{
+	int64_t reserved = 0;
+	if (gpr_py_call_i64(cuda, "memory_reserved", &reserved, "(i)", device))
+		goto fail;
+	/* Nothing reserved there: leave Torch's device alone. */
+	if (reserved == 0 && !st->call.workspaces)
+		return 0;
+	PyObject *guard = gpr_py_call(cuda, "device", "(i)", device);
+	PyObject *r = guard ? gpr_py_call(guard, "__enter__", NULL) : NULL;
+	if (!r) {
+		Py_XDECREF(guard);
+		goto fail;
+	}
+	Py_DECREF(r);
+	int rc = 0;
+	if (st->call.workspaces && clear_workspaces(note, note_sz))
+		rc = -1;
+	r = rc ? NULL : gpr_py_call(cuda, "empty_cache", NULL);
+	if (r) {
+		Py_DECREF(r);
+		r = gpr_py_call(cuda, "ipc_collect", NULL);
+	}
+	if (!r && !rc) {
+		gpr_py_error_note(note, note_sz, "");
+		rc = -1;
+	}
+	Py_XDECREF(r);
+	/* Restore even after a failure; keep the first error. */
+	PyObject *back =
+	    gpr_py_call(guard, "__exit__", "(OOO)", Py_None, Py_None, Py_None);
+	Py_DECREF(guard);
+	if (!back) {
+		if (rc == 0)
+			gpr_py_error_note(note, note_sz,
+					  "restoring the device");
+		else
+			PyErr_Clear();
+		rc = -1;
+	}
+	Py_XDECREF(back);
+	return rc;
+fail:
+	gpr_py_error_note(note, note_sz, "");
+	return -1;
+}
+
+static int release(void *data, int device, char *note, size_t note_sz)
+{
+	struct gpr_py_state *st = data;
+	char why[64];
+	PyGILState_STATE g = PyGILState_Ensure();
+	int rc = 0;
+	PyObject *cuda = torch_cuda(why, sizeof why);
+	if (cuda) {
+		rc = device == GPR_DEVICE_ONCE
+			 ? release_once(cuda, note, note_sz)
+			 : release_device(st, cuda, device, note, note_sz);
+		Py_DECREF(cuda);
+	}
+	PyGILState_Release(g);
+	return rc;
+}
+
+const struct gpr_py_framework gpr_py_rel_torch = {
+    .name = "torch",
+    .status = status,
+    .c = {.sz = sizeof(struct gpr_releaser),
+	  .name = "torch",
+	  .held = held,
+	  .release = release},
+};

@@ -1,0 +1,88 @@
+"""CuPy's pools: MemoryPool (one caching pool per device; every call acts on
+the current device), MemoryAsyncPool (the driver's stream-ordered pool),
+PinnedMemoryPool (host memory)."""
+import threading
+import weakref
+
+import simcuda
+
+from . import runtime
+
+
+class MemoryPointer:
+    def __init__(self, pool, seg):
+        self.seg = seg
+        self.size = seg.in_use
+        weakref.finalize(self, pool.free, seg)
+
+
+class MemoryPool:
+    def __init__(self):
+        self._pools = {}
+        self._lock = threading.Lock()
+
+    def _pool(self, device=None):
+        d = runtime.getDevice() if device is None else device
+        with self._lock:
+            if d not in self._pools:
+                self._pools[d] = simcuda.CachingPool(d)
+            return self._pools[d]
+
+    def malloc(self, nbytes):
+        p = self._pool()
+        return MemoryPointer(p, p.malloc(nbytes))
+
+    def used_bytes(self):
+        return self._pool().allocated()
+
+    def total_bytes(self):
+        return self._pool().reserved()
+
+    def free_bytes(self):
+        return self.total_bytes() - self.used_bytes()
+
+    def free_all_blocks(self, stream=None):
+        self._pool().free_cached()
+
+
+class MemoryAsyncPool:
+    def malloc(self, nbytes):
+        p = runtime._async_pool(runtime.getDevice())
+        return MemoryPointer(p, p.malloc(nbytes))
+
+    def used_bytes(self):
+        return runtime._async_pool(runtime.getDevice()).allocated()
+
+    def total_bytes(self):
+        return runtime._async_pool(runtime.getDevice()).reserved()
+
+    def free_all_blocks(self, stream=None):
+        d = runtime.getDevice()
+        runtime.memPoolTrimTo(runtime.deviceGetDefaultMemPool(d), 0)
+
+
+def malloc_async(nbytes):
+    p = runtime._async_pool(runtime.getDevice())
+    return MemoryPointer(p, p.malloc(nbytes))
+
+
+class PinnedMemoryPool:
+    def __init__(self):
+        self.free_calls = 0
+
+    def free_all_blocks(self):
+        self.free_calls += 1
+
+
+_default_pool = MemoryPool()
+_pinned_pool = PinnedMemoryPool()
+_allocator = _default_pool.malloc
+
+
+def get_allocator():
+    return _allocator
+
+
+def set_allocator(allocator=None):
+    global _allocator
+    _allocator = allocator if allocator is not None else _default_pool.malloc

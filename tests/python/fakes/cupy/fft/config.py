@@ -1,0 +1,1 @@
+from ._cache import get_plan_cache  # noqa: F401

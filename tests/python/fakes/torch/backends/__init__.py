@@ -1,0 +1,1 @@
+from . import mps  # noqa: F401

@@ -1,0 +1,459 @@
+"""gpureclaim.release() on the simulated driver with the fake frameworks."""
+import re
+
+GiB = 1 << 30
+CONTEXT = 512 << 20  # the sim's default context size
+
+CYCLE = """
+import torch, cupy
+t = torch.empty(1 << 30, device="cuda")
+cycle = [t]
+cycle.append(cycle)
+a = cupy.empty(1 << 30)
+start = gpureclaim.process_memory()
+del t, cycle, a
+"""
+
+
+def test_reference_cycle_returns_exactly_the_dropped_bytes(scenario):
+    r = scenario(CYCLE + """
+gc_runs = []
+gc.callbacks.append(lambda phase, info: phase == "start" and gc_runs.append(1))
+r = gpureclaim.release()
+emit(dict(r.to_dict(), start=start, end=gpureclaim.process_memory(),
+          gc_runs=len(gc_runs)))
+""")
+    assert r["bytes"] == 2 * GiB
+    assert r["gb"] == 2.147483648
+    assert r["source"] == "driver"
+    assert r["collected"] is True and r["gc_runs"] == 1
+    assert r["start"] == {"0": 2 * GiB + CONTEXT}
+    assert r["end"] == {"0": CONTEXT}
+    [g] = r["gpus"]
+    assert (g["device"], g["before"], g["after"]) == (0, 2 * GiB + CONTEXT, CONTEXT)
+    rows = {(x["name"], x["device"]): x for x in r["releasers"]}
+    assert rows[("torch", 0)]["released"] == GiB
+    assert rows[("cupy", 0)]["released"] == GiB
+
+
+def test_release_cached_memory_is_the_drop_in_float(scenario):
+    r = scenario(CYCLE + "emit(gpureclaim.release_cached_memory())")
+    assert r.data == 2.147483648
+
+
+def test_collect_auto_skips_gc_when_nothing_is_live(scenario):
+    r = scenario("""
+import torch, cupy
+gc_runs = []
+gc.callbacks.append(lambda phase, info: phase == "start" and gc_runs.append(1))
+t = torch.empty(1 << 30, device="cuda")
+a = cupy.empty(1 << 30)
+del t, a
+gc.disable()
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, collected=r.collected, gc_runs=len(gc_runs)))
+""")
+    assert r["bytes"] == 2 * GiB
+    assert r["collected"] is False and r["gc_runs"] == 0
+
+
+def test_collect_false_leaves_the_cycle_and_true_always_collects(scenario):
+    r = scenario(CYCLE + """
+gc.disable()
+r1 = gpureclaim.release(collect=False)
+r2 = gpureclaim.release(collect=True)
+r3 = gpureclaim.release(collect=True)
+emit([(r.bytes, r.collected) for r in (r1, r2, r3)])
+""")
+    assert r.data == [[GiB, False], [GiB, True], [0, True]]
+
+
+def test_only_opened_gpus_are_visited(scenario):
+    r = scenario("""
+import torch, cupy
+t = torch.empty(64 << 20, device="cuda:1")
+cupy.cuda.Device(3).use()
+a = cupy.empty(64 << 20)
+del t, a
+ctx_calls = sim().gprsim_ctx_calls()
+r = gpureclaim.release()
+emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes,
+          in_use=gpureclaim.devices_in_use(),
+          new_contexts=sim().gprsim_ctx_calls() - ctx_calls,
+          active=[primary_active(d) for d in range(4)],
+          torch_calls=[c for c in torch.cuda.calls if c[0] in ("enter", "exit")],
+          current=(torch.cuda.current_device(), cupy.cuda.runtime.getDevice())))
+""", sim="gpus=4")
+    assert r["visited"] == [1, 3]
+    assert r["in_use"] == [1, 3]
+    assert r["bytes"] == 128 << 20
+    assert r["new_contexts"] == 0
+    assert r["active"] == [False, True, False, True]
+    # Torch was made current only where it holds memory, then restored.
+    assert r["torch_calls"] == [["enter", 1], ["exit", 3]]
+    assert r["current"] == [3, 3]
+
+
+def test_previous_device_without_context_is_not_opened(scenario):
+    r = scenario("""
+import torch, cupy
+t = torch.empty(64 << 20, device="cuda:1")  # device 0 stays current, unopened
+del t
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, visited=[g.device for g in r.gpus],
+          current=torch.cuda.current_device(), notes=r.notes,
+          active=[primary_active(d) for d in range(2)]))
+""", sim="gpus=2")
+    assert r["bytes"] == 64 << 20
+    assert r["visited"] == [1]
+    assert r["current"] == 0
+    assert r["active"] == [False, True]
+    # CuPy cannot switch back to a device without a context: it says so
+    assert any(n.startswith("cupy: GPU 1") and "no context" in n for n in r["notes"]), r["notes"]
+
+
+def test_requested_devices_narrow_the_visit(scenario):
+    r = scenario("""
+import cupy
+for d in (0, 1):
+    with cupy.cuda.Device(d):
+        a = cupy.empty(64 << 20)
+        del a
+r = gpureclaim.release(devices=[1, 2])
+emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes, notes=r.notes))
+""", sim="gpus=3")
+    assert r["visited"] == [1]
+    assert r["bytes"] == 64 << 20
+    assert any("GPU 2" in n for n in r["notes"])
+
+
+def test_a_gpu_that_cannot_be_opened_is_skipped_with_a_note(scenario):
+    r = scenario("""
+import cupy
+for d in (0, 2):
+    with cupy.cuda.Device(d):
+        a = cupy.empty(64 << 20)
+        del a
+r = gpureclaim.release()
+emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes, notes=r.notes))
+""", sim="gpus=3;fault=broken:1")
+    assert r["visited"] == [0, 2]
+    assert r["bytes"] == 128 << 20
+    assert any("GPU 1" in n for n in r["notes"]), r["notes"]
+
+
+def test_previous_current_device_is_restored(scenario):
+    r = scenario("""
+import torch, cupy
+for d in (0, 1):
+    x = torch.empty(64 << 20, device=f"cuda:{d}")
+    with cupy.cuda.Device(d):
+        y = cupy.empty(64 << 20)
+    del x, y
+torch.cuda.set_device(1)
+torch.cuda.calls.clear()
+cupy.cuda.runtime.calls.clear()
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, torch=torch.cuda.current_device(),
+          cupy=cupy.cuda.runtime.getDevice(), calls=list(torch.cuda.calls),
+          cupy_calls=list(cupy.cuda.runtime.calls)))
+""", sim="gpus=2")
+    assert r["bytes"] == 4 * (64 << 20)
+    assert r["torch"] == 1 and r["cupy"] == 1
+    guards = [c for c in r["calls"] if c[0] in ("enter", "exit")]
+    # Torch's empty_cache empties every device: GPU 1 had nothing left
+    assert guards == [["enter", 0], ["exit", 1]]
+    assert ["setDevice", 0] in r["cupy_calls"]
+    assert r["cupy_calls"][-1] == ["setDevice", 1]
+
+
+def test_plan_cache_cleared_only_when_it_holds_plans(scenario):
+    r = scenario("""
+import cupy
+from cupy.fft import _cache
+a = cupy.empty(256 << 20)
+gpureclaim.release()
+no_plans = list(_cache.clear_calls)
+b = cupy.fft.fft2(a)
+del a, b
+r1 = gpureclaim.release()
+with_plans = list(_cache.clear_calls)
+r2 = gpureclaim.release()
+emit(dict(no_plans=no_plans, with_plans=with_plans, after=list(_cache.clear_calls),
+          bytes=r1.bytes, pool=cupy.get_default_memory_pool().total_bytes()))
+""")
+    assert r["no_plans"] == []
+    assert r["with_plans"] == [0]
+    assert r["after"] == [0]  # empty cache: not cleared again
+    # the array, the result and the plan's work area all went back
+    assert r["bytes"] == (256 << 20) * 2 + (128 << 20)
+    assert r["pool"] == 0
+
+
+def test_async_pool_trimmed_where_used(scenario):
+    r = scenario("""
+import cupy
+gpureclaim.release()
+none_trimmed = list(cupy.cuda.runtime.trims)
+cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
+a = cupy.empty(128 << 20)
+del a
+r = gpureclaim.release()
+emit(dict(before=none_trimmed, trims=list(cupy.cuda.runtime.trims), bytes=r.bytes,
+          pinned=cupy.get_default_pinned_memory_pool().free_calls))
+""")
+    assert r["before"] == []
+    assert r["trims"] == [[0, 0]]
+    assert r["bytes"] == 128 << 20
+    assert r["pinned"] >= 1
+
+
+def test_no_framework_is_imported_and_cuda_untouched(scenario):
+    r = scenario("""
+r = gpureclaim.release()
+info = dict(gb=gpureclaim.release_cached_memory(), notes=r.notes,
+            in_use=gpureclaim.devices_in_use(), mem=gpureclaim.process_memory(),
+            releasers=[(x.name, x.active) for x in gpureclaim.releasers()],
+            mapped=libcuda_mapped(),
+            imported=[m for m in ("torch", "cupy", "jax", "numba", "numba.cuda",
+                                  "mlx", "mlx.core") if m in sys.modules])
+lb = sim()
+info.update(init_calls=lb.gprsim_init_calls(), ctx_calls=lb.gprsim_ctx_calls())
+emit(info)
+""")
+    assert r["gb"] == 0.0
+    assert r["imported"] == []
+    assert r["mapped"] is False
+    assert r["in_use"] == [] and r["mem"] == {}
+    assert r["init_calls"] == 0 and r["ctx_calls"] == 0
+    assert all(not active for _, active in r["releasers"])
+    assert any("not loaded" in n for n in r["notes"])
+
+
+def test_imported_but_unused_torch_opens_nothing(scenario):
+    r = scenario("""
+import torch, cupy
+import ctypes
+lb = sim(); lb.cuInit(0)  # the driver loaded and initialised, no context
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, gpus=len(r.gpus), torch_init=torch.cuda.is_initialized(),
+          ctx_calls=lb.gprsim_ctx_calls(),
+          why={x.name: x.why for x in gpureclaim.releasers()}))
+""", sim="gpus=2")
+    assert r["bytes"] == 0 and r["gpus"] == 0
+    assert r["torch_init"] is False
+    assert r["ctx_calls"] == 0
+    assert r["why"]["torch"] == "torch imported, CUDA not initialised"
+
+
+def test_eight_threads_at_once(scenario):
+    r = scenario("""
+import threading, torch, cupy
+errors, totals = [], []
+barrier = threading.Barrier(8)
+def work(i):
+    try:
+        barrier.wait()
+        for k in range(20):
+            if i % 2:
+                x = torch.empty((1 + i) << 20, device="cuda")
+            else:
+                x = cupy.empty((1 + i) << 20)
+            del x
+            r = gpureclaim.release(collect=False)
+            totals.append(r.bytes)
+            gpureclaim.devices_in_use(); gpureclaim.process_memory()
+    except Exception as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+final = gpureclaim.release()
+emit(dict(errors=errors, calls=len(totals), mem=gpureclaim.process_memory(),
+          torch=torch.cuda.memory_reserved(0),
+          cupy=cupy.get_default_memory_pool().total_bytes()))
+""")
+    assert r["errors"] == []
+    assert r["calls"] == 160
+    assert r["mem"] == {"0": CONTEXT}
+    assert r["torch"] == 0 and r["cupy"] == 0
+
+
+def test_call_in_a_forked_child(scenario):
+    r = scenario("""
+import torch
+t = torch.empty(1 << 30, device="cuda")
+del t
+rfd, wfd = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(rfd)
+    try:
+        r = gpureclaim.release()
+        out = dict(bytes=r.bytes, source=r.source, notes=r.notes,
+                   in_use=gpureclaim.devices_in_use() if False else None)
+    except Exception as e:
+        out = dict(error=repr(e))
+    os.write(wfd, json.dumps(out).encode())
+    os._exit(0)
+os.close(wfd)
+child = json.loads(os.read(rfd, 65536).decode())
+_, status = os.waitpid(pid, 0)
+parent = gpureclaim.release()
+emit(dict(child=child, status=status, parent=parent.bytes))
+""")
+    assert r["status"] == 0
+    assert "error" not in r["child"], r["child"]
+    assert r["child"]["bytes"] == 0
+    assert any("fork" in n for n in r["child"]["notes"]), r["child"]
+    assert r["parent"] == GiB  # the parent's cache is untouched by the child
+
+
+def test_user_releaser_that_raises(scenario):
+    r = scenario("""
+import cupy
+pool = {"cached": []}
+def good_release(device):
+    while pool["cached"]:
+        pool["cached"].pop()
+def bad_release(device):
+    raise ValueError("pool on fire")
+gpureclaim.register("bad", bad_release)
+gpureclaim.register("good", good_release,
+                    held=lambda d: sum(x.nbytes for x in pool["cached"]),
+                    live=lambda d: 0)
+pool["cached"].append(cupy.empty(256 << 20))  # 'cached' by the user's pool
+a = cupy.empty(256 << 20); del a
+r = gpureclaim.release()
+rows = {(x.name, x.device): x for x in r.releasers}
+emit(dict(bytes=r.bytes, notes=r.notes, bad=rows[("bad", 0)].status,
+          good=rows[("good", 0)].released,
+          names=[x.name for x in gpureclaim.releasers() if x.kind == "user"]))
+""")
+    # the good pool handed its array to cupy's pool, which cupy's releaser
+    # ran before it: the array comes back on the next release, not lost
+    assert r["bad"] < 0
+    assert any("bad" in n and "ValueError: pool on fire" in n for n in r["notes"]), r["notes"]
+    assert r["good"] == 256 << 20
+    assert r["names"] == ["bad", "good"]
+
+
+def test_user_releaser_returns_its_pool(scenario):
+    r = scenario("""
+import simcuda
+simcuda.lib(); simcuda.set_current(0)
+blocks = [simcuda.alloc(0, 64 << 20) for _ in range(3)]
+live = [blocks.pop()]
+def release(device):
+    while blocks:
+        simcuda.free(blocks.pop())
+gpureclaim.register("mine", release, held=lambda d: (len(blocks) + len(live)) * (64 << 20),
+                    live=lambda d: len(live) * (64 << 20))
+r1 = gpureclaim.release()
+gpureclaim.unregister("mine")
+try:
+    gpureclaim.unregister("mine")
+    missing = None
+except KeyError as e:
+    missing = str(e)
+emit(dict(bytes=r1.bytes, collected=r1.collected, missing=missing,
+          names=[x.name for x in gpureclaim.releasers()]))
+""")
+    assert r["bytes"] == 128 << 20
+    assert r["collected"] is True  # live bytes remained: auto collected
+    assert "mine" in r["missing"]
+    assert "mine" not in r["names"]
+
+
+def test_callback_cannot_reenter(scenario):
+    r = scenario("""
+import simcuda
+simcuda.lib(); simcuda.set_current(0)
+seen = []
+def rel(device):
+    try:
+        gpureclaim.release()
+    except RuntimeError as e:
+        seen.append(str(e))
+    try:
+        gpureclaim.register("x", rel)
+    except Exception as e:
+        seen.append(type(e).__name__)
+gpureclaim.register("reenter", rel)
+r = gpureclaim.release()
+emit(dict(seen=seen))
+""")
+    assert "inside a releaser" in r["seen"][0]
+    assert len(r["seen"]) == 2
+
+
+def test_workspaces(scenario):
+    r = scenario("""
+import torch
+a = torch.empty(64 << 20, device="cuda")
+c = torch.matmul(a, a)
+del a, c
+r1 = gpureclaim.release()
+kept = torch.cuda.memory_reserved(0)
+r2 = gpureclaim.release(workspaces=True)
+emit(dict(kept=kept, r1=r1.bytes, r2=r2.bytes, after=torch.cuda.memory_reserved(0)))
+""")
+    assert r["kept"] == 32 << 20
+    assert r["r1"] == 128 << 20
+    assert r["r2"] == 32 << 20
+    assert r["after"] == 0
+
+
+def test_numba_pending_deallocations(scenario):
+    r = scenario("""
+import numba.cuda
+x = numba.cuda.device_array(128 << 20)
+del x
+before = gpureclaim.process_memory()
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, clears=numba.cuda.current_context().deallocations.clear_calls))
+""")
+    assert r["bytes"] == 128 << 20
+    assert r["clears"] == 1
+
+
+def test_jax_pool_is_reported_not_released(scenario):
+    r = scenario("""
+import jax
+jax.numpy_ones(256)
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, notes=r.notes, mem=gpureclaim.process_memory()))
+""", env={"FAKE_JAX_POOL": str(1 << 30), "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"})
+    assert r["bytes"] == 0
+    assert r["mem"] == {"0": GiB + CONTEXT}
+    [note] = [n for n in r["notes"] if n.startswith("jax")]
+    assert "1.074 GB" in note and "256 bytes in use" in note
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=unset" in note
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.5" in note
+    assert "XLA_PYTHON_CLIENT_ALLOCATOR" in note
+
+
+def test_allocator_counters_where_nvml_is_absent(scenario):
+    r = scenario(CYCLE + """
+r = gpureclaim.release()
+emit(dict(bytes=r.bytes, source=r.source, notes=r.notes))
+""", sim="gpus=1;fault=nvml-absent")
+    assert r["source"] == "allocators"
+    assert r["bytes"] == 2 * GiB
+
+
+def test_verbose_line_and_report_shapes(scenario):
+    r = scenario(CYCLE + """
+import io, contextlib
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    r = gpureclaim.release(verbose=True)
+emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
+          keys=sorted(r.to_dict()), float=float(r)))
+""")
+    assert re.fullmatch(r"GPU 0: released 2\.1 GB, 0\.5 GB in use, 85\.4 GB free\n", r["out"])
+    assert "2147483648 bytes" in r["repr"] and "torch" in r["repr"]
+    assert r["html"].startswith("<div>") and "<table>" in r["html"]
+    assert r["keys"] == sorted(["bytes", "gb", "source", "elapsed", "collected",
+                                "collect_seconds", "gpus", "releasers", "notes"])
+    assert r["float"] == 2.147483648
