@@ -1,1 +1,87 @@
-# (filled by the trace part)
+# The trace part: the CUPTI injection library, the trace log reader and
+# exports (linked into the CLI through TRACE_CLI_OBJS), their tests and the
+# reader's fuzz target.
+
+TRACE_LIB := $(BUILD)/libgpureclaim_trace.so
+TRACE_LIB_SRCS := trace/inject.c trace/inject_thread.c trace/inject_map.c \
+	trace/inject_site.c trace/inject_writer.c trace/log_write.c \
+	trace/trace_ops.c
+TRACE_LIB_OBJS := $(TRACE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+
+# The reader side, for the CLI (uses cli/util_buf.c and cli/util_json.c).
+TRACE_READ_SRCS := trace/log_read.c trace/log_stats.c trace/u64map.c \
+	trace/trace_ops.c
+TRACE_CLI_OBJS := $(TRACE_READ_SRCS:%.c=$(BUILD)/obj/%.o) \
+	$(BUILD)/obj/trace/log_export.o
+
+# Exports InitializeInjection only (trace/libgpureclaim_trace.map).
+$(TRACE_LIB): $(TRACE_LIB_OBJS) trace/libgpureclaim_trace.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=trace/libgpureclaim_trace.map \
+		-Wl,-z,nodelete $(LDFLAGS) -o $@ $(TRACE_LIB_OBJS) $(LDLIBS)
+
+ALL_TARGETS += $(TRACE_LIB)
+
+# ---- tests (no GPU): tests/trace/ ----
+TRACE_TEST_DIR := $(BUILD)/tests/trace
+TRACE_CLI_UTIL := $(BUILD)/obj/cli/util_buf.o $(BUILD)/obj/cli/util_json.o \
+	$(BUILD)/obj/cli/util_fmt.o
+
+$(TRACE_TEST_DIR)/test_trace_log: $(BUILD)/obj/tests/trace/test_trace_log.o \
+		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL) $(BUILD)/obj/trace/log_write.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# A stand-in for libcupti that lets a test drive the callbacks.
+$(TRACE_TEST_DIR)/libcupti-fake.so: $(BUILD)/obj/tests/trace/fake_cupti.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TRACE_TEST_DIR)/test_inject: $(BUILD)/obj/tests/trace/test_inject.o \
+		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+
+TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
+	$(TRACE_TEST_DIR)/libcupti-fake.so
+ALL_TARGETS += $(TRACE_TESTS)
+
+test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim
+	$(TRACE_TEST_DIR)/test_trace_log
+	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
+		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
+	PYTHON=$(PYTHON) bash tests/trace/test_cli.sh $(BUILD)
+.PHONY: test-trace
+CHECK_RUNS += test-trace
+SAN_RUNS += test-trace
+
+# ---- fuzzing the reader (libFuzzer; clang only) ----
+FUZZ_DIR := build/fuzz
+FUZZ_BIN := $(FUZZ_DIR)/fuzz_trace_read
+FUZZ_SRCS := tests/trace/fuzz_trace_read.c $(TRACE_READ_SRCS) \
+	trace/log_export.c cli/util_buf.c cli/util_json.c cli/util_fmt.c
+FUZZ_RUNS ?= 20000
+
+$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*.h) cli/cli.h
+	@mkdir -p $(dir $@)
+	clang $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Isrc/driver \
+		-fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -o $@ $(FUZZ_SRCS)
+
+# `make fuzz`: open-ended (FUZZ_ARGS="-max_total_time=600" to bound it).
+fuzz: $(FUZZ_BIN)
+	@mkdir -p fuzz-corpus-tmp
+	$(FUZZ_BIN) $(FUZZ_ARGS) fuzz-corpus-tmp tests/trace/corpus
+
+# In `make check`: a fixed number of runs over the checked-in corpus.
+fuzz-short: $(FUZZ_BIN)
+	@rm -rf $(FUZZ_DIR)/run && mkdir -p $(FUZZ_DIR)/run
+	$(FUZZ_BIN) -runs=$(FUZZ_RUNS) -seed=1 $(FUZZ_DIR)/run tests/trace/corpus
+.PHONY: fuzz fuzz-short
+CHECK_RUNS += fuzz-short
+
+# ---- benchmark helper (bench/trace_bench.py runs it on the GPU machine) ----
+$(BUILD)/bench/trace_churn: $(BUILD)/obj/bench/trace_churn.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+ALL_TARGETS += $(BUILD)/bench/trace_churn

@@ -1,0 +1,482 @@
+/*
+ * gpureclaim trace [-o FILE] [--] CMD ARGS...: runs CMD with the CUPTI
+ * injection library (libgpureclaim_trace.so) so that every driver-level
+ * allocation and free of every CUDA process it starts is logged, then
+ * prints a summary of the log. CMD's exit status is returned (128 + the
+ * signal when it was killed); its stdout and stderr are left alone, our
+ * own lines on stderr start with "gpureclaim trace:".
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd_report.h"
+
+static struct env {
+	const char *output; /* -o, --output FILE */
+	int allow_untraced; /* --allow-untraced */
+	int quiet;	    /* -q, --quiet: no summary */
+	int full;	    /* --full: the whole report as summary */
+} env;
+
+static volatile sig_atomic_t child_pid;
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f, "USAGE: gpureclaim trace [-o FILE] [-q] [--full] "
+	       "[--allow-untraced] [--] CMD [ARGS...]\n"
+	       "\n"
+	       "Run CMD and log every driver-level GPU allocation and free "
+	       "(cuMemAlloc, cuMemFree,\n"
+	       "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
+	       "memory) with its size,\n"
+	       "device, thread, latency, CPU-wait time and calling library. "
+	       "Needs CUPTI (the CUDA\n"
+	       "toolkit's extras/CUPTI or the nvidia-cuda-cupti wheel).\n"
+	       "\n"
+	       "OPTIONS:\n"
+	       "    -o, --output FILE   the log (default "
+	       "./gpureclaim-<pid>.trace); other CUDA\n"
+	       "                        processes CMD starts write FILE.<pid>\n"
+	       "    -q, --quiet         no summary at the end\n"
+	       "    --full              the whole report as the summary\n"
+	       "    --allow-untraced    run CMD even when CUPTI cannot be "
+	       "found\n"
+	       "    -h, --help          show this help\n"
+	       "\n"
+	       "ENVIRONMENT:\n"
+	       "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
+	       "\n"
+	       "EXAMPLES:\n"
+	       "    gpureclaim trace -- python train.py --epochs 1\n"
+	       "    gpureclaim trace -o run.trace python -c 'import torch; "
+	       "torch.ones(1, device=\"cuda\")'\n"
+	       "    gpureclaim report run.trace --svg mem.svg\n"
+	       "\n"
+	       "Exit status: CMD's (128 + signal if it was killed); 1 when "
+	       "tracing cannot be set up,\n"
+	       "127 when CMD cannot be run, 2 on bad usage.\n");
+}
+
+static int is_file(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Directory of this executable, into dir (no trailing slash). */
+static int self_dir(char *dir, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, len - 1);
+	if (n <= 0)
+		return -1;
+	dir[n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	return 0;
+}
+
+/* libgpureclaim_trace.so beside the CLI or in ../lib; absolute path. */
+static int find_injection(char *out, size_t len)
+{
+	const char *over = getenv("GPURECLAIM_TRACE_LIBRARY");
+	if (over && *over) {
+		if (!realpath(over, out) || !is_file(out))
+			return -1;
+		return 0;
+	}
+	char dir[PATH_MAX];
+	if (self_dir(dir, sizeof(dir)) < 0)
+		return -1;
+	const char *rel[] = {"", "/../lib", "/../lib64"};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char p[PATH_MAX + 64];
+		snprintf(p, sizeof(p), "%s%s/libgpureclaim_trace.so", dir,
+			 rel[i]);
+		if (is_file(p) && realpath(p, out) && strlen(out) < len)
+			return 0;
+	}
+	return -1;
+}
+
+/* First file matching pattern (the highest version sorts last). */
+static int glob_last(const char *pattern, char *out, size_t len)
+{
+	glob_t g;
+	int found = 0;
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		for (size_t i = g.gl_pathc; i-- > 0 && !found;)
+			if (is_file(g.gl_pathv[i]) &&
+			    strlen(g.gl_pathv[i]) < len) {
+				snprintf(out, len, "%s", g.gl_pathv[i]);
+				found = 1;
+			}
+		globfree(&g);
+	}
+	return found ? 0 : -1;
+}
+
+/*
+ * Asks a Python interpreter for the CUPTI of the nvidia-cuda-cupti wheel
+ * in its site-packages (CUDA 13: nvidia/cu13/lib, CUDA 12:
+ * nvidia/cuda_cupti/lib). Nothing is imported but site and glob.
+ */
+static int wheel_cupti(const char *python, char *out, size_t len)
+{
+	static const char code[] =
+	    "import glob,os,site,sys\n"
+	    "d=list(site.getsitepackages())+[site.getusersitepackages()]"
+	    "+sys.path\n"
+	    "for s in d:\n"
+	    " for sub in ('nvidia/cu13/lib','nvidia/cuda_cupti/lib'):\n"
+	    "  for f in sorted(glob.glob(os.path.join(s,sub,"
+	    "'libcupti.so*')),reverse=True):\n"
+	    "   print(os.path.realpath(f)); sys.exit(0)\n";
+	int fds[2];
+	if (pipe(fds) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(fds[1], 1);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 2);
+		}
+		close(fds[0]);
+		execlp(python, python, "-S", "-c", code, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t got = 0;
+	ssize_t k;
+	while (got < len - 1 &&
+	       (k = read(fds[0], out + got, len - 1 - got)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fds[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	out[got] = '\0';
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = '\0';
+	return got > 0 && is_file(out) ? 0 : -1;
+}
+
+/*
+ * Finds libcupti: $GPURECLAIM_CUPTI_LIBRARY, the wheel of the Python that
+ * CMD runs (or python3), $CUDA_HOME / $CUDA_PATH, /usr/local/cuda*,
+ * $LD_LIBRARY_PATH, the distribution's library directory. `from` says
+ * where it was found.
+ */
+static int find_cupti(char *const *cmd, char *out, size_t len,
+		      const char **from)
+{
+	const char *env_lib = getenv("GPURECLAIM_CUPTI_LIBRARY");
+	if (env_lib && *env_lib) {
+		*from = "GPURECLAIM_CUPTI_LIBRARY";
+		snprintf(out, len, "%s", env_lib);
+		return is_file(out) ? 0 : -1;
+	}
+	const char *base = strrchr(cmd[0], '/');
+	base = base ? base + 1 : cmd[0];
+	const char *python =
+	    strncmp(base, "python", 6) == 0 ? cmd[0] : "python3";
+	*from = "the nvidia-cuda-cupti wheel";
+	if (wheel_cupti(python, out, len) == 0)
+		return 0;
+	char pat[PATH_MAX];
+	const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"),
+			       "/usr/local/cuda"};
+	*from = "the CUDA toolkit";
+	for (size_t i = 0; i < sizeof(homes) / sizeof(homes[0]); i++) {
+		if (!homes[i] || !*homes[i])
+			continue;
+		snprintf(pat, sizeof(pat), "%s/extras/CUPTI/lib64/libcupti.so*",
+			 homes[i]);
+		if (glob_last(pat, out, len) == 0)
+			return 0;
+		snprintf(pat, sizeof(pat),
+			 "%s/targets/x86_64-linux/lib/libcupti.so*", homes[i]);
+		if (glob_last(pat, out, len) == 0)
+			return 0;
+	}
+	if (glob_last("/usr/local/cuda-*/extras/CUPTI/lib64/libcupti.so*", out,
+		      len) == 0)
+		return 0;
+	*from = "LD_LIBRARY_PATH";
+	const char *ld = getenv("LD_LIBRARY_PATH");
+	if (ld) {
+		char *copy = strdup(ld);
+		char *save = NULL;
+		int ok = -1;
+		for (char *d = copy ? strtok_r(copy, ":", &save) : NULL;
+		     d && ok < 0; d = strtok_r(NULL, ":", &save)) {
+			snprintf(pat, sizeof(pat), "%s/libcupti.so*", d);
+			ok = glob_last(pat, out, len);
+		}
+		free(copy);
+		if (ok == 0)
+			return 0;
+	}
+	*from = "the system library directory";
+	return glob_last("/usr/lib/x86_64-linux-gnu/libcupti.so*", out, len);
+}
+
+/*
+ * Clears the way for the log: an old trace log at path is removed, any
+ * other file is left alone (an error). 0 or -1 with a message.
+ */
+static int prepare_output(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (S_ISREG(st.st_mode)) {
+		char magic[8] = {0};
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, magic, sizeof(magic)) : -1;
+		if (fd >= 0)
+			close(fd);
+		if ((n == 0 || (n == 8 && memcmp(magic, "GPRTRACE", 8) == 0)) &&
+		    unlink(path) == 0)
+			return 0;
+	}
+	fprintf(stderr,
+		"gpureclaim trace: %s exists and is not a trace log; not "
+		"overwriting it\n",
+		path);
+	return -1;
+}
+
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	/*
+	 * A signal from the terminal reached the whole process group, CMD
+	 * included; one sent to us alone (kill) is passed on.
+	 */
+	if (child_pid > 0 && si->si_code <= 0)
+		kill((pid_t)child_pid, sig);
+}
+
+static void summary(const char *path)
+{
+	struct gpr_trace t;
+	char err[256];
+	if (access(path, F_OK) != 0) {
+		fprintf(stderr,
+			"gpureclaim trace: no trace was written to %s (CMD "
+			"did not use CUDA, or tracing failed: see above)\n",
+			path);
+		return;
+	}
+	if (gpr__trace_load(path, &t, err, sizeof(err)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s: %s\n", path, err);
+		return;
+	}
+	struct gpr_trace_stats s;
+	if (gpr__trace_stats(&t, &s) == 0) {
+		struct cli_buf b = {0};
+		cli_buf_puts(&b, "\ngpureclaim trace: summary\n");
+		gpr__report_text(&b, path, &t, &s, env.full ? 10 : 5,
+				 !env.full);
+		cli_buf_printf(&b, "\nFull report: gpureclaim report %s\n",
+			       path);
+		if (!b.oom) {
+			ssize_t k = write(2, b.data, b.len);
+			(void)k;
+		}
+		cli_buf_free(&b);
+		gpr__trace_stats_free(&s);
+	}
+	gpr__trace_free(&t);
+	char pat[PATH_MAX + 8];
+	snprintf(pat, sizeof(pat), "%s.*", path);
+	glob_t g;
+	if (glob(pat, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			fprintf(stderr,
+				"gpureclaim trace: another process wrote %s\n",
+				g.gl_pathv[i]);
+		globfree(&g);
+	}
+}
+
+int gpr_cli_trace(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"full", no_argument, NULL, 'f'},
+	    {"allow-untraced", no_argument, NULL, 'u'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0}};
+	memset(&env, 0, sizeof(env));
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			env.output = optarg;
+			break;
+		case 'q':
+			env.quiet = 1;
+			break;
+		case 'f':
+			env.full = 1;
+			break;
+		case 'u':
+			env.allow_untraced = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return GPR_CLI_OK;
+		default:
+			usage(stderr);
+			return GPR_CLI_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "gpureclaim trace: no command given\n");
+		usage(stderr);
+		return GPR_CLI_USAGE;
+	}
+	char **cmd = argv + optind;
+
+	char inj[PATH_MAX], cupti[PATH_MAX];
+	const char *from = "";
+	int traced = 1;
+	if (find_injection(inj, sizeof(inj)) < 0) {
+		fprintf(stderr,
+			"gpureclaim trace: libgpureclaim_trace.so not found "
+			"beside the gpureclaim binary or in ../lib (or at "
+			"$GPURECLAIM_TRACE_LIBRARY)\n");
+		traced = 0;
+	} else if (find_cupti(cmd, cupti, sizeof(cupti), &from) < 0) {
+		fprintf(stderr,
+			"gpureclaim trace: no CUPTI library found (looked at "
+			"$GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti "
+			"wheel, $CUDA_HOME and /usr/local/cuda*/extras/CUPTI/"
+			"lib64, $LD_LIBRARY_PATH); install one (pip install "
+			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n");
+		traced = 0;
+	}
+	if (!traced && !env.allow_untraced) {
+		fprintf(stderr, "gpureclaim trace: not running the command "
+				"untraced (--allow-untraced would)\n");
+		return GPR_CLI_ERROR;
+	}
+	if (traced && !env.quiet)
+		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
+			from);
+	if (!traced)
+		fprintf(stderr, "gpureclaim trace: running the command "
+				"untraced\n");
+
+	/* The log's absolute path: CMD may change directory. */
+	char out[PATH_MAX];
+	out[0] = '\0';
+	if (env.output) {
+		if (env.output[0] == '/')
+			snprintf(out, sizeof(out), "%s", env.output);
+		else {
+			char cwd[PATH_MAX];
+			if (!getcwd(cwd, sizeof(cwd))) {
+				fprintf(stderr, "gpureclaim trace: getcwd: "
+						"%m\n");
+				return GPR_CLI_ERROR;
+			}
+			snprintf(out, sizeof(out), "%.2000s/%.2000s", cwd,
+				 env.output);
+		}
+		if (traced && prepare_output(out) < 0)
+			return GPR_CLI_ERROR;
+	}
+
+	struct sigaction sa, old_int, old_term;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = forward;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		return GPR_CLI_ERROR;
+	}
+	if (pid == 0) {
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+		if (traced) {
+			char def[PATH_MAX];
+			if (!out[0]) {
+				char cwd[PATH_MAX];
+				if (!getcwd(cwd, sizeof(cwd)))
+					snprintf(cwd, sizeof(cwd), ".");
+				snprintf(def, sizeof(def),
+					 "%.3000s/gpureclaim-%d.trace", cwd,
+					 (int)getpid());
+			}
+			setenv("CUDA_INJECTION64_PATH", inj, 1);
+			setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
+			setenv("GPURECLAIM_TRACE_OUTPUT", out[0] ? out : def,
+			       1);
+		}
+		execvp(cmd[0], cmd);
+		int e = errno;
+		fprintf(stderr, "gpureclaim trace: cannot run %s: %s\n", cmd[0],
+			strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	child_pid = pid;
+	if (!out[0]) {
+		char cwd[PATH_MAX];
+		snprintf(out, sizeof(out), "%.3000s/gpureclaim-%d.trace",
+			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", (int)pid);
+	}
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			fprintf(stderr, "gpureclaim trace: waitpid: %m\n");
+			return GPR_CLI_ERROR;
+		}
+	}
+	child_pid = 0;
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
+		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+					 : 1;
+	if (traced && !env.quiet)
+		summary(out);
+	return code;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine: builds what the hardware tests and benchmarks
+# need with that machine's compiler, then runs the stages named on the
+# command line (default: all). Logs go to $OUT (or build/gpu-out).
+#   stages: env build hw-ps hw-release hw-explain hw-trace bench-ps
+#           bench-release bench-explain bench-trace
+set -u
+OUT=${OUT:-build/gpu-out}
+mkdir -p "$OUT"
+B=build/gpu
+stages=${*:-env build hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
+export PYTHONUNBUFFERED=1
+export GPURECLAIM_BIN=$PWD/$B/gpureclaim
+export GPURECLAIM_PYTHONPATH=$PWD/$B/python
+export GPURECLAIM_TRACE_LIBRARY=$PWD/$B/libgpureclaim_trace.so
+log() { echo "== $* ($(date -u +%H:%M:%S))"; }
+for s in $stages; do
+	case $s in
+	env)
+		log env
+		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
+		  gcc --version | head -1; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+	build)
+		log build
+		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
+			$B/libgpureclaim_trace.so $B/bench/ps_query_bench python-ext \
+			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+		tail -3 "$OUT/build.txt" ;;
+	hw-*)
+		log "$s"
+		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
+	bench-ps)
+		log "$s"
+		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-*)
+		log "$s"
+		python3 "bench/${s#bench-}_bench.py" 2>&1 | tee "$OUT/$s.txt" ;;
+	*) echo "unknown stage $s" >&2 ;;
+	esac
+done

@@ -1,0 +1,139 @@
+/*
+ * A stand-in for libcupti (and cuCtxGetDevice of libcuda) so the injection
+ * library can be tested without a GPU: it keeps the subscriber's callback
+ * and lets the test "make" driver calls (fake_call) and context events
+ * (fake_resource), each with the enter and exit callbacks CUPTI would give.
+ *
+ * FAKE_CUPTI_BUSY=NAME makes subscribing fail as when another tool holds
+ * CUPTI (NAME is reported as the holder; "-" reports none).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../trace/cupti_abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static CUpti_CallbackFunc cb;
+static void *cb_ud;
+static unsigned char enabled[8][1024];
+static __thread CUcontext current;
+
+static CUptiResult busy(CUpti_SubscriberParams *p)
+{
+	const char *b = getenv("FAKE_CUPTI_BUSY");
+	if (!b || !*b)
+		return CUPTI_SUCCESS;
+	if (p && p->oldSubscriberName && p->oldSubscriberSize &&
+	    strcmp(b, "-") != 0) {
+		strncpy(p->oldSubscriberName, b, p->oldSubscriberSize - 1);
+		p->oldSubscriberName[p->oldSubscriberSize - 1] = '\0';
+	}
+	return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+}
+
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s,
+				  CUpti_CallbackFunc f, void *ud)
+{
+	CUptiResult r = busy(NULL);
+	if (r != CUPTI_SUCCESS)
+		return r;
+	cb = f;
+	cb_ud = ud;
+	*s = (CUpti_SubscriberHandle)&cb;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s,
+				     CUpti_CallbackFunc f, void *ud,
+				     CUpti_SubscriberParams *p)
+{
+	if (!p || p->structSize < sizeof(size_t))
+		return 1;
+	CUptiResult r = busy(p);
+	if (r != CUPTI_SUCCESS)
+		return r;
+	return cuptiSubscribe(s, f, ud);
+}
+
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
+{
+	(void)s;
+	cb = NULL;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle s,
+				       CUpti_CallbackDomain d,
+				       CUpti_CallbackId id)
+{
+	(void)s;
+	if (d < 0 || d >= 8 || id >= 1024)
+		return 1;
+	enabled[d][id] = (unsigned char)on;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+{
+	*s = r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "CUPTI_ERROR_FAKE";
+	return CUPTI_SUCCESS;
+}
+
+/* The device of the current context: contexts are 1 + device. */
+EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+	if (!current)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*d = (CUdevice)((uintptr_t)current - 1);
+	return CUDA_SUCCESS;
+}
+
+EXPORT int fake_enabled(int domain, unsigned cbid)
+{
+	return domain >= 0 && domain < 8 && cbid < 1024 &&
+	       enabled[domain][cbid];
+}
+
+/*
+ * One driver call: enter callback, `work` (may be NULL), exit callback
+ * with `result`. The context is current for the call's duration.
+ */
+EXPORT CUresult fake_call(unsigned cbid, void *params, CUresult result,
+			  CUcontext ctx, void (*work)(void *), void *arg)
+{
+	CUcontext saved = current;
+	current = ctx;
+	uint64_t corr = 0;
+	CUresult ret = result;
+	CUpti_CallbackData cd;
+	memset(&cd, 0, sizeof(cd));
+	cd.functionName = "fake";
+	cd.functionParams = params;
+	cd.functionReturnValue = &ret;
+	cd.context = ctx;
+	cd.correlationData = &corr;
+	int on = cb && enabled[CUPTI_CB_DOMAIN_DRIVER_API][cbid];
+	if (on) {
+		cd.callbackSite = CUPTI_API_ENTER;
+		cb(cb_ud, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
+	}
+	if (work)
+		work(arg);
+	if (on) {
+		cd.callbackSite = CUPTI_API_EXIT;
+		cb(cb_ud, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
+	}
+	current = saved;
+	return ret;
+}
+
+EXPORT void fake_resource(unsigned cbid, CUcontext ctx)
+{
+	CUpti_ResourceData rd;
+	memset(&rd, 0, sizeof(rd));
+	rd.context = ctx;
+	if (cb && enabled[CUPTI_CB_DOMAIN_RESOURCE][cbid])
+		cb(cb_ud, CUPTI_CB_DOMAIN_RESOURCE, cbid, &rd);
+}

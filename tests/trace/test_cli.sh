@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `gpureclaim trace` and `gpureclaim report` without a GPU: exit codes,
+# output left alone, CUPTI discovery errors, an end-to-end trace through
+# the fake CUPTI, the report's JSON and exports (validated by Python).
+# Usage: test_cli.sh BUILD_DIR
+set -u
+B=$(cd "$1" && pwd)
+SRC=$(pwd)
+GPR=$B/gpureclaim
+FAKE=$B/tests/trace/libcupti-fake.so
+APP=$B/tests/trace/test_inject
+PY=${PYTHON:-python3}
+T=$(mktemp -d /tmp/gpr-trace-cli-XXXXXX)
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# The injection library must be found beside the CLI.
+[ -f "$B/libgpureclaim_trace.so" ] || { echo "no $B/libgpureclaim_trace.so"; exit 1; }
+cd "$T" || exit 1
+
+# 1. exit code and output of the traced command unchanged
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'echo out; echo err >&2; exit 3' >o1 2>e1
+rc=$?
+check "trace: exit code 3 propagates" '[ $rc -eq 3 ]'
+check "trace: stdout untouched" '[ "$(cat o1)" = out ]'
+check "trace: stderr of the command kept" 'grep -qx err e1'
+check "trace: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1"
+check "trace: no CUDA, no log, said so" 'grep -q "no trace was written" e1'
+
+# 2. killed by a signal: 128 + signal
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- sh -c 'kill -TERM $$' 2>/dev/null
+rc=$?
+check "trace: killed by SIGTERM gives 143" '[ $rc -eq 143 ]'
+
+# 3. no CUPTI: refuse, unless --allow-untraced
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'touch ran; exit 3' 2>e3
+rc=$?
+check "trace: no CUPTI exits 1" '[ $rc -eq 1 ]'
+check "trace: no CUPTI, command not run" '[ ! -e ran ]'
+check "trace: no CUPTI message" 'grep -q "no CUPTI library found" e3'
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --allow-untraced -- sh -c 'exit 3' 2>/dev/null
+rc=$?
+check "trace: --allow-untraced runs it, exit 3" '[ $rc -eq 3 ]'
+
+# 4. command not found, usage errors
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- /nonexistent/cmd 2>/dev/null
+rc=$?
+check "trace: missing command gives 127" '[ $rc -eq 127 ]'
+"$GPR" trace 2>/dev/null
+rc=$?
+check "trace: no command is a usage error" '[ $rc -eq 2 ]'
+"$GPR" trace --help >h
+check "trace --help has examples" 'grep -q EXAMPLES h'
+
+# 5. -o over a file that is not a trace log: refused, file intact
+echo precious >keep.txt
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o keep.txt -- true 2>e5
+rc=$?
+check "trace: will not overwrite a non-log" '[ $rc -eq 1 ] && [ "$(cat keep.txt)" = precious ]'
+
+# 6. end to end: a "CUDA program" that loads the injection as libcuda would
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o app.trace -- "$APP" --cuda-app >o6 2>e6
+rc=$?
+check "trace app: exit code 5" '[ $rc -eq 5 ]'
+check "trace app: stdout untouched" '[ "$(cat o6)" = app-out ]'
+check "trace app: log written, mode 0600" '[ "$(stat -c %a app.trace)" = 600 ]'
+check "trace app: summary printed" 'grep -q "Peak driver memory: 80.0 KiB" e6'
+check "trace app: caller is the app" 'grep -q "test_inject" e6'
+# a second run replaces the old log
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o app.trace -- "$APP" --cuda-app >/dev/null 2>e6b
+rc=$?
+check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && ! ls app.trace.* >/dev/null 2>&1'
+"$GPR" report app.trace --json >app.json
+check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
+
+# 7. report of the synthetic sample: text, JSON, exports
+"$B/tests/trace/test_trace_log" --sample s.trace
+"$GPR" report s.trace >r.txt
+rc=$?
+check "report: text exit 0" '[ $rc -eq 0 ]'
+check "report: text has the peak" 'grep -q "Peak driver memory: 2.0 GiB" r.txt'
+"$GPR" report s.trace --json --chrome c.json --svg p.svg >r.json
+rc=$?
+check "report: json + exports exit 0" '[ $rc -eq 0 ]'
+check "report: exports validated by python" "$PY $SRC/tests/trace/check_exports.py r.json c.json p.svg >/dev/null 2>pyerr || { cat pyerr; false; }"
+
+# 8. report errors
+"$GPR" report missing.trace 2>e8
+rc=$?
+check "report: missing file exits 1" '[ $rc -eq 1 ] && grep -q "missing.trace" e8'
+head -c 100 s.trace >cut.trace
+"$GPR" report cut.trace 2>e8
+rc=$?
+check "report: truncated log exits 1 with reason" '[ $rc -eq 1 ] && grep -q truncated e8'
+"$GPR" report 2>/dev/null
+rc=$?
+check "report: no file is a usage error" '[ $rc -eq 2 ]'
+"$GPR" report s.trace --top 0 2>/dev/null
+rc=$?
+check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
+
+cd / && rm -rf "$T"
+echo "test_cli.sh: $fails failures"
+[ $fails -eq 0 ]

@@ -1,0 +1,531 @@
+/*
+ * The injection library end to end, without a GPU: libcupti-fake.so stands
+ * in for CUPTI and the driver. Each scenario runs in its own process (the
+ * library initialises once per process), as CUDA would run it: dlopen,
+ * InitializeInjection, driver calls, exit or a signal. The parent checks
+ * the exit status, the stderr and the log the scenario left.
+ *
+ * Usage: test_inject INJECTION_LIB FAKE_CUPTI
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../trace/cupti_abi.h"
+#include "../../trace/log_read.h"
+#include "../../trace/log_stats.h"
+
+static int failures;
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+#define GiB (1024ull * 1024 * 1024)
+#define THREADS 4
+#define PAIRS 5000
+
+static const char *inj_path, *fake_path;
+static char dir[] = "/tmp/gpr-inject-test-XXXXXX";
+
+/* ---------------- the traced side ---------------- */
+
+static CUresult (*call)(unsigned, void *, CUresult, CUcontext, void (*)(void *),
+			void *);
+static void (*resource)(unsigned, CUcontext);
+static int (*is_enabled)(int, unsigned);
+
+#define CTX0 ((CUcontext)(uintptr_t)1) /* device 0 */
+#define CTX1 ((CUcontext)(uintptr_t)2) /* device 1 */
+
+static void start(void)
+{
+	void *h = dlopen(inj_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "dlopen %s: %s\n", inj_path, dlerror());
+		exit(90);
+	}
+	int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
+	if (!init || init() != 1)
+		exit(91);
+	void *f = dlopen(fake_path, RTLD_NOW);
+	if (!f)
+		exit(92);
+	*(void **)&call = dlsym(f, "fake_call");
+	*(void **)&resource = dlsym(f, "fake_resource");
+	*(void **)&is_enabled = dlsym(f, "fake_enabled");
+	if (!call || !resource || !is_enabled)
+		exit(93);
+}
+
+static CUresult alloc(CUdeviceptr addr, size_t bytes, CUresult res,
+		      CUcontext ctx)
+{
+	CUdeviceptr out = addr;
+	cuMemAlloc_v2_params p = {&out, bytes};
+	return call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, res, ctx, NULL,
+		    NULL);
+}
+
+static CUresult mfree(CUdeviceptr addr, CUcontext ctx)
+{
+	cuMemFree_v2_params p = {addr};
+	return call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &p, 0, ctx, NULL,
+		    NULL);
+}
+
+static void spin(void *arg)
+{
+	/* a call that takes a while: 2 ms of sleeping */
+	(void)arg;
+	struct timespec ts = {0, 2000000};
+	nanosleep(&ts, NULL);
+}
+
+static void *churn(void *arg)
+{
+	uintptr_t k = (uintptr_t)arg;
+	for (int i = 0; i < PAIRS; i++) {
+		CUdeviceptr a = 0x10000000000ull * (k + 1) + (uint64_t)i * 4096;
+		alloc(a, 4096 + k, 0, CTX0);
+		mfree(a, CTX0);
+		if (i % 500 == 499)
+			usleep(3000); /* let the writer keep up: no drops */
+	}
+	return NULL;
+}
+
+static int scenario_basic(void)
+{
+	start();
+	if (!is_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+			CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2) ||
+	    !is_enabled(CUPTI_CB_DOMAIN_DRIVER_API,
+			CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz) ||
+	    !is_enabled(CUPTI_CB_DOMAIN_RESOURCE,
+			CUPTI_CBID_RESOURCE_CONTEXT_CREATED))
+		return 80;
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CTX0);
+	/* 1 GiB allocated and freed; the free's size comes from the map */
+	alloc(0x7f0000000000, GiB, 0, CTX0);
+	cuMemFree_v2_params fp = {0x7f0000000000};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &fp, 0, CTX0, spin, NULL);
+	/* VMM on device 1 */
+	CUmemGenericAllocationHandle h = 0x77;
+	CUmemAllocationProp_head prop = {0, 0, {1, 1}};
+	cuMemCreate_params cp = {&h, 2u << 20, &prop, 0};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &cp, 0, CTX0, NULL, NULL);
+	CUdeviceptr va = 0x7f1000000000;
+	cuMemAddressReserve_params rp = {&va, 4u << 20, 0, 0, 0};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &rp, 0, CTX1, NULL,
+	     NULL);
+	cuMemMap_params mp = {va, 2u << 20, 0, 0x77, 0};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &mp, 0, CTX1, NULL, NULL);
+	cuMemUnmap_params up = {va, 2u << 20};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &up, 0, CTX1, NULL, NULL);
+	cuMemRelease_params rel = {0x77};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, &rel, 0, CTX1, NULL, NULL);
+	cuMemAddressFree_params af = {va, 4u << 20};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, &af, 0, CTX1, NULL,
+	     NULL);
+	/* async pool, per-thread default stream variants */
+	CUdeviceptr ap = 0x7f2000000000;
+	cuMemAllocAsync_params aa = {&ap, 4096, (void *)0x5};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, &aa, 0, CTX0, NULL,
+	     NULL);
+	cuMemFreeAsync_params fa = {ap, (void *)0x5};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, &fa, 0, CTX0, NULL, NULL);
+	/* a failure, a free of unknown memory, a pitched allocation */
+	alloc(0, 1ull << 50, CUDA_ERROR_OUT_OF_MEMORY, CTX0);
+	mfree(0x1234000, CTX0);
+	CUdeviceptr pp = 0x7f3000000000;
+	size_t pitch = 1024;
+	cuMemAllocPitch_v2_params pa = {&pp, &pitch, 1000, 10, 4};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, &pa, 0, CTX0, NULL,
+	     NULL);
+	/* pinned host memory */
+	void *host = (void *)0x600000;
+	cuMemHostAlloc_params ha = {&host, 1u << 20, 0};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, &ha, 0, CTX0, NULL, NULL);
+	cuMemFreeHost_params fh = {host};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, &fh, 0, CTX0, NULL, NULL);
+	/* threads, each well past its ring's size */
+	pthread_t th[THREADS];
+	for (uintptr_t i = 0; i < THREADS; i++)
+		pthread_create(&th[i], NULL, churn, (void *)i);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, CTX0);
+	return 0; /* the log is written at exit */
+}
+
+static int scenario_sigterm(void)
+{
+	start();
+	for (int i = 0; i < 100; i++)
+		alloc(0x7f0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	raise(SIGTERM);
+	return 70; /* not reached: SIGTERM's default action */
+}
+
+static volatile sig_atomic_t got_int;
+static void on_int(int sig)
+{
+	(void)sig;
+	got_int = 1;
+}
+
+static int scenario_handler(void)
+{
+	signal(SIGINT, on_int); /* the program's own handler, before CUDA */
+	start();
+	for (int i = 0; i < 10; i++)
+		alloc(0x7f0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	raise(SIGINT);
+	alloc(0x7f8000000000, 4096, 0, CTX0);
+	return got_int ? 7 : 71;
+}
+
+static int scenario_fork(void)
+{
+	start();
+	for (int i = 0; i < 10; i++)
+		alloc(0x7f0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alloc(0x7f9000000000, 4096, 0, CTX0);
+		exit(0); /* runs the library's atexit: must not touch the log */
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	for (int i = 10; i < 20; i++)
+		alloc(0x7f0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	return 0;
+}
+
+static int scenario_calls(void)
+{
+	start();
+	for (int i = 0; i < 20; i++)
+		alloc(0x7f0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	return 5;
+}
+
+static int scenario_bigwrite(void)
+{
+	/* a 20 KiB file limit: the log's writes fail, the program goes on */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit rl = {20000, 20000};
+	setrlimit(RLIMIT_FSIZE, &rl);
+	start();
+	for (int i = 0; i < 20000; i++) {
+		alloc(0x7f0000000000, 4096, 0, CTX0);
+		mfree(0x7f0000000000, CTX0);
+		if (i % 1000 == 0)
+			usleep(20000);
+	}
+	return 6;
+}
+
+/* ---------------- the checking side ---------------- */
+
+struct run {
+	int status;
+	char err[8192];
+};
+
+static void run(const char *scenario, const char *out, const char *extra_env,
+		struct run *r)
+{
+	char errpath[512];
+	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", dir, scenario);
+	pid_t pid = fork();
+	if (pid == 0) {
+		FILE *e = freopen(errpath, "w", stderr);
+		(void)e;
+		setenv("GPURECLAIM_CUPTI_LIBRARY", fake_path, 1);
+		setenv("GPURECLAIM_CUDA_LIBRARY", fake_path, 1);
+		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+		if (extra_env) {
+			char kv[256];
+			snprintf(kv, sizeof(kv), "%s", extra_env);
+			char *eq = strchr(kv, '=');
+			*eq = '\0';
+			setenv(kv, eq + 1, 1);
+		}
+		execl("/proc/self/exe", "test_inject", "--scenario", scenario,
+		      inj_path, fake_path, (char *)NULL);
+		_exit(99);
+	}
+	waitpid(pid, &r->status, 0);
+	FILE *f = fopen(errpath, "r");
+	size_t n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
+	r->err[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static int exited(const struct run *r, int code)
+{
+	if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == code)
+		return 1;
+	fprintf(stderr, "status %#x, expected exit %d; stderr: %s\n", r->status,
+		code, r->err);
+	return 0;
+}
+
+static size_t count_op(const struct gpr_trace *t, uint32_t op)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n_recs; i++)
+		n += t->recs[i].op == op;
+	return n;
+}
+
+static const struct gpr_trace_rec *find(const struct gpr_trace *t, uint32_t op,
+					uint64_t addr)
+{
+	for (size_t i = 0; i < t->n_recs; i++)
+		if (t->recs[i].op == op && t->recs[i].addr == addr)
+			return &t->recs[i];
+	return NULL;
+}
+
+static int load(const char *path, struct gpr_trace *t)
+{
+	char err[256];
+	if (gpr__trace_load(path, t, err, sizeof(err)) == 0)
+		return 0;
+	fprintf(stderr, "%s: %s\n", path, err);
+	failures++;
+	return -1;
+}
+
+static void check_basic(void)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/basic.trace", dir);
+	run("basic", out, NULL, &r);
+	CHECK(exited(&r, 0));
+	CHECK(r.err[0] == '\0'); /* nothing said when all goes well */
+	struct gpr_trace t;
+	if (load(out, &t) < 0)
+		return;
+	CHECK(t.complete);
+	CHECK(t.hdr.dropped == 0);
+	CHECK(t.n_recs == 2 + 15 + 2 * THREADS * PAIRS);
+	/* the 1 GiB free knows its size; it took >= 2 ms, device 0 */
+	const struct gpr_trace_rec *f = find(&t, 3, 0x7f0000000000);
+	CHECK(f && f->bytes == GiB && (f->flags & GPR_TRACE_R_SIZE_MAP));
+	CHECK(f && f->dur_ns >= 2000000 && f->device == 0);
+	CHECK(f && (f->flags & GPR_TRACE_R_WAIT));
+	/* the caller is this test program, not the fake CUPTI */
+	CHECK(f && strcmp(gpr__trace_str(&t, f->lib, "?"), "test_inject") == 0);
+	CHECK(f && strstr(gpr__trace_str(&t, f->site, "?"), "test_inject"));
+	/* VMM: the release knows the handle's size; device from the prop */
+	const struct gpr_trace_rec *c = find(&t, 8, 0);
+	CHECK(c && c->aux == 0x77 && c->bytes == (2u << 20) && c->device == 1);
+	const struct gpr_trace_rec *rel = find(&t, 9, 0);
+	CHECK(rel && rel->bytes == (2u << 20) && rel->device == 1);
+	const struct gpr_trace_rec *m = find(&t, 10, 0x7f1000000000);
+	CHECK(m && m->aux == 0x77 && m->bytes == (2u << 20));
+	CHECK(find(&t, 12, 0x7f1000000000) && find(&t, 13, 0x7f1000000000));
+	/* async: the _ptsz id maps to the same operation */
+	const struct gpr_trace_rec *fa = find(&t, 6, 0x7f2000000000);
+	CHECK(fa && fa->bytes == 4096 && fa->aux == 0x5);
+	/* failure, unknown free, pitch, host */
+	const struct gpr_trace_rec *oom = find(&t, 0, 0);
+	CHECK(oom && oom->result == CUDA_ERROR_OUT_OF_MEMORY);
+	const struct gpr_trace_rec *u = find(&t, 3, 0x1234000);
+	CHECK(u && u->bytes == 0 && (u->flags & GPR_TRACE_R_SIZE_NONE));
+	const struct gpr_trace_rec *p = find(&t, 1, 0x7f3000000000);
+	CHECK(p && p->bytes == 10240);
+	const struct gpr_trace_rec *hf = find(&t, 16, 0x600000);
+	CHECK(hf && hf->bytes == (1u << 20));
+	CHECK(count_op(&t, 17) == 1 && count_op(&t, 18) == 1);
+	/* every churned free found its own thread's size */
+	size_t good = 0, tids = 0;
+	uint32_t seen[THREADS + 1] = {0};
+	for (size_t i = 0; i < t.n_recs; i++) {
+		const struct gpr_trace_rec *x = &t.recs[i];
+		if (x->op != 3 || x->addr < 0x10000000000ull ||
+		    x->addr >= 0x10000000000ull * (THREADS + 1))
+			continue;
+		uint64_t k = x->addr / 0x10000000000ull - 1;
+		good += x->bytes == 4096 + k;
+		int known = 0;
+		for (size_t j = 0; j < tids; j++)
+			known |= seen[j] == x->tid;
+		if (!known && tids < THREADS + 1)
+			seen[tids++] = x->tid;
+	}
+	CHECK(good == THREADS * PAIRS);
+	CHECK(tids == THREADS);
+	struct gpr_trace_stats s;
+	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(s.peak >= GiB);
+	CHECK(s.held_end == 10240); /* the pitched allocation */
+	gpr__trace_stats_free(&s);
+	gpr__trace_free(&t);
+}
+
+static void check_busy(void)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/busy.trace", dir);
+	run("calls", out, "FAKE_CUPTI_BUSY=nsys-fake", &r);
+	CHECK(exited(&r, 5));
+	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
+			    "another tool (nsys-fake); this run is not "
+			    "traced") != NULL);
+	CHECK(access(out, F_OK) != 0);
+	run("calls", out, "FAKE_CUPTI_BUSY=-", &r);
+	CHECK(exited(&r, 5));
+	CHECK(strstr(r.err, "already in use by another tool (e.g. "
+			    "torch.profiler or nsys)") != NULL);
+	CHECK(access(out, F_OK) != 0);
+}
+
+static void check_failures(void)
+{
+	struct run r;
+	run("calls", "/nonexistent-dir/x.trace", NULL, &r);
+	CHECK(exited(&r, 5));
+	CHECK(strstr(r.err, "gpureclaim-trace: cannot create "
+			    "/nonexistent-dir/x.trace") != NULL);
+	char out[512];
+	snprintf(out, sizeof(out), "%s/nocupti.trace", dir);
+	run("calls", out, "GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so",
+	    &r);
+	CHECK(exited(&r, 5));
+	CHECK(strstr(r.err, "gpureclaim-trace: cannot load CUPTI") != NULL);
+	CHECK(access(out, F_OK) != 0);
+	/* a symlink in the way is never followed */
+	snprintf(out, sizeof(out), "%s/link.trace", dir);
+	char target[512];
+	snprintf(target, sizeof(target), "%s/target", dir);
+	FILE *tf = fopen(target, "w");
+	if (tf) {
+		fputs("precious", tf);
+		fclose(tf);
+	}
+	CHECK(symlink(target, out) == 0);
+	run("calls", out, NULL, &r);
+	CHECK(exited(&r, 5));
+	char buf[16] = "";
+	tf = fopen(target, "r");
+	if (tf) {
+		CHECK(fread(buf, 1, sizeof(buf) - 1, tf) == 8);
+		fclose(tf);
+	}
+	CHECK(strcmp(buf, "precious") == 0);
+	/* it went to link.trace.<pid> instead */
+	CHECK(strstr(r.err, "cannot create") == NULL);
+	/* the file size limit: a message, the program finishes */
+	snprintf(out, sizeof(out), "%s/big.trace", dir);
+	run("bigwrite", out, NULL, &r);
+	CHECK(exited(&r, 6));
+	CHECK(strstr(r.err, "gpureclaim-trace: writing") != NULL);
+	CHECK(strstr(r.err, "tracing stopped, the program continues") != NULL);
+}
+
+static void check_signals(void)
+{
+	char out[512];
+	struct run r;
+	struct gpr_trace t;
+	snprintf(out, sizeof(out), "%s/term.trace", dir);
+	run("sigterm", out, NULL, &r);
+	CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM);
+	if (load(out, &t) == 0) {
+		CHECK(t.complete);
+		CHECK(t.n_recs == 100);
+		gpr__trace_free(&t);
+	}
+	snprintf(out, sizeof(out), "%s/int.trace", dir);
+	run("handler", out, NULL, &r);
+	CHECK(exited(&r, 7)); /* the program's handler ran, exit code kept */
+	if (load(out, &t) == 0) {
+		CHECK(t.complete);
+		CHECK(t.n_recs == 11);
+		gpr__trace_free(&t);
+	}
+	snprintf(out, sizeof(out), "%s/fork.trace", dir);
+	run("fork", out, NULL, &r);
+	CHECK(exited(&r, 0));
+	if (load(out, &t) == 0) {
+		CHECK(t.complete);
+		CHECK(t.n_recs == 20); /* none from the child, none twice */
+		CHECK(find(&t, 0, 0x7f9000000000) == NULL);
+		gpr__trace_free(&t);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	/* As a CUDA program run by `gpureclaim trace`: CUDA would load us. */
+	if (argc == 2 && strcmp(argv[1], "--cuda-app") == 0) {
+		inj_path = getenv("CUDA_INJECTION64_PATH");
+		fake_path = getenv("GPURECLAIM_CUPTI_LIBRARY");
+		if (!inj_path || !fake_path)
+			return 97;
+		printf("app-out\n");
+		fflush(stdout);
+		return scenario_calls();
+	}
+	if (argc == 5 && strcmp(argv[1], "--scenario") == 0) {
+		inj_path = argv[3];
+		fake_path = argv[4];
+		const char *s = argv[2];
+		if (strcmp(s, "basic") == 0)
+			return scenario_basic();
+		if (strcmp(s, "sigterm") == 0)
+			return scenario_sigterm();
+		if (strcmp(s, "handler") == 0)
+			return scenario_handler();
+		if (strcmp(s, "fork") == 0)
+			return scenario_fork();
+		if (strcmp(s, "calls") == 0)
+			return scenario_calls();
+		if (strcmp(s, "bigwrite") == 0)
+			return scenario_bigwrite();
+		return 98;
+	}
+	if (argc != 3) {
+		fprintf(stderr,
+			"usage: test_inject INJECTION_LIB FAKE_CUPTI\n");
+		return 2;
+	}
+	inj_path = argv[1];
+	fake_path = argv[2];
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	check_basic();
+	check_busy();
+	check_failures();
+	check_signals();
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (!failures && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	printf("test_inject: %s (%d failures)%s%s\n", failures ? "FAIL" : "ok",
+	       failures, failures ? "; files kept in " : "",
+	       failures ? dir : "");
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,120 @@
+/*
+ * Internals of the injection library (libgpureclaim_trace.so), shared by
+ * its files: per-thread state and rings, the address maps, call sites and
+ * the writer. Nothing here is exported from the library.
+ */
+#ifndef GPR_TRACE_INJECT_H
+#define GPR_TRACE_INJECT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace_format.h"
+
+#define GPR_RING_SIZE 8192 /* records per thread; a power of two */
+#define GPR_INFLIGHT 4	   /* nested calls followed per thread */
+
+/* A call between its enter and exit callbacks. */
+struct gpr__inflight {
+	uint64_t t0, wait0, csw0;
+	uint32_t lib, site;
+	uint64_t size; /* of the memory a free/release gives back */
+	int wait_ok;
+	int size_found;
+};
+
+enum { GPR_TT_OWNED = 0, GPR_TT_DEAD = 1, GPR_TT_FREE = 2 };
+
+/* One thread's state; a single-producer single-consumer ring. */
+struct gpr__tt {
+	_Atomic uint32_t head; /* next slot the thread writes */
+	_Atomic uint32_t tail; /* next slot the writer reads */
+	_Atomic int state;     /* GPR_TT_* */
+	_Atomic uint32_t dropped;
+	struct gpr__tt *next; /* list of all states, never unlinked */
+	uint32_t tid;
+	int sched_fd;
+	/* the last schedstat reading and the context switches at the time */
+	int have_last;
+	uint64_t last_wait, last_csw;
+	int depth;
+	struct gpr__inflight fl[GPR_INFLIGHT];
+	void *ctx_key[4];
+	int ctx_dev[4];
+	unsigned ctx_next;
+	struct gpr_trace_rec ring[GPR_RING_SIZE];
+};
+
+/* ---- inject_thread.c ---- */
+/* This thread's state, registered on first use; NULL if that failed. */
+struct gpr__tt *gpr__tt_self(void);
+/* Head of the list of thread states (acquire). */
+struct gpr__tt *gpr__tt_list(void);
+/* Reserves the next ring slot, or NULL (counted as dropped) when full. */
+static inline struct gpr_trace_rec *gpr__tt_slot(struct gpr__tt *tt)
+{
+	uint32_t h = atomic_load_explicit(&tt->head, memory_order_relaxed);
+	uint32_t t = atomic_load_explicit(&tt->tail, memory_order_acquire);
+	if (h - t >= GPR_RING_SIZE) {
+		atomic_fetch_add_explicit(&tt->dropped, 1,
+					  memory_order_relaxed);
+		return NULL;
+	}
+	return &tt->ring[h & (GPR_RING_SIZE - 1)];
+}
+/* Publishes the slot returned by gpr__tt_slot. */
+static inline void gpr__tt_push(struct gpr__tt *tt)
+{
+	uint32_t h = atomic_load_explicit(&tt->head, memory_order_relaxed);
+	atomic_store_explicit(&tt->head, h + 1, memory_order_release);
+}
+/* Run-queue wait of this thread so far (ns), via its schedstat fd. */
+int gpr__tt_run_delay(struct gpr__tt *tt, uint64_t *out);
+/*
+ * The thread's run-queue wait now, reading schedstat only when the thread
+ * has been switched out since the last reading (its wait cannot have grown
+ * otherwise). *csw receives the context-switch count. -1: not measured.
+ */
+int gpr__tt_wait_now(struct gpr__tt *tt, uint64_t *wait, uint64_t *csw);
+int gpr__tt_init(void);
+
+/* ---- inject_map.c: address -> size, handle -> size ---- */
+void gpr__map_put(int which, uint64_t key, uint64_t size);
+/* Removes key and returns its size; 0 when absent. */
+uint64_t gpr__map_take(int which, uint64_t key);
+int gpr__map_init(void);
+enum { GPR_MAP_ADDR = 0, GPR_MAP_HANDLE = 1 };
+
+/* ---- inject_site.c ---- */
+/*
+ * The first caller outside libcuda/libcudart/libcupti/this library: its
+ * library and call site as string ids (GPR_TRACE_NO_STRING if unknown).
+ */
+void gpr__callsite(uint32_t *lib, uint32_t *site);
+/* Marks the object holding `addr` as not a caller (a CUDA library). */
+void gpr__callsite_exclude(const void *addr);
+int gpr__callsite_init(void);
+/* Interns s; returns its string id or GPR_TRACE_NO_STRING. */
+uint32_t gpr__intern(const char *s);
+/* Strings interned so far: ids GPR_TRACE_N_OPS .. + *n - 1. */
+const char *const *gpr__interned(uint32_t *n);
+
+/* ---- inject_writer.c ---- */
+int gpr__writer_start(const char *path);
+void gpr__writer_wake(void);
+extern _Atomic int gpr__active; /* callbacks record while set */
+
+/* One line on stderr, "gpureclaim-trace: ...". */
+void gpr__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static inline uint64_t gpr__now(void);
+#include <time.h>
+static inline uint64_t gpr__now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* GPR_TRACE_INJECT_H */

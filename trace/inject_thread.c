@@ -1,0 +1,124 @@
+/*
+ * Per-thread state of the injection library. A thread registers on its
+ * first traced call (the only allocation it ever makes for tracing): it
+ * takes a retired state or a new one, pushed on a lock-free list that the
+ * writer walks. Thread exit retires the state; the writer drains it and
+ * frees it for reuse.
+ */
+#include "inject.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static _Atomic(struct gpr__tt *) list;
+static pthread_key_t key;
+static __thread struct gpr__tt *self;
+
+static void retire(void *p)
+{
+	struct gpr__tt *tt = p;
+	if (tt->sched_fd >= 0)
+		close(tt->sched_fd);
+	tt->sched_fd = -1;
+	self = NULL;
+	atomic_store_explicit(&tt->state, GPR_TT_DEAD, memory_order_release);
+}
+
+int gpr__tt_init(void)
+{
+	return pthread_key_create(&key, retire) == 0 ? 0 : -1;
+}
+
+struct gpr__tt *gpr__tt_list(void)
+{
+	return atomic_load_explicit(&list, memory_order_acquire);
+}
+
+static struct gpr__tt *claim(void)
+{
+	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next) {
+		int expect = GPR_TT_FREE;
+		if (atomic_compare_exchange_strong(&tt->state, &expect,
+						   GPR_TT_OWNED))
+			return tt;
+	}
+	struct gpr__tt *tt = calloc(1, sizeof(*tt));
+	if (!tt)
+		return NULL;
+	tt->next = atomic_load_explicit(&list, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(
+	    &list, &tt->next, tt, memory_order_release, memory_order_relaxed))
+		;
+	return tt;
+}
+
+struct gpr__tt *gpr__tt_self(void)
+{
+	if (self)
+		return self;
+	struct gpr__tt *tt = claim();
+	if (!tt)
+		return NULL;
+	/* A reused state was drained: head == tail, counters kept. */
+	tt->tid = (uint32_t)syscall(SYS_gettid);
+	tt->depth = 0;
+	tt->ctx_next = 0;
+	memset(tt->ctx_key, 0, sizeof(tt->ctx_key));
+	tt->sched_fd = -1;
+	tt->have_last = 0;
+	if (!getenv("GPURECLAIM_TRACE_NO_SCHEDSTAT"))
+		tt->sched_fd =
+		    open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	self = tt;
+	pthread_setspecific(key, tt);
+	return tt;
+}
+
+int gpr__tt_wait_now(struct gpr__tt *tt, uint64_t *wait, uint64_t *csw)
+{
+	struct rusage ru;
+	if (tt->sched_fd < 0 || getrusage(RUSAGE_THREAD, &ru) != 0)
+		return -1;
+	*csw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+	if (tt->have_last && *csw == tt->last_csw) {
+		*wait = tt->last_wait;
+		return 0;
+	}
+	if (gpr__tt_run_delay(tt, wait) < 0)
+		return -1;
+	tt->have_last = 1;
+	tt->last_wait = *wait;
+	tt->last_csw = *csw;
+	return 0;
+}
+
+int gpr__tt_run_delay(struct gpr__tt *tt, uint64_t *out)
+{
+	char buf[96];
+	if (tt->sched_fd < 0)
+		return -1;
+	ssize_t n = pread(tt->sched_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* "<on-cpu ns> <run-queue wait ns> <timeslices>" */
+	const char *p = buf;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p != ' ')
+		return -1;
+	p++;
+	uint64_t v = 0;
+	if (*p < '0' || *p > '9')
+		return -1;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	*out = v;
+	return 0;
+}
