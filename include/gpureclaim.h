@@ -48,18 +48,19 @@ GPR_API const char *gpr_version(void);
 	X(GPR_E_NO_DRIVER, -3, "NVIDIA driver not found")                      \
 	X(GPR_E_NO_NVML, -4, "NVML (libnvidia-ml.so.1) not found")             \
 	X(GPR_E_BAD_LIBRARY, -5,                                               \
-	  "library is not the expected NVIDIA library (symbol missing)")      \
+	  "library is not the expected NVIDIA library (symbol missing)")       \
 	X(GPR_E_DRIVER, -6, "CUDA driver call failed")                         \
 	X(GPR_E_NVML, -7, "NVML call failed")                                  \
 	X(GPR_E_NO_PER_PROCESS, -8,                                            \
-	  "NVML has no per-process figures here (MIG or pid namespace)")      \
+	  "NVML has no per-process figures here (MIG or pid namespace)")       \
 	X(GPR_E_FORKED, -9,                                                    \
-	  "handle used in a forked child: the parent's CUDA state is off "    \
+	  "handle used in a forked child: the parent's CUDA state is off "     \
 	  "limits")                                                            \
 	X(GPR_E_RANGE, -10, "GPU index out of range")                          \
 	X(GPR_E_EXISTS, -11, "a releaser of that name is already registered")  \
 	X(GPR_E_NOT_FOUND, -12, "not found")                                   \
-	X(GPR_E_NOT_LOADED, -13, "the CUDA driver is not loaded in this process") \
+	X(GPR_E_NOT_LOADED, -13,                                               \
+	  "the CUDA driver is not loaded in this process")                     \
 	X(GPR_E_BUSY, -14, "operation not allowed from inside a release")      \
 	X(GPR_E_RELEASER, -15, "a releaser failed")                            \
 	X(GPR_E_IO, -16, "input/output error")                                 \
@@ -99,9 +100,9 @@ struct gpr_opts {
 	const char *cuda_library;
 	/* NULL: $GPURECLAIM_NVML_LIBRARY, else "libnvidia-ml.so.1" */
 	const char *nvml_library;
-	gpr_log_fn log;  /* NULL: no logging */
-	void *log_user;  /* passed to log */
-	int log_level;   /* highest level passed to log */
+	gpr_log_fn log; /* NULL: no logging */
+	void *log_user; /* passed to log */
+	int log_level;	/* highest level passed to log */
 };
 
 /*
@@ -141,17 +142,17 @@ GPR_API int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n);
 
 /* One GPU as NVML sees it. Every string is NUL-terminated. */
 struct gpr_gpu {
-	int index;           /* NVML index */
-	int cuda_ordinal;    /* CUDA ordinal in this process, -1 if unknown */
+	int index;	  /* NVML index */
+	int cuda_ordinal; /* CUDA ordinal in this process, -1 if unknown */
 	char name[96];
 	char uuid[96];
 	char pci_bus_id[32];
-	uint64_t total;      /* bytes */
-	uint64_t used;       /* bytes, all processes */
-	uint64_t free;       /* bytes */
-	uint64_t reserved;   /* bytes the driver reserves (v2 memory info) */
-	int mig;             /* 1 if MIG mode is on */
-	int memory_info_v2;  /* 1 if nvmlDeviceGetMemoryInfo_v2 answered */
+	uint64_t total;	    /* bytes */
+	uint64_t used;	    /* bytes, all processes */
+	uint64_t free;	    /* bytes */
+	uint64_t reserved;  /* bytes the driver reserves (v2 memory info) */
+	int mig;	    /* 1 if MIG mode is on */
+	int memory_info_v2; /* 1 if nvmlDeviceGetMemoryInfo_v2 answered */
 };
 
 /* The number of GPUs NVML sees. */
@@ -162,11 +163,11 @@ GPR_API int gpr_gpu_info(gpr_ctx *ctx, int index, struct gpr_gpu *out);
 
 /* A process holding memory on a GPU. */
 struct gpr_process {
-	uint32_t pid;        /* host pid, as NVML reports it */
-	uint64_t bytes;      /* driver bytes; valid if bytes_known */
-	int bytes_known;     /* 0 on MIG and where NVML withholds the figure */
-	int compute;         /* in the compute list */
-	int graphics;        /* in the graphics list */
+	uint32_t pid;	 /* host pid, as NVML reports it */
+	uint64_t bytes;	 /* driver bytes; valid if bytes_known */
+	int bytes_known; /* 0 on MIG and where NVML withholds the figure */
+	int compute;	 /* in the compute list */
+	int graphics;	 /* in the graphics list */
 };
 
 /*
@@ -194,9 +195,9 @@ GPR_API int gpr_nvml_index(gpr_ctx *ctx, int device, int *index);
 #define GPR_DEVICE_ONCE (-1)
 
 struct gpr_held {
-	uint64_t live;   /* bytes in live allocations */
+	uint64_t live;	 /* bytes in live allocations */
 	uint64_t cached; /* bytes held but free for reuse */
-	int known;       /* 0: the releaser cannot tell */
+	int known;	 /* 0: the releaser cannot tell */
 };
 
 /*
@@ -213,7 +214,7 @@ struct gpr_held {
  * - destroy(data): called on unregister and on gpr_close.
  */
 struct gpr_releaser {
-	size_t sz; /* sizeof(struct gpr_releaser) */
+	size_t sz;	  /* sizeof(struct gpr_releaser) */
 	const char *name; /* copied */
 	void *data;
 	int (*held)(void *data, int device, struct gpr_held *out);
@@ -232,16 +233,17 @@ GPR_API int gpr_unregister(gpr_ctx *ctx, const char *name);
 /* ------------------------------------------------------------------ */
 
 enum gpr_collect {
-	GPR_COLLECT_AUTO = 0, /* collect only if live bytes remain after a pass */
+	GPR_COLLECT_AUTO =
+	    0, /* collect only if live bytes remain after a pass */
 	GPR_COLLECT_ALWAYS = 1,
 	GPR_COLLECT_NEVER = 2
 };
 
 struct gpr_release_opts {
-	size_t sz;            /* sizeof(struct gpr_release_opts) */
-	const int *devices;   /* CUDA ordinals to visit; NULL: all in use */
+	size_t sz;	    /* sizeof(struct gpr_release_opts) */
+	const int *devices; /* CUDA ordinals to visit; NULL: all in use */
 	int n_devices;
-	int collect;          /* enum gpr_collect */
+	int collect; /* enum gpr_collect */
 	/*
 	 * The garbage collector of the host language (Python's gc.collect).
 	 * AUTO: called when a releaser still reports live bytes on a visited
@@ -267,20 +269,21 @@ GPR_API void gpr_report_free(gpr_report *r);
 
 /* Total bytes handed back (may be negative if the process allocated). */
 GPR_API int64_t gpr_report_bytes(const gpr_report *r);
-/* "driver" (NVML per-process figure), "allocators" (their counters). */
+/* "driver" (NVML per-process figure), "allocators" (their counters),
+ * "none" (a forked child: nothing measured). */
 GPR_API const char *gpr_report_source(const gpr_report *r);
 GPR_API double gpr_report_seconds(const gpr_report *r);
 /* 1 if collect_fn ran; its time in seconds through *seconds (may be NULL). */
 GPR_API int gpr_report_collected(const gpr_report *r, double *seconds);
 
 struct gpr_report_gpu {
-	int device;          /* CUDA ordinal */
-	int nvml_index;      /* -1 if unmatched */
-	int known;           /* driver figures below are valid */
-	int64_t released;    /* before - after (driver) or allocator drop */
-	uint64_t before;     /* driver bytes of this process before */
-	uint64_t after;      /* and after */
-	uint64_t used;       /* the GPU's used bytes after, all processes */
+	int device;	  /* CUDA ordinal */
+	int nvml_index;	  /* -1 if unmatched */
+	int known;	  /* driver figures below are valid */
+	int64_t released; /* before - after (driver) or allocator drop */
+	uint64_t before;  /* driver bytes of this process before */
+	uint64_t after;	  /* and after */
+	uint64_t used;	  /* the GPU's used bytes after, all processes */
 	uint64_t free;
 	uint64_t total;
 };
@@ -289,12 +292,12 @@ GPR_API int gpr_report_gpu(const gpr_report *r, size_t i,
 			   struct gpr_report_gpu *out);
 
 struct gpr_report_releaser {
-	const char *name;    /* valid while the report lives */
-	int device;          /* CUDA ordinal or GPR_DEVICE_ONCE */
+	const char *name; /* valid while the report lives */
+	int device;	  /* CUDA ordinal or GPR_DEVICE_ONCE */
 	int known;
 	struct gpr_held before;
 	struct gpr_held after;
-	int status;          /* 0 or the negative return of release() */
+	int status; /* 0 or the negative return of release() */
 };
 GPR_API size_t gpr_report_releaser_count(const gpr_report *r);
 GPR_API int gpr_report_releaser(const gpr_report *r, size_t i,

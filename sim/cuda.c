@@ -1,0 +1,624 @@
+/*
+ * The simulated libcuda.so.1 (docs/sim.md): the driver API calls a
+ * framework makes to open a GPU and allocate on it, and the ones
+ * gpureclaim makes to ask which GPUs a process holds. Each change of this
+ * process's figure on a GPU (context + allocations) is written to the
+ * shared state, which the simulated NVML reads.
+ *
+ * One mutex guards the process's tables; the current context is
+ * per-thread, as in CUDA. A forked child starts from nothing (not
+ * initialised, no context): like the real driver, it cannot use the
+ * parent's contexts.
+ */
+#include "sim.h"
+
+#include "cuda_abi.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct CUctx_st {
+	int dev;
+	int primary;
+	int live;
+	unsigned refs; /* primary contexts: retain count */
+};
+
+struct alloc {
+	CUdeviceptr ptr;
+	uint64_t bytes;
+	struct CUctx_st *ctx;
+};
+
+#define MAX_CTX 1024
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t owner; /* the process the tables below describe */
+static int initialised;
+static int init_calls, ctx_calls;
+static struct CUctx_st primary[SIM_MAX_GPUS];
+static struct CUctx_st others[MAX_CTX]; /* cuCtxCreate contexts */
+static unsigned next_other;
+static unsigned nctx[SIM_MAX_GPUS]; /* live contexts per GPU */
+static uint64_t held[SIM_MAX_GPUS]; /* allocated bytes per GPU */
+static CUdeviceptr next_ptr[SIM_MAX_GPUS];
+static struct alloc *allocs;
+static size_t nallocs, allocs_cap;
+static struct sim__state state = SIM_STATE_INIT;
+static __thread struct CUctx_st *current;
+
+static const struct sim__config *cfg;
+
+static void forget_process(void)
+{
+	initialised = 0;
+	init_calls = ctx_calls = 0;
+	memset(primary, 0, sizeof primary);
+	memset(others, 0, sizeof others);
+	next_other = 0;
+	memset(nctx, 0, sizeof nctx);
+	memset(held, 0, sizeof held);
+	for (int i = 0; i < SIM_MAX_GPUS; i++) {
+		primary[i].dev = i;
+		primary[i].primary = 1;
+		/* distinct, non-zero, 2 MiB aligned; never reused */
+		next_ptr[i] = (CUdeviceptr)(i + 1) << 40;
+	}
+	nallocs = 0;
+	current = NULL;
+	owner = getpid();
+}
+
+/*
+ * A fork while another thread is inside the sim must not leave the child
+ * with a mutex nobody will unlock: hold it across fork.
+ */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+static void fork_done(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+static void register_fork(void)
+{
+	pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
+static void lock(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, register_fork);
+	pthread_mutex_lock(&mu);
+	if (!cfg)
+		cfg = sim__config();
+	if (owner != getpid())
+		forget_process();
+}
+
+static void unlock(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+static CUresult need_init(void)
+{
+	return initialised ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult need_device(CUdevice dev)
+{
+	CUresult r = need_init();
+	if (r)
+		return r;
+	return dev >= 0 && dev < cfg->gpus ? CUDA_SUCCESS
+					   : CUDA_ERROR_INVALID_DEVICE;
+}
+
+static int ctx_valid(const struct CUctx_st *c)
+{
+	if (!c)
+		return 0;
+	int known = (c >= primary && c < primary + SIM_MAX_GPUS) ||
+		    (c >= others && c < others + MAX_CTX);
+	return known && c->live;
+}
+
+/*
+ * Publishes this process's figure on `dev` for the given context count
+ * and allocated bytes. With `check`, fails with CUDA_ERROR_OUT_OF_MEMORY
+ * when the GPU's total would be exceeded.
+ */
+static CUresult publish(int dev, unsigned n, uint64_t bytes, int check)
+{
+	uint64_t mine = (n ? cfg->context : 0) + bytes;
+	if (sim__state_lock(&state, 1))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	CUresult r = CUDA_SUCCESS;
+	pid_t me = getpid();
+	if (check) {
+		uint64_t others_used = sim__state_used(&state, dev, me) +
+				       sim__extra_bytes(cfg, dev);
+		if (mine > cfg->memory || others_used > cfg->memory - mine)
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!r && sim__state_set(&state, dev, me, n ? mine : bytes,
+				 n ? SIM_ENTRY_COMPUTE : 0))
+		r = CUDA_ERROR_OUT_OF_MEMORY; /* the GPU's table is full */
+	sim__state_unlock(&state);
+	return r;
+}
+
+static CUresult ctx_activate(struct CUctx_st *c, int dev)
+{
+	CUresult r = publish(dev, nctx[dev] + 1, held[dev], nctx[dev] == 0);
+	if (r)
+		return r;
+	nctx[dev]++;
+	c->dev = dev;
+	c->live = 1;
+	return CUDA_SUCCESS;
+}
+
+/* Destroys a context and the allocations made in it. */
+static void ctx_deactivate(struct CUctx_st *c)
+{
+	int dev = c->dev;
+	size_t j = 0;
+	for (size_t i = 0; i < nallocs; i++) {
+		if (allocs[i].ctx == c)
+			held[dev] -= allocs[i].bytes;
+		else
+			allocs[j++] = allocs[i];
+	}
+	nallocs = j;
+	c->live = 0;
+	c->refs = 0;
+	nctx[dev]--;
+	publish(dev, nctx[dev], held[dev], 0);
+	if (current == c)
+		current = NULL;
+}
+
+SIM_EXPORT CUresult cuInit(unsigned int flags)
+{
+	lock();
+	init_calls++;
+	CUresult r = CUDA_SUCCESS;
+	if (!cfg->ok)
+		r = CUDA_ERROR_NOT_INITIALIZED;
+	else if (flags != 0)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		/* fails here, not later, when the state cannot be created */
+		sim__state_init(&state, cfg->state);
+		int e = sim__state_lock(&state, 1);
+		if (e) {
+			fprintf(stderr,
+				"gpureclaim-sim: cannot open the state %s: "
+				"%s\n",
+				state.path, strerror(-e));
+			r = CUDA_ERROR_OPERATING_SYSTEM;
+		} else {
+			sim__state_unlock(&state);
+		}
+	}
+	if (!r)
+		initialised = 1;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDriverGetVersion(int *version)
+{
+	if (!sim__config()->ok)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = 13000;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && !count)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		*count = cfg->gpus;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+	lock();
+	CUresult r = need_device(ordinal);
+	if (!r && !dev)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		*dev = ordinal;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && (!name || len <= 0))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		snprintf(name, (size_t)len, "%s", cfg->name);
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	static const unsigned char base[16] = {0x51, 0x11, 0xa0, 0x00, 0x00,
+					       0x00, 0x40, 0x00, 0x80, 0x00};
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && !uuid)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		memcpy(uuid->bytes, base, sizeof base);
+		uuid->bytes[15] = (unsigned char)dev;
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	return cuDeviceGetUuid(uuid, dev);
+}
+
+SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && (!bus || len <= 0))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		snprintf(bus, (size_t)len, "%04x:%02x:00.0", 0, dev + 1);
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && !bytes)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		*bytes = (size_t)cfg->memory;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev,
+					       unsigned int *flags, int *active)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && sim__broken(cfg, dev))
+		r = CUDA_ERROR_INVALID_DEVICE;
+	if (!r && (!flags || !active))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		*flags = 0;
+		*active = primary[dev].live;
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && sim__broken(cfg, dev))
+		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	if (!r && !ctx)
+		r = CUDA_ERROR_INVALID_VALUE;
+	struct CUctx_st *c = &primary[dev < 0 ? 0 : dev % SIM_MAX_GPUS];
+	if (!r && !c->live)
+		r = ctx_activate(c, dev);
+	if (!r) {
+		c->refs++;
+		ctx_calls++;
+		*ctx = c;
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && !primary[dev].live)
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r && --primary[dev].refs == 0)
+		ctx_deactivate(&primary[dev]);
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags,
+				   CUdevice dev)
+{
+	(void)flags;
+	lock();
+	CUresult r = need_device(dev);
+	if (!r && sim__broken(cfg, dev))
+		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	if (!r && !ctx)
+		r = CUDA_ERROR_INVALID_VALUE;
+	struct CUctx_st *c = NULL;
+	for (unsigned i = 0; !r && i < MAX_CTX && !c; i++) {
+		struct CUctx_st *s = &others[(next_other + i) % MAX_CTX];
+		if (!s->live)
+			c = s;
+	}
+	if (!r && !c)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r)
+		r = ctx_activate(c, dev);
+	if (!r) {
+		/* round-robin, so a stale handle rarely aliases a new one */
+		next_other = (unsigned)(c - others + 1) % MAX_CTX;
+		ctx_calls++;
+		current = c;
+		*ctx = c;
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && (!ctx_valid(ctx) || ctx->primary))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r)
+		ctx_deactivate(ctx);
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && ctx && !ctx_valid(ctx))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r)
+		current = ctx;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && !ctx)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		*ctx = ctx_valid(current) ? current : NULL;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r && !dev)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r)
+		*dev = current->dev;
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r && (!ptr || size == 0))
+		r = CUDA_ERROR_INVALID_VALUE;
+	uint64_t bytes = 0;
+	if (!r) {
+		if ((uint64_t)size > UINT64_MAX - (SIM_GRANULE - 1))
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		bytes = ((uint64_t)size + SIM_GRANULE - 1) & ~(SIM_GRANULE - 1);
+	}
+	if (!r && nallocs == allocs_cap) {
+		size_t cap = allocs_cap ? allocs_cap * 2 : 64;
+		struct alloc *a = realloc(allocs, cap * sizeof *a);
+		if (!a)
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		else {
+			allocs = a;
+			allocs_cap = cap;
+		}
+	}
+	int dev = r ? 0 : current->dev;
+	if (!r && bytes > cfg->memory)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r)
+		r = publish(dev, nctx[dev], held[dev] + bytes, 1);
+	if (!r) {
+		held[dev] += bytes;
+		allocs[nallocs++] =
+		    (struct alloc){next_ptr[dev], bytes, current};
+		*ptr = next_ptr[dev];
+		next_ptr[dev] += bytes;
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr)
+{
+	lock();
+	CUresult r = need_init();
+	size_t i = 0;
+	while (!r && i < nallocs && allocs[i].ptr != ptr)
+		i++;
+	if (!r && i == nallocs)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		int dev = allocs[i].ctx->dev;
+		held[dev] -= allocs[i].bytes;
+		allocs[i] = allocs[--nallocs];
+		publish(dev, nctx[dev], held[dev], 0);
+	}
+	unlock();
+	return r;
+}
+
+SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+	lock();
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r && (!free_bytes || !total))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r && sim__state_lock(&state, 0))
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	if (!r) {
+		int dev = current->dev;
+		uint64_t used = sim__state_used(&state, dev, 0) +
+				sim__extra_bytes(cfg, dev);
+		sim__state_unlock(&state);
+		*total = (size_t)cfg->memory;
+		*free_bytes =
+		    (size_t)(used < cfg->memory ? cfg->memory - used : 0);
+	}
+	unlock();
+	return r;
+}
+
+#define SIM_CUDA_ERRORS(X)                                                     \
+	X(CUDA_SUCCESS, "no error")                                            \
+	X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                        \
+	X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                           \
+	X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                  \
+	X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                    \
+	X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")          \
+	X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                 \
+	X(CUDA_ERROR_DEVICE_NOT_LICENSED,                                      \
+	  "device doesn't have valid Grid license")                            \
+	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                \
+	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                \
+	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                      \
+	X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not "      \
+				       "supported on this OS")                 \
+	X(CUDA_ERROR_DEVICE_UNAVAILABLE,                                       \
+	  "CUDA-capable device(s) is/are busy or unavailable")                 \
+	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                 \
+	X(CUDA_ERROR_UNKNOWN, "unknown error")
+
+SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **str)
+{
+	if (!str)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (error) {
+#define X(code, text)                                                          \
+	case code:                                                             \
+		*str = text;                                                   \
+		return CUDA_SUCCESS;
+		SIM_CUDA_ERRORS(X)
+#undef X
+	}
+	*str = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
+{
+	if (!str)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (error) {
+#define X(code, text)                                                          \
+	case code:                                                             \
+		*str = #code;                                                  \
+		return CUDA_SUCCESS;
+		SIM_CUDA_ERRORS(X)
+#undef X
+	}
+	*str = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- hooks for tests (docs/sim.md) ---- */
+
+SIM_EXPORT int gprsim_init_calls(void)
+{
+	lock();
+	int n = init_calls;
+	unlock();
+	return n;
+}
+
+SIM_EXPORT int gprsim_ctx_calls(void)
+{
+	lock();
+	int n = ctx_calls;
+	unlock();
+	return n;
+}
+
+SIM_EXPORT int gprsim_reset_state(void)
+{
+	lock();
+	int r = cfg->ok ? 0 : -EINVAL;
+	if (!r) {
+		sim__state_init(&state, cfg->state);
+		r = sim__state_lock(&state, 0);
+	}
+	if (!r) {
+		sim__state_clear(&state);
+		sim__state_unlock(&state);
+	}
+	unlock();
+	return r;
+}
+
+/*
+ * The real driver frees a process's memory when it exits: take our
+ * entries out of the shared state. A process that dies without exit()
+ * is pruned by the next reader instead.
+ */
+__attribute__((destructor)) static void sim_cuda_exit(void)
+{
+	if (pthread_mutex_trylock(&mu) != 0)
+		return;
+	if (initialised && owner == getpid() &&
+	    sim__state_lock(&state, 0) == 0) {
+		for (int i = 0; i < SIM_MAX_GPUS; i++)
+			sim__state_set(&state, i, owner, 0, 0);
+		sim__state_unlock(&state);
+	}
+	pthread_mutex_unlock(&mu);
+}

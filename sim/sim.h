@@ -1,0 +1,128 @@
+/*
+ * Internals of the simulated driver (docs/sim.md), compiled into both
+ * libcuda.so.1 and libnvidia-ml.so.1. Everything here is hidden (the build
+ * uses -fvisibility=hidden): each library carries its own copy, and only
+ * the vendor-named functions and the gprsim_* hooks are exported.
+ */
+#ifndef GPR_SIM_H
+#define GPR_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+#define SIM_MAX_GPUS 16
+#define SIM_MAX_PROCS 128 /* processes per GPU in the shared table */
+#define SIM_MAX_EXTRA 64
+#define SIM_GRANULE (2ULL << 20) /* allocation granularity: 2 MiB */
+#define SIM_FOREIGN_PID_OFFSET 1000000U
+
+enum sim__fault {
+	SIM_FAULT_NVML_ABSENT = 1 << 0,
+	SIM_FAULT_STRIDE32 = 1 << 1,
+	SIM_FAULT_INSUFFICIENT_ONCE = 1 << 2,
+	SIM_FAULT_MIG = 1 << 3,
+	SIM_FAULT_FOREIGN_PID = 1 << 4,
+	SIM_FAULT_MEMORY_V1 = 1 << 5,
+	SIM_FAULT_PROCS_V2 = 1 << 6,
+};
+
+struct sim__extra {
+	int gpu;
+	uint32_t pid;
+	int graphics; /* `g` suffix: listed by the graphics list */
+	uint64_t bytes;
+};
+
+struct sim__config {
+	int ok; /* 0: GPURECLAIM_SIM was malformed, every call fails */
+	int gpus;
+	uint64_t memory;
+	uint64_t context;
+	char name[96];
+	char state[65];
+	unsigned faults;      /* enum sim__fault bits */
+	unsigned broken_mask; /* bit i: GPU i is broken */
+	int nextra;
+	struct sim__extra extra[SIM_MAX_EXTRA];
+};
+
+/*
+ * Parses `text` (NULL or "" gives the defaults) into *c. Returns 0, or -1
+ * with c->ok = 0 and a one-line reason in `why`.
+ */
+int sim__config_parse(const char *text, struct sim__config *c, char *why,
+		      size_t whylen);
+
+/*
+ * The process's configuration from $GPURECLAIM_SIM, parsed once (the first
+ * call prints the reason to stderr when it is malformed). Never NULL.
+ */
+const struct sim__config *sim__config(void);
+
+/* Bytes that `extra` items put on GPU `gpu`. */
+uint64_t sim__extra_bytes(const struct sim__config *c, int gpu);
+
+int sim__broken(const struct sim__config *c, int gpu);
+
+/* ---- state shared between processes (/dev/shm), see state.c ---- */
+
+#define SIM_ENTRY_COMPUTE 1u /* the process holds a context on the GPU */
+
+struct sim__entry {
+	int32_t pid; /* 0: free slot */
+	uint32_t flags;
+	uint64_t bytes;
+};
+
+struct sim__shm;
+
+struct sim__state {
+	int fd;	     /* -1 while closed */
+	pid_t owner; /* the process that opened fd (flock is per open file) */
+	struct sim__shm *shm; /* NULL while no file is mapped */
+	char path[128];
+};
+
+#define SIM_STATE_INIT                                                         \
+	{                                                                      \
+		.fd = -1                                                       \
+	}
+
+/* Names the state file of `name`; no I/O (the file is opened on lock). */
+void sim__state_init(struct sim__state *s, const char *name);
+
+/*
+ * Takes the cross-process lock (after the caller serialized its own
+ * threads: flock does not) and drops the entries of processes that no
+ * longer exist. With `create`, the file is created (mode 0600) if needed;
+ * without, a missing file is an empty table: 0 is returned, no lock is
+ * held and s->shm is NULL, which the functions below read as empty.
+ * Returns 0 or -errno.
+ */
+int sim__state_lock(struct sim__state *s, int create);
+
+/* Drops the lock; removes the file when its table is empty. */
+void sim__state_unlock(struct sim__state *s);
+
+/* Under the lock: sum of all processes' bytes on `gpu`, except `except`. */
+uint64_t sim__state_used(struct sim__state *s, int gpu, pid_t except);
+
+/*
+ * Under the lock: sets pid's entry on `gpu` (flags 0 and bytes 0 remove
+ * it). Returns 0, or -ENOSPC when the GPU's table is full (-ENOENT
+ * without a file: lock with `create` to write).
+ */
+int sim__state_set(struct sim__state *s, int gpu, pid_t pid, uint64_t bytes,
+		   uint32_t flags);
+
+/* Under the lock: copies up to `max` entries of `gpu`; returns the count. */
+size_t sim__state_list(struct sim__state *s, int gpu, struct sim__entry *out,
+		       size_t max);
+
+/* Under the lock: forgets every entry. */
+void sim__state_clear(struct sim__state *s);
+
+#endif /* GPR_SIM_H */

@@ -1,0 +1,212 @@
+/*
+ * The handle: options, the lazy opening of the CUDA driver and NVML, the
+ * ordinal-to-NVML-index cache, logging, fork detection.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctx.h"
+
+static atomic_uint_fast64_t next_id = 1;
+
+int gpr__opts_copy(void *dst, size_t dst_sz, const void *src, size_t src_sz)
+{
+	memset(dst, 0, dst_sz);
+	if (!src)
+		return 0;
+	if (src_sz < sizeof(size_t))
+		return GPR_E_INVAL;
+	if (src_sz > dst_sz) {
+		const unsigned char *tail = (const unsigned char *)src + dst_sz;
+		for (size_t i = 0; i < src_sz - dst_sz; i++)
+			if (tail[i])
+				return GPR_E_INVAL;
+	}
+	memcpy(dst, src, src_sz < dst_sz ? src_sz : dst_sz);
+	return 0;
+}
+
+static char *dup_or_env(const char *s, const char *env)
+{
+	if (!s) {
+		s = getenv(env);
+		if (!s || !*s)
+			return NULL;
+	}
+	return strdup(s);
+}
+
+int gpr_open(const struct gpr_opts *opts, gpr_ctx **out)
+{
+	if (!out)
+		return GPR_E_INVAL;
+	*out = NULL;
+	struct gpr_opts o;
+	if (gpr__opts_copy(&o, sizeof o, opts, opts ? opts->sz : 0))
+		return GPR_E_INVAL;
+	gpr_ctx *ctx = calloc(1, sizeof *ctx);
+	if (!ctx)
+		return GPR_E_NOMEM;
+	ctx->id = atomic_fetch_add(&next_id, 1);
+	ctx->pid = getpid();
+	ctx->cuda_path = dup_or_env(o.cuda_library, "GPURECLAIM_CUDA_LIBRARY");
+	ctx->nvml_path = dup_or_env(o.nvml_library, "GPURECLAIM_NVML_LIBRARY");
+	if ((o.cuda_library && !ctx->cuda_path) ||
+	    (o.nvml_library && !ctx->nvml_path)) {
+		free(ctx->cuda_path);
+		free(ctx->nvml_path);
+		free(ctx);
+		return GPR_E_NOMEM;
+	}
+	ctx->log = o.log;
+	ctx->log_user = o.log_user;
+	ctx->log_level = o.log_level;
+	pthread_mutex_init(&ctx->init_lock, NULL);
+	pthread_mutex_init(&ctx->map_lock, NULL);
+	pthread_mutex_init(&ctx->release_lock, NULL);
+	atomic_init(&ctx->cuda_ready, 0);
+	atomic_init(&ctx->nvml_state, 0);
+	for (int i = 0; i < GPR__MAP_CAP; i++)
+		ctx->nvml_of[i] = GPR__MAP_UNKNOWN;
+	*out = ctx;
+	return 0;
+}
+
+void gpr_close(gpr_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	int forked = gpr__forked(ctx);
+	gpr__registry_clear(ctx);
+	/* In a forked child the vendor libraries' state is the parent's, and
+	 * a lock a parent thread held at fork stays held: touch neither. */
+	if (!forked) {
+		if (atomic_load(&ctx->nvml_state) == 1)
+			gpr__nvml_close(&ctx->nvml);
+		if (atomic_load(&ctx->cuda_ready))
+			gpr__cuda_close(&ctx->cuda);
+		pthread_mutex_destroy(&ctx->init_lock);
+		pthread_mutex_destroy(&ctx->map_lock);
+		pthread_mutex_destroy(&ctx->release_lock);
+	}
+	free(ctx->cuda_path);
+	free(ctx->nvml_path);
+	free(ctx);
+}
+
+int gpr__forked(const gpr_ctx *ctx)
+{
+	return getpid() != ctx->pid;
+}
+
+int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen)
+{
+	if (atomic_load_explicit(&ctx->cuda_ready, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&ctx->init_lock);
+	int rc = 0;
+	if (!atomic_load_explicit(&ctx->cuda_ready, memory_order_relaxed)) {
+		rc = gpr__cuda_open(&ctx->cuda, ctx->cuda_path, err, errlen);
+		if (rc == 0)
+			atomic_store_explicit(&ctx->cuda_ready, 1,
+					      memory_order_release);
+	}
+	pthread_mutex_unlock(&ctx->init_lock);
+	return rc;
+}
+
+int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
+{
+	int st = atomic_load_explicit(&ctx->nvml_state, memory_order_acquire);
+	if (st == 0) {
+		pthread_mutex_lock(&ctx->init_lock);
+		st = atomic_load_explicit(&ctx->nvml_state,
+					  memory_order_relaxed);
+		if (st == 0) {
+			int rc = gpr__nvml_open(&ctx->nvml, ctx->nvml_path,
+						ctx->nvml_error,
+						sizeof ctx->nvml_error);
+			st = rc == 0 ? 1 : rc;
+			if (rc)
+				gpr__log(ctx, GPR_LOG_INFO, "NVML: %s (%s)",
+					 gpr_strerror(rc), ctx->nvml_error);
+			atomic_store_explicit(&ctx->nvml_state, st,
+					      memory_order_release);
+		}
+		pthread_mutex_unlock(&ctx->init_lock);
+	}
+	if (st == 1)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "%s", ctx->nvml_error);
+	return st;
+}
+
+static int lookup_index(gpr_ctx *ctx, int ordinal, int *index, char *err,
+			size_t errlen)
+{
+	char id[128];
+	int rc =
+	    gpr__cuda_uuid(&ctx->cuda, ordinal, id, sizeof id, err, errlen);
+	if (rc == 0 &&
+	    gpr__nvml_index_by_uuid(&ctx->nvml, id, index, err, errlen) == 0)
+		return 0;
+	rc = gpr__cuda_pci_bus_id(&ctx->cuda, ordinal, id, sizeof id, err,
+				  errlen);
+	if (rc)
+		return rc;
+	if (gpr__nvml_index_by_pci(&ctx->nvml, id, index, err, errlen) == 0)
+		return 0;
+	*index = -1;
+	return 0;
+}
+
+int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
+		       size_t errlen)
+{
+	if (ordinal < 0)
+		return GPR_E_RANGE;
+	if (ordinal >= GPR__MAP_CAP)
+		return lookup_index(ctx, ordinal, index, err, errlen);
+	pthread_mutex_lock(&ctx->map_lock);
+	int rc = 0;
+	if (ctx->nvml_of[ordinal] == GPR__MAP_UNKNOWN) {
+		int idx = -1;
+		rc = lookup_index(ctx, ordinal, &idx, err, errlen);
+		if (rc == 0)
+			ctx->nvml_of[ordinal] = idx;
+	}
+	*index = rc ? -1 : ctx->nvml_of[ordinal];
+	pthread_mutex_unlock(&ctx->map_lock);
+	return rc;
+}
+
+void gpr__log(const gpr_ctx *ctx, int level, const char *fmt, ...)
+{
+	if (!ctx || !ctx->log || level > ctx->log_level)
+		return;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ctx->log(ctx->log_user, level, msg);
+}
+
+int gpr_cuda_loaded(gpr_ctx *ctx)
+{
+	if (!ctx)
+		return GPR_E_INVAL;
+	if (gpr__forked(ctx))
+		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
+				 (long)ctx->pid);
+	char err[GPR__ERRLEN] = "";
+	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	if (rc == GPR_E_NOT_LOADED)
+		return 0;
+	if (rc)
+		return gpr__fail(ctx, rc, "%s", err);
+	return 1;
+}

@@ -1,0 +1,133 @@
+/*
+ * The handle and what the core's files share about it. Internal (gpr__
+ * prefix). Locks, from outermost to innermost: release_lock (one release,
+ * register or unregister at a time), then init_lock (lazy driver and NVML
+ * open) or map_lock (CUDA ordinal to NVML index cache); queries take only
+ * the inner two, for microseconds, so they never wait on a release.
+ */
+#ifndef GPR_CTX_H
+#define GPR_CTX_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpureclaim.h"
+#include "driver.h"
+
+/* Ordinals whose NVML index is cached; larger ones are looked up each time. */
+#define GPR__MAP_CAP 64
+#define GPR__MAP_UNKNOWN (-2) /* not looked up yet */
+
+struct gpr__releaser {
+	char *name;
+	struct gpr_releaser r; /* r.name points to name */
+};
+
+struct gpr_ctx {
+	uint64_t
+	    id; /* unique for the process's lifetime: keys per-thread slots */
+	pid_t
+	    pid; /* getpid() at open: a different value means a forked child */
+	char *cuda_path; /* NULL: the driver layer's default ($ENV, soname) */
+	char *nvml_path;
+	gpr_log_fn log;
+	void *log_user;
+	int log_level;
+
+	pthread_mutex_t init_lock;
+	atomic_int cuda_ready; /* 1 once cuda is open; then read without lock */
+	struct gpr__cuda cuda;
+	/* 0 not tried, 1 open, else the GPR_E_* of the failed open (sticky:
+	 * a missing NVML is not looked for again, its init costs ~9 ms) */
+	atomic_int nvml_state;
+	struct gpr__nvml nvml;
+	char nvml_error[GPR__ERRLEN];
+
+	pthread_mutex_t map_lock;
+	int nvml_of[GPR__MAP_CAP]; /* NVML index, -1 unmatched, MAP_UNKNOWN */
+
+	pthread_mutex_t release_lock;
+	struct gpr__releaser *rel;
+	size_t n_rel, cap_rel;
+};
+
+/* 1 in a child forked after the handle was opened. */
+int gpr__forked(const gpr_ctx *ctx);
+
+/*
+ * Finds libcuda among the loaded libraries (looked up again on each call
+ * until found, since a framework may load it after gpr_open; kept after).
+ * 0 when loaded, GPR_E_NOT_LOADED, or GPR_E_BAD_LIBRARY (err says why).
+ */
+int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen);
+
+/* Loads and initialises NVML once per handle; 0 or the sticky error. */
+int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen);
+
+/*
+ * The NVML index of CUDA ordinal `ordinal` (UUID first, then PCI bus id),
+ * -1 if no NVML GPU matches. Needs CUDA and NVML open.
+ */
+int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
+		       size_t errlen);
+
+/* Records the detail of an error for gpr_last_error in this thread; returns
+ * err so callers can `return gpr__fail(ctx, rc, "...")`. */
+int gpr__fail(const gpr_ctx *ctx, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Passes a message to the handle's log callback if the level allows. */
+void gpr__log(const gpr_ctx *ctx, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Copies a caller's options struct of size `src_sz` into `dst` of our
+ * size: a shorter struct leaves the later fields zero, a longer one is
+ * accepted only if the fields we do not know are zero (libbpf's rule).
+ */
+int gpr__opts_copy(void *dst, size_t dst_sz, const void *src, size_t src_sz);
+
+/* Per-thread marker of the releases in progress on this thread. */
+struct gpr__release_frame {
+	uint64_t ctx_id;
+	struct gpr__release_frame *prev;
+};
+void gpr__release_enter(const gpr_ctx *ctx, struct gpr__release_frame *f);
+void gpr__release_leave(struct gpr__release_frame *f);
+/* 1 if this thread is inside a release of ctx (a releaser callback). */
+int gpr__in_release(const gpr_ctx *ctx);
+
+/* Calls every releaser's destroy and empties the registry (gpr_close). */
+void gpr__registry_clear(gpr_ctx *ctx);
+
+/*
+ * The CUDA ordinals on which this process holds a context (*devs malloc'ed,
+ * *n entries, *count the CUDA device count). GPR_E_NOT_LOADED when libcuda
+ * is not loaded; 0 with *n = 0 when it is not initialised. GPUs that cannot
+ * be queried are skipped, each with a note in `notes` (may be NULL).
+ */
+int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
+			gpr_report *notes);
+
+/* The driver's figure for this process on one CUDA ordinal. */
+enum gpr__figure_state {
+	GPR__FIG_KNOWN,	 /* bytes is NVML's per-process figure */
+	GPR__FIG_ERROR,	 /* NVML missing or failing: rc says which */
+	GPR__FIG_ABSENT, /* our pid is not in the list */
+	GPR__FIG_HIDDEN	 /* listed without a figure (MIG) */
+};
+struct gpr__figure {
+	int known; /* state == GPR__FIG_KNOWN */
+	int state;
+	int rc; /* GPR_E_* for GPR__FIG_ERROR */
+	uint64_t bytes;
+	int nvml_index;		    /* -1 if unmatched */
+	char why[GPR__ERRLEN + 64]; /* why not known */
+};
+void gpr__process_figure(gpr_ctx *ctx, int ordinal, struct gpr__figure *f);
+
+#endif /* GPR_CTX_H */

@@ -1,0 +1,152 @@
+/*
+ * Which GPUs this process holds a context on, opening none: the primary
+ * context state of each CUDA ordinal (cuDevicePrimaryCtxGetState, ~1 us)
+ * united with the GPUs whose NVML process list holds our pid (non-primary
+ * contexts: cuCtxCreate). Nothing here calls cuInit: when no one in the
+ * process has, there is no context and the answer is "none" at once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "report.h"
+
+#define WHY (GPR__ERRLEN + 64)
+
+/* Marks the ordinal whose NVML index is `index`; 1 if one matched. */
+static int mark_index(gpr_ctx *ctx, int count, int index, int *in)
+{
+	char err[GPR__ERRLEN];
+	for (int d = 0; d < count; d++) {
+		int idx = -1;
+		if (gpr__nvml_index_of(ctx, d, &idx, err, sizeof err) == 0 &&
+		    idx == index) {
+			in[d] = 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The union with NVML's lists; NVML missing only loses non-primary ones. */
+static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY])
+{
+	char err[GPR__ERRLEN] = "";
+	int nn = 0;
+	if (gpr__ensure_nvml(ctx, err, sizeof err) ||
+	    gpr__nvml_count(&ctx->nvml, &nn, err, sizeof err)) {
+		gpr__log(ctx, GPR_LOG_INFO,
+			 "NVML unavailable (%s): only primary contexts seen",
+			 err);
+		return;
+	}
+	uint32_t me = (uint32_t)getpid();
+	for (int i = 0; i < nn; i++) {
+		struct gpr__nvml_proc *procs = NULL;
+		size_t np = 0;
+		if (gpr__nvml_processes(&ctx->nvml, i, &procs, &np, err,
+					sizeof err)) {
+			gpr__log(ctx, GPR_LOG_WARN,
+				 "NVML GPU %d: process list: %s", i, err);
+			for (int d = 0; d < count; d++) {
+				int idx = -1;
+				char e2[GPR__ERRLEN];
+				if (gpr__nvml_index_of(ctx, d, &idx, e2,
+						       sizeof e2) == 0 &&
+				    idx == i && !why[d][0])
+					snprintf(why[d], sizeof why[d],
+						 "NVML process list: %s", err);
+			}
+			continue;
+		}
+		int mine = 0;
+		for (size_t k = 0; k < np; k++)
+			if (procs[k].pid == me)
+				mine = 1;
+		free(procs);
+		if (mine && !mark_index(ctx, count, i, in))
+			gpr__log(ctx, GPR_LOG_DEBUG,
+				 "NVML GPU %d lists us but no CUDA ordinal "
+				 "matches it",
+				 i);
+	}
+}
+
+int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
+			gpr_report *notes)
+{
+	*devs = NULL;
+	*n = 0;
+	*count = 0;
+	char err[GPR__ERRLEN] = "";
+	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	if (rc)
+		return rc == GPR_E_NOT_LOADED
+			   ? rc
+			   : gpr__fail(ctx, rc, "CUDA driver: %s", err);
+	int cnt = 0;
+	rc = gpr__cuda_device_count(&ctx->cuda, &cnt, err, sizeof err);
+	if (rc)
+		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+	*count = cnt;
+	if (cnt <= 0)
+		return 0;
+	int *in = calloc((size_t)cnt, sizeof *in);
+	char(*why)[WHY] = calloc((size_t)cnt, sizeof *why);
+	if (!in || !why) {
+		free(in);
+		free(why);
+		return GPR_E_NOMEM;
+	}
+	for (int d = 0; d < cnt; d++) {
+		int active = 0;
+		if (gpr__cuda_primary_active(&ctx->cuda, d, &active, err,
+					     sizeof err))
+			snprintf(why[d], sizeof why[d],
+				 "primary context state: %s", err);
+		else
+			in[d] = active;
+	}
+	add_nvml(ctx, cnt, in, why);
+	int k = 0;
+	for (int d = 0; d < cnt; d++) {
+		if (in[d])
+			in[k++] = d;
+		else if (why[d][0]) {
+			gpr__report_note(notes,
+					 "GPU %d: cannot be queried (%s): "
+					 "skipped",
+					 d, why[d]);
+			gpr__log(ctx, GPR_LOG_WARN,
+				 "GPU %d: cannot be queried (%s): skipped", d,
+				 why[d]);
+		}
+	}
+	free(why);
+	*devs = in;
+	*n = k;
+	return 0;
+}
+
+int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n)
+{
+	if (!ctx || !n || cap < 0 || (cap > 0 && !devices))
+		return GPR_E_INVAL;
+	*n = 0;
+	if (gpr__forked(ctx))
+		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
+				 (long)ctx->pid);
+	int *devs = NULL, count = 0, k = 0;
+	int rc = gpr__devices_in_use(ctx, &devs, &k, &count, NULL);
+	if (rc == GPR_E_NOT_LOADED)
+		return 0;
+	if (rc)
+		return rc;
+	for (int i = 0; i < k && i < cap; i++)
+		devices[i] = devs[i];
+	*n = k;
+	free(devs);
+	return 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * gpr_last_error: the detail of the last error, per handle per thread.
+ * Each thread keeps a few slots keyed by the handle's id (never reused, so
+ * a new handle at a freed handle's address does not inherit its text); a
+ * thread using more handles than slots loses the oldest detail ("" then).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctx.h"
+
+#define SLOTS 4
+#define TEXT 512
+
+struct slot {
+	uint64_t ctx_id; /* 0: free */
+	uint64_t stamp;	 /* last write, for replacing the oldest */
+	char text[TEXT];
+};
+
+static _Thread_local struct slot slots[SLOTS];
+static _Thread_local uint64_t clock_;
+
+static struct slot *find(uint64_t id)
+{
+	for (int i = 0; i < SLOTS; i++)
+		if (slots[i].ctx_id == id)
+			return &slots[i];
+	return NULL;
+}
+
+int gpr__fail(const gpr_ctx *ctx, int err, const char *fmt, ...)
+{
+	if (!ctx)
+		return err;
+	struct slot *s = find(ctx->id);
+	if (!s) {
+		s = &slots[0];
+		for (int i = 1; i < SLOTS; i++)
+			if (slots[i].stamp < s->stamp)
+				s = &slots[i];
+		s->ctx_id = ctx->id;
+	}
+	s->stamp = ++clock_;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->text, sizeof s->text, fmt, ap);
+	va_end(ap);
+	gpr__log(ctx, GPR_LOG_DEBUG, "%s: %s", gpr_strerror(err), s->text);
+	return err;
+}
+
+const char *gpr_last_error(const gpr_ctx *ctx)
+{
+	if (!ctx)
+		return "";
+	struct slot *s = find(ctx->id);
+	return s ? s->text : "";
+}

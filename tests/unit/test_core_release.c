@@ -1,0 +1,607 @@
+/*
+ * gpr_release against the simulated driver: exact bytes from the driver's
+ * per-process figure, the allocator fallback, collection, failures,
+ * re-entrancy, threads, fork, and the rendered report.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "test_core_pool.h"
+
+static gpr_ctx *open_ctx(void)
+{
+	gpr_ctx *ctx = NULL;
+	assert_int_equal(gpr_open(NULL, &ctx), 0);
+	return ctx;
+}
+
+static double mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* GPU 0: 1 GiB + 3 MiB (charged 4 MiB) + 100 B (2 MiB); GPU 1: 5 MiB
+ * (6 MiB) and a live 8 MiB block; all but the live one dropped. Returns
+ * what the driver will get back from the cache. */
+static uint64_t fill(struct pool *p)
+{
+	pool_drop(p, pool_alloc(p, 0, GiB));
+	pool_drop(p, pool_alloc(p, 0, 3 * MiB));
+	pool_drop(p, pool_alloc(p, 0, 100));
+	pool_drop(p, pool_alloc(p, 1, 5 * MiB));
+	pool_alloc(p, 1, 8 * MiB);
+	return rounded(GiB) + rounded(3 * MiB) + rounded(100) +
+	       rounded(5 * MiB);
+}
+
+static void t_exact_bytes(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	uint64_t want = fill(&p);
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	uint64_t b0 = 0, b1 = 0;
+	assert_int_equal(gpr_process_bytes(ctx, 0, &b0), 0);
+	assert_int_equal(b0, 512 * MiB + GiB + 4 * MiB + 2 * MiB);
+	assert_int_equal(gpr_process_bytes(ctx, 1, &b1), 0);
+
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_string_equal(gpr_report_source(r), "driver");
+	assert_int_equal(gpr_report_bytes(r), (int64_t)want);
+	assert_true(gpr_report_seconds(r) > 0);
+	assert_int_equal(gpr_report_collected(r, NULL), 0);
+	assert_int_equal(gpr_report_gpu_count(r), 2);
+	struct gpr_report_gpu g;
+	assert_int_equal(gpr_report_gpu(r, 0, &g), 0);
+	assert_true(g.known);
+	assert_int_equal(g.nvml_index, 0);
+	assert_int_equal(g.before, b0);
+	assert_int_equal(g.after, 512 * MiB);
+	assert_int_equal(g.released, (int64_t)(b0 - 512 * MiB));
+	assert_int_equal(g.total, 80 * GiB);
+	assert_int_equal(g.used, 512 * MiB);
+	assert_int_equal(g.free, 80 * GiB - 512 * MiB);
+	assert_int_equal(gpr_report_gpu(r, 1, &g), 0);
+	assert_int_equal(g.after, 512 * MiB + 8 * MiB);
+
+	/* releaser rows: GPU 0, GPU 1, once */
+	assert_int_equal(gpr_report_releaser_count(r), 3);
+	struct gpr_report_releaser rr;
+	assert_int_equal(gpr_report_releaser(r, 0, &rr), 0);
+	assert_string_equal(rr.name, "pool");
+	assert_int_equal(rr.device, 0);
+	assert_true(rr.known);
+	assert_int_equal(rr.before.cached, GiB + 3 * MiB + 100);
+	assert_int_equal(rr.after.cached, 0);
+	assert_int_equal(rr.status, 0);
+	assert_int_equal(gpr_report_releaser(r, 1, &rr), 0);
+	assert_int_equal(rr.before.live, 8 * MiB);
+	assert_int_equal(rr.after.live, 8 * MiB);
+	assert_int_equal(gpr_report_releaser(r, 2, &rr), 0);
+	assert_int_equal(rr.device, GPR_DEVICE_ONCE);
+	gpr_report_free(r);
+
+	/* nothing left: a second call returns exactly 0 */
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_int_equal(gpr_report_bytes(r), 0);
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+/* Where NVML has no figure for us, the allocators' counters are summed
+ * (without the driver's 2 MiB rounding) and the report says why. */
+static void fallback(const char *fault, const char *why, int query_rc)
+{
+	char cfg[128];
+	snprintf(cfg, sizeof cfg, "gpus=2;fault=%s", fault);
+	sim_setup(cfg);
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	fill(&p);
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	uint64_t b = 0;
+	assert_int_equal(gpr_process_bytes(ctx, 0, &b), query_rc);
+	int dev[2], n = 0;
+	assert_int_equal(gpr_devices_in_use(ctx, dev, 2, &n), 0);
+	assert_int_equal(n, 2);
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_string_equal(gpr_report_source(r), "allocators");
+	assert_int_equal(gpr_report_bytes(r),
+			 (int64_t)(GiB + 3 * MiB + 100 + 5 * MiB));
+	assert_true(has_note(r, "GPU 0: no driver figure"));
+	assert_true(has_note(r, why));
+	struct gpr_report_gpu g;
+	assert_int_equal(gpr_report_gpu(r, 0, &g), 0);
+	assert_false(g.known);
+	assert_int_equal(g.released, (int64_t)(GiB + 3 * MiB + 100));
+	char *text = gpr_report_text(r);
+	assert_non_null(strstr(text, "allocators"));
+	gpr_free(text);
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+static void t_fallback_mig(void **state)
+{
+	(void)state;
+	fallback("mig", "MIG", GPR_E_NO_PER_PROCESS);
+}
+
+static void t_fallback_foreign_pid(void **state)
+{
+	(void)state;
+	fallback("foreign-pid", "absent from NVML's process list",
+		 GPR_E_NO_PER_PROCESS);
+}
+
+static void t_fallback_nvml_absent(void **state)
+{
+	(void)state;
+	fallback("nvml-absent", "NVML unavailable", GPR_E_NVML);
+}
+
+struct gc {
+	struct pool *p;
+	int calls;
+	int block; /* the live block the collector frees, -1: none */
+};
+
+static int collect(void *user)
+{
+	struct gc *g = user;
+	g->calls++;
+	if (g->block >= 0 && g->p->b[g->block].state == BLK_LIVE)
+		pool_drop(g->p, g->block);
+	return 0;
+}
+
+/* Runs one release with the given mode; returns its bytes. */
+static int64_t release_with(gpr_ctx *ctx, int mode, struct gc *g,
+			    int *collected)
+{
+	struct gpr_release_opts o = {.sz = sizeof o,
+				     .collect = mode,
+				     .collect_fn = collect,
+				     .collect_user = g};
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	int64_t bytes = gpr_report_bytes(r);
+	double s = -1;
+	*collected = gpr_report_collected(r, &s);
+	assert_true(s >= 0);
+	gpr_report_free(r);
+	return bytes;
+}
+
+static void t_collect_auto(void **state)
+{
+	(void)state;
+	sim_setup("gpus=1");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	pool_drop(&p, pool_alloc(&p, 0, 10 * MiB));
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	struct gc g = {&p, 0, -1};
+	int collected = -1;
+	/* nothing live after the pass: no collection */
+	assert_int_equal(release_with(ctx, GPR_COLLECT_AUTO, &g, &collected),
+			 10 * MiB);
+	assert_int_equal(g.calls, 0);
+	assert_int_equal(collected, 0);
+	/* a live block that only the collector frees (a reference cycle) */
+	g.block = pool_alloc(&p, 0, 64 * MiB + 1);
+	assert_int_equal(release_with(ctx, GPR_COLLECT_AUTO, &g, &collected),
+			 (int64_t)rounded(64 * MiB + 1));
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(collected, 1);
+	/* a block still live after collecting: one collection, not a loop */
+	g.calls = 0;
+	g.block = -1;
+	pool_alloc(&p, 0, 2 * MiB);
+	assert_int_equal(release_with(ctx, GPR_COLLECT_AUTO, &g, &collected),
+			 0);
+	assert_int_equal(g.calls, 1);
+	gpr_close(ctx);
+}
+
+static void t_collect_always_never(void **state)
+{
+	(void)state;
+	sim_setup("gpus=1");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	struct gc g = {&p, 0, -1};
+	int collected = -1;
+	/* ALWAYS: collected even with nothing live, before the pass */
+	g.block = pool_alloc(&p, 0, 4 * MiB);
+	assert_int_equal(release_with(ctx, GPR_COLLECT_ALWAYS, &g, &collected),
+			 4 * MiB);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(collected, 1);
+	assert_int_equal(release_with(ctx, GPR_COLLECT_ALWAYS, &g, &collected),
+			 0);
+	assert_int_equal(g.calls, 2);
+	/* NEVER: the live block stays */
+	g.calls = 0;
+	g.block = pool_alloc(&p, 0, 4 * MiB);
+	assert_int_equal(release_with(ctx, GPR_COLLECT_NEVER, &g, &collected),
+			 0);
+	assert_int_equal(g.calls, 0);
+	assert_int_equal(collected, 0);
+	gpr_close(ctx);
+}
+
+/* A failing releaser is noted; the others still run. */
+static void t_failing_releaser(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	void *lib = sim_cuda_load();
+	struct pool bad, good;
+	pool_init(&bad, lib);
+	pool_init(&good, lib);
+	pool_drop(&bad, pool_alloc(&bad, 0, 2 * MiB));
+	pool_drop(&bad, pool_alloc(&bad, 1, 2 * MiB));
+	pool_drop(&good, pool_alloc(&good, 0, 4 * MiB));
+	bad.fail_dev = 0;
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rb = pool_releaser(&bad, "bad");
+	struct gpr_releaser rg = pool_releaser(&good, "good");
+	assert_int_equal(gpr_register(ctx, &rb), 0);
+	assert_int_equal(gpr_register(ctx, &rg), 0);
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_true(has_note(r, "bad: release on GPU 0 failed: boom on 0"));
+	/* bad's GPU 1 block and good's block came back; bad's GPU 0 not */
+	assert_int_equal(gpr_report_bytes(r), 6 * MiB);
+	struct gpr_report_releaser rr;
+	assert_int_equal(gpr_report_releaser(r, 0, &rr), 0);
+	assert_string_equal(rr.name, "bad");
+	assert_int_equal(rr.device, 0);
+	assert_int_equal(rr.status, -5);
+	assert_int_equal(gpr_report_releaser(r, 1, &rr), 0);
+	assert_int_equal(rr.status, 0);
+	char *text = gpr_report_text(r);
+	assert_non_null(strstr(text, "failed (-5)"));
+	gpr_free(text);
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+/* A releaser calling back into its own handle gets GPR_E_BUSY; another
+ * handle is fine. */
+static void t_busy(void **state)
+{
+	(void)state;
+	alarm(30); /* a deadlock fails instead of hanging */
+	sim_setup("gpus=1");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	pool_drop(&p, pool_alloc(&p, 0, 2 * MiB));
+	gpr_ctx *ctx = open_ctx(), *other = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	p.reenter = ctx;
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_int_equal(p.reenter_rc[0], GPR_E_BUSY);
+	assert_int_equal(p.reenter_rc[1], GPR_E_BUSY);
+	assert_int_equal(p.reenter_rc[2], GPR_E_BUSY);
+	assert_int_equal(gpr_report_bytes(r), 2 * MiB);
+	gpr_report_free(r);
+	p.reenter = other;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	assert_int_equal(p.reenter_rc[0], 0);
+	assert_int_equal(p.reenter_rc[1], 0);
+	assert_int_equal(p.reenter_rc[2], GPR_E_NOT_FOUND);
+	gpr_report_free(r);
+	/* after the release, the same calls work again */
+	assert_int_equal(gpr_unregister(ctx, "pool"), 0);
+	gpr_close(ctx);
+	gpr_close(other);
+}
+
+struct shared {
+	gpr_ctx *ctx;
+	int64_t bytes;
+	pthread_barrier_t *go;
+};
+
+static void *releaser_thread(void *arg)
+{
+	struct shared *s = arg;
+	pthread_barrier_wait(s->go);
+	gpr_report *r = NULL;
+	if (gpr_release(s->ctx, NULL, &r) == 0)
+		s->bytes = gpr_report_bytes(r);
+	else
+		s->bytes = -1;
+	gpr_report_free(r);
+	return NULL;
+}
+
+/* Eight releases at once serialize: the sum is exactly what was cached. */
+static void t_threads(void **state)
+{
+	(void)state;
+	alarm(30); /* a deadlock fails instead of hanging */
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	uint64_t want = fill(&p);
+	p.sleep_ms = 5;
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	enum { N = 8 };
+	struct shared s[N];
+	pthread_t t[N];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, N);
+	for (int i = 0; i < N; i++) {
+		s[i].ctx = ctx;
+		s[i].bytes = -2;
+		s[i].go = &go;
+		pthread_create(&t[i], NULL, releaser_thread, &s[i]);
+	}
+	int64_t total = 0;
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_true(s[i].bytes >= 0);
+		total += s[i].bytes;
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(total, (int64_t)want);
+	assert_int_equal(atomic_load(&p.max_inside), 1);
+	assert_int_equal(atomic_load(&p.entered), N * 3);
+	gpr_close(ctx);
+}
+
+struct slow {
+	gpr_ctx *ctx;
+	gpr_report *r;
+};
+
+static void *slow_release(void *arg)
+{
+	struct slow *s = arg;
+	assert_int_equal(gpr_release(s->ctx, NULL, &s->r), 0);
+	return NULL;
+}
+
+/* Queries do not wait for a release in progress. */
+static void t_queries_not_blocked(void **state)
+{
+	(void)state;
+	alarm(30); /* a deadlock fails instead of hanging */
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	fill(&p);
+	p.sleep_ms = 300;
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	struct slow s = {ctx, NULL};
+	pthread_t t;
+	pthread_create(&t, NULL, slow_release, &s);
+	while (atomic_load(&p.entered) == 0)
+		sleep_ms(1);
+	double t0 = mono();
+	int dev[2], n = 0, cnt = 0, idx = -1;
+	uint64_t b = 0;
+	struct gpr_gpu g;
+	assert_int_equal(gpr_devices_in_use(ctx, dev, 2, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(gpr_process_bytes(ctx, 1, &b), 0);
+	assert_int_equal(gpr_gpu_count(ctx, &cnt), 0);
+	assert_int_equal(gpr_gpu_info(ctx, 1, &g), 0);
+	assert_int_equal(gpr_nvml_index(ctx, 1, &idx), 0);
+	double dt = mono() - t0;
+	assert_int_equal(atomic_load(&p.inside), 1); /* still releasing */
+	assert_true(dt < 0.1);
+	pthread_join(t, NULL);
+	assert_true(gpr_report_seconds(s.r) >= 0.6);
+	gpr_report_free(s.r);
+	gpr_close(ctx);
+}
+
+/* A child forked while a parent thread is inside a release: its release
+ * touches nothing (and does not wait on the parent's lock). */
+static void t_fork(void **state)
+{
+	(void)state;
+	alarm(30); /* a deadlock fails instead of hanging */
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	fill(&p);
+	p.sleep_ms = 300;
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	struct slow s = {ctx, NULL};
+	pthread_t t;
+	pthread_create(&t, NULL, slow_release, &s);
+	while (atomic_load(&p.entered) == 0)
+		sleep_ms(1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(5); /* a deadlock fails the test instead of hanging */
+		int entered = atomic_load(&p.entered);
+		gpr_report *r = NULL;
+		int ok = gpr_release(ctx, NULL, &r) == 0 &&
+			 gpr_report_bytes(r) == 0 &&
+			 strcmp(gpr_report_source(r), "none") == 0 &&
+			 has_note(r, "forked child") &&
+			 atomic_load(&p.entered) == entered;
+		gpr_report_free(r);
+		int n = 0;
+		uint64_t b = 0;
+		ok = ok && gpr_devices_in_use(ctx, NULL, 0, &n) == GPR_E_FORKED;
+		ok = ok && gpr_process_bytes(ctx, 0, &b) == GPR_E_FORKED;
+		ok = ok && gpr_register(ctx, &rel) == GPR_E_FORKED;
+		gpr_close(ctx);
+		_exit(ok ? 0 : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	pthread_join(t, NULL);
+	assert_true(gpr_report_bytes(s.r) > 0);
+	gpr_report_free(s.r);
+	gpr_close(ctx);
+}
+
+/* Requested devices: only those in use are visited, the rest noted. */
+static void t_requested_devices(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	pool_drop(&p, pool_alloc(&p, 0, 2 * MiB));
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	int want[] = {1, 0, 7, 0, -3};
+	struct gpr_release_opts o = {
+	    .sz = sizeof o, .devices = want, .n_devices = 5};
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(gpr_report_gpu_count(r), 1);
+	assert_int_equal(gpr_report_bytes(r), 2 * MiB);
+	assert_true(has_note(r, "GPU 1: no context in this process, not "
+				"visited"));
+	assert_true(has_note(r, "GPU 7: no such CUDA device"));
+	assert_true(has_note(r, "GPU -3: no such CUDA device"));
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+static int json_ok(const char *json, const char *check)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd,
+		 "python3 -c 'import json,sys; d=json.load(sys.stdin); "
+		 "assert %s, d'",
+		 check);
+	FILE *f = popen(cmd, "w");
+	assert_non_null(f);
+	fputs(json, f);
+	return pclose(f);
+}
+
+static int odd_release(void *data, int dev, char *note, size_t note_sz)
+{
+	(void)data;
+	if (dev == GPR_DEVICE_ONCE)
+		snprintf(note, note_sz,
+			 "tab\there \"quoted\" \\ \x01 \xff\xfe "
+			 "caf\xc3\xa9");
+	return 0;
+}
+
+/* JSON is a valid document whatever the names and notes hold; the text
+ * carries the numbers. */
+static void t_render(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	uint64_t want = fill(&p);
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	struct gpr_releaser odd = {
+	    .sz = sizeof odd, .name = "we\"ird\n\xff", .release = odd_release};
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	assert_int_equal(gpr_register(ctx, &odd), 0);
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	char *json = gpr_report_json(r);
+	assert_non_null(json);
+	char check[512];
+	snprintf(check, sizeof check,
+		 "d[\"bytes\"] == %llu and d[\"source\"] == \"driver\" and "
+		 "len(d[\"gpus\"]) == 2 and d[\"gpus\"][1][\"device\"] == 1 "
+		 "and len(d[\"releasers\"]) == 6 and "
+		 "d[\"releasers\"][3][\"name\"] == \"we\\\"ird\\n\\ufffd\" "
+		 "and d[\"releasers\"][3][\"before\"] is None and "
+		 "any(\"caf\\xe9\" in n for n in d[\"notes\"]) and "
+		 "abs(d[\"gb\"] - %llu / 1e9) < 1e-9",
+		 (unsigned long long)want, (unsigned long long)want);
+	assert_int_equal(json_ok(json, check), 0);
+	gpr_free(json);
+
+	char *text = gpr_report_text(r);
+	assert_non_null(text);
+	char num[64];
+	snprintf(num, sizeof num, "(%llu bytes) from the driver",
+		 (unsigned long long)want);
+	assert_non_null(strstr(text, num));
+	assert_non_null(strstr(text, "released 1.086 GB"));
+	assert_non_null(strstr(text, "85.899 GB")); /* total column */
+	assert_non_null(strstr(text, "notes:"));
+	if (getenv("GPR_TEST_SHOW"))
+		fputs(text, stderr);
+	gpr_free(text);
+	gpr_report_free(r);
+
+	/* an empty report is a valid document too */
+	gpr_ctx *c2 = open_ctx();
+	assert_int_equal(gpr_unregister(ctx, "pool"), 0);
+	gpr_close(ctx);
+	assert_int_equal(gpr_release(c2, NULL, &r), 0);
+	json = gpr_report_json(r);
+	assert_int_equal(json_ok(json, "d[\"gpus\"][0][\"released\"] == 0"), 0);
+	gpr_free(json);
+	gpr_report_free(r);
+	gpr_close(c2);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(t_exact_bytes),
+	    cmocka_unit_test(t_fallback_mig),
+	    cmocka_unit_test(t_fallback_foreign_pid),
+	    cmocka_unit_test(t_fallback_nvml_absent),
+	    cmocka_unit_test(t_collect_auto),
+	    cmocka_unit_test(t_collect_always_never),
+	    cmocka_unit_test(t_failing_releaser),
+	    cmocka_unit_test(t_busy),
+	    cmocka_unit_test(t_threads),
+	    cmocka_unit_test(t_queries_not_blocked),
+	    cmocka_unit_test(t_fork),
+	    cmocka_unit_test(t_requested_devices),
+	    cmocka_unit_test(t_render),
+	};
+	return gpr_test_main(argc, argv, "core-release", tests,
+			     sizeof tests / sizeof tests[0]);
+}
