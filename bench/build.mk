@@ -7,3 +7,9 @@ $(BUILD)/bench/ps_query_bench: $(BUILD)/obj/bench/ps_query_bench.o \
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgpureclaim.a $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/bench/ps_query_bench
+
+$(BUILD)/bench/nvml_cost: $(BUILD)/obj/bench/nvml_cost.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/nvml_cost

@@ -110,6 +110,24 @@ static int plumbing(const Dl_info *di)
 	       strncmp(b, "libgpureclaim_trace", 19) == 0;
 }
 
+/*
+ * The name a library is reported under: below site-packages (or
+ * dist-packages) the path from there, so that a Python extension such as
+ * cupy_backends/cuda/api/runtime.cpython-312-x86_64-linux-gnu.so names its
+ * package; elsewhere the file name.
+ */
+static const char *display_name(const char *path)
+{
+	static const char *const roots[] = {"/site-packages/",
+					    "/dist-packages/"};
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		const char *p = strstr(path, roots[i]);
+		if (p && p[strlen(roots[i])])
+			return p + strlen(roots[i]);
+	}
+	return base_name(path);
+}
+
 /* Slow path: what ip means, by dladdr. */
 static void classify(uintptr_t ip, struct site *out)
 {
@@ -125,7 +143,7 @@ static void classify(uintptr_t ip, struct site *out)
 		out->skip = 1;
 		return;
 	}
-	const char *b = base_name(di.dli_fname);
+	const char *b = display_name(di.dli_fname);
 	if (!*b)
 		b = "[main]";
 	out->lib = gpr__intern(b);
