@@ -34,11 +34,15 @@ from . import _gpureclaim as _c
 
 __all__ = [
     "Error",
+    "Explanation",
     "GPU",
+    "GPUExplanation",
+    "Part",
     "Release",
     "ReleaserRow",
     "ReleaserStatus",
     "devices_in_use",
+    "explain",
     "process_memory",
     "register",
     "release",
@@ -401,3 +405,247 @@ def unregister(name: str) -> None:
 def releasers() -> list[ReleaserStatus]:
     """Every releaser, whether it is active in this process, and why."""
     return [ReleaserStatus(**d) for d in _c.releasers()]
+
+
+# ---------------------------------------------------------------- explain
+
+_KIND_LABEL = {
+    "live": "live",
+    "releasable": "cached, returnable",
+    "fragmented": "cached, not returnable",
+    "workspace": "library workspace",
+    "pool": "pool, never shrinks",
+    "rest": "rest",
+}
+_KIND_COLOUR = {
+    "live": "#4c78a8",
+    "releasable": "#72b7b2",
+    "fragmented": "#e45756",
+    "workspace": "#f58518",
+    "pool": "#b279a2",
+    "rest": "#bab0ac",
+}
+_ADVICE = {
+    "live": "delete the arrays/tensors that hold it (del; gc.collect() "
+            "for reference cycles)",
+    "releasable": "gpureclaim.release() returns it",
+    "fragmented": "free the live blocks that pin these segments, or start "
+                  "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "cuBLAS": "gpureclaim.release(workspaces=True) frees it (the next "
+              "matmul re-creates it)",
+    "cuFFT plans (cupy)": "gpureclaim.release() clears the plan cache",
+    "cuFFT plans (torch)": "torch.backends.cuda.cufft_plan_cache[i].clear()",
+    "pool": "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a smaller "
+            "XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX starts; XLA "
+            "returns its pool only at exit",
+    "rest": "the CUDA context, loaded kernels and allocations no framework "
+            "reports: returned when the process exits",
+}
+_ADVICE["cuBLASLt"] = _ADVICE["cuBLAS"]
+
+
+def _advice(kind: str, source: str, detail: Optional[dict] = None) -> str:
+    pinned = (detail or {}).get("pinned")
+    if (kind == "fragmented" and pinned
+            and len(pinned) == detail["segments"]
+            and all(s["live_blocks"] == s["workspace_blocks"] for s in pinned)):
+        return ("gpureclaim.release(workspaces=True): only cuBLAS/cuBLASLt "
+                "workspaces pin these segments")
+    return _ADVICE.get(source) or _ADVICE.get(kind, "")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f}"
+
+
+@_dataclass(frozen=True)
+class Part:
+    """One part of a GPU's figure for this process.
+
+    ``kind``: ``live``, ``releasable`` (cached, release() returns it),
+    ``fragmented`` (cached inside segments that still hold live blocks:
+    no release can return it), ``workspace`` (library workspaces and plan
+    caches), ``pool`` (a pool that never shrinks) or ``rest`` (the driver's
+    figure minus every other part: context, modules, unreported memory).
+    ``source``: the framework or library. ``known`` is False where the
+    bytes are not reported (they are then in the rest). ``how`` says how
+    the bytes were measured or inferred; ``detail`` holds extra data (the
+    segments pinned by live blocks, the number of plans).
+    """
+
+    kind: str
+    source: str
+    bytes: int
+    known: bool
+    how: str
+    advice: str
+    detail: Optional[dict] = None
+
+
+@_dataclass(frozen=True)
+class GPUExplanation:
+    """One GPU: ``driver`` is this process's figure there (``source``
+    "driver": NVML's per-process figure; "allocators": the driver has no
+    per-process figure, so it is the sum of the parts), split exactly into
+    ``parts`` (the last is the rest). ``consistent`` is False when the
+    parts exceed the driver's figure (a negative rest, never clamped)."""
+
+    device: Union[int, str]
+    driver: int
+    source: str
+    parts: list
+    rest: int
+    consistent: bool
+
+    def part(self, kind: str, source: Optional[str] = None) -> int:
+        """Bytes of the parts of that kind (and source)."""
+        return sum(p.bytes for p in self.parts if p.kind == kind
+                   and (source is None or p.source == source))
+
+
+class Explanation:
+    """The result of :func:`explain`: ``gpus`` (:class:`GPUExplanation`),
+    ``notes``, ``elapsed`` (seconds). Prints as a text table, renders as
+    HTML in a notebook (a table and a stacked bar per GPU), ``to_dict()``
+    gives plain values."""
+
+    __slots__ = ("gpus", "notes", "elapsed")
+
+    def __init__(self, raw: dict):
+        self.gpus: list[GPUExplanation] = []
+        for g in raw["gpus"]:
+            parts = [Part(advice=_advice(p["kind"], p["source"],
+                                         p["detail"]), **p)
+                     for p in g["parts"]]
+            rest_how = ("the driver's figure minus every part above"
+                        if g["known"] else
+                        "unknown: the driver has no per-process figure")
+            parts.append(Part("rest", "context, modules, unreported",
+                              g["rest"], g["known"], rest_how,
+                              _advice("rest", "")))
+            self.gpus.append(GPUExplanation(
+                g["device"], g["driver"], g["source"], parts, g["rest"],
+                g["consistent"]))
+        self.notes: list[str] = list(raw["notes"])
+        self.elapsed: float = raw["elapsed"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (JSON-serialisable)."""
+        return {
+            "gpus": [dict(_asdict(g), parts=[_asdict(p) for p in g.parts])
+                     for g in self.gpus],
+            "notes": list(self.notes),
+            "elapsed": self.elapsed,
+        }
+
+    @staticmethod
+    def _shown(g: GPUExplanation) -> list:
+        return [p for p in g.parts
+                if p.bytes != 0 or not p.known or p.kind == "rest"]
+
+    @staticmethod
+    def _extra(p: Part) -> list[str]:
+        """Lines under a part: how it was inferred, what pins it."""
+        out = []
+        if p.kind in ("workspace", "pool") or not p.known:
+            out.append(p.how)
+        d = p.detail or {}
+        if p.kind == "fragmented" and d.get("segments"):
+            out.append(f"{d['segments']} segment(s) hold live and free "
+                       f"blocks ({_mib(d['free_in_segments'])} MiB free); "
+                       "the largest pinned:")
+            for s in d["pinned"]:
+                out.append(
+                    f"  segment {s['segment']:#x} of "
+                    f"{_mib(s['segment_size'])} MiB: {_mib(s['free'])} MiB "
+                    f"free, pinned by {s['live_blocks']} live block(s) "
+                    f"({s['workspace_blocks']} workspace), the largest "
+                    f"{_mib(s['largest_live'])} MiB at "
+                    f"{s['largest_live_address']:#x}")
+        return out
+
+    def __str__(self) -> str:
+        lines = ["gpureclaim.explain(): where this process's GPU memory goes"]
+        for g in self.gpus:
+            src = ("NVML per-process figure" if g.source == "driver" else
+                   "Metal's per-process total" if g.source == "metal" else
+                   "sum of the allocators' figures")
+            lines.append(f"GPU {g.device}: {_mib(g.driver)} MiB held by this "
+                         f"process ({src})")
+            rows = [["part", "source", "MiB", "share", "what to do"]]
+            for p in self._shown(g):
+                share = (f"{100 * p.bytes / g.driver:.1f}%"
+                         if g.driver and p.known else "")
+                rows.append([_KIND_LABEL[p.kind], p.source,
+                             _mib(p.bytes) if p.known else "?", share,
+                             p.advice])
+            rows.append(["total", "", _mib(g.driver), "", ""])
+            w = [max(len(r[i]) for r in rows) for i in range(4)]
+            extra = {i + 1: self._extra(p)
+                     for i, p in enumerate(self._shown(g))}
+            for i, r in enumerate(rows):
+                lines.append(("  " + "  ".join(
+                    [r[0].ljust(w[0]), r[1].ljust(w[1]), r[2].rjust(w[2]),
+                     r[3].rjust(w[3]), r[4]])).rstrip())
+                lines += ["      " + x for x in extra.get(i, [])]
+            if not g.consistent:
+                lines.append(f"  INCONSISTENT: the parts exceed the "
+                             f"driver's figure by {-g.rest} bytes")
+        if not self.gpus:
+            lines.append("no GPU memory held by this process")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        e = _html.escape
+        out = ["<div><b>gpureclaim.explain()</b>"]
+        for g in self.gpus:
+            shown = self._shown(g)
+            pos = sum(p.bytes for p in shown if p.known and p.bytes > 0)
+            bar = "".join(
+                f'<div title="{e(_KIND_LABEL[p.kind])} ({e(p.source)}): '
+                f'{_mib(p.bytes)} MiB" style="width:{100 * p.bytes / pos:.3f}%;'
+                f'background:{_KIND_COLOUR[p.kind]}"></div>'
+                for p in shown if p.known and p.bytes > 0 and pos)
+            out.append(
+                f"<p>GPU {e(str(g.device))}: {_mib(g.driver)} MiB "
+                f"(source: {e(g.source)})"
+                + ("" if g.consistent else
+                   ' <b style="color:#c00">inconsistent: the parts exceed '
+                   "the driver's figure</b>") + "</p>"
+                f'<div class="gpr-bar" style="display:flex;width:100%;'
+                f'height:18px;border:1px solid #888">{bar}</div>')
+            body = "".join(
+                f'<tr><td><span style="color:{_KIND_COLOUR[p.kind]}">'
+                f"&#9632;</span> {e(_KIND_LABEL[p.kind])}</td>"
+                f"<td>{e(p.source)}</td>"
+                f"<td>{_mib(p.bytes) if p.known else '?'}</td>"
+                f"<td>{e(p.advice)}</td>"
+                f"<td>{'<br>'.join(e(x) for x in self._extra(p))}</td></tr>"
+                for p in shown)
+            out.append("<table><thead><tr><th>part</th><th>source</th>"
+                       "<th>MiB</th><th>what to do</th><th>how</th></tr>"
+                       f"</thead><tbody>{body}</tbody></table>")
+        if self.notes:
+            out.append("<ul>" + "".join(f"<li>{e(n)}</li>"
+                                        for n in self.notes) + "</ul>")
+        out.append("</div>")
+        return "".join(out)
+
+
+def explain(devices: Optional[Iterable[int]] = None) -> Explanation:
+    """Where this process's GPU memory goes, per GPU it has opened.
+
+    Splits the driver's per-process figure (NVML's, what ``nvidia-smi``
+    lists) exactly into: live bytes per framework; cached bytes
+    :func:`release` would return; cached bytes it cannot return (free
+    space inside Torch segments that still hold live blocks, with the
+    blocks pinning them); library workspaces (cuBLAS, cuFFT plan caches);
+    pools that never shrink (JAX/XLA); and the rest (context, modules,
+    allocations no framework reports). Each part says how it was measured
+    and what to do about it. Reads only; opens no context, imports no
+    framework. ``devices`` narrows the GPUs (CUDA ordinals).
+    """
+    return Explanation(_c.explain(devices))

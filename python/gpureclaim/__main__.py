@@ -1,4 +1,11 @@
-"""python -m gpureclaim demo: the design record's scenario, before and after.
+"""python -m gpureclaim demo | explain SCRIPT [ARGS]
+
+explain: runs SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) and prints
+gpureclaim.explain() when it ends, also when it raises (the traceback
+first, then the explanation, exit status 1), and on SIGUSR1 while it runs.
+The script's exit status is passed on.
+
+demo: the design record's scenario, before and after.
 
 Torch and CuPy started, a 1 GiB Torch tensor put in a list that contains
 itself (a reference cycle), a 1 GiB CuPy array, all names deleted; then one
@@ -87,13 +94,92 @@ def _demo():
     return 0
 
 
+def _print_explanation(header, raw=False):
+    """Prints the explanation to stdout. raw: from a signal handler, which
+    may run while the main thread is inside sys.stdout.write (a nested
+    write would raise "reentrant call"): flush what can be flushed, then
+    write the bytes straight to the file descriptor."""
+    import gpureclaim
+
+    try:
+        text = str(gpureclaim.explain())
+    except Exception as e:  # never let the report hide the script's result
+        text = f"gpureclaim.explain() failed: {type(e).__name__}: {e}"
+    out = f"{header}\n{text}\n"
+    if not raw:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+        return
+    try:
+        sys.stdout.flush()
+    except (RuntimeError, OSError, ValueError):
+        pass
+    try:
+        data, fd = out.encode(), sys.stdout.fileno()
+        while data:
+            data = data[os.write(fd, data):]
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _explain(argv):
+    import runpy
+    import signal
+    import traceback
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m gpureclaim explain SCRIPT [ARGS...]",
+              file=sys.stderr)
+        return 0 if argv else 2
+    script = argv[0]
+    busy = []
+
+    # Python runs signal handlers in the main thread between bytecodes, so
+    # the report is taken from a consistent interpreter; a signal that
+    # arrives while one is being printed is dropped, not nested.
+    def on_usr1(signum, frame):
+        if busy:
+            return
+        busy.append(1)
+        try:
+            _print_explanation("gpureclaim: SIGUSR1 received", raw=True)
+        finally:
+            busy.pop()
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    code, keep = 0, None
+    # The script's globals (and, after an exception, its frames) are kept
+    # until the explanation is printed: what they hold shows as live.
+    try:
+        keep = runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        keep, code = e, e.code
+    except BaseException as e:
+        keep = e
+        traceback.print_exc()
+        code = 1
+    _print_explanation(f"gpureclaim: {script} ended")
+    del keep
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
 def main(argv):
+    if argv[:1] == ["explain"]:
+        return _explain(argv[1:])
     if len(argv) >= 2 and argv[0] == "_demo-run":
         _run(argv[1])
         return 0
     if argv[:1] == ["demo"]:
         return _demo()
-    print("usage: python -m gpureclaim demo", file=sys.stderr)
+    print("usage: python -m gpureclaim demo | explain SCRIPT [ARGS...]",
+          file=sys.stderr)
     return 2
 
 

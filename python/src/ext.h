@@ -155,6 +155,54 @@ PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
 PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
 PyObject *gpr_py_after_fork_child(PyObject *module, PyObject *unused);
 
+/* ---------------- explain (explain*.c) ---------------- */
+
+/*
+ * One GPU being explained. Each framework's explainer appends parts to
+ * `parts` through gpr_py_xpart (which keeps `sum`) and notes through
+ * gpr_py_xnote; explain.c then sets the rest against the driver's figure.
+ */
+struct gpr_py_xgpu {
+	int device;
+	PyObject *parts; /* list of part dicts */
+	PyObject *notes; /* the call's notes, shared by every GPU */
+	int64_t sum;	 /* of the parts' bytes */
+};
+
+/* State of one explain() call shared by the explainers (GIL held). */
+struct gpr_py_xcall {
+	struct gpr_py_state *st;
+	PyObject *torch_snapshot; /* torch.cuda.memory_snapshot(), lazily */
+	int snapshot_tried;
+};
+
+/*
+ * Appends {kind, source, bytes, known, how[, detail]}: kind is one of
+ * live, releasable, fragmented, workspace, pool; `how` says how the bytes
+ * were measured or inferred; detail (borrowed, may be NULL) is extra data.
+ * An unknown figure (known 0) adds nothing to the sum. 0 or -1 (error).
+ */
+int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
+		 int64_t bytes, int known, const char *how, PyObject *detail);
+
+/* Appends a note (printf format); 0 or -1 with an error set. */
+int gpr_py_xnote(struct gpr_py_xgpu *g, const char *fmt, ...);
+
+/* dict[key] as an int64 (-1 and no error if absent or not an int). */
+int64_t gpr_py_xint(PyObject *dict, const char *key);
+
+/*
+ * The explainers: each adds its framework's parts for GPU g->device, if
+ * the framework is imported and started; never imports or initialises
+ * anything. 0, or -1 with an error set (explain.c turns it into a note).
+ */
+int gpr_py_explain_torch(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+int gpr_py_explain_jax(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+
+/* explain(devices=None) -> dict (explain.c). */
+PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw);
+
 /* The gc.collect callback of gpr_release_opts (collect_user: the state). */
 int gpr_py_collect(void *user);
 

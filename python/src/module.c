@@ -1,7 +1,8 @@
 /*
  * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
  * multi-phase init, state per module object). The functions live in
- * release.c, query.c and rel_user.c; the documented API in __init__.py.
+ * release.c, query.c, rel_user.c and explain.c; the documented API in
+ * __init__.py.
  */
 #include "ext.h"
 
@@ -21,6 +22,9 @@ static PyMethodDef methods[] = {
     {"release", (PyCFunction)(void (*)(void))gpr_py_release,
      METH_VARARGS | METH_KEYWORDS,
      "release(*, devices=None, collect='auto', workspaces=False) -> dict"},
+    {"explain", (PyCFunction)(void (*)(void))gpr_py_explain,
+     METH_VARARGS | METH_KEYWORDS,
+     "explain(devices=None) -> dict: where this process's GPU memory goes"},
     {"devices_in_use", gpr_py_devices_in_use, METH_NOARGS,
      "devices_in_use() -> list of CUDA ordinals with a context"},
     {"process_memory", gpr_py_process_memory, METH_NOARGS,

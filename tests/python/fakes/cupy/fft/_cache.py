@@ -15,6 +15,9 @@ class PlanCache:
     def get_curr_size(self):
         return len(self._plans)
 
+    def get_curr_memsize(self):
+        return sum(p.size for p in self._plans.values())
+
     def get_size(self):
         return 16
 

@@ -1,1 +1,1 @@
-from . import mps  # noqa: F401
+from . import cuda, mps  # noqa: F401

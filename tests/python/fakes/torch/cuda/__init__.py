@@ -1,10 +1,16 @@
 """torch.cuda: lazy initialisation (cuInit on first use), the current
 device per thread (shared with cupy, as on the real driver), a caching
-allocator per device. empty_cache() empties every device, as Torch does."""
+allocator per device that splits segments (_alloc.py). empty_cache()
+empties every device, as Torch does. memory_stats() and memory_snapshot()
+give the figures and the segment/block layout Torch gives."""
 import collections
+import os
 import threading
 
 import simcuda
+
+from . import memory  # noqa: F401
+from ._alloc import TorchPool
 
 _initialized = False
 _pools = {}
@@ -30,7 +36,7 @@ def _pool(dev):
         if dev not in _pools:
             if dev >= simcuda.device_count():
                 raise RuntimeError(f"invalid device ordinal {dev}")
-            _pools[dev] = simcuda.CachingPool(dev)
+            _pools[dev] = TorchPool(dev)
         return _pools[dev]
 
 
@@ -104,3 +110,34 @@ def memory_reserved(device=None):
         return 0
     d = simcuda.current() if device is None else int(device)
     return _pools[d].reserved() if d in _pools else 0
+
+
+def get_device_capability(device=None):
+    """FAKE_SM (e.g. "8.0") picks the architecture; Hopper by default."""
+    major, minor = os.environ.get("FAKE_SM", "9.0").split(".")
+    return int(major), int(minor)
+
+
+def memory_stats(device=None):
+    if not _initialized:
+        return {}
+    d = simcuda.current() if device is None else int(device)
+    p = _pools.get(d)
+    alloc = p.allocated() if p else 0
+    return {
+        "allocated_bytes.all.current": alloc,
+        "active_bytes.all.current": alloc,
+        "reserved_bytes.all.current": p.reserved() if p else 0,
+        "inactive_split_bytes.all.current": p.inactive_split() if p else 0,
+        "num_alloc_retries": 0,
+    }
+
+
+def memory_snapshot():
+    calls.append(("memory_snapshot",))
+    if not _initialized:
+        return []
+    out = []
+    for d in sorted(_pools):
+        out.extend(_pools[d].snapshot())
+    return out

@@ -1,0 +1,359 @@
+/*
+ * explain(): where this process's GPU memory goes. For each GPU on which
+ * the process holds a context (the GPUs release() visits; nothing is
+ * opened), the framework explainers (explain_torch.c, explain_cupy.c,
+ * explain_jax.c) add the parts they can measure, then the driver's
+ * per-process figure is read and the rest is what no part accounts for:
+ * the context, loaded modules, allocations no framework reports. The rest
+ * is never clamped: a negative one is flagged as an inconsistency. Where
+ * the driver has no per-process figure the total is the sum of the parts
+ * (source "allocators"). On Apple silicon one more entry, "mps", splits
+ * Metal's per-process total the same way.
+ */
+#include "ext.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_DEVICES 1024
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
+		 int64_t bytes, int known, const char *how, PyObject *detail)
+{
+	PyObject *d = Py_BuildValue("{s:s,s:s,s:L,s:O,s:s,s:O}", "kind", kind,
+				    "source", source, "bytes", (long long)bytes,
+				    "known", known ? Py_True : Py_False, "how",
+				    how, "detail", detail ? detail : Py_None);
+	int rc = d ? PyList_Append(g->parts, d) : -1;
+	Py_XDECREF(d);
+	if (rc == 0 && known)
+		g->sum += bytes;
+	return rc;
+}
+
+int gpr_py_xnote(struct gpr_py_xgpu *g, const char *fmt, ...)
+{
+	char buf[640];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	PyObject *s =
+	    PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+	int rc = s ? PyList_Append(g->notes, s) : -1;
+	Py_XDECREF(s);
+	return rc;
+}
+
+int64_t gpr_py_xint(PyObject *dict, const char *key)
+{
+	if (!dict || !PyDict_Check(dict))
+		return -1;
+	PyObject *v = PyDict_GetItemString(dict, key); /* borrowed */
+	if (!v || !PyLong_Check(v))
+		return -1;
+	long long x = PyLong_AsLongLong(v);
+	if (x == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return -1;
+	}
+	return x;
+}
+
+/* devices: None or an iterable of non-negative ints, deduplicated. */
+static int parse_devices(PyObject *obj, int *out, int *n)
+{
+	*n = -1;
+	if (obj == Py_None)
+		return 0;
+	if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError,
+			     "explain(): devices must be an iterable of GPU "
+			     "indices (ints) or None, not %s",
+			     PyLong_Check(obj) ? "an int (use [n])"
+					       : "a string");
+		return -1;
+	}
+	PyObject *it = PyObject_GetIter(obj);
+	if (!it) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_TypeError,
+				"explain(): devices must be an iterable of GPU "
+				"indices (ints) or None");
+		return -1;
+	}
+	PyObject *item;
+	*n = 0;
+	while ((item = PyIter_Next(it))) {
+		int bad_type = !PyLong_Check(item) || PyBool_Check(item);
+		long v = bad_type ? 0 : PyLong_AsLong(item);
+		Py_DECREF(item);
+		if (bad_type) {
+			PyErr_SetString(PyExc_TypeError,
+					"explain(): devices must contain ints");
+			goto fail;
+		}
+		if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT_MAX) {
+			PyErr_Clear();
+			PyErr_SetString(PyExc_ValueError,
+					"explain(): a device index must be a "
+					"non-negative int");
+			goto fail;
+		}
+		int seen = 0;
+		for (int i = 0; i < *n; i++)
+			seen |= out[i] == (int)v;
+		if (seen)
+			continue;
+		if (*n == MAX_DEVICES) {
+			PyErr_SetString(PyExc_ValueError,
+					"explain(): too many devices");
+			goto fail;
+		}
+		out[(*n)++] = (int)v;
+	}
+	Py_DECREF(it);
+	return PyErr_Occurred() ? -1 : 0;
+fail:
+	Py_DECREF(it);
+	return -1;
+}
+
+/* The GPUs with a context of this process, into out[MAX_DEVICES]. */
+static int in_use(struct gpr_py_state *st, int *out, int *n)
+{
+	PyThreadState *ts = PyEval_SaveThread();
+	int rc = gpr_devices_in_use(st->ctx, out, MAX_DEVICES, n);
+	PyEval_RestoreThread(ts);
+	if (rc == 0 && *n > MAX_DEVICES)
+		*n = MAX_DEVICES;
+	return rc;
+}
+
+typedef int (*explainer)(struct gpr_py_xcall *, struct gpr_py_xgpu *);
+
+static const struct {
+	const char *name;
+	explainer fn;
+} explainers[] = {
+    {"torch", gpr_py_explain_torch},
+    {"cupy", gpr_py_explain_cupy},
+    {"jax", gpr_py_explain_jax},
+};
+
+/* The GPU's entry: driver figure, parts, rest (new reference). */
+static PyObject *gpu_entry(struct gpr_py_xgpu *g, PyObject *device,
+			   const char *label, int known, int64_t driver,
+			   const char *source)
+{
+	int64_t total = known ? driver : g->sum;
+	int64_t rest = total - g->sum;
+	if (known && rest < 0 &&
+	    gpr_py_xnote(
+		g,
+		"GPU %s: inconsistent: the parts add up to %lld bytes, "
+		"%lld more than the driver's figure of %lld bytes "
+		"(memory allocated or freed while explain() read the "
+		"allocators, or an allocator counting memory it does "
+		"not hold)",
+		label, (long long)g->sum, (long long)-rest, (long long)driver))
+		return NULL;
+	return Py_BuildValue(
+	    "{s:O,s:O,s:L,s:s,s:O,s:L,s:L,s:O}", "device", device, "known",
+	    known ? Py_True : Py_False, "driver", (long long)total, "source",
+	    source, "parts", g->parts, "sum", (long long)g->sum, "rest",
+	    (long long)rest, "consistent", rest >= 0 ? Py_True : Py_False);
+}
+
+static int explain_gpu(struct gpr_py_xcall *c, int device, PyObject *notes,
+		       PyObject *gpus)
+{
+	struct gpr_py_xgpu g = {.device = device, .notes = notes};
+	g.parts = PyList_New(0);
+	if (!g.parts)
+		return -1;
+	char msg[600], prefix[64];
+	int rc = -1;
+	for (size_t i = 0; i < sizeof explainers / sizeof explainers[0]; i++) {
+		if (explainers[i].fn(c, &g) == 0)
+			continue;
+		snprintf(prefix, sizeof prefix, "%s: GPU %d",
+			 explainers[i].name, device);
+		gpr_py_error_note(msg, sizeof msg, prefix);
+		if (gpr_py_xnote(&g, "%s", msg))
+			goto done;
+	}
+	uint64_t bytes = 0;
+	PyThreadState *ts = PyEval_SaveThread();
+	int err = gpr_process_bytes(c->st->ctx, device, &bytes);
+	PyEval_RestoreThread(ts);
+	if (err &&
+	    gpr_py_xnote(&g,
+			 "GPU %d: the driver has no per-process figure here "
+			 "(%s): the total is the sum of the parts (source: "
+			 "allocators); the context and unreported allocations "
+			 "cannot be shown",
+			 device, gpr_strerror(err)))
+		goto done;
+	char label[16];
+	snprintf(label, sizeof label, "%d", device);
+	PyObject *dev = PyLong_FromLong(device);
+	PyObject *e = dev ? gpu_entry(&g, dev, label, !err, (int64_t)bytes,
+				      err ? "allocators" : "driver")
+			  : NULL;
+	Py_XDECREF(dev);
+	rc = e ? PyList_Append(gpus, e) : -1;
+	Py_XDECREF(e);
+done:
+	Py_DECREF(g.parts);
+	return rc;
+}
+
+/* The "mps" entry on Apple silicon: Metal's per-process total split. */
+static int explain_metal(PyObject *notes, PyObject *gpus)
+{
+	static const struct {
+		const struct gpr_py_metal *fw;
+		const char *source;
+	} fws[] = {{&gpr_py_rel_mps, "torch.mps"}, {&gpr_py_rel_mlx, "mlx"}};
+	struct gpr_py_xgpu g = {.device = -1, .notes = notes};
+	char why[96];
+	int present = 0, known = 0, rc = -1;
+	int64_t driver = 0;
+	const char *source = "allocators";
+	g.parts = PyList_New(0);
+	if (!g.parts)
+		return -1;
+	for (size_t i = 0; i < 2; i++) {
+		if (!fws[i].fw->status(why, sizeof why))
+			continue;
+		present = 1;
+		struct gpr_held h = {0};
+		if (fws[i].fw->held(&h)) {
+			gpr_py_error_note(why, sizeof why, fws[i].source);
+			if (gpr_py_xnote(&g, "%s", why))
+				goto done;
+			continue;
+		}
+		int is_mps = fws[i].fw == &gpr_py_rel_mps;
+		if (!known && fws[i].fw->driver_bytes(&driver) == 1) {
+			known = 1;
+			source = is_mps ? "metal" : "allocators";
+		}
+		PyErr_Clear();
+		if (!h.known)
+			continue;
+		if (gpr_py_xpart(&g, "live", fws[i].source, (int64_t)h.live, 1,
+				 is_mps ? "torch.mps.current_allocated_memory()"
+					: "mx.get_active_memory()",
+				 NULL))
+			goto done;
+		/* Torch's MPS cache is not reported apart from MLX's
+		 * buffers: it stays in the rest. */
+		if (!is_mps &&
+		    gpr_py_xpart(&g, "releasable", "mlx", (int64_t)h.cached, 1,
+				 "mx.get_cache_memory()", NULL))
+			goto done;
+	}
+	rc = 0;
+	if (!present)
+		goto done;
+	/* MLX alone: its counters are the figure, nothing is left over. */
+	if (known && strcmp(source, "allocators") == 0)
+		driver = g.sum;
+	PyObject *dev = PyUnicode_FromString("mps");
+	PyObject *e =
+	    dev ? gpu_entry(&g, dev, "mps", known, driver, source) : NULL;
+	Py_XDECREF(dev);
+	rc = e ? PyList_Append(gpus, e) : -1;
+	Py_XDECREF(e);
+done:
+	Py_DECREF(g.parts);
+	return rc;
+}
+
+static int add_note(PyObject *notes, const char *text)
+{
+	PyObject *s = PyUnicode_FromString(text);
+	int rc = s ? PyList_Append(notes, s) : -1;
+	Py_XDECREF(s);
+	return rc;
+}
+
+PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"devices", NULL};
+	struct gpr_py_state *st = gpr_py_state(module);
+	PyObject *devices = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:explain", kwlist,
+					 &devices))
+		return NULL;
+	if (!st->ctx)
+		return gpr_py_raise(st, st->open_error, "explain");
+	double t0 = now();
+	int *want = PyMem_Malloc(2 * MAX_DEVICES * sizeof *want);
+	if (!want)
+		return PyErr_NoMemory();
+	int *have = want + MAX_DEVICES;
+	int n_want = -1, n_have = 0;
+	struct gpr_py_xcall c = {.st = st};
+	PyObject *gpus = PyList_New(0), *notes = PyList_New(0), *out = NULL;
+	if (!gpus || !notes || parse_devices(devices, want, &n_want))
+		goto done;
+	int rc = in_use(st, have, &n_have);
+	int forked = rc == GPR_E_FORKED;
+	if (rc && !forked) {
+		gpr_py_raise(st, rc, "explain");
+		goto done;
+	}
+	/* A forked child, as with release(): an empty answer that says why. */
+	if (forked && add_note(notes, "a forked child: the parent's CUDA state "
+				      "is off limits; nothing is explained"))
+		goto done;
+	if (forked)
+		n_have = 0;
+	else if (n_have == 0 && !gpr_cuda_loaded(st->ctx) &&
+		 add_note(notes,
+			  "CUDA is not loaded in this process: it holds no "
+			  "CUDA GPU memory"))
+		goto done;
+	for (int i = 0; n_want >= 0 && i < n_want; i++) {
+		int found = 0;
+		for (int j = 0; j < n_have; j++)
+			found |= have[j] == want[i];
+		char buf[128];
+		snprintf(buf, sizeof buf,
+			 "GPU %d: this process holds no context there; not "
+			 "visited",
+			 want[i]);
+		if (!found && add_note(notes, buf))
+			goto done;
+	}
+	for (int j = 0; j < n_have; j++) {
+		int visit = n_want < 0;
+		for (int i = 0; !visit && i < n_want; i++)
+			visit = have[j] == want[i];
+		if (visit && explain_gpu(&c, have[j], notes, gpus))
+			goto done;
+	}
+	if (n_want < 0 && explain_metal(notes, gpus))
+		goto done;
+	out = Py_BuildValue("{s:O,s:O,s:d}", "gpus", gpus, "notes", notes,
+			    "elapsed", now() - t0);
+done:
+	Py_XDECREF(c.torch_snapshot);
+	Py_XDECREF(gpus);
+	Py_XDECREF(notes);
+	PyMem_Free(want);
+	return out;
+}

@@ -1,0 +1,141 @@
+"""Torch's CUDA caching allocator in miniature, over the simulated driver.
+
+Like the real one it splits segments: a request is served from the best
+fitting free block of an existing segment of its pool (small: <= 1 MiB, in
+2 MiB segments; large: the rest, segments rounded up to 2 MiB), and the
+remainder stays free inside the segment. A segment goes back to the driver
+(empty_cache) only when every block in it is free, so small live tensors
+left in large freed segments pin them: inactive_split_bytes.
+"""
+import threading
+
+import simcuda
+
+MiB = 1 << 20
+SMALL = 1 * MiB
+SEGMENT_ROUND = 2 * MiB
+
+
+def _round(n, unit):
+    return max(unit, -(-n // unit) * unit)
+
+
+class Block:
+    __slots__ = ("seg", "offset", "size", "requested", "allocated", "frames")
+
+    def __init__(self, seg, offset, size):
+        self.seg, self.offset, self.size = seg, offset, size
+        self.requested = 0
+        self.allocated = False
+        self.frames = None
+
+    @property
+    def address(self):
+        return self.seg.ptr + self.offset
+
+
+class Segment:
+    def __init__(self, device, ptr, size, small):
+        self.device, self.ptr, self.size, self.small = device, ptr, size, small
+        self.blocks = [Block(self, 0, size)]
+
+
+class TorchPool:
+    def __init__(self, device):
+        self.device = device
+        self.segments = []
+        self.lock = threading.Lock()
+
+    def malloc(self, nbytes, frames=None):
+        size = _round(nbytes, 512)
+        small = size <= SMALL
+        with self.lock:
+            best = None
+            for s in self.segments:
+                if s.small != small:
+                    continue
+                for b in s.blocks:
+                    if not b.allocated and b.size >= size and (
+                            best is None or b.size < best.size):
+                        best = b
+            if best is None:
+                seg_size = SEGMENT_ROUND if small else _round(size, SEGMENT_ROUND)
+                s = Segment(self.device, simcuda.alloc(self.device, seg_size),
+                            seg_size, small)
+                self.segments.append(s)
+                best = s.blocks[0]
+            rest = best.size - size
+            if rest >= 512 if small else rest > SMALL:
+                s = best.seg
+                tail = Block(s, best.offset + size, rest)
+                s.blocks.insert(s.blocks.index(best) + 1, tail)
+                best.size = size
+            best.allocated = True
+            best.requested = nbytes
+            best.frames = frames
+            return best
+
+    def free(self, block):
+        with self.lock:
+            block.allocated = False
+            block.frames = None
+            blocks = block.seg.blocks
+            i = blocks.index(block)
+            if i + 1 < len(blocks) and not blocks[i + 1].allocated:
+                block.size += blocks.pop(i + 1).size
+            if i > 0 and not blocks[i - 1].allocated:
+                prev = blocks[i - 1]
+                prev.size += blocks.pop(i).size
+
+    def free_cached(self):
+        with self.lock:
+            keep = []
+            for s in self.segments:
+                if len(s.blocks) == 1 and not s.blocks[0].allocated:
+                    simcuda.free(s.ptr)
+                else:
+                    keep.append(s)
+            self.segments = keep
+
+    def allocated(self):
+        with self.lock:
+            return sum(b.size for s in self.segments for b in s.blocks
+                       if b.allocated)
+
+    def reserved(self):
+        with self.lock:
+            return sum(s.size for s in self.segments)
+
+    def inactive_split(self):
+        with self.lock:
+            return sum(b.size for s in self.segments if len(s.blocks) > 1
+                       for b in s.blocks if not b.allocated)
+
+    def snapshot(self):
+        with self.lock:
+            out = []
+            for s in self.segments:
+                blocks = [{
+                    "address": b.address,
+                    "size": b.size,
+                    "requested_size": b.requested if b.allocated else 0,
+                    "state": "active_allocated" if b.allocated else "inactive",
+                    "frames": list(b.frames or []),
+                } for b in s.blocks]
+                alloc = sum(b["size"] for b in blocks
+                            if b["state"] == "active_allocated")
+                out.append({
+                    "device": self.device,
+                    "address": s.ptr,
+                    "total_size": s.size,
+                    "allocated_size": alloc,
+                    "active_size": alloc,
+                    "requested_size": sum(b["requested_size"] for b in blocks),
+                    "stream": 0,
+                    "segment_type": "small" if s.small else "large",
+                    "segment_pool_id": (0, 0),
+                    "is_expandable": False,
+                    "frames": [],
+                    "blocks": blocks,
+                })
+            return out
