@@ -11,7 +11,10 @@ Two scenarios: a 1 GiB Torch tensor in a reference cycle plus a 1 GiB CuPy
 array dropped (gc needed), and the same without the cycle (nothing live).
 Prints a markdown table: the call's time (median of RUNS, min-max), the bytes
 the driver got back, and gc.collect()'s own time in that process.
-Targets: with a cycle, gpureclaim <= gc time + 2 ms; nothing live, <= 3 ms.
+Targets: with a cycle, gpureclaim <= gc time + 2 ms, judged per run as the
+call's time minus the time of the gc.collect() inside that call (gc's time
+varies by several ms between fresh interpreters, so a gc timed elsewhere is
+no yardstick); nothing live, <= 3 ms.
 
 Usage: python bench/release_bench.py [RUNS]   (skips without a GPU)
 """
@@ -47,7 +50,9 @@ def gc_first():
             cupy.get_default_memory_pool().free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
-keep = (torch.zeros(1, device="cuda"), cupy.zeros(1))
+# Start both allocators (their contexts stay), drop what they made, and
+# warm gpureclaim up (NVML opened once per process), so that nothing is live.
+torch.zeros(1, device="cuda"); cupy.zeros(1)
 torch.cuda.synchronize()
 gpureclaim.release()
 t0 = time.perf_counter(); gc.collect(); gc_ms = (time.perf_counter() - t0) * 1e3
@@ -61,6 +66,7 @@ a = cupy.empty(GiB, dtype=cupy.uint8)
 torch.cuda.synchronize()
 before = gpureclaim.process_memory()[dev]
 del t, a
+gc_in_call = 0.0
 t0 = time.perf_counter()
 if kind == "floor":
     torch.cuda.empty_cache()
@@ -68,10 +74,42 @@ if kind == "floor":
 elif kind == "gc-first":
     gc_first()
 else:
-    gpureclaim.release()
+    r = gpureclaim.release()
+    gc_in_call = r.collect_seconds * 1e3 if r.collected else 0.0
 ms = (time.perf_counter() - t0) * 1e3
 after = gpureclaim.process_memory()[dev]
-print(json.dumps(dict(ms=ms, returned=before - after, gc_ms=gc_ms)))
+print(json.dumps(dict(ms=ms, returned=before - after, gc_ms=gc_ms,
+                      gc_in_call=gc_in_call)))
+"""
+
+# Where the time of a call with nothing to do goes: each framework call the
+# releasers make, timed alone in one warm process (median of 50, ms).
+PROFILE = r"""
+import gc, json, statistics, time
+import torch, cupy, gpureclaim
+torch.zeros(1, device="cuda"); cupy.zeros(1); torch.cuda.synchronize()
+gpureclaim.release()
+def t(fn, n=50):
+    xs = []
+    for _ in range(n):
+        t0 = time.perf_counter(); fn(); xs.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(xs)
+pool, pinned = cupy.get_default_memory_pool(), cupy.get_default_pinned_memory_pool()
+rows = {
+    "gpureclaim.release() (nothing to do)": lambda: gpureclaim.release(),
+    "gpureclaim.release(collect=False)": lambda: gpureclaim.release(collect=False),
+    "gpureclaim.process_memory()": gpureclaim.process_memory,
+    "gpureclaim.devices_in_use()": gpureclaim.devices_in_use,
+    "torch.cuda.empty_cache()": torch.cuda.empty_cache,
+    "torch.cuda.ipc_collect()": torch.cuda.ipc_collect,
+    "torch._C._host_emptyCache()": getattr(torch._C, "_host_emptyCache", lambda: None),
+    "torch.cuda.memory_allocated/reserved(0)": lambda: (torch.cuda.memory_allocated(0), torch.cuda.memory_reserved(0)),
+    "cupy pool.free_all_blocks()": pool.free_all_blocks,
+    "cupy pinned.free_all_blocks()": pinned.free_all_blocks,
+    "cupy plan cache get_curr_size()": lambda: cupy.fft.config.get_plan_cache().get_curr_size(),
+    "gc.collect()": gc.collect,
+}
+print(json.dumps({k: t(f, 10 if k == "gc.collect()" else 50) for k, f in rows.items()}))
 """
 
 
@@ -93,8 +131,8 @@ def main():
         print("skipped: needs an NVIDIA GPU with torch (CUDA) and cupy")
         return 0
     env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    print("| scenario | call | time ms (median, min-max) | returned to the driver | gc.collect() ms | target |")
-    print("|---|---|---|---|---|---|")
+    print("| scenario | call | time ms (median, min-max) | returned to the driver | gc.collect() ms | beyond its own gc, ms | target |")
+    print("|---|---|---|---|---|---|---|")
     for cycle_on, scen in ((1, "reference cycle (gc needed)"), (0, "nothing live")):
         for kind in ("floor", "gc-first", "gpureclaim"):
             rs = []
@@ -108,14 +146,28 @@ def main():
             ms = [r["ms"] for r in rs]
             gcm = statistics.median(r["gc_ms"] for r in rs)
             ret = sorted({r["returned"] for r in rs})
-            target = ""
+            target = beyond = ""
             if kind == "gpureclaim":
-                limit = gcm + 2 if cycle_on else 3
-                ok = statistics.median(ms) <= limit
-                target = f"{'met' if ok else 'MISSED'} (<= {limit:.1f} ms)"
+                over = [r["ms"] - r["gc_in_call"] for r in rs]
+                beyond = f"{statistics.median(over):.2f} ({min(over):.2f}-{max(over):.2f})"
+                if cycle_on:
+                    ok = statistics.median(over) <= 2
+                    target = f"{'met' if ok else 'MISSED'} (gc + <= 2 ms)"
+                else:
+                    ok = statistics.median(ms) <= 3
+                    target = f"{'met' if ok else 'MISSED'} (<= 3 ms)"
             print(f"| {scen} | {kind} | {statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f}) | "
-                  f"{', '.join(f'{b / 1e9:.9f} GB' for b in ret)} | {gcm:.1f} | {target} |")
+                  f"{', '.join(f'{b / 1e9:.9f} GB' for b in ret)} | {gcm:.1f} | {beyond} | {target} |")
     print(f"\n{runs} runs per row, each in a fresh interpreter.")
+    p = subprocess.run([sys.executable, "-c", PROFILE], env=env,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        return 1
+    print("\n| one call, warm, nothing to release | median ms (50 calls) |")
+    print("|---|---|")
+    for k, v in json.loads(p.stdout.strip().splitlines()[-1]).items():
+        print(f"| `{k}` | {v:.3f} |")
     return 0
 
 

@@ -35,7 +35,7 @@ for s in $stages; do
 		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-*)
 		log "$s"
-		python3 "bench/${s#bench-}_bench.py" 2>&1 | tee "$OUT/$s.txt" ;;
+		python3 "bench/${s#bench-}_bench.py" $( [ "$s" = bench-trace ] && echo "$B" ) 2>&1 | tee "$OUT/$s.txt" ;;
 	*) echo "unknown stage $s" >&2 ;;
 	esac
 done
