@@ -38,12 +38,15 @@ struct site {
 };
 static struct site *sites;
 static void *excluded[MAX_EXCLUDED]; /* load bases of skipped objects */
+/* GPURECLAIM_TRACE_NO_CALLSITE: no unwinding (to measure what it costs). */
+static int no_callsite;
 static _Atomic int n_excluded;
 
 int gpr__callsite_init(void)
 {
 	strtab.v = calloc(MAX_INTERNED, sizeof(*strtab.v));
 	sites = calloc(SITE_SLOTS, sizeof(*sites));
+	no_callsite = getenv("GPURECLAIM_TRACE_NO_CALLSITE") != NULL;
 	return strtab.v && sites ? 0 : -1;
 }
 
@@ -202,7 +205,7 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *uc, void *arg)
 void gpr__callsite(uint32_t *lib, uint32_t *site)
 {
 	struct walk w = {0, GPR_TRACE_NO_STRING, GPR_TRACE_NO_STRING};
-	if (sites)
+	if (sites && !no_callsite)
 		_Unwind_Backtrace(step, &w);
 	*lib = w.lib;
 	*site = w.site;

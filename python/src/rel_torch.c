@@ -47,6 +47,62 @@ static int status(struct gpr_py_state *st, char *why, size_t len)
 	return cuda != NULL;
 }
 
+/* stats["<key>"]["all"]["current"] of a nested stats dict; -1 if absent. */
+static int64_t nested_current(PyObject *stats, const char *key)
+{
+	PyObject *k = PyDict_GetItemString(stats, key); /* borrowed */
+	PyObject *all =
+	    k && PyDict_Check(k) ? PyDict_GetItemString(k, "all") : NULL;
+	PyObject *cur = all && PyDict_Check(all)
+			    ? PyDict_GetItemString(all, "current")
+			    : NULL;
+	if (!cur || !PyLong_Check(cur))
+		return -1;
+	long long v = PyLong_AsLongLong(cur);
+	if (v == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return -1;
+	}
+	return v;
+}
+
+/*
+ * Torch's allocated and reserved bytes on `device`. memory_allocated() and
+ * memory_reserved() each rebuild and flatten the whole statistics dict in
+ * Python (~60 us each); torch._C._cuda_memoryStats, the C call beneath
+ * them, gives both in one nested dict. The public pair is the fallback
+ * where that private call is missing or changed shape.
+ */
+static int torch_memory(PyObject *cuda, int device, int64_t *alloc,
+			int64_t *reserved)
+{
+	PyObject *torch = gpr_py_imported("torch");
+	PyObject *c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+	Py_XDECREF(torch);
+	PyObject *stats =
+	    c && PyObject_HasAttrString(c, "_cuda_memoryStats")
+		? PyObject_CallMethod(c, "_cuda_memoryStats", "(i)", device)
+		: NULL;
+	Py_XDECREF(c);
+	if (stats && PyDict_Check(stats)) {
+		int64_t a = nested_current(stats, "allocated_bytes");
+		int64_t r = nested_current(stats, "reserved_bytes");
+		Py_DECREF(stats);
+		if (a >= 0 && r >= 0) {
+			*alloc = a;
+			*reserved = r;
+			return 0;
+		}
+	} else {
+		Py_XDECREF(stats);
+	}
+	PyErr_Clear();
+	if (gpr_py_call_i64(cuda, "memory_allocated", alloc, "(i)", device) ||
+	    gpr_py_call_i64(cuda, "memory_reserved", reserved, "(i)", device))
+		return -1;
+	return 0;
+}
+
 static int held(void *data, int device, struct gpr_held *out)
 {
 	(void)data;
@@ -59,10 +115,7 @@ static int held(void *data, int device, struct gpr_held *out)
 	PyObject *cuda = torch_cuda(why, sizeof why);
 	int64_t alloc = 0, reserved = 0;
 	if (cuda) {
-		if (gpr_py_call_i64(cuda, "memory_allocated", &alloc, "(i)",
-				    device) ||
-		    gpr_py_call_i64(cuda, "memory_reserved", &reserved, "(i)",
-				    device)) {
+		if (torch_memory(cuda, device, &alloc, &reserved)) {
 			gpr_py_error_note(NULL, 0, "");
 			rc = -1;
 		} else {

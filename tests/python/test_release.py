@@ -457,3 +457,30 @@ emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
     assert r["keys"] == sorted(["bytes", "gb", "source", "elapsed", "collected",
                                 "collect_seconds", "gpus", "releasers", "notes"])
     assert r["float"] == 2.147483648
+
+
+
+def test_torch_counters_read_through_one_stats_call(scenario):
+    """held() reads Torch's allocated and reserved bytes from one
+    torch._C._cuda_memoryStats call, and falls back to the public pair when
+    that private call is gone; both give the same exact figures."""
+    r = scenario("""
+import torch
+def drop_and_release():
+    x = torch.empty(64 << 20, device="cuda")
+    y = torch.empty(32 << 20, device="cuda")
+    del x
+    r = gpureclaim.release(collect=False)
+    row = [x for x in r.to_dict()["releasers"]
+           if x["name"] == "torch" and x["device"] == 0][0]
+    del y
+    torch.cuda.empty_cache()
+    return dict(bytes=r.bytes, live=row["before_live"],
+                cached=row["before_cached"])
+fast = drop_and_release()
+del torch._C._cuda_memoryStats
+emit(dict(fast=fast, slow=drop_and_release()))
+""")
+    assert r["fast"] == r["slow"]
+    assert r["fast"]["bytes"] == 64 << 20
+    assert (r["fast"]["live"], r["fast"]["cached"]) == (32 << 20, 64 << 20)

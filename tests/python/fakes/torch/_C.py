@@ -34,3 +34,18 @@ def _cuda_clearCublasWorkspaces():
     clear_workspaces_calls.append(1)
     _workspaces.clear()
     _lt_workspaces.clear()
+
+
+def _cuda_memoryStats(device):
+    """Torch's C call beneath memory_stats(): the same figures, nested
+    ("allocated_bytes" -> "all" -> "current"), as the releaser reads them."""
+    from . import cuda
+
+    nested = {}
+    for key, value in cuda.memory_stats(device).items():
+        parts = key.split(".")
+        node = nested
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return nested
