@@ -419,10 +419,15 @@ static void write_record(void *infos, size_t k, const struct record *rec)
 	}
 }
 
+/* Compute-list calls of this process, for gprsim_nvml_list_calls. */
+static int list_calls;
+
 static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count, void *infos,
 			      int graphics, int v3)
 {
 	lock();
+	if (!graphics)
+		list_calls++;
 	int i;
 	nvmlReturn_t r = cfg->ok && v3 && (cfg->faults & SIM_FAULT_PROCS_V2)
 			     ? NVML_ERROR_FUNCTION_NOT_FOUND
@@ -472,4 +477,14 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(
     nvmlDevice_t d, unsigned int *count, void *infos)
 {
 	return processes(d, count, infos, 1, 0);
+}
+
+/* ---- hooks for tests (docs/sim.md) ---- */
+
+SIM_EXPORT int gprsim_nvml_list_calls(void)
+{
+	lock();
+	int n = list_calls;
+	unlock();
+	return n;
 }

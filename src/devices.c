@@ -31,7 +31,8 @@ static int mark_index(gpr_ctx *ctx, int count, int index, int *in)
 }
 
 /* The union with NVML's lists; NVML missing only loses non-primary ones. */
-static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY])
+static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY],
+		     struct gpr__mine **mine, int *n_mine)
 {
 	char err[GPR__ERRLEN] = "";
 	int nn = 0;
@@ -41,6 +42,10 @@ static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY])
 			 "NVML unavailable (%s): only primary contexts seen",
 			 err);
 		return;
+	}
+	if (mine && nn > 0) {
+		*mine = calloc((size_t)nn, sizeof **mine);
+		*n_mine = *mine ? nn : 0;
 	}
 	uint32_t me = (uint32_t)getpid();
 	for (int i = 0; i < nn; i++) {
@@ -61,12 +66,20 @@ static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY])
 			}
 			continue;
 		}
-		int mine = 0;
-		for (size_t k = 0; k < np; k++)
-			if (procs[k].pid == me)
-				mine = 1;
+		struct gpr__mine m = {.read = 1};
+		for (size_t k = 0; k < np; k++) {
+			if (procs[k].pid != me)
+				continue;
+			m.found = 1;
+			if (procs[k].bytes == GPR_NVML_VALUE_NOT_AVAILABLE)
+				m.hidden = 1;
+			else
+				m.bytes += procs[k].bytes;
+		}
 		free(procs);
-		if (mine && !mark_index(ctx, count, i, in))
+		if (mine && *mine)
+			(*mine)[i] = m;
+		if (m.found && !mark_index(ctx, count, i, in))
 			gpr__log(ctx, GPR_LOG_DEBUG,
 				 "NVML GPU %d lists us but no CUDA ordinal "
 				 "matches it",
@@ -75,8 +88,12 @@ static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY])
 }
 
 int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
-			gpr_report *notes)
+			gpr_report *notes, struct gpr__mine **mine, int *n_mine)
 {
+	if (mine) {
+		*mine = NULL;
+		*n_mine = 0;
+	}
 	*devs = NULL;
 	*n = 0;
 	*count = 0;
@@ -109,7 +126,7 @@ int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
 		else
 			in[d] = active;
 	}
-	add_nvml(ctx, cnt, in, why);
+	add_nvml(ctx, cnt, in, why, mine, n_mine);
 	int k = 0;
 	for (int d = 0; d < cnt; d++) {
 		if (in[d])
@@ -139,7 +156,7 @@ int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n)
 		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
 				 (long)ctx->pid);
 	int *devs = NULL, count = 0, k = 0;
-	int rc = gpr__devices_in_use(ctx, &devs, &k, &count, NULL);
+	int rc = gpr__devices_in_use(ctx, &devs, &k, &count, NULL, NULL, NULL);
 	if (rc == GPR_E_NOT_LOADED)
 		return 0;
 	if (rc)

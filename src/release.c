@@ -27,6 +27,8 @@ struct run {
 	gpr_report *r;
 	struct visit *v;
 	int nv;
+	struct gpr__mine *mine; /* the scan that found the GPUs */
+	int n_mine;
 	size_t row0; /* first releaser row: releaser i, visit j at
 			row0 + i * (nv + 1) + j; j == nv is the once step */
 };
@@ -96,14 +98,20 @@ static void release_one(struct run *x, size_t i, int j)
 	}
 }
 
-/* Every releaser on every visited GPU, then every releaser's once step. */
-static void pass(struct run *x)
+/*
+ * Every releaser on every visited GPU, then every releaser's once step;
+ * with `only` (one flag a row, as row()), just the flagged rows.
+ */
+static void pass(struct run *x, const unsigned char *only)
 {
+	size_t w = (size_t)x->nv + 1;
 	for (size_t i = 0; i < x->ctx->n_rel; i++)
 		for (int j = 0; j < x->nv; j++)
-			release_one(x, i, j);
+			if (!only || only[i * w + (size_t)j])
+				release_one(x, i, j);
 	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		release_one(x, i, x->nv);
+		if (!only || only[i * w + (size_t)x->nv])
+			release_one(x, i, x->nv);
 }
 
 static void collect(struct run *x)
@@ -118,21 +126,37 @@ static void collect(struct run *x)
 		gpr__report_note(x->r, "the garbage collector failed (%d)", rc);
 }
 
-/* 1 if a releaser still holds live bytes on a visited GPU. */
-static int live_left(struct run *x)
+/*
+ * 1 if a releaser still holds live bytes on a visited GPU. `again` (one
+ * flag a row) marks the rows the collector can change: a releaser that
+ * holds nothing live on a GPU gets nothing back there from a collection,
+ * so the pass after it skips that row. Once steps and releasers that
+ * cannot tell are always run again.
+ */
+static int live_left(struct run *x, unsigned char *again)
 {
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		for (int j = 0; j < x->nv; j++)
-			if (held(&x->ctx->rel[i], x->v[j].dev).live > 0)
-				return 1;
-	return 0;
+	size_t w = (size_t)x->nv + 1;
+	int any = 0;
+	for (size_t i = 0; i < x->ctx->n_rel; i++) {
+		for (int j = 0; j < x->nv; j++) {
+			struct gpr_held h = held(&x->ctx->rel[i], x->v[j].dev);
+			any |= h.live > 0;
+			if (again)
+				again[i * w + (size_t)j] = !h.known || h.live;
+		}
+		if (again)
+			again[i * w + (size_t)x->nv] = 1;
+	}
+	return any;
 }
 
+/* Before: from the scan that found the GPUs; after: asked anew. */
 static void read_figures(struct run *x, int after)
 {
 	for (int j = 0; j < x->nv; j++)
 		gpr__process_figure(x->ctx, x->v[j].dev,
-				    after ? &x->v[j].after : &x->v[j].before);
+				    after ? &x->v[j].after : &x->v[j].before,
+				    after ? NULL : x->mine, x->n_mine);
 }
 
 /* Bytes the allocators say they gave back on GPU j (known rows only). */
@@ -230,7 +254,8 @@ static int choose(struct run *x, const int *inuse, int n_in, int count)
 static int run(struct run *x)
 {
 	int *inuse = NULL, n_in = 0, count = 0;
-	int rc = gpr__devices_in_use(x->ctx, &inuse, &n_in, &count, x->r);
+	int rc = gpr__devices_in_use(x->ctx, &inuse, &n_in, &count, x->r,
+				     &x->mine, &x->n_mine);
 	if (rc == GPR_E_NOT_LOADED) {
 		gpr__report_note(x->r, "CUDA driver not loaded in this "
 				       "process: no GPU memory to release");
@@ -265,11 +290,15 @@ static int run(struct run *x)
 	read_held(x, 0);
 	if (x->o.collect == GPR_COLLECT_ALWAYS)
 		collect(x);
-	pass(x);
-	if (x->o.collect == GPR_COLLECT_AUTO && x->o.collect_fn &&
-	    live_left(x)) {
-		collect(x);
-		pass(x);
+	pass(x, NULL);
+	if (x->o.collect == GPR_COLLECT_AUTO && x->o.collect_fn) {
+		unsigned char *again =
+		    calloc(x->ctx->n_rel * ((size_t)x->nv + 1) + 1, 1);
+		if (live_left(x, again)) {
+			collect(x);
+			pass(x, again);
+		}
+		free(again);
 	}
 	read_figures(x, 1);
 	read_held(x, 1);
@@ -322,6 +351,7 @@ int gpr_release(gpr_ctx *ctx, const struct gpr_release_opts *opts,
 	gpr__release_leave(&frame);
 	pthread_mutex_unlock(&ctx->release_lock);
 	free(x.v);
+	free(x.mine);
 	x.r->seconds = now() - t0;
 	if (!rc && x.r->oom)
 		rc = GPR_E_NOMEM;

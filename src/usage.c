@@ -18,7 +18,33 @@
 					 (long)(ctx)->pid);                    \
 	} while (0)
 
-void gpr__process_figure(gpr_ctx *ctx, int ordinal, struct gpr__figure *f)
+/* Our pid's entry in GPU idx's list, read now. */
+static int read_mine(gpr_ctx *ctx, int idx, struct gpr__mine *m, char *err,
+		     size_t errlen)
+{
+	memset(m, 0, sizeof *m);
+	struct gpr__nvml_proc *procs = NULL;
+	size_t np = 0;
+	int rc = gpr__nvml_processes(&ctx->nvml, idx, &procs, &np, err, errlen);
+	if (rc)
+		return rc;
+	m->read = 1;
+	uint32_t me = (uint32_t)getpid();
+	for (size_t k = 0; k < np; k++) {
+		if (procs[k].pid != me)
+			continue;
+		m->found = 1;
+		if (procs[k].bytes == GPR_NVML_VALUE_NOT_AVAILABLE)
+			m->hidden = 1;
+		else
+			m->bytes += procs[k].bytes;
+	}
+	free(procs);
+	return 0;
+}
+
+void gpr__process_figure(gpr_ctx *ctx, int ordinal, struct gpr__figure *f,
+			 const struct gpr__mine *mine, int n_mine)
 {
 	memset(f, 0, sizeof *f);
 	f->nvml_index = -1;
@@ -42,38 +68,29 @@ void gpr__process_figure(gpr_ctx *ctx, int ordinal, struct gpr__figure *f)
 		return;
 	}
 	f->nvml_index = idx;
-	struct gpr__nvml_proc *procs = NULL;
-	size_t np = 0;
-	f->rc =
-	    gpr__nvml_processes(&ctx->nvml, idx, &procs, &np, err, sizeof err);
-	if (f->rc) {
-		snprintf(f->why, sizeof f->why, "NVML process list: %s", err);
-		return;
+	struct gpr__mine m;
+	if (mine && idx < n_mine && mine[idx].read) {
+		m = mine[idx];
+	} else {
+		f->rc = read_mine(ctx, idx, &m, err, sizeof err);
+		if (f->rc) {
+			snprintf(f->why, sizeof f->why, "NVML process list: %s",
+				 err);
+			return;
+		}
 	}
-	uint32_t me = (uint32_t)getpid();
-	int found = 0, hidden = 0;
-	for (size_t k = 0; k < np; k++) {
-		if (procs[k].pid != me)
-			continue;
-		found = 1;
-		if (procs[k].bytes == GPR_NVML_VALUE_NOT_AVAILABLE)
-			hidden = 1;
-		else
-			f->bytes += procs[k].bytes;
-	}
-	free(procs);
-	if (found && !hidden) {
+	if (m.found && !m.hidden) {
+		f->bytes = m.bytes;
 		f->known = 1;
 		f->state = GPR__FIG_KNOWN;
 		return;
 	}
-	f->bytes = 0;
-	if (!found) {
+	if (!m.found) {
 		f->state = GPR__FIG_ABSENT;
 		snprintf(f->why, sizeof f->why,
 			 "pid %u absent from NVML's process list (a pid "
 			 "namespace?)",
-			 me);
+			 (unsigned)getpid());
 		return;
 	}
 	f->state = GPR__FIG_HIDDEN;
@@ -231,7 +248,7 @@ int gpr_process_bytes(gpr_ctx *ctx, int device, uint64_t *bytes)
 	if (rc)
 		return rc;
 	struct gpr__figure f;
-	gpr__process_figure(ctx, device, &f);
+	gpr__process_figure(ctx, device, &f, NULL, 0);
 	if (f.known) {
 		*bytes = f.bytes;
 		return 0;
