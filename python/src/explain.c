@@ -18,8 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_DEVICES 1024
-
 static double now(void)
 {
 	struct timespec ts;
@@ -70,73 +68,14 @@ int64_t gpr_py_xint(PyObject *dict, const char *key)
 	return x;
 }
 
-/* devices: None or an iterable of non-negative ints, deduplicated. */
-static int parse_devices(PyObject *obj, int *out, int *n)
-{
-	*n = -1;
-	if (obj == Py_None)
-		return 0;
-	if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyLong_Check(obj)) {
-		PyErr_Format(PyExc_TypeError,
-			     "explain(): devices must be an iterable of GPU "
-			     "indices (ints) or None, not %s",
-			     PyLong_Check(obj) ? "an int (use [n])"
-					       : "a string");
-		return -1;
-	}
-	PyObject *it = PyObject_GetIter(obj);
-	if (!it) {
-		PyErr_Clear();
-		PyErr_SetString(PyExc_TypeError,
-				"explain(): devices must be an iterable of GPU "
-				"indices (ints) or None");
-		return -1;
-	}
-	PyObject *item;
-	*n = 0;
-	while ((item = PyIter_Next(it))) {
-		int bad_type = !PyLong_Check(item) || PyBool_Check(item);
-		long v = bad_type ? 0 : PyLong_AsLong(item);
-		Py_DECREF(item);
-		if (bad_type) {
-			PyErr_SetString(PyExc_TypeError,
-					"explain(): devices must contain ints");
-			goto fail;
-		}
-		if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT_MAX) {
-			PyErr_Clear();
-			PyErr_SetString(PyExc_ValueError,
-					"explain(): a device index must be a "
-					"non-negative int");
-			goto fail;
-		}
-		int seen = 0;
-		for (int i = 0; i < *n; i++)
-			seen |= out[i] == (int)v;
-		if (seen)
-			continue;
-		if (*n == MAX_DEVICES) {
-			PyErr_SetString(PyExc_ValueError,
-					"explain(): too many devices");
-			goto fail;
-		}
-		out[(*n)++] = (int)v;
-	}
-	Py_DECREF(it);
-	return PyErr_Occurred() ? -1 : 0;
-fail:
-	Py_DECREF(it);
-	return -1;
-}
-
-/* The GPUs with a context of this process, into out[MAX_DEVICES]. */
+/* The GPUs with a context of this process, into out[GPR_PY_MAX_DEVICES]. */
 static int in_use(struct gpr_py_state *st, int *out, int *n)
 {
 	PyThreadState *ts = PyEval_SaveThread();
-	int rc = gpr_devices_in_use(st->ctx, out, MAX_DEVICES, n);
+	int rc = gpr_devices_in_use(st->ctx, out, GPR_PY_MAX_DEVICES, n);
 	PyEval_RestoreThread(ts);
-	if (rc == 0 && *n > MAX_DEVICES)
-		*n = MAX_DEVICES;
+	if (rc == 0 && *n > GPR_PY_MAX_DEVICES)
+		*n = GPR_PY_MAX_DEVICES;
 	return rc;
 }
 
@@ -301,14 +240,15 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 	if (!st->ctx)
 		return gpr_py_raise(st, st->open_error, "explain");
 	double t0 = now();
-	int *want = PyMem_Malloc(2 * MAX_DEVICES * sizeof *want);
+	int *want = PyMem_Malloc(2 * GPR_PY_MAX_DEVICES * sizeof *want);
 	if (!want)
 		return PyErr_NoMemory();
-	int *have = want + MAX_DEVICES;
+	int *have = want + GPR_PY_MAX_DEVICES;
 	int n_want = -1, n_have = 0;
 	struct gpr_py_xcall c = {.st = st};
 	PyObject *gpus = PyList_New(0), *notes = PyList_New(0), *out = NULL;
-	if (!gpus || !notes || parse_devices(devices, want, &n_want))
+	if (!gpus || !notes ||
+	    gpr_py_parse_devices(devices, "explain", want, &n_want))
 		goto done;
 	int rc = in_use(st, have, &n_have);
 	int forked = rc == GPR_E_FORKED;

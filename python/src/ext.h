@@ -55,6 +55,16 @@ PyObject *gpr_py_attr(PyObject *obj, const char *dotted);
 PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...);
 
 /* obj.name(*args) converted to an int64; 0 or -1 with an error set. */
+/* The most GPUs a devices= argument may name. */
+#define GPR_PY_MAX_DEVICES 1024
+
+/*
+ * A devices= argument of fn(): None (*n = -1) or an iterable of
+ * non-negative ints, deduplicated into out[GPR_PY_MAX_DEVICES]. -1 with
+ * TypeError/ValueError naming fn on bad input.
+ */
+int gpr_py_parse_devices(PyObject *obj, const char *fn, int *out, int *n);
+
 int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
 		    const char *fmt, ...);
 

@@ -4,6 +4,8 @@
  */
 #include "ext.h"
 
+#include <limits.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,4 +179,64 @@ PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what)
 	else
 		PyErr_Format(type, "%s: %s", what, gpr_strerror(err));
 	return NULL;
+}
+
+int gpr_py_parse_devices(PyObject *obj, const char *fn, int *out, int *n)
+{
+	*n = -1;
+	if (obj == Py_None)
+		return 0;
+	if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyLong_Check(obj)) {
+		PyErr_Format(
+		    PyExc_TypeError,
+		    "%s(): devices must be an iterable of GPU "
+		    "indices (ints) or None, not %s",
+		    fn, PyLong_Check(obj) ? "an int (use [n])" : "a string");
+		return -1;
+	}
+	PyObject *it = PyObject_GetIter(obj);
+	if (!it) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError,
+			     "%s(): devices must be an iterable of GPU "
+			     "indices (ints) or None",
+			     fn);
+		return -1;
+	}
+	PyObject *item;
+	*n = 0;
+	while ((item = PyIter_Next(it))) {
+		int bad_type = !PyLong_Check(item) || PyBool_Check(item);
+		long v = bad_type ? 0 : PyLong_AsLong(item);
+		Py_DECREF(item);
+		if (bad_type) {
+			PyErr_Format(PyExc_TypeError,
+				     "%s(): devices must contain ints", fn);
+			goto fail;
+		}
+		if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT_MAX) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError,
+				     "%s(): a device index must be a "
+				     "non-negative int",
+				     fn);
+			goto fail;
+		}
+		int seen = 0;
+		for (int i = 0; i < *n; i++)
+			seen |= out[i] == (int)v;
+		if (seen)
+			continue;
+		if (*n == GPR_PY_MAX_DEVICES) {
+			PyErr_Format(PyExc_ValueError, "%s(): too many devices",
+				     fn);
+			goto fail;
+		}
+		out[(*n)++] = (int)v;
+	}
+	Py_DECREF(it);
+	return PyErr_Occurred() ? -1 : 0;
+fail:
+	Py_DECREF(it);
+	return -1;
 }

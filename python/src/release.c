@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_DEVICES 1024
-
 static double now(void)
 {
 	struct timespec ts;
@@ -30,65 +28,6 @@ int gpr_py_collect(void *user)
 	Py_XDECREF(r);
 	PyGILState_Release(g);
 	return rc;
-}
-
-/* devices: None or an iterable of non-negative ints, deduplicated. */
-static int parse_devices(PyObject *obj, int *out, int *n)
-{
-	*n = -1;
-	if (obj == Py_None)
-		return 0;
-	if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyLong_Check(obj)) {
-		PyErr_Format(PyExc_TypeError,
-			     "release(): devices must be an iterable of GPU "
-			     "indices (ints) or None, not %s",
-			     PyLong_Check(obj) ? "an int (use [n])"
-					       : "a string");
-		return -1;
-	}
-	PyObject *it = PyObject_GetIter(obj);
-	if (!it) {
-		PyErr_Clear();
-		PyErr_SetString(PyExc_TypeError,
-				"release(): devices must be an iterable of GPU "
-				"indices (ints) or None");
-		return -1;
-	}
-	PyObject *item;
-	*n = 0;
-	while ((item = PyIter_Next(it))) {
-		int bad_type = !PyLong_Check(item) || PyBool_Check(item);
-		long v = bad_type ? 0 : PyLong_AsLong(item);
-		Py_DECREF(item);
-		if (bad_type) {
-			PyErr_SetString(PyExc_TypeError,
-					"release(): devices must contain ints");
-			goto fail;
-		}
-		if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT_MAX) {
-			PyErr_Clear();
-			PyErr_SetString(PyExc_ValueError,
-					"release(): a device index must be a "
-					"non-negative int");
-			goto fail;
-		}
-		int seen = 0;
-		for (int i = 0; i < *n; i++)
-			seen |= out[i] == (int)v;
-		if (seen)
-			continue;
-		if (*n == MAX_DEVICES) {
-			PyErr_SetString(PyExc_ValueError,
-					"release(): too many devices");
-			goto fail;
-		}
-		out[(*n)++] = (int)v;
-	}
-	Py_DECREF(it);
-	return PyErr_Occurred() ? -1 : 0;
-fail:
-	Py_DECREF(it);
-	return -1;
 }
 
 static int parse_collect(PyObject *obj, int *out)
@@ -239,12 +178,12 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:release", kwlist,
 					 &devices, &collect_o, &ws))
 		return NULL;
-	int *devs = PyMem_Malloc(MAX_DEVICES * sizeof *devs);
+	int *devs = PyMem_Malloc(GPR_PY_MAX_DEVICES * sizeof *devs);
 	if (!devs)
 		return PyErr_NoMemory();
 	int n = -1, collect = GPR_COLLECT_AUTO;
 	PyObject *out = NULL;
-	if (parse_devices(devices, devs, &n) ||
+	if (gpr_py_parse_devices(devices, "release", devs, &n) ||
 	    (collect_o && parse_collect(collect_o, &collect)))
 		goto done;
 	if (ws != Py_True && ws != Py_False) {
