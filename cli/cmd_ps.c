@@ -514,6 +514,9 @@ int gpr_cli_ps(int argc, char **argv)
 		return GPR_CLI_OK;
 	}
 
+	/* A reader that leaves (`| head -1`) ends the run through EPIPE,
+	 * quietly with 0, instead of killing it with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	gpr_ctx *ctx = NULL;
 	struct cli_buf out = {0};
 	sigset_t set;

@@ -140,6 +140,15 @@ GPR_API int gpr_cuda_loaded(gpr_ctx *ctx);
  */
 GPR_API int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n);
 
+/*
+ * *active = 1 if this process holds the primary context of CUDA ordinal
+ * `device` (the one the CUDA runtime uses: cudaSetDevice then works there
+ * without creating a context). ~1 us: asks the loaded driver only, never
+ * NVML; opens nothing. *active = 0 when the driver is not loaded or not
+ * initialised; GPR_E_RANGE for an ordinal the driver does not have.
+ */
+GPR_API int gpr_primary_context_active(gpr_ctx *ctx, int device, int *active);
+
 /* One GPU as NVML sees it. Every string is NUL-terminated. */
 struct gpr_gpu {
 	int index;	  /* NVML index */

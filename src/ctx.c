@@ -121,6 +121,7 @@ int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
 {
 	int st = atomic_load_explicit(&ctx->nvml_state, memory_order_acquire);
 	if (st == 0) {
+		int failed = 0;
 		pthread_mutex_lock(&ctx->init_lock);
 		st = atomic_load_explicit(&ctx->nvml_state,
 					  memory_order_relaxed);
@@ -129,13 +130,16 @@ int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
 						ctx->nvml_error,
 						sizeof ctx->nvml_error);
 			st = rc == 0 ? 1 : rc;
-			if (rc)
-				gpr__log(ctx, GPR_LOG_INFO, "NVML: %s (%s)",
-					 gpr_strerror(rc), ctx->nvml_error);
+			failed = rc != 0;
 			atomic_store_explicit(&ctx->nvml_state, st,
 					      memory_order_release);
 		}
 		pthread_mutex_unlock(&ctx->init_lock);
+		/* Logged after the unlock: the callback may query this handle,
+		 * which would otherwise wait on the lock this thread holds. */
+		if (failed)
+			gpr__log(ctx, GPR_LOG_INFO, "NVML: %s (%s)",
+				 gpr_strerror(st), ctx->nvml_error);
 	}
 	if (st == 1)
 		return 0;

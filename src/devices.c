@@ -167,3 +167,33 @@ int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n)
 	free(devs);
 	return 0;
 }
+
+int gpr_primary_context_active(gpr_ctx *ctx, int device, int *active)
+{
+	if (!ctx || !active || device < 0)
+		return GPR_E_INVAL;
+	*active = 0;
+	if (gpr__forked(ctx))
+		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
+				 (long)ctx->pid);
+	char err[GPR__ERRLEN] = "";
+	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	if (rc == GPR_E_NOT_LOADED)
+		return 0;
+	if (rc)
+		return gpr__fail(ctx, rc, "CUDA driver: %s", err);
+	int count = 0;
+	rc = gpr__cuda_device_count(&ctx->cuda, &count, err, sizeof err);
+	if (rc)
+		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+	if (count == 0)
+		return 0; /* not initialised: no context anywhere */
+	if (device >= count)
+		return gpr__fail(ctx, GPR_E_RANGE, "GPU %d of %d", device,
+				 count);
+	rc = gpr__cuda_primary_active(&ctx->cuda, device, active, err,
+				      sizeof err);
+	if (rc)
+		return gpr__fail(ctx, rc, "GPU %d: %s", device, err);
+	return 0;
+}

@@ -97,19 +97,44 @@ static void num(struct gpr__sb *b, int known, uint64_t v)
 		gpr__sb_puts(b, "null");
 }
 
+/*
+ * Decimals are written from integers, never with %f: printf follows the
+ * caller's LC_NUMERIC, and a host program in a de_DE locale would get
+ * "1,5", which is not JSON.
+ */
+static void gb(struct gpr__sb *b, int64_t bytes)
+{
+	uint64_t mag = bytes < 0 ? -(uint64_t)bytes : (uint64_t)bytes;
+	gpr__sb_printf(b, "%s%llu.%09llu", bytes < 0 ? "-" : "",
+		       (unsigned long long)(mag / 1000000000u),
+		       (unsigned long long)(mag % 1000000000u));
+}
+
+/* Seconds with 6 decimals; negative or not a number: 0. */
+static void secs(struct gpr__sb *b, double s)
+{
+	double us = s * 1e6 + 0.5;
+	uint64_t u =
+	    us >= 1.0 ? (us < 1e18 ? (uint64_t)us : 1000000000000000000u) : 0;
+	gpr__sb_printf(b, "%llu.%06llu", (unsigned long long)(u / 1000000u),
+		       (unsigned long long)(u % 1000000u));
+}
+
 char *gpr_report_json(const gpr_report *r)
 {
 	if (!r)
 		return NULL;
 	struct gpr__sb b = {0};
-	gpr__sb_printf(&b, "{\"bytes\":%lld,\"gb\":%.9f,\"source\":",
-		       (long long)r->bytes, (double)r->bytes / 1e9);
+	gpr__sb_printf(&b, "{\"bytes\":%lld,\"gb\":", (long long)r->bytes);
+	gb(&b, r->bytes);
+	gpr__sb_puts(&b, ",\"source\":");
 	str(&b, r->source);
-	gpr__sb_printf(&b,
-		       ",\"seconds\":%.6f,\"collected\":%s,"
-		       "\"collect_seconds\":%.6f,\"gpus\":[",
-		       r->seconds, r->collected ? "true" : "false",
-		       r->collect_seconds);
+	gpr__sb_puts(&b, ",\"seconds\":");
+	secs(&b, r->seconds);
+	gpr__sb_printf(&b, ",\"collected\":%s,\"collect_seconds\":",
+		       r->collected ? "true" : "false");
+	secs(&b, r->collect_seconds);
+	gpr__sb_puts(&b, ",\"gpus\":[");
 	for (size_t i = 0; i < r->n_gpus; i++) {
 		const struct gpr_report_gpu *g = &r->gpus[i];
 		int mem = g->total > 0;

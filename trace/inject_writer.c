@@ -154,6 +154,8 @@ static void *writer_main(void *arg)
 	}
 	if (!atomic_load(&wr.failed))
 		finish();
+	else /* nothing more to write: a signal handler need not wait */
+		atomic_store(&wr.closed, 1);
 	return NULL;
 }
 
@@ -206,10 +208,17 @@ static void install(int sig, struct sigaction *old)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, NULL, old) == 0 && old->sa_handler != SIG_IGN)
-		sigaction(sig, &sa, NULL);
+	if (sigaction(sig, NULL, old) != 0 || old->sa_handler == SIG_IGN)
+		return;
+	/*
+	 * The program's handler keeps its flags and mask: without
+	 * SA_RESTART (CPython's) a blocking call must still end with EINTR.
+	 */
+	sa.sa_flags = SA_SIGINFO |
+		      (old->sa_flags &
+		       (SA_RESTART | SA_ONSTACK | SA_NODEFER | SA_RESETHAND));
+	sa.sa_mask = old->sa_mask;
+	sigaction(sig, &sa, NULL);
 }
 
 static void in_child(void)
@@ -246,11 +255,12 @@ int gpr__writer_start(const char *path)
 		gpr__tw_close(&wr.w, gpr__now(), 0);
 		return -1;
 	}
-	/* The writer never takes the signals it flushes for. */
+	/*
+	 * The writer takes no signal: not those it flushes for, nor any the
+	 * program blocks in its own threads (to sigwait for them, say).
+	 */
 	sigset_t block, prev;
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
+	sigfillset(&block);
 	pthread_sigmask(SIG_BLOCK, &block, &prev);
 	rc = pthread_create(&wr.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &prev, NULL);

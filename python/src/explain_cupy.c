@@ -14,17 +14,6 @@
 
 #include <stdio.h>
 
-static int has_context(struct gpr_py_state *st, int device)
-{
-	int devs[64], n = 0;
-	if (gpr_devices_in_use(st->ctx, devs, 64, &n))
-		return 0;
-	for (int i = 0; i < n && i < 64; i++)
-		if (devs[i] == device)
-			return 1;
-	return 0;
-}
-
 /* The plan cache's bytes in *bytes and plan count in *n; 0 or -1. */
 static int plan_bytes(int64_t *bytes, int64_t *n)
 {
@@ -129,7 +118,7 @@ int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	if (gpr_py_call_i64(rt, "getDevice", &prev, NULL))
 		goto done;
 	if (prev != g->device) {
-		if (!has_context(c->st, (int)prev)) {
+		if (!gpr_py_primary_active(c->st, (int)prev)) {
 			rc = gpr_py_xnote(
 			    g,
 			    "cupy: GPU %d not read: GPU %lld, CuPy's current "

@@ -55,6 +55,14 @@ PyObject *gpr_py_attr(PyObject *obj, const char *dotted);
 PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...);
 
 /* obj.name(*args) converted to an int64; 0 or -1 with an error set. */
+/*
+ * 1 if this process holds the primary context of CUDA ordinal `device`, so
+ * that the CUDA runtime can make it current without creating a context;
+ * 0 otherwise or on error. Called with the GIL held; releases it around
+ * the driver call.
+ */
+int gpr_py_primary_active(struct gpr_py_state *st, int device);
+
 /* The most GPUs a devices= argument may name. */
 #define GPR_PY_MAX_DEVICES 1024
 

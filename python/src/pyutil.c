@@ -240,3 +240,12 @@ fail:
 	Py_DECREF(it);
 	return -1;
 }
+
+int gpr_py_primary_active(struct gpr_py_state *st, int device)
+{
+	int active = 0;
+	PyThreadState *ts = PyEval_SaveThread();
+	int rc = gpr_primary_context_active(st->ctx, device, &active);
+	PyEval_RestoreThread(ts);
+	return rc == 0 && active;
+}

@@ -22,18 +22,6 @@ static int status(struct gpr_py_state *st, char *why, size_t len)
 	return cupy != NULL;
 }
 
-/* 1 if CUDA ordinal `device` holds a context of this process. */
-static int has_context(struct gpr_py_state *st, int device)
-{
-	int devs[64], n = 0;
-	if (gpr_devices_in_use(st->ctx, devs, 64, &n))
-		return 0;
-	for (int i = 0; i < n && i < 64; i++)
-		if (devs[i] == device)
-			return 1;
-	return 0;
-}
-
 /*
  * Makes `device` current in CuPy's runtime; *prev is the device it
  * replaced. Returns the runtime module (new ref) for leave(); NULL with an
@@ -53,7 +41,7 @@ static PyObject *enter(struct gpr_py_state *st, PyObject *cupy, int device,
 	if (gpr_py_call_i64(rt, "getDevice", prev, NULL))
 		goto fail;
 	if (*prev != device) {
-		if (!has_context(st, (int)*prev)) {
+		if (!gpr_py_primary_active(st, (int)*prev)) {
 			Py_DECREF(rt);
 			return NULL;
 		}

@@ -50,14 +50,27 @@ static int has_context(PyObject *drv)
 	if (!ac)
 		return -1;
 	PyObject *in = gpr_py_call(ac, "__enter__", NULL);
-	int active = in ? PyObject_IsTrue(in) : -1;
-	Py_XDECREF(in);
+	if (!in) { /* no __exit__ after a failed __enter__ */
+		Py_DECREF(ac);
+		return -1;
+	}
+	int active = PyObject_IsTrue(in);
+	Py_DECREF(in);
+	/* __exit__ must not run with an exception pending: keep the first */
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
 	PyObject *out =
 	    gpr_py_call(ac, "__exit__", "(OOO)", Py_None, Py_None, Py_None);
-	Py_XDECREF(out);
 	Py_DECREF(ac);
+	if (type) {
+		Py_XDECREF(out);
+		PyErr_Clear();
+		PyErr_Restore(type, value, tb);
+		return -1;
+	}
 	if (!out)
 		return -1;
+	Py_DECREF(out);
 	return active;
 }
 
@@ -74,6 +87,11 @@ static int release(void *data, int device, char *note, size_t note_sz)
 		goto done;
 	int active = has_context(drv);
 	Py_DECREF(drv);
+	if (active < 0) {
+		gpr_py_error_note(note, note_sz, "active context");
+		rc = -1;
+		goto done;
+	}
 	if (active == 0) {
 		snprintf(note, note_sz,
 			 "no current context in this thread; pending "
@@ -81,8 +99,7 @@ static int release(void *data, int device, char *note, size_t note_sz)
 		goto done;
 	}
 	PyObject *nc = gpr_py_imported("numba.cuda");
-	PyObject *ctx =
-	    active > 0 && nc ? gpr_py_call(nc, "current_context", NULL) : NULL;
+	PyObject *ctx = nc ? gpr_py_call(nc, "current_context", NULL) : NULL;
 	Py_XDECREF(nc);
 	PyObject *deallocs = ctx ? gpr_py_attr(ctx, "deallocations") : NULL;
 	PyObject *r = deallocs ? gpr_py_call(deallocs, "clear", NULL) : NULL;

@@ -328,6 +328,26 @@ def test_watch_json_lines_until_sigint(sim):
         assert gpu_of(doc, 0)["processes"][0]["bytes"] == GiB
 
 
+def test_watch_reader_leaves_exits_0(sim):
+    """`ps --json --watch 0.1 | head -1`: once the reader is gone the
+    watch ends quietly with 0, not killed by SIGPIPE."""
+    sim.configure("extra=0:1:1GiB")
+    proc = subprocess.Popen([str(BIN), "ps", "--json", "--watch", "0.1"],
+                            env=sim.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    json.loads(proc.stdout.readline())
+    proc.stdout.close()
+    try:
+        rc = proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert rc == 0, (rc, err)
+    assert err == "", err
+
+
 def test_watch_text_not_a_tty_has_no_escapes(sim):
     sim.configure("extra=0:1:1GiB")
     rc, out, err = watch(sim, ["--watch", "0.1"], 0.8)

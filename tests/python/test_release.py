@@ -484,3 +484,30 @@ emit(dict(fast=fast, slow=drop_and_release()))
     assert r["fast"] == r["slow"]
     assert r["fast"]["bytes"] == 64 << 20
     assert (r["fast"]["live"], r["fast"]["cached"]) == (32 << 20, 64 << 20)
+
+
+def test_numba_active_context_failure_is_the_note(scenario):
+    # __enter__ of Numba's active-context guard raising must not be
+    # followed by a call to __exit__ with that exception still pending
+    # (CPython turns that into a SystemError that hides the real cause)
+    r = scenario("""
+import numba.cuda
+from numba.cuda.cudadrv import driver as drv
+x = numba.cuda.device_array(128 << 20)
+del x
+calls = []
+def bad_enter(self):
+    raise RuntimeError("no current context query")
+def exit_(self, *exc):
+    calls.append("exit")
+    return False
+drv._ActiveContext.__enter__ = bad_enter
+drv._ActiveContext.__exit__ = exit_
+r = gpureclaim.release()
+emit(dict(notes=r.notes, exits=len(calls),
+          rows=[x.status for x in r.releasers if x.name == "numba"]))
+""")
+    assert any("RuntimeError: no current context query" in n for n in r["notes"]), r["notes"]
+    assert not any("SystemError" in n for n in r["notes"]), r["notes"]
+    assert r["exits"] == 0
+    assert min(r["rows"]) < 0, r["rows"]  # the once-per-call row failed

@@ -239,6 +239,87 @@ static int scenario_bigwrite(void)
 	return 6;
 }
 
+static int scenario_sigmask(void)
+{
+	/*
+	 * The sigwait pattern: a signal blocked in every thread of the
+	 * program and taken with sigtimedwait. The library's writer thread
+	 * must not be the one thread that lets it in (its default action
+	 * would end the process).
+	 */
+	start();
+	alloc(0x7f0000000000, 4096, 0, CTX0);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	kill(getpid(), SIGUSR1);
+	struct timespec ts = {2, 0};
+	return sigtimedwait(&set, NULL, &ts) == SIGUSR1 ? 9 : 72;
+}
+
+struct poke {
+	pthread_t target;
+	int wfd;
+};
+
+static void *poke(void *arg)
+{
+	/* SIGINT to the reading thread; a byte only if its read went on */
+	struct poke *p = arg;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	pthread_kill(p->target, SIGINT);
+	struct timespec late = {1, 500 * 1000 * 1000};
+	nanosleep(&late, NULL);
+	ssize_t k = write(p->wfd, "x", 1);
+	(void)k;
+	return NULL;
+}
+
+static int scenario_eintr(void)
+{
+	/*
+	 * A handler installed without SA_RESTART, as CPython installs its
+	 * SIGINT handler: a blocking read must end with EINTR, so that the
+	 * program sees the signal now and not when the read completes.
+	 */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_int;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	start();
+	alloc(0x7f0000000000, 4096, 0, CTX0);
+	int fds[2];
+	if (pipe(fds) != 0)
+		return 73;
+	struct poke p = {pthread_self(), fds[1]};
+	pthread_t th;
+	pthread_create(&th, NULL, poke, &p);
+	char c;
+	ssize_t n = read(fds[0], &c, 1);
+	int e = errno;
+	pthread_join(th, NULL);
+	return n < 0 && e == EINTR && got_int ? 8 : 74;
+}
+
+static int scenario_failterm(void)
+{
+	/* writes fail (file size limit), then SIGTERM: it must end at once */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit rl = {20000, 20000};
+	setrlimit(RLIMIT_FSIZE, &rl);
+	start();
+	for (int i = 0; i < 2000; i++) {
+		alloc(0x7f0000000000, 4096, 0, CTX0);
+		mfree(0x7f0000000000, CTX0);
+	}
+	usleep(100000); /* the writer tries, fails and stops tracing */
+	raise(SIGTERM);
+	return 75;
+}
+
 /* ---------------- the checking side ---------------- */
 
 struct run {
@@ -443,6 +524,35 @@ static void check_failures(void)
 	CHECK(strstr(r.err, "tracing stopped, the program continues") != NULL);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* What the library's own handler and thread must leave as they were. */
+static void check_signal_behaviour(void)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/sigmask.trace", dir);
+	run("sigmask", out, NULL, &r);
+	CHECK(exited(&r, 9));
+	snprintf(out, sizeof(out), "%s/eintr.trace", dir);
+	run("eintr", out, NULL, &r);
+	CHECK(exited(&r, 8));
+	snprintf(out, sizeof(out), "%s/failterm.trace", dir);
+	double t0 = mono_s();
+	run("failterm", out, NULL, &r);
+	double took = mono_s() - t0;
+	CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM);
+	CHECK(strstr(r.err, "tracing stopped, the program continues") != NULL);
+	if (took >= 1.0)
+		fprintf(stderr, "failterm took %.2f s\n", took);
+	CHECK(took < 1.0); /* no wait for a log that will never close */
+}
+
 static void check_signals(void)
 {
 	char out[512];
@@ -503,6 +613,12 @@ int main(int argc, char **argv)
 			return scenario_calls();
 		if (strcmp(s, "bigwrite") == 0)
 			return scenario_bigwrite();
+		if (strcmp(s, "sigmask") == 0)
+			return scenario_sigmask();
+		if (strcmp(s, "eintr") == 0)
+			return scenario_eintr();
+		if (strcmp(s, "failterm") == 0)
+			return scenario_failterm();
 		return 98;
 	}
 	if (argc != 3) {
@@ -520,6 +636,7 @@ int main(int argc, char **argv)
 	check_busy();
 	check_failures();
 	check_signals();
+	check_signal_behaviour();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (!failures && system(cmd) != 0)

@@ -273,6 +273,49 @@ static void t_non_primary(void **state)
 	gpr_close(ctx);
 }
 
+/*
+ * gpr_primary_context_active: primary contexts only (what the CUDA runtime
+ * would use), nothing before the driver is loaded and initialised.
+ */
+static void t_primary_active(void **state)
+{
+	(void)state;
+	sim_setup("gpus=3");
+	gpr_ctx *ctx = open_ctx();
+	int on = -1;
+	assert_int_equal(gpr_primary_context_active(ctx, 0, &on), 0);
+	assert_int_equal(on, 0); /* libcuda not loaded */
+	void *lib = dlopen(sim_path("libcuda.so.1"), RTLD_NOW | RTLD_GLOBAL);
+	assert_non_null(lib);
+	on = -1;
+	assert_int_equal(gpr_primary_context_active(ctx, 0, &on), 0);
+	assert_int_equal(on, 0); /* loaded, no cuInit */
+	int (*init)(unsigned) = (int (*)(unsigned))sim_sym(lib, "cuInit");
+	assert_int_equal(init(0), 0);
+	assert_int_equal(sim_cuda_open_device(lib, 1), 0);
+	int (*get)(int *, int) =
+	    (int (*)(int *, int))sim_sym(lib, "cuDeviceGet");
+	int (*create)(void **, unsigned, int) =
+	    (int (*)(void **, unsigned, int))sim_sym(lib, "cuCtxCreate_v2");
+	int d = -1;
+	void *c = NULL;
+	assert_int_equal(get(&d, 2), 0);
+	assert_int_equal(create(&c, 0, d), 0); /* not a primary context */
+	int want[3] = {0, 1, 0};
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(gpr_primary_context_active(ctx, i, &on), 0);
+		assert_int_equal(on, want[i]);
+	}
+	assert_int_equal(gpr_primary_context_active(ctx, 3, &on), GPR_E_RANGE);
+	assert_int_equal(gpr_primary_context_active(ctx, -1, &on), GPR_E_INVAL);
+	assert_int_equal(gpr_primary_context_active(NULL, 0, &on), GPR_E_INVAL);
+	assert_int_equal(gpr_primary_context_active(ctx, 0, NULL), GPR_E_INVAL);
+	int (*ctx_calls)(void) =
+	    (int (*)(void))sim_sym(lib, "gprsim_ctx_calls");
+	assert_int_equal(ctx_calls(), 2); /* ours opened none */
+	gpr_close(ctx);
+}
+
 /* A GPU that cannot be queried is skipped, with a note in the report. */
 static void t_broken_gpu(void **state)
 {
@@ -362,6 +405,44 @@ static void t_log(void **state)
 	gpr_close(ctx);
 }
 
+struct log_query {
+	gpr_ctx *ctx;
+	int calls;
+	int inner; /* what the query made from the callback returned */
+};
+
+/* A log callback that asks the handle it logs for (once). */
+static void log_query(void *user, int level, const char *msg)
+{
+	(void)level;
+	(void)msg;
+	struct log_query *q = user;
+	if (q->calls++ == 0) {
+		int n = 0;
+		q->inner = gpr_gpu_count(q->ctx, &n);
+	}
+}
+
+/* The log callback may query its own handle: NVML's failed open is logged
+ * after the handle's init lock is dropped, not under it (a deadlock). */
+static void t_log_reenter(void **state)
+{
+	(void)state;
+	alarm(10); /* a deadlock fails instead of hanging */
+	sim_setup("fault=nvml-absent");
+	struct log_query q = {NULL, 0, 1};
+	struct gpr_opts o = {.sz = sizeof o,
+			     .log = log_query,
+			     .log_user = &q,
+			     .log_level = GPR_LOG_INFO};
+	assert_int_equal(gpr_open(&o, &q.ctx), 0);
+	int n = 0;
+	assert_int_equal(gpr_gpu_count(q.ctx, &n), GPR_E_NVML);
+	assert_true(q.calls >= 1);
+	assert_int_equal(q.inner, GPR_E_NVML);
+	gpr_close(q.ctx);
+}
+
 /* Library paths from the options win over the environment. */
 static void t_paths(void **state)
 {
@@ -388,9 +469,11 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_loaded_uninitialised),
 	    cmocka_unit_test(t_only_opened),
 	    cmocka_unit_test(t_non_primary),
+	    cmocka_unit_test(t_primary_active),
 	    cmocka_unit_test(t_broken_gpu),
 	    cmocka_unit_test(t_registry),
 	    cmocka_unit_test(t_log),
+	    cmocka_unit_test(t_log_reenter),
 	    cmocka_unit_test(t_paths),
 	};
 	return gpr_test_main(argc, argv, "core", tests,

@@ -4,6 +4,7 @@
  * re-entrancy, threads, fork, and the rendered report.
  */
 #include <dlfcn.h>
+#include <locale.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -598,6 +599,70 @@ static void t_render(void **state)
 }
 
 /*
+ * Switches LC_NUMERIC to a locale whose decimal point is a comma: an
+ * installed one, else de_DE compiled by localedef into a temporary folder.
+ * 0 when neither is possible.
+ */
+static int comma_locale(void)
+{
+	static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8",
+					    "fr_FR.UTF-8", "de_DE"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (setlocale(LC_NUMERIC, names[i]) &&
+		    localeconv()->decimal_point[0] == ',')
+			return 1;
+	char dir[] = "/tmp/gpr-locale-XXXXXX";
+	if (!mkdtemp(dir))
+		return 0;
+	char cmd[256];
+	snprintf(cmd, sizeof cmd,
+		 "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1",
+		 dir);
+	int rc = system(cmd);
+	setenv("LOCPATH", dir, 1);
+	int ok = rc == 0 && setlocale(LC_NUMERIC, "de_DE.UTF-8") &&
+		 localeconv()->decimal_point[0] == ',';
+	unsetenv("LOCPATH");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		ok = 0;
+	return ok;
+}
+
+/* The JSON report stays a document when the host program's LC_NUMERIC
+ * writes decimals with a comma (setlocale(LC_ALL, "") in de_DE). */
+static void t_json_locale(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	uint64_t want = fill(&p);
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(&p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, NULL, &r), 0);
+	char gb[64];
+	snprintf(gb, sizeof gb, "\"gb\":%llu.%09llu,",
+		 (unsigned long long)(want / 1000000000u),
+		 (unsigned long long)(want % 1000000000u));
+	if (!comma_locale())
+		skip();
+	char *json = gpr_report_json(r);
+	setlocale(LC_NUMERIC, "C");
+	assert_non_null(json);
+	assert_non_null(strstr(json, gb));
+	assert_int_equal(json_ok(json,
+				 "d[\"seconds\"] > 0 and "
+				 "isinstance(d[\"collect_seconds\"], float)"),
+			 0);
+	gpr_free(json);
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+/*
  * A release reads each GPU's NVML list twice: once in the scan that finds
  * the GPUs in use, whose reading is also the "before" figure, and once
  * after; a second read before would cost ~0.35 ms a GPU on real hardware.
@@ -645,6 +710,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_fork),
 	    cmocka_unit_test(t_requested_devices),
 	    cmocka_unit_test(t_render),
+	    cmocka_unit_test(t_json_locale),
 	    cmocka_unit_test(t_nvml_reads),
 	};
 	return gpr_test_main(argc, argv, "core-release", tests,
