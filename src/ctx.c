@@ -161,10 +161,15 @@ static int lookup_index(gpr_ctx *ctx, int ordinal, int *index, char *err,
 				  errlen);
 	if (rc)
 		return rc;
-	if (gpr__nvml_index_by_pci(&ctx->nvml, id, index, err, errlen) == 0)
+	rc = gpr__nvml_index_by_pci(&ctx->nvml, id, index, err, errlen);
+	if (rc == GPR_E_NOT_FOUND) {
+		/* NVML answered and no GPU matches: kept as -1 for good */
+		*index = -1;
 		return 0;
-	*index = -1;
-	return 0;
+	}
+	/* 0, or NVML failing now: then nothing is cached, a later call asks
+	 * again */
+	return rc;
 }
 
 int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
