@@ -1,8 +1,9 @@
 # The simulated driver (docs/sim.md): two shared libraries with the real
 # sonames, so LD_LIBRARY_PATH=$(BUILD)/sim stands them in for the driver.
-# config.c and state.c are compiled once and linked into both; their
+# config.c, state.c and lock.c are compiled once and linked into both; their
 # symbols stay hidden, so each library has its own copy.
-SIM_COMMON_OBJS := $(BUILD)/obj/sim/config.o $(BUILD)/obj/sim/state.o
+SIM_COMMON_OBJS := $(BUILD)/obj/sim/config.o $(BUILD)/obj/sim/state.o \
+	$(BUILD)/obj/sim/lock.o
 SIM_CUDA_OBJS := $(BUILD)/obj/sim/cuda.o $(SIM_COMMON_OBJS)
 SIM_NVML_OBJS := $(BUILD)/obj/sim/nvml.o $(SIM_COMMON_OBJS)
 

@@ -36,7 +36,6 @@ struct alloc {
 
 #define MAX_CTX 1024
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pid_t owner; /* the process the tables below describe */
 static int initialised;
 static int init_calls, ctx_calls;
@@ -73,30 +72,9 @@ static void forget_process(void)
 	owner = getpid();
 }
 
-/*
- * A fork while another thread is inside the sim must not leave the child
- * with a mutex nobody will unlock: hold it across fork.
- */
-static void fork_prepare(void)
-{
-	pthread_mutex_lock(&mu);
-}
-
-static void fork_done(void)
-{
-	pthread_mutex_unlock(&mu);
-}
-
-static void register_fork(void)
-{
-	pthread_atfork(fork_prepare, fork_done, fork_done);
-}
-
 static void lock(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, register_fork);
-	pthread_mutex_lock(&mu);
+	sim__lock();
 	if (!cfg)
 		cfg = sim__config();
 	if (owner != getpid())
@@ -105,7 +83,7 @@ static void lock(void)
 
 static void unlock(void)
 {
-	pthread_mutex_unlock(&mu);
+	sim__unlock();
 }
 
 static CUresult need_init(void)
@@ -612,7 +590,7 @@ SIM_EXPORT int gprsim_reset_state(void)
  */
 __attribute__((destructor)) static void sim_cuda_exit(void)
 {
-	if (pthread_mutex_trylock(&mu) != 0)
+	if (sim__trylock() != 0)
 		return;
 	if (initialised && owner == getpid() &&
 	    sim__state_lock(&state, 0) == 0) {
@@ -620,5 +598,5 @@ __attribute__((destructor)) static void sim_cuda_exit(void)
 			sim__state_set(&state, i, owner, 0, 0);
 		sim__state_unlock(&state);
 	}
-	pthread_mutex_unlock(&mu);
+	sim__unlock();
 }

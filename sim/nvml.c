@@ -18,7 +18,6 @@ struct nvmlDevice_st {
 	int index;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pid_t owner;   /* the process insufficient_done refers to */
 static unsigned refs; /* nvmlInit_v2 minus nvmlShutdown */
 static int insufficient_done;
@@ -26,30 +25,9 @@ static struct nvmlDevice_st devices[SIM_MAX_GPUS];
 static struct sim__state state = SIM_STATE_INIT;
 static const struct sim__config *cfg;
 
-/*
- * A fork while another thread is inside the sim must not leave the child
- * with a mutex nobody will unlock: hold it across fork.
- */
-static void fork_prepare(void)
-{
-	pthread_mutex_lock(&mu);
-}
-
-static void fork_done(void)
-{
-	pthread_mutex_unlock(&mu);
-}
-
-static void register_fork(void)
-{
-	pthread_atfork(fork_prepare, fork_done, fork_done);
-}
-
 static void lock(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, register_fork);
-	pthread_mutex_lock(&mu);
+	sim__lock();
 	if (!cfg)
 		cfg = sim__config();
 	if (owner != getpid()) {
@@ -60,7 +38,7 @@ static void lock(void)
 
 static void unlock(void)
 {
-	pthread_mutex_unlock(&mu);
+	sim__unlock();
 }
 
 /* The index behind a handle, checking init, the handle and the fault. */

@@ -62,6 +62,11 @@ int sim__config_parse(const char *text, struct sim__config *c, char *why,
  */
 const struct sim__config *sim__config(void);
 
+/* The library's mutex (lock.c), held across fork(). */
+void sim__lock(void);
+int sim__trylock(void); /* 0 when taken */
+void sim__unlock(void);
+
 /* Bytes that `extra` items put on GPU `gpu`. */
 uint64_t sim__extra_bytes(const struct sim__config *c, int gpu);
 
