@@ -46,7 +46,7 @@ TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
 	$(TRACE_TEST_DIR)/libcupti-fake.so
 ALL_TARGETS += $(TRACE_TESTS)
 
-test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim
+test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace_churn
 	$(TRACE_TEST_DIR)/test_trace_log
 	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)

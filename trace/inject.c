@@ -434,6 +434,12 @@ static int subscribe(void)
 
 static int enable(void)
 {
+	/*
+	 * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
+	 * callback, record nothing: what CUPTI's presence alone costs.
+	 */
+	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
+		return 0;
 	for (size_t i = 0; i < N_DRIVER_OPS; i++) {
 		CUptiResult r = api.enable_callback(
 		    1, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ops[i].cbid);

@@ -101,6 +101,19 @@ check "report: no file is a usage error" '[ $rc -eq 2 ]'
 rc=$?
 check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 
+# 9. the churn through the fake CUPTI: every call recorded; with
+# GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) none is
+calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
+CHURN=$B/bench/trace_churn
+if [ -x "$CHURN" ]; then
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
+else
+	bad "trace: $CHURN not built"
+fi
+
 cd / && rm -rf "$T"
 echo "test_cli.sh: $fails failures"
 [ $fails -eq 0 ]
