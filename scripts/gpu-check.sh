@@ -24,7 +24,8 @@ for s in $stages; do
 	build)
 		log build
 		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
-			$B/libgpureclaim_trace.so $B/bench/ps_query_bench python-ext \
+			$B/libgpureclaim_trace.so $B/bench/ps_query_bench $B/bench/nvml_cost \
+			$B/bench/trace_churn python-ext \
 			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 		tail -3 "$OUT/build.txt" ;;
 	hw-*)
