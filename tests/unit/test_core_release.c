@@ -405,24 +405,37 @@ static void *slow_release(void *arg)
 	return NULL;
 }
 
+/*
+ * A handle over two simulated GPUs whose pool sleeps 300 ms a GPU, and a
+ * thread *t inside a release of it (s->r gets its report) when this
+ * returns.
+ */
+static void start_slow_release(struct pool *p, struct slow *s, pthread_t *t)
+{
+	sim_setup("gpus=2");
+	pool_init(p, sim_cuda_load());
+	fill(p);
+	p->sleep_ms = 300;
+	gpr_ctx *ctx = open_ctx();
+	struct gpr_releaser rel = pool_releaser(p, "pool");
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	s->ctx = ctx;
+	s->r = NULL;
+	pthread_create(t, NULL, slow_release, s);
+	while (atomic_load(&p->entered) == 0)
+		sleep_ms(1);
+}
+
 /* Queries do not wait for a release in progress. */
 static void t_queries_not_blocked(void **state)
 {
 	(void)state;
 	alarm(30); /* a deadlock fails instead of hanging */
-	sim_setup("gpus=2");
 	struct pool p;
-	pool_init(&p, sim_cuda_load());
-	fill(&p);
-	p.sleep_ms = 300;
-	gpr_ctx *ctx = open_ctx();
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
-	struct slow s = {ctx, NULL};
+	struct slow s;
 	pthread_t t;
-	pthread_create(&t, NULL, slow_release, &s);
-	while (atomic_load(&p.entered) == 0)
-		sleep_ms(1);
+	start_slow_release(&p, &s, &t);
+	gpr_ctx *ctx = s.ctx;
 	double t0 = mono();
 	int dev[2], n = 0, cnt = 0, idx = -1;
 	uint64_t b = 0;
@@ -448,19 +461,11 @@ static void t_fork(void **state)
 {
 	(void)state;
 	alarm(30); /* a deadlock fails instead of hanging */
-	sim_setup("gpus=2");
 	struct pool p;
-	pool_init(&p, sim_cuda_load());
-	fill(&p);
-	p.sleep_ms = 300;
-	gpr_ctx *ctx = open_ctx();
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
-	struct slow s = {ctx, NULL};
+	struct slow s;
 	pthread_t t;
-	pthread_create(&t, NULL, slow_release, &s);
-	while (atomic_load(&p.entered) == 0)
-		sleep_ms(1);
+	start_slow_release(&p, &s, &t);
+	gpr_ctx *ctx = s.ctx;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -477,6 +482,7 @@ static void t_fork(void **state)
 		uint64_t b = 0;
 		ok = ok && gpr_devices_in_use(ctx, NULL, 0, &n) == GPR_E_FORKED;
 		ok = ok && gpr_process_bytes(ctx, 0, &b) == GPR_E_FORKED;
+		struct gpr_releaser rel = pool_releaser(&p, "pool");
 		ok = ok && gpr_register(ctx, &rel) == GPR_E_FORKED;
 		gpr_close(ctx);
 		_exit(ok ? 0 : 1);
