@@ -8,6 +8,10 @@
 3. A small MLP's training loop with caching on: the same three.
 Each variant runs in its own process, REPS times, alternating; the median is
 reported. Skips (exit 0) without a GPU. Targets: <= 5% (1, 2), <= 1% (3).
+Processes of the same loop differ by more than 5% on their own (70-105 us per
+torch pair), so the targets are judged by bench/trace_ab.py, which compares
+traced and paused blocks inside one process; this script remains for the
+comparison with _record_memory_history.
 
 Usage: python3 bench/trace_bench.py [BUILD_DIR] (default build)
 """

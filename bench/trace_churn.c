@@ -11,6 +11,15 @@
  *                              libcuda would): the tracer's own cost per
  *                              call, no GPU needed. Without the two
  *                              variables the calls go untraced.
+ *   trace_churn cuda-ab N BYTES BLOCKS
+ *   trace_churn fake-ab N BLOCKS
+ *                              under `gpureclaim trace`: BLOCKS blocks of N
+ *                              pairs traced and BLOCKS paused
+ *                              (gpureclaim_trace_pause), alternating in one
+ *                              process, so that what differs between the
+ *                              two is the tracing alone; prints both
+ *                              medians and the median of the per-block
+ *                              ratios.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -29,7 +38,102 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static int run_cuda(long n, size_t bytes)
+/* One way of making pairs: i counts pairs made so far. 0: ok. */
+typedef int (*pair_fn)(long i);
+
+static int (*trace_pause)(void), (*trace_resume)(void);
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A block of n pairs after 20 untimed ones; microseconds per pair. */
+static double block(pair_fn pair, long n, long *made)
+{
+	for (int i = 0; i < 20; i++)
+		if (pair((*made)++) != 0)
+			return -1;
+	double t0 = now_us();
+	for (long i = 0; i < n; i++)
+		if (pair((*made)++) != 0)
+			return -1;
+	return (now_us() - t0) / (double)n;
+}
+
+/*
+ * Traced and paused blocks alternating in the order ABBA, ABBA... so that
+ * a drift over the run weighs on both alike.
+ */
+static int ab(pair_fn pair, long n, int blocks)
+{
+	const char *inj = getenv("CUDA_INJECTION64_PATH");
+	void *h = inj && *inj ? dlopen(inj, RTLD_NOW | RTLD_NOLOAD) : NULL;
+	if (h) {
+		*(void **)&trace_pause = dlsym(h, "gpureclaim_trace_pause");
+		*(void **)&trace_resume = dlsym(h, "gpureclaim_trace_resume");
+	}
+	if (!trace_pause || !trace_resume || trace_pause() != 0 ||
+	    trace_resume() != 0) {
+		fprintf(stderr, "not traced: run this under `gpureclaim "
+				"trace`\n");
+		return 2;
+	}
+	double *on = calloc((size_t)blocks, sizeof(double));
+	double *off = calloc((size_t)blocks, sizeof(double));
+	double *ratio = calloc((size_t)blocks, sizeof(double));
+	if (!on || !off || !ratio)
+		return 1;
+	long made = 0;
+	for (int b = 0; b < blocks; b++) {
+		for (int k = 0; k < 2; k++) {
+			int traced = (b % 2 == 0) == (k == 0);
+			if ((traced ? trace_resume() : trace_pause()) < 0) {
+				fprintf(stderr, "pause/resume failed\n");
+				return 1;
+			}
+			double us = block(pair, n, &made);
+			if (us < 0) {
+				fprintf(stderr, "a driver call failed\n");
+				return 1;
+			}
+			(traced ? on : off)[b] = us;
+		}
+		ratio[b] = on[b] / off[b];
+	}
+	trace_resume();
+	printf("traced %.3f us/pair, paused %.3f us/pair (medians of %d "
+	       "blocks of %ld pairs each); traced/paused per block: median "
+	       "%+.2f%%\n",
+	       median(on, blocks), median(off, blocks), blocks, n,
+	       (median(ratio, blocks) - 1) * 100);
+	free(on);
+	free(off);
+	free(ratio);
+	return 0;
+}
+
+static CUresult (*cu_alloc)(CUdeviceptr *, size_t);
+static CUresult (*cu_free)(CUdeviceptr);
+static size_t cu_bytes;
+
+static int cuda_pair(long i)
+{
+	(void)i;
+	CUdeviceptr p;
+	if (cu_alloc(&p, cu_bytes) != 0)
+		return -1;
+	return cu_free(p) != 0 ? -1 : 0;
+}
+
+static int run_cuda(long n, size_t bytes, int blocks)
 {
 	void *cu = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!cu) {
@@ -50,6 +154,12 @@ static int run_cuda(long n, size_t bytes)
 	    retain(&ctx, 0) != 0 || set(ctx) != 0) {
 		printf("skipped: no usable GPU\n");
 		return 0;
+	}
+	if (blocks > 0) {
+		cu_alloc = alloc;
+		cu_free = mfree;
+		cu_bytes = bytes;
+		return ab(cuda_pair, n, blocks);
 	}
 	CUdeviceptr p;
 	for (int i = 0; i < 100; i++) /* warm up */
@@ -74,7 +184,20 @@ struct alloc_params {
 	size_t bytes;
 };
 
-static int run_fake(long n)
+static CUresult (*fake_call)(unsigned, void *, CUresult, void *,
+			     void (*)(void *), void *);
+
+static int fake_pair(long i)
+{
+	CUdeviceptr p = 0x7f0000000000ull + (uint64_t)(i & 1023) * 4096;
+	struct alloc_params a = {&p, 4096};
+	fake_call(243, &a, 0, (void *)1, NULL, NULL);
+	CUdeviceptr q = p;
+	fake_call(245, &q, 0, (void *)1, NULL, NULL);
+	return 0;
+}
+
+static int run_fake(long n, int blocks)
 {
 	const char *inj = getenv("CUDA_INJECTION64_PATH");
 	const char *fake = getenv("GPURECLAIM_CUPTI_LIBRARY");
@@ -93,21 +216,14 @@ static int run_fake(long n)
 		init();
 	}
 	void *f = dlopen(fake, RTLD_NOW);
-	CUresult (*call)(unsigned, void *, CUresult, void *, void (*)(void *),
-			 void *) =
-	    f ? (CUresult(*)(unsigned, void *, CUresult, void *,
-			     void (*)(void *), void *))dlsym(f, "fake_call")
-	      : NULL;
-	if (!call)
+	*(void **)&fake_call = f ? dlsym(f, "fake_call") : NULL;
+	if (!fake_call)
 		return 1;
+	if (blocks > 0)
+		return ab(fake_pair, n, blocks);
 	double t0 = now_us();
-	for (long i = 0; i < n; i++) {
-		CUdeviceptr p = 0x7f0000000000ull + (uint64_t)(i & 1023) * 4096;
-		struct alloc_params a = {&p, 4096};
-		call(243, &a, 0, (void *)1, NULL, NULL);
-		CUdeviceptr q = p;
-		call(245, &q, 0, (void *)1, NULL, NULL);
-	}
+	for (long i = 0; i < n; i++)
+		fake_pair(i);
 	double t1 = now_us();
 	printf("%.3f us/pair (%ld pairs, %s)\n", (t1 - t0) / (double)n, n,
 	       inj && *inj ? "traced" : "untraced");
@@ -118,9 +234,15 @@ int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "cuda") == 0)
 		return run_cuda(atol(argv[2]),
-				argc > 3 ? (size_t)atol(argv[3]) : 1 << 20);
+				argc > 3 ? (size_t)atol(argv[3]) : 1 << 20, 0);
+	if (argc == 5 && strcmp(argv[1], "cuda-ab") == 0 && atoi(argv[4]) > 0)
+		return run_cuda(atol(argv[2]), (size_t)atol(argv[3]),
+				atoi(argv[4]));
 	if (argc >= 3 && strcmp(argv[1], "fake") == 0)
-		return run_fake(atol(argv[2]));
-	fprintf(stderr, "usage: trace_churn cuda N [BYTES] | fake N\n");
+		return run_fake(atol(argv[2]), 0);
+	if (argc == 4 && strcmp(argv[1], "fake-ab") == 0 && atoi(argv[3]) > 0)
+		return run_fake(atol(argv[2]), atoi(argv[3]));
+	fprintf(stderr, "usage: trace_churn cuda N [BYTES] | cuda-ab N BYTES "
+			"BLOCKS | fake N | fake-ab N BLOCKS\n");
 	return 2;
 }

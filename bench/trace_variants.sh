@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Where the tracer's cost goes on a real GPU: a churn loop untraced, traced,
 # traced without each of its two costly parts (the stack walk, the
-# waiting-time reads), and with CUPTI subscribed but no callback enabled
-# (CUPTI's own cost), interleaved over ROUNDS rounds. Prints microseconds
-# per alloc/free pair and the change against untraced.
+# waiting-time reads), with the full stack walk every time (no fast walk),
+# with CUPTI subscribed but no callback enabled (CUPTI's own cost), and
+# with the injection library loaded but CUPTI not (the injection's cost),
+# interleaved over ROUNDS rounds. Prints microseconds per iteration and
+# the change against untraced. The "selftime" variant is traced with
+# GPURECLAIM_TRACE_SELFTIME=1 and also prints the tracer's own line: the
+# nanoseconds per call spent in its callbacks, split.
 #   LOOP c:     cuMemAlloc_v2 + cuMemFree_v2 of 2 MiB through libcuda
 #               (build/bench/trace_churn), N pairs;
 #   LOOP torch: torch.empty + del of 1 MiB with PYTORCH_NO_CUDA_MEMORY_CACHING=1,
 #               N pairs.
-# usage: bench/trace_variants.sh BUILD [N] [ROUNDS] [c|torch]  (skips without a GPU)
+#   LOOP mlp:   N/40 training steps of bench/trace_bench.py's MLP, caching on
+#               (no driver allocation per step: what the tracer costs a
+#               program that is not allocating).
+# VARIANTS="untraced traced ..." picks a subset (untraced always runs).
+# usage: bench/trace_variants.sh BUILD [N] [ROUNDS] [c|torch|mlp]  (skips without a GPU)
 set -euo pipefail
 B=${1:-build}
 N=${2:-20000}
@@ -31,20 +39,43 @@ for _ in range(n):
 torch.cuda.synchronize()
 print("%.3f us/pair" % ((time.perf_counter() - t0) / n * 1e6))
 '
+MLP_STEPS='
+import sys, time, torch
+n = max(int(sys.argv[1]) // 40, 10)
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                        torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+                        torch.nn.Linear(4096, 10)).cuda()
+opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+x = torch.randn(256, 1024, device="cuda")
+y = torch.randint(0, 10, (256,), device="cuda")
+def step():
+    opt.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+for _ in range(50): step()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(n): step()
+torch.cuda.synchronize()
+print("%.3f us/pair" % ((time.perf_counter() - t0) / n * 1e6))
+'
 case $LOOP in
 c) churn=("$B/bench/trace_churn" cuda "$N" 2097152) ;;
 torch)
 	export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 	churn=(python3 -c "$TORCH_CHURN" "$N")
 	;;
+mlp) churn=(python3 -c "$MLP_STEPS" "$N") ;;
 *)
-	echo "usage: $0 BUILD [N] [ROUNDS] [c|torch]" >&2
+	echo "usage: $0 BUILD [N] [ROUNDS] [c|torch|mlp]" >&2
 	exit 2
 	;;
 esac
 tr=("$B/gpureclaim" trace -q -o /tmp/gpr-variants.trace --)
 declare -A sum
-variants=(untraced traced no-callsite no-schedstat neither subscribe-only)
+read -r -a variants <<<"untraced ${VARIANTS:-traced no-callsite no-schedstat neither subscribe-only}"
+variants=(untraced $(printf '%s\n' "${variants[@]:1}" | grep -vx untraced || true))
 for ((r = 0; r < ROUNDS; r++)); do
 	for v in "${variants[@]}"; do
 		case $v in
@@ -53,7 +84,17 @@ for ((r = 0; r < ROUNDS; r++)); do
 		no-callsite) out=$(GPURECLAIM_TRACE_NO_CALLSITE=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
 		no-schedstat) out=$(GPURECLAIM_TRACE_NO_SCHEDSTAT=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
 		neither) out=$(GPURECLAIM_TRACE_NO_CALLSITE=1 GPURECLAIM_TRACE_NO_SCHEDSTAT=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
+		full-walk) out=$(GPURECLAIM_TRACE_FULL_WALK=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
+		selftime)
+			out=$(GPURECLAIM_TRACE_SELFTIME=1 "${tr[@]}" "${churn[@]}" 2>&1)
+			echo "$out" | grep 'self time' || true
+			;;
+		inject-only) out=$(GPURECLAIM_TRACE_INJECT_ONLY=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
 		subscribe-only) out=$(GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 "${tr[@]}" "${churn[@]}" 2>/dev/null) ;;
+		*)
+			echo "unknown variant $v" >&2
+			exit 2
+			;;
 		esac
 		us=$(echo "$out" | grep -oE '[0-9]+(\.[0-9]+)? us/pair' | grep -oE '^[0-9.]+' | head -1)
 		echo "round $r $v: $us us/pair"
@@ -61,9 +102,12 @@ for ((r = 0; r < ROUNDS; r++)); do
 	done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "median us per pair over $ROUNDS rounds ($LOOP loop, N=$N):"
+lowest() { tr ' ' '\n' | grep . | sort -n | head -1; }
+echo "us per iteration over $ROUNDS rounds ($LOOP loop, N=$N): median (change), lowest (change)"
 base=$(echo "${sum[untraced]}" | median)
+low=$(echo "${sum[untraced]}" | lowest)
 for v in "${variants[@]}"; do
 	m=$(echo "${sum[$v]}" | median)
-	awk -v v="$v" -v m="$m" -v b="$base" 'BEGIN {printf "  %-15s %8.2f  %+6.1f%%\n", v, m, (m / b - 1) * 100}'
+	l=$(echo "${sum[$v]}" | lowest)
+	awk -v v="$v" -v m="$m" -v b="$base" -v l="$l" -v lb="$low" 'BEGIN {printf "  %-15s %8.2f  %+6.1f%%   %8.2f  %+6.1f%%\n", v, m, (m / b - 1) * 100, l, (l / lb - 1) * 100}'
 done

@@ -34,9 +34,14 @@ for s in $stages; do
 	bench-ps)
 		log "$s"
 		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-trace)
+		# the targets: traced against paused in one process; then the
+		# process-level comparison with _record_memory_history
+		log "$s"
+		{ python3 bench/trace_ab.py "$B" 30; python3 bench/trace_bench.py "$B"; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-*)
 		log "$s"
-		python3 "bench/${s#bench-}_bench.py" $( [ "$s" = bench-trace ] && echo "$B" ) 2>&1 | tee "$OUT/$s.txt" ;;
+		python3 "bench/${s#bench-}_bench.py" 2>&1 | tee "$OUT/$s.txt" ;;
 	*) echo "unknown stage $s" >&2 ;;
 	esac
 done

@@ -14,7 +14,8 @@ TRACE_READ_SRCS := trace/log_read.c trace/log_stats.c trace/u64map.c \
 TRACE_CLI_OBJS := $(TRACE_READ_SRCS:%.c=$(BUILD)/obj/%.o) \
 	$(BUILD)/obj/trace/log_export.o
 
-# Exports InitializeInjection only (trace/libgpureclaim_trace.map).
+# Exports InitializeInjection and the pause/resume pair only
+# (trace/libgpureclaim_trace.map).
 $(TRACE_LIB): $(TRACE_LIB_OBJS) trace/libgpureclaim_trace.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--version-script=trace/libgpureclaim_trace.map \

@@ -97,13 +97,28 @@ static int device_of(struct gpr__tt *tt, CUcontext ctx)
 /* At entry: who calls, the start time, and what a free gives back. */
 static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 {
+	/* Calls entered before a pause never see their exit: forget them. */
+	unsigned epoch =
+	    atomic_load_explicit(&gpr__epoch, memory_order_relaxed);
+	if (tt->epoch != epoch) {
+		tt->epoch = epoch;
+		tt->depth = 0;
+	}
 	if (tt->depth >= GPR_INFLIGHT) {
 		*cd->correlationData = 0;
 		return;
 	}
 	struct gpr__inflight *f = &tt->fl[tt->depth++];
 	*cd->correlationData = (uint64_t)tt->depth;
-	gpr__callsite(&f->lib, &f->site);
+	uint64_t t0 = gpr__selftime_on ? gpr__now() : 0;
+	int how = gpr__callsite(&f->lib, &f->site);
+	if (gpr__selftime_on) {
+		uint64_t t1 = gpr__now();
+		gpr__st_add(&tt->st.walk_ns, t1 - t0);
+		gpr__st_add(how == GPR_WALK_FAST ? &tt->st.fast : &tt->st.full,
+			    how != GPR_WALK_NONE);
+		t0 = t1;
+	}
 	/*
 	 * A free's size leaves the map before the driver frees, so another
 	 * thread that gets the same address back cannot lose its entry.
@@ -130,8 +145,12 @@ static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 		break;
 	}
 	f->size_found = f->size != 0;
+	if (gpr__selftime_on)
+		t0 = gpr__now();
 	f->wait_ok = gpr__tt_wait_now(tt, &f->wait0, &f->csw0) == 0;
 	f->t0 = gpr__now();
+	if (gpr__selftime_on)
+		gpr__st_add(&tt->st.wait_ns, f->t0 - t0);
 }
 
 /* Fills the operation's own fields; 0 = ok. */
@@ -263,6 +282,8 @@ static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	tt->depth = (int)idx - 1;
 	uint64_t w1 = 0, csw1;
 	int wait_ok = f->wait_ok && gpr__tt_wait_now(tt, &w1, &csw1) == 0;
+	if (gpr__selftime_on)
+		gpr__st_add(&tt->st.wait_ns, gpr__now() - t1);
 	struct gpr_trace_rec *r = gpr__tt_slot(tt);
 	if (!r) {
 		gpr__writer_wake();
@@ -335,10 +356,16 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 	if (!tt)
 		return;
 	int op = op_of_cbid[cbid] - 1;
-	if (cd->callbackSite == CUPTI_API_ENTER)
+	uint64_t t0 = gpr__selftime_on ? gpr__now() : 0;
+	if (cd->callbackSite == CUPTI_API_ENTER) {
 		on_enter(tt, op, cd);
-	else
+	} else {
 		on_exit_cb(tt, op, cd);
+		if (gpr__selftime_on)
+			gpr__st_add(&tt->st.calls, 1);
+	}
+	if (gpr__selftime_on)
+		gpr__st_add(&tt->st.ns, gpr__now() - t0);
 }
 
 static const char *cupti_error(CUptiResult r)
@@ -397,6 +424,9 @@ static int load_cupti(void)
 	return 0;
 }
 
+/* What a failure to subscribe or enable means, said after its reason. */
+static const char *fail_tail = "this run is not traced";
+
 static int subscribe(void)
 {
 	CUptiResult r;
@@ -416,22 +446,23 @@ static int subscribe(void)
 		holder[sizeof(holder) - 1] = '\0';
 		if (holder[0])
 			gpr__say("CUPTI is already in use by another tool "
-				 "(%s); this run is not traced",
-				 holder);
+				 "(%s); %s",
+				 holder, fail_tail);
 		else
 			gpr__say("CUPTI is already in use by another tool "
-				 "(e.g. torch.profiler or nsys); this run is "
-				 "not traced");
+				 "(e.g. torch.profiler or nsys); %s",
+				 fail_tail);
 		return -1;
 	}
 	if (r != CUPTI_SUCCESS) {
-		gpr__say("cuptiSubscribe failed: %s; this run is not traced",
-			 cupti_error(r));
+		gpr__say("cuptiSubscribe failed: %s; %s", cupti_error(r),
+			 fail_tail);
 		return -1;
 	}
 	return 0;
 }
 
+/* 0: callbacks on; 1: on purpose none (SUBSCRIBE_ONLY); -1: failed. */
 static int enable(void)
 {
 	/*
@@ -439,14 +470,14 @@ static int enable(void)
 	 * callback, record nothing: what CUPTI's presence alone costs.
 	 */
 	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
-		return 0;
+		return 1;
 	for (size_t i = 0; i < N_DRIVER_OPS; i++) {
 		CUptiResult r = api.enable_callback(
 		    1, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ops[i].cbid);
 		if (r != CUPTI_SUCCESS) {
-			gpr__say("cuptiEnableCallback(%u) failed: %s; this run "
-				 "is not traced",
-				 (unsigned)driver_ops[i].cbid, cupti_error(r));
+			gpr__say("cuptiEnableCallback(%u) failed: %s; %s",
+				 (unsigned)driver_ops[i].cbid, cupti_error(r),
+				 fail_tail);
 			return -1;
 		}
 	}
@@ -458,8 +489,14 @@ static int enable(void)
 	return 0;
 }
 
+int gpr__selftime_on;
+_Atomic unsigned gpr__epoch;
+/* Set once the callbacks are on: pausing has something to pause. */
+static int tracing;
+
 static void init_once(void)
 {
+	gpr__selftime_on = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
 	for (size_t i = 0; i < N_DRIVER_OPS; i++)
 		op_of_cbid[driver_ops[i].cbid] =
 		    (uint8_t)(driver_ops[i].op + 1);
@@ -469,7 +506,13 @@ static void init_once(void)
 		return;
 	}
 	gpr__callsite_exclude((const void *)init_once);
-	if (load_cupti() < 0 || subscribe() < 0)
+	/*
+	 * GPURECLAIM_TRACE_INJECT_ONLY: loaded by the driver, the log open,
+	 * CUPTI never loaded: what the injection alone costs, to tell it
+	 * from what CUPTI's subscription costs (SUBSCRIBE_ONLY).
+	 */
+	int inject_only = getenv("GPURECLAIM_TRACE_INJECT_ONLY") != NULL;
+	if (!inject_only && (load_cupti() < 0 || subscribe() < 0))
 		return;
 	char path[4096];
 	const char *out = getenv("GPURECLAIM_TRACE_OUTPUT");
@@ -479,13 +522,72 @@ static void init_once(void)
 		snprintf(path, sizeof(path), "gpureclaim-%d.trace",
 			 (int)getpid());
 	if (gpr__writer_start(path) < 0) {
+		if (!inject_only)
+			api.unsubscribe(api.sub);
+		return;
+	}
+	if (inject_only)
+		return;
+	int on = enable();
+	if (on < 0) {
+		atomic_store(&gpr__active, 0);
 		api.unsubscribe(api.sub);
 		return;
 	}
-	if (enable() < 0) {
-		atomic_store(&gpr__active, 0);
+	tracing = on == 0; /* not with SUBSCRIBE_ONLY */
+}
+
+/*
+ * Pausing and resuming, called by the traced program (docs/trace.md):
+ * paused, the callbacks are off and CUPTI is unsubscribed, so nothing is
+ * recorded and another tool may take CUPTI. A call in flight on another
+ * thread while pausing may go unrecorded. 0: done; 1: already so;
+ * -1: this process is not being traced; -2: CUPTI could not be taken
+ * back (said on stderr; tracing stays paused).
+ */
+static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
+static int paused;
+
+GPR_EXPORT int gpureclaim_trace_pause(void)
+{
+	int rc = 1;
+	pthread_mutex_lock(&pause_mu);
+	if (!tracing || !atomic_load(&gpr__active)) {
+		rc = -1;
+	} else if (!paused) {
+		for (size_t i = 0; i < N_DRIVER_OPS; i++)
+			api.enable_callback(0, api.sub,
+					    CUPTI_CB_DOMAIN_DRIVER_API,
+					    driver_ops[i].cbid);
 		api.unsubscribe(api.sub);
+		atomic_fetch_add(&gpr__epoch, 1);
+		paused = 1;
+		rc = 0;
 	}
+	pthread_mutex_unlock(&pause_mu);
+	return rc;
+}
+
+GPR_EXPORT int gpureclaim_trace_resume(void)
+{
+	int rc = 1;
+	pthread_mutex_lock(&pause_mu);
+	if (!tracing || !atomic_load(&gpr__active)) {
+		rc = -1;
+	} else if (paused) {
+		fail_tail = "tracing stays paused";
+		rc = -2;
+		if (subscribe() == 0) {
+			if (enable() == 0) {
+				paused = 0;
+				rc = 0;
+			} else {
+				api.unsubscribe(api.sub);
+			}
+		}
+	}
+	pthread_mutex_unlock(&pause_mu);
+	return rc;
 }
 
 /*

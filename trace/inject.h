@@ -26,6 +26,23 @@ struct gpr__inflight {
 
 enum { GPR_TT_OWNED = 0, GPR_TT_DEAD = 1, GPR_TT_FREE = 2 };
 
+/*
+ * GPURECLAIM_TRACE_SELFTIME: what this thread's driver-call callbacks
+ * cost, summed (written by the thread, read by the writer at exit).
+ */
+struct gpr__selftime {
+	_Atomic uint64_t calls, ns, walk_ns, wait_ns, fast, full;
+};
+extern int gpr__selftime_on;
+static inline void gpr__st_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+/* One stderr line: the sums over all threads. */
+void gpr__selftime_report(void);
+
 /* One thread's state; a single-producer single-consumer ring. */
 struct gpr__tt {
 	_Atomic uint32_t head; /* next slot the thread writes */
@@ -39,10 +56,12 @@ struct gpr__tt {
 	int have_last;
 	uint64_t last_wait, last_csw;
 	int depth;
+	unsigned epoch; /* gpr__epoch when depth was last valid */
 	struct gpr__inflight fl[GPR_INFLIGHT];
 	void *ctx_key[4];
 	int ctx_dev[4];
 	unsigned ctx_next;
+	struct gpr__selftime st;
 	struct gpr_trace_rec ring[GPR_RING_SIZE];
 };
 
@@ -90,8 +109,10 @@ enum { GPR_MAP_ADDR = 0, GPR_MAP_HANDLE = 1 };
 /*
  * The first caller outside libcuda/libcudart/libcupti/this library: its
  * library and call site as string ids (GPR_TRACE_NO_STRING if unknown).
+ * Returns how it walked: GPR_WALK_*.
  */
-void gpr__callsite(uint32_t *lib, uint32_t *site);
+enum { GPR_WALK_NONE = 0, GPR_WALK_FAST = 1, GPR_WALK_FULL = 2 };
+int gpr__callsite(uint32_t *lib, uint32_t *site);
 /* Marks the object holding `addr` as not a caller (a CUDA library). */
 void gpr__callsite_exclude(const void *addr);
 int gpr__callsite_init(void);
@@ -103,7 +124,8 @@ const char *const *gpr__interned(uint32_t *n);
 /* ---- inject_writer.c ---- */
 int gpr__writer_start(const char *path);
 void gpr__writer_wake(void);
-extern _Atomic int gpr__active; /* callbacks record while set */
+extern _Atomic int gpr__active;	    /* callbacks record while set */
+extern _Atomic unsigned gpr__epoch; /* counts pauses */
 
 /* One line on stderr, "gpureclaim-trace: ...". */
 void gpr__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

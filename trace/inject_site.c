@@ -1,9 +1,21 @@
 /*
  * Who called the driver: the first frame, walking up from the CUPTI
  * callback, whose object is not libcuda, a libcudart, libcupti or this
- * library. Unwinding costs about 0.1 us a frame; what each return address
- * means (skip, or which library and call site) is cached process-wide in a
- * lock-free table, so dladdr() and interning run once per address.
+ * library. What each return address means (skip, or which library and call
+ * site) is cached process-wide in a lock-free table, so dladdr() and
+ * interning run once per address.
+ *
+ * The walk itself: libgcc's _Unwind_Backtrace finds and interprets the
+ * DWARF rules of every frame, about 0.1-0.3 us a frame, and the path from
+ * the callback through CUPTI, libcuda and libcudart is 10-20 frames. So on
+ * x86-64 the full walk also learns, per return address, how far up the
+ * next frame's CFA lies (a frame size at that call site) and checks that
+ * the return address sits at CFA - 8. Once an address has shown the same
+ * size twice and never another, later walks step over it by arithmetic
+ * (the fast walk). Any address not known that way, a size that changes
+ * (a frame with alloca), a slot outside this thread's stack (a signal or
+ * coroutine stack): the full walk runs instead, so a fast walk finds the
+ * frame the full walk would.
  *
  * The string table: interned strings get ids from GPR_TRACE_N_OPS up (the
  * operation names come first). Interning takes a mutex; it only happens on
@@ -35,11 +47,20 @@ struct site {
 	_Atomic uintptr_t ip;
 	uint32_t lib, site;
 	int skip;
+	/* the next frame's CFA minus this one's, as seen by full walks */
+	_Atomic int32_t frame;
+	/* how many full walks saw that size; -1: it varies, never trusted */
+	_Atomic int32_t seen;
 };
+#define TRUSTED_AFTER 2
+#define MAX_FRAME_SIZE (1 << 20)
 static struct site *sites;
 static void *excluded[MAX_EXCLUDED]; /* load bases of skipped objects */
-/* GPURECLAIM_TRACE_NO_CALLSITE: no unwinding (to measure what it costs). */
-static int no_callsite;
+/*
+ * GPURECLAIM_TRACE_NO_CALLSITE: no unwinding; GPURECLAIM_TRACE_FULL_WALK:
+ * never the fast walk (both to measure what they cost).
+ */
+static int no_callsite, no_fast_walk;
 static _Atomic int n_excluded;
 
 int gpr__callsite_init(void)
@@ -47,6 +68,7 @@ int gpr__callsite_init(void)
 	strtab.v = calloc(MAX_INTERNED, sizeof(*strtab.v));
 	sites = calloc(SITE_SLOTS, sizeof(*sites));
 	no_callsite = getenv("GPURECLAIM_TRACE_NO_CALLSITE") != NULL;
+	no_fast_walk = getenv("GPURECLAIM_TRACE_FULL_WALK") != NULL;
 	return strtab.v && sites ? 0 : -1;
 }
 
@@ -175,6 +197,8 @@ static const struct site *lookup(uintptr_t ip, struct site *tmp)
 		if (!atomic_compare_exchange_strong(&e->ip, &zero, 1))
 			continue;
 		classify(ip, e);
+		atomic_store_explicit(&e->frame, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->seen, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->ip, ip, memory_order_release);
 		return e;
 	}
@@ -182,9 +206,48 @@ static const struct site *lookup(uintptr_t ip, struct site *tmp)
 	return tmp;
 }
 
+/* A cached entry for ip, or NULL; never inserts. */
+static struct site *find(uintptr_t ip)
+{
+	size_t h = (size_t)((ip * 0x9e3779b97f4a7c15ULL) >> 52);
+	for (size_t i = 0; i < 16; i++) {
+		struct site *e = &sites[(h + i) & (SITE_SLOTS - 1)];
+		uintptr_t k =
+		    atomic_load_explicit(&e->ip, memory_order_acquire);
+		if (k == ip)
+			return e;
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* What a full walk saw of frame ip: its size, or that it varies. */
+static void learn(uintptr_t ip, intptr_t size, int slot_ok)
+{
+	struct site *e = find(ip);
+	if (!e || atomic_load_explicit(&e->seen, memory_order_relaxed) < 0)
+		return;
+	if (!slot_ok || size <= 0 || size > MAX_FRAME_SIZE) {
+		atomic_store_explicit(&e->seen, -1, memory_order_relaxed);
+		return;
+	}
+	int32_t zero = 0;
+	if (atomic_compare_exchange_strong(&e->frame, &zero, (int32_t)size) ||
+	    zero == size) {
+		int32_t n =
+		    atomic_load_explicit(&e->seen, memory_order_relaxed);
+		if (n >= 0 && n < TRUSTED_AFTER)
+			atomic_compare_exchange_strong(&e->seen, &n, n + 1);
+	} else {
+		atomic_store_explicit(&e->seen, -1, memory_order_relaxed);
+	}
+}
+
 struct walk {
 	int frames;
 	uint32_t lib, site;
+	uintptr_t prev_ip, prev_cfa;
 };
 
 static _Unwind_Reason_Code step(struct _Unwind_Context *uc, void *arg)
@@ -193,20 +256,103 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *uc, void *arg)
 	uintptr_t ip = (uintptr_t)_Unwind_GetIP(uc);
 	if (ip <= 1 || ++w->frames > MAX_FRAMES)
 		return _URC_END_OF_STACK;
+#if defined(__x86_64__)
+	/*
+	 * libgcc's CFA here is the stack pointer just after a return to ip,
+	 * so ip should be the word below it; the distance to the next such
+	 * CFA is the size of ip's frame.
+	 */
+	uintptr_t cfa = (uintptr_t)_Unwind_GetCFA(uc);
+	if (w->prev_ip)
+		learn(w->prev_ip, (intptr_t)(cfa - w->prev_cfa),
+		      w->prev_cfa >= 8 &&
+			  *(const uintptr_t *)(w->prev_cfa - 8) == w->prev_ip);
+	w->prev_ip = 0;
+#endif
 	struct site tmp;
 	const struct site *s = lookup(ip, &tmp);
-	if (s->skip)
+	if (s->skip) {
+#if defined(__x86_64__)
+		if (s != &tmp) {
+			w->prev_ip = ip;
+			w->prev_cfa = cfa;
+		}
+#endif
 		return _URC_NO_REASON;
+	}
 	w->lib = s->lib;
 	w->site = s->site;
 	return _URC_END_OF_STACK;
 }
 
-void gpr__callsite(uint32_t *lib, uint32_t *site)
+#if defined(__x86_64__)
+/* This thread's stack; lo == hi == 1: unknown, no fast walks. */
+static __thread uintptr_t stack_lo, stack_hi;
+
+static int stack_bounds(void)
 {
-	struct walk w = {0, GPR_TRACE_NO_STRING, GPR_TRACE_NO_STRING};
-	if (sites && !no_callsite)
-		_Unwind_Backtrace(step, &w);
+	if (stack_hi)
+		return stack_hi > 1;
+	stack_lo = stack_hi = 1;
+	pthread_attr_t a;
+	void *base;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return 0;
+	if (pthread_attr_getstack(&a, &base, &size) == 0) {
+		stack_lo = (uintptr_t)base;
+		stack_hi = (uintptr_t)base + size;
+	}
+	pthread_attr_destroy(&a);
+	return stack_hi > 1;
+}
+
+/*
+ * The fast walk from cfa (this function's caller's frame, seen from
+ * here): 1 when it found the caller, 0 when the full walk must run. Reads
+ * only return-address slots inside this thread's stack, so ASan's view of
+ * the frames' locals does not apply.
+ */
+__attribute__((no_sanitize_address)) static int
+fast_walk(uintptr_t cfa, uint32_t *lib, uint32_t *site)
+{
+	if (!stack_bounds())
+		return 0;
+	for (int n = 0; n < MAX_FRAMES; n++) {
+		if ((cfa & 7) || cfa - 8 < stack_lo || cfa > stack_hi)
+			return 0;
+		uintptr_t ip = *(const uintptr_t *)(cfa - 8);
+		const struct site *s = find(ip);
+		if (!s)
+			return 0;
+		if (!s->skip) {
+			*lib = s->lib;
+			*site = s->site;
+			return 1;
+		}
+		if (atomic_load_explicit(&s->seen, memory_order_relaxed) <
+		    TRUSTED_AFTER)
+			return 0;
+		cfa += (uintptr_t)atomic_load_explicit(&s->frame,
+						       memory_order_relaxed);
+	}
+	return 0;
+}
+#endif
+
+__attribute__((noinline)) int gpr__callsite(uint32_t *lib, uint32_t *site)
+{
+	struct walk w = {0, GPR_TRACE_NO_STRING, GPR_TRACE_NO_STRING, 0, 0};
+	*lib = *site = GPR_TRACE_NO_STRING;
+	if (!sites || no_callsite)
+		return GPR_WALK_NONE;
+#if defined(__x86_64__)
+	if (!no_fast_walk &&
+	    fast_walk((uintptr_t)__builtin_dwarf_cfa(), lib, site))
+		return GPR_WALK_FAST;
+#endif
+	_Unwind_Backtrace(step, &w);
 	*lib = w.lib;
 	*site = w.site;
+	return GPR_WALK_FULL;
 }

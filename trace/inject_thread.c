@@ -122,3 +122,28 @@ int gpr__tt_run_delay(struct gpr__tt *tt, uint64_t *out)
 	*out = v;
 	return 0;
 }
+
+void gpr__selftime_report(void)
+{
+	uint64_t calls = 0, ns = 0, walk = 0, wait = 0, fast = 0, full = 0;
+	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next) {
+		calls +=
+		    atomic_load_explicit(&tt->st.calls, memory_order_relaxed);
+		ns += atomic_load_explicit(&tt->st.ns, memory_order_relaxed);
+		walk +=
+		    atomic_load_explicit(&tt->st.walk_ns, memory_order_relaxed);
+		wait +=
+		    atomic_load_explicit(&tt->st.wait_ns, memory_order_relaxed);
+		fast +=
+		    atomic_load_explicit(&tt->st.fast, memory_order_relaxed);
+		full +=
+		    atomic_load_explicit(&tt->st.full, memory_order_relaxed);
+	}
+	double n = calls ? (double)calls : 1.0;
+	gpr__say("self time: %llu calls, %.0f ns per call in the callbacks "
+		 "(stack walk %.0f, waiting-time reads %.0f); stack walks: "
+		 "%llu fast, %llu full",
+		 (unsigned long long)calls, (double)ns / n, (double)walk / n,
+		 (double)wait / n, (unsigned long long)fast,
+		 (unsigned long long)full);
+}

@@ -132,6 +132,8 @@ static uint32_t dropped(void)
 static void finish(void)
 {
 	drain();
+	if (gpr__selftime_on)
+		gpr__selftime_report();
 	int rc = gpr__tw_close(&wr.w, gpr__now(), dropped());
 	if (rc < 0 && !atomic_load(&wr.failed))
 		gpr__say("closing %s failed: %s", wr.path, strerror(-rc));

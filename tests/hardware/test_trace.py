@@ -9,6 +9,8 @@
 - A CuPy FFT shows its cuFFT work area being allocated.
 - The traced program's exit code and stdout are unchanged; where CUPTI was
   found is printed.
+- gpureclaim_trace_pause/resume called from the program leave out what
+  happens in between.
 
 The log is parsed here with the layout of docs/trace.md (not with the C
 reader), which checks the documentation too.
@@ -210,3 +212,29 @@ print("ok")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("ok")
     assert out.exists() or "already in use" in r.stderr
+
+
+@pytest.mark.skipif(not _has("torch"), reason="needs torch")
+def test_pause_resume(tmp_path):
+    """gpureclaim_trace_pause/resume from the traced program: what is
+    allocated while paused is not in the log, before and after are."""
+    code = """
+import ctypes, os, torch
+torch.ones(1, device="cuda")
+tr = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"],
+                 mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+MiB = 1 << 20
+a = torch.empty(3 * MiB, dtype=torch.uint8, device="cuda"); del a
+assert tr.gpureclaim_trace_pause() == 0
+b = torch.empty(5 * MiB, dtype=torch.uint8, device="cuda"); del b
+assert tr.gpureclaim_trace_resume() == 0
+c = torch.empty(7 * MiB, dtype=torch.uint8, device="cuda"); del c
+print("ok")
+"""
+    r, out = trace(tmp_path, code, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\n"
+    sizes = [x["bytes"] for x in read_log(out)
+             if x["op"] == "cuMemAlloc_v2" and x["result"] == 0]
+    assert 3 << 20 in sizes and 7 << 20 in sizes, sizes
+    assert 5 << 20 not in sizes, sizes

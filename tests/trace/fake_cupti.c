@@ -129,6 +129,21 @@ EXPORT CUresult fake_call(unsigned cbid, void *params, CUresult result,
 	return ret;
 }
 
+/*
+ * fake_call through a frame whose size changes with `pad` (alloca), as a
+ * driver function with a variable-length buffer would: a frame size that
+ * a stack walk cannot learn once for all.
+ */
+EXPORT CUresult fake_call_padded(size_t pad, unsigned cbid, void *params,
+				 CUresult result, CUcontext ctx)
+{
+	volatile char *buf = __builtin_alloca(pad + 1);
+	buf[0] = 1;
+	buf[pad] = 2;
+	CUresult r = fake_call(cbid, params, result, ctx, NULL, NULL);
+	return r + (CUresult)(buf[pad] - 2);
+}
+
 EXPORT void fake_resource(unsigned cbid, CUcontext ctx)
 {
 	CUpti_ResourceData rd;

@@ -102,7 +102,8 @@ rc=$?
 check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 
 # 9. the churn through the fake CUPTI: every call recorded; with
-# GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) none is
+# GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or
+# GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
 CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
@@ -110,6 +111,19 @@ if [ -x "$CHURN" ]; then
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
 	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
+	# GPURECLAIM_TRACE_INJECT_ONLY never touches CUPTI: a busy CUPTI goes unnoticed
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_TRACE_INJECT_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o inj.trace -- "$CHURN" fake 500 >/dev/null 2>e9
+	check "trace: GPURECLAIM_TRACE_INJECT_ONLY records no call" '[ "$(calls inj.trace)" = 0 ]'
+	check "trace: GPURECLAIM_TRACE_INJECT_ONLY leaves CUPTI alone" '! grep -q "already in use" e9'
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o busy.trace -- "$CHURN" fake 500 >/dev/null 2>e10
+	check "trace: a busy CUPTI is reported" 'grep -q "already in use by another tool (holder)" e10'
+	# the in-process A/B of bench/trace_ab.py: 4 traced blocks of 100+20 pairs recorded, 4 paused not
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o ab.trace -- "$CHURN" fake-ab 100 4 >ab.out 2>/dev/null
+	check "trace: fake-ab prints both medians" 'grep -q "^traced .* us/pair, paused .* us/pair (medians of 4 blocks of 100 pairs each)" ab.out'
+	check "trace: fake-ab records only the traced blocks" '[ "$(calls ab.trace)" = 960 ]'
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$CHURN" fake-ab 100 4 >/dev/null 2>e11
+	rc=$?
+	check "trace: fake-ab untraced says so" '[ $rc -eq 2 ] && grep -q "run this under .gpureclaim trace." e11'
 else
 	bad "trace: $CHURN not built"
 fi

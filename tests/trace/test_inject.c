@@ -44,8 +44,10 @@ static char dir[] = "/tmp/gpr-inject-test-XXXXXX";
 
 static CUresult (*call)(unsigned, void *, CUresult, CUcontext, void (*)(void *),
 			void *);
+static CUresult (*call_padded)(size_t, unsigned, void *, CUresult, CUcontext);
 static void (*resource)(unsigned, CUcontext);
 static int (*is_enabled)(int, unsigned);
+static int (*trace_pause)(void), (*trace_resume)(void);
 
 #define CTX0 ((CUcontext)(uintptr_t)1) /* device 0 */
 #define CTX1 ((CUcontext)(uintptr_t)2) /* device 1 */
@@ -58,6 +60,10 @@ static void start(void)
 		exit(90);
 	}
 	int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
+	*(void **)&trace_pause = dlsym(h, "gpureclaim_trace_pause");
+	*(void **)&trace_resume = dlsym(h, "gpureclaim_trace_resume");
+	if (!trace_pause || !trace_resume)
+		exit(94);
 	if (!init || init() != 1)
 		exit(91);
 	void *f = dlopen(fake_path, RTLD_NOW);
@@ -65,8 +71,9 @@ static void start(void)
 		exit(92);
 	*(void **)&call = dlsym(f, "fake_call");
 	*(void **)&resource = dlsym(f, "fake_resource");
+	*(void **)&call_padded = dlsym(f, "fake_call_padded");
 	*(void **)&is_enabled = dlsym(f, "fake_enabled");
-	if (!call || !resource || !is_enabled)
+	if (!call || !resource || !is_enabled || !call_padded)
 		exit(93);
 }
 
@@ -223,6 +230,97 @@ static int scenario_calls(void)
 	return 5;
 }
 
+/*
+ * Call sites the stack walk must tell apart: three exported functions
+ * (named through -rdynamic), reached at changing depths, one of them
+ * through a driver frame whose size changes. Each tags its addresses.
+ */
+#define SITE_TAG(k) (0x7a0000000000ull + (uint64_t)(k)*0x1000000000ull)
+#define SITE_CALLS 3000
+static volatile int sink;
+
+__attribute__((noinline, visibility("default"))) int site_a(int i)
+{
+	CUdeviceptr out = SITE_TAG(0) + (uint64_t)i * 4096;
+	cuMemAlloc_v2_params p = {&out, 4096};
+	CUresult r = call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0,
+			  NULL, NULL);
+	return (int)r + sink;
+}
+
+__attribute__((noinline, visibility("default"))) int site_b(int i)
+{
+	CUdeviceptr out = SITE_TAG(1) + (uint64_t)i * 4096;
+	cuMemAlloc_v2_params p = {&out, 4096};
+	CUresult r = call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0,
+			  NULL, NULL);
+	return (int)r + sink;
+}
+
+__attribute__((noinline, visibility("default"))) int site_c(int i)
+{
+	CUdeviceptr out = SITE_TAG(2) + (uint64_t)i * 4096;
+	cuMemAlloc_v2_params p = {&out, 4096};
+	CUresult r =
+	    call_padded((size_t)(i % 64) * 48,
+			CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0);
+	return (int)r + sink;
+}
+
+__attribute__((noinline)) static int descend(int depth, int i)
+{
+	volatile char frame[64];
+	frame[depth] = (char)i;
+	int r;
+	if (depth > 0)
+		r = descend(depth - 1, i);
+	else if (i % 3 == 0)
+		r = site_a(i);
+	else if (i % 3 == 1)
+		r = site_b(i);
+	else
+		r = site_c(i);
+	return r + frame[depth] - (char)i;
+}
+
+static int scenario_sites(void)
+{
+	start();
+	int bad = 0;
+	for (int i = 0; i < SITE_CALLS; i++)
+		bad |= descend(i % 7, i);
+	return bad ? 76 : 10;
+}
+
+/*
+ * Pause and resume from the program: what happens while paused is not
+ * recorded, a CUPTI taken by another tool meanwhile keeps it paused.
+ * Tags: 0x7b0.. recorded, 0x7c0.. not. Exit 11, or 80 + the failed step.
+ */
+static int scenario_pause(void)
+{
+	start();
+	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY")) /* nothing to pause */
+		return trace_pause() == -1 && trace_resume() == -1 ? 12 : 81;
+	for (int i = 0; i < 10; i++)
+		alloc(0x7b0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	if (trace_pause() != 0 || trace_pause() != 1)
+		return 82;
+	for (int i = 0; i < 10; i++)
+		alloc(0x7c0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	setenv("FAKE_CUPTI_BUSY", "other-tool", 1);
+	if (trace_resume() != -2)
+		return 83;
+	for (int i = 10; i < 15; i++)
+		alloc(0x7c0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	unsetenv("FAKE_CUPTI_BUSY");
+	if (trace_resume() != 0 || trace_resume() != 1)
+		return 84;
+	for (int i = 10; i < 20; i++)
+		alloc(0x7b0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
+	return 11;
+}
+
 static int scenario_bigwrite(void)
 {
 	/* a 20 KiB file limit: the log's writes fail, the program goes on */
@@ -339,12 +437,16 @@ static void run(const char *scenario, const char *out, const char *extra_env,
 		setenv("GPURECLAIM_CUPTI_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_CUDA_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
-		if (extra_env) {
-			char kv[256];
-			snprintf(kv, sizeof(kv), "%s", extra_env);
-			char *eq = strchr(kv, '=');
+		/* "NAME=VALUE[,NAME=VALUE...]" */
+		char kv[256];
+		snprintf(kv, sizeof(kv), "%s", extra_env ? extra_env : "");
+		for (char *save = NULL, *tok = strtok_r(kv, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(tok, '=');
+			if (!eq)
+				_exit(96);
 			*eq = '\0';
-			setenv(kv, eq + 1, 1);
+			setenv(tok, eq + 1, 1);
 		}
 		execl("/proc/self/exe", "test_inject", "--scenario", scenario,
 		      inj_path, fake_path, (char *)NULL);
@@ -461,6 +563,92 @@ static void check_basic(void)
 	CHECK(s.held_end == 10240); /* the pitched allocation */
 	gpr__trace_stats_free(&s);
 	gpr__trace_free(&t);
+}
+
+/* How many fast walks the self-time line reports; -1 without one. */
+static long fast_walks(const char *err)
+{
+	const char *p = strstr(err, "stack walks: ");
+	return p ? strtol(p + strlen("stack walks: "), NULL, 10) : -1;
+}
+
+static void check_sites_run(const char *name, const char *env, int want_fast)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/%s.trace", dir, name);
+	run("sites", out, env, &r);
+	CHECK(exited(&r, 10));
+	long fast = fast_walks(r.err);
+	if (want_fast)
+		CHECK(fast > SITE_CALLS / 2);
+	else
+		CHECK(fast == 0);
+	struct gpr_trace t;
+	if (load(out, &t) < 0)
+		return;
+	static const char *const names[] = {"!site_a+", "!site_b+", "!site_c+"};
+	size_t right[3] = {0, 0, 0};
+	for (size_t i = 0; i < t.n_recs; i++) {
+		const struct gpr_trace_rec *x = &t.recs[i];
+		for (int k = 0; k < 3; k++)
+			if (x->op == 0 && x->addr >= SITE_TAG(k) &&
+			    x->addr < SITE_TAG(k) + SITE_CALLS * 4096ull)
+				right[k] +=
+				    strstr(gpr__trace_str(&t, x->site, "?"),
+					   names[k]) != NULL;
+	}
+	for (int k = 0; k < 3; k++) {
+		if (right[k] != SITE_CALLS / 3)
+			fprintf(stderr, "%s: %s attributed %zu of %d\n", name,
+				names[k], right[k], SITE_CALLS / 3);
+		CHECK(right[k] == SITE_CALLS / 3);
+	}
+	gpr__trace_free(&t);
+}
+
+/*
+ * Every call attributed to its own function, by the fast walk where it
+ * applies (x86-64) and by the full walk alone; the self-time line counts
+ * the walks of each kind.
+ */
+static void check_sites(void)
+{
+#if defined(__x86_64__)
+	check_sites_run("sites", "GPURECLAIM_TRACE_SELFTIME=1", 1);
+#else
+	check_sites_run("sites", "GPURECLAIM_TRACE_SELFTIME=1", 0);
+#endif
+	check_sites_run(
+	    "sites-full",
+	    "GPURECLAIM_TRACE_SELFTIME=1,GPURECLAIM_TRACE_FULL_WALK=1", 0);
+}
+
+static void check_pause(void)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/pause.trace", dir);
+	run("pause", out, NULL, &r);
+	CHECK(exited(&r, 11));
+	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
+			    "another tool (other-tool); tracing stays "
+			    "paused") != NULL);
+	struct gpr_trace t;
+	if (load(out, &t) == 0) {
+		size_t kept = 0, paused = 0;
+		for (size_t i = 0; i < t.n_recs; i++) {
+			uint64_t a = t.recs[i].addr;
+			kept += a >= 0x7b0000000000 && a < 0x7b0000100000;
+			paused += a >= 0x7c0000000000 && a < 0x7c0000100000;
+		}
+		CHECK(t.complete && t.n_recs == 20);
+		CHECK(kept == 20 && paused == 0);
+		gpr__trace_free(&t);
+	}
+	snprintf(out, sizeof(out), "%s/pause-sub.trace", dir);
+	run("pause", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1", &r);
+	CHECK(exited(&r, 12));
 }
 
 static void check_busy(void)
@@ -611,6 +799,10 @@ int main(int argc, char **argv)
 			return scenario_fork();
 		if (strcmp(s, "calls") == 0)
 			return scenario_calls();
+		if (strcmp(s, "sites") == 0)
+			return scenario_sites();
+		if (strcmp(s, "pause") == 0)
+			return scenario_pause();
 		if (strcmp(s, "bigwrite") == 0)
 			return scenario_bigwrite();
 		if (strcmp(s, "sigmask") == 0)
@@ -633,6 +825,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	check_basic();
+	check_sites();
+	check_pause();
 	check_busy();
 	check_failures();
 	check_signals();
