@@ -14,8 +14,10 @@
  * size twice and never another, later walks step over it by arithmetic
  * (the fast walk). Any address not known that way, a size that changes
  * (a frame with alloca), a slot outside this thread's stack (a signal or
- * coroutine stack): the full walk runs instead, so a fast walk finds the
- * frame the full walk would.
+ * coroutine stack): the full walk runs instead. The one way to go wrong: a
+ * frame that showed one size twice and later has another sends the walk to
+ * a stale word, and that word is itself a known return address; the next
+ * full walk then marks the frame untrusted.
  *
  * The string table: interned strings get ids from GPR_TRACE_N_OPS up (the
  * operation names come first). Interning takes a mutex; it only happens on
