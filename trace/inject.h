@@ -113,6 +113,8 @@ enum { GPR_MAP_ADDR = 0, GPR_MAP_HANDLE = 1 };
  */
 enum { GPR_WALK_NONE = 0, GPR_WALK_FAST = 1, GPR_WALK_FULL = 2 };
 int gpr__callsite(uint32_t *lib, uint32_t *site);
+/* Fast walks found wrong by the periodic check and done again in full. */
+uint64_t gpr__callsite_redone(void);
 /* Marks the object holding `addr` as not a caller (a CUDA library). */
 void gpr__callsite_exclude(const void *addr);
 int gpr__callsite_init(void);

@@ -16,8 +16,8 @@
  * (a frame with alloca), a slot outside this thread's stack (a signal or
  * coroutine stack): the full walk runs instead. The one way to go wrong: a
  * frame that showed one size twice and later has another sends the walk to
- * a stale word, and that word is itself a known return address; the next
- * full walk then marks the frame untrusted.
+ * a stale word, and that word is itself a known return address; a periodic
+ * full walk bounds how long that can last (VERIFY_EVERY).
  *
  * The string table: interned strings get ids from GPR_TRACE_N_OPS up (the
  * operation names come first). Interning takes a mutex; it only happens on
@@ -311,20 +311,27 @@ static int stack_bounds(void)
 
 /*
  * The fast walk from cfa (this function's caller's frame, seen from
- * here): 1 when it found the caller, 0 when the full walk must run. Reads
- * only return-address slots inside this thread's stack, so ASan's view of
- * the frames' locals does not apply.
+ * here): 1 when it found the caller, 0 when the full walk must run. It
+ * notes the frames it stepped over in *path. It reads words of this
+ * thread's stack only, return-address slots unless a frame size is wrong,
+ * so ASan's view of the frames' locals does not apply.
  */
+struct path {
+	int n;
+	struct site *s[MAX_FRAMES];
+};
+
 __attribute__((no_sanitize_address)) static int
-fast_walk(uintptr_t cfa, uint32_t *lib, uint32_t *site)
+fast_walk(uintptr_t cfa, uint32_t *lib, uint32_t *site, struct path *path)
 {
+	path->n = 0;
 	if (!stack_bounds())
 		return 0;
 	for (int n = 0; n < MAX_FRAMES; n++) {
 		if ((cfa & 7) || cfa - 8 < stack_lo || cfa > stack_hi)
 			return 0;
 		uintptr_t ip = *(const uintptr_t *)(cfa - 8);
-		const struct site *s = find(ip);
+		struct site *s = find(ip);
 		if (!s)
 			return 0;
 		if (!s->skip) {
@@ -335,9 +342,42 @@ fast_walk(uintptr_t cfa, uint32_t *lib, uint32_t *site)
 		if (atomic_load_explicit(&s->seen, memory_order_relaxed) <
 		    TRUSTED_AFTER)
 			return 0;
+		path->s[path->n++] = s;
 		cfa += (uintptr_t)atomic_load_explicit(&s->frame,
 						       memory_order_relaxed);
 	}
+	return 0;
+}
+
+/*
+ * Every VERIFY_EVERY-th fast walk of a thread is done again in full. A
+ * difference means a frame on the path no longer has the size it had:
+ * the frames of that path are learned afresh and the full walk's answer
+ * is kept, so a wrong fast walk cannot repeat more than VERIFY_EVERY
+ * times in a row on a thread.
+ */
+#define VERIFY_EVERY 256
+static __thread unsigned fast_walks;
+static _Atomic uint64_t fast_walks_redone;
+
+uint64_t gpr__callsite_redone(void)
+{
+	return atomic_load_explicit(&fast_walks_redone, memory_order_relaxed);
+}
+
+static void relearn(const struct path *path)
+{
+	for (int i = 0; i < path->n; i++) {
+		atomic_store_explicit(&path->s[i]->seen, 0,
+				      memory_order_relaxed);
+		atomic_store_explicit(&path->s[i]->frame, 0,
+				      memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&fast_walks_redone, 1, memory_order_relaxed);
+}
+#else
+uint64_t gpr__callsite_redone(void)
+{
 	return 0;
 }
 #endif
@@ -349,9 +389,20 @@ __attribute__((noinline)) int gpr__callsite(uint32_t *lib, uint32_t *site)
 	if (!sites || no_callsite)
 		return GPR_WALK_NONE;
 #if defined(__x86_64__)
+	struct path path;
 	if (!no_fast_walk &&
-	    fast_walk((uintptr_t)__builtin_dwarf_cfa(), lib, site))
-		return GPR_WALK_FAST;
+	    fast_walk((uintptr_t)__builtin_dwarf_cfa(), lib, site, &path)) {
+		if (++fast_walks < VERIFY_EVERY)
+			return GPR_WALK_FAST;
+		fast_walks = 0;
+		_Unwind_Backtrace(step, &w);
+		if (w.lib == *lib && w.site == *site)
+			return GPR_WALK_FAST;
+		relearn(&path);
+		*lib = w.lib;
+		*site = w.site;
+		return GPR_WALK_FULL;
+	}
 #endif
 	_Unwind_Backtrace(step, &w);
 	*lib = w.lib;

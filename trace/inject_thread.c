@@ -142,8 +142,9 @@ void gpr__selftime_report(void)
 	double n = calls ? (double)calls : 1.0;
 	gpr__say("self time: %llu calls, %.0f ns per call in the callbacks "
 		 "(stack walk %.0f, waiting-time reads %.0f); stack walks: "
-		 "%llu fast, %llu full",
+		 "%llu fast, %llu full, %llu fast found wrong and redone",
 		 (unsigned long long)calls, (double)ns / n, (double)walk / n,
 		 (double)wait / n, (unsigned long long)fast,
-		 (unsigned long long)full);
+		 (unsigned long long)full,
+		 (unsigned long long)gpr__callsite_redone());
 }

@@ -100,9 +100,18 @@ EXPORT int fake_enabled(int domain, unsigned cbid)
  * One driver call: enter callback, `work` (may be NULL), exit callback
  * with `result`. The context is current for the call's duration.
  */
+static void *last_caller;
+
+/* The return address of the latest fake_call: a caller's call site. */
+EXPORT void *fake_last_caller(void)
+{
+	return last_caller;
+}
+
 EXPORT CUresult fake_call(unsigned cbid, void *params, CUresult result,
 			  CUcontext ctx, void (*work)(void *), void *arg)
 {
+	last_caller = __builtin_return_address(0);
 	CUcontext saved = current;
 	current = ctx;
 	uint64_t corr = 0;
@@ -142,6 +151,22 @@ EXPORT CUresult fake_call_padded(size_t pad, unsigned cbid, void *params,
 	buf[pad] = 2;
 	CUresult r = fake_call(cbid, params, result, ctx, NULL, NULL);
 	return r + (CUresult)(buf[pad] - 2);
+}
+
+/*
+ * fake_call_padded whose buffer is filled with the word `fill`: a stack
+ * walk that steps over this frame with a size learned for a smaller pad
+ * reads `fill` where it expects a return address.
+ */
+EXPORT CUresult fake_call_stale(size_t pad, uintptr_t fill, unsigned cbid,
+				void *params, CUresult result, CUcontext ctx)
+{
+	size_t words = pad / sizeof(uintptr_t) + 1;
+	volatile uintptr_t *buf = __builtin_alloca(words * sizeof(uintptr_t));
+	for (size_t i = 0; i < words; i++)
+		buf[i] = fill;
+	CUresult r = fake_call(cbid, params, result, ctx, NULL, NULL);
+	return r + (CUresult)(buf[0] != fill);
 }
 
 EXPORT void fake_resource(unsigned cbid, CUcontext ctx)

@@ -45,6 +45,9 @@ static char dir[] = "/tmp/gpr-inject-test-XXXXXX";
 static CUresult (*call)(unsigned, void *, CUresult, CUcontext, void (*)(void *),
 			void *);
 static CUresult (*call_padded)(size_t, unsigned, void *, CUresult, CUcontext);
+static CUresult (*call_stale)(size_t, uintptr_t, unsigned, void *, CUresult,
+			      CUcontext);
+static void *(*last_caller)(void);
 static void (*resource)(unsigned, CUcontext);
 static int (*is_enabled)(int, unsigned);
 static int (*trace_pause)(void), (*trace_resume)(void);
@@ -72,8 +75,11 @@ static void start(void)
 	*(void **)&call = dlsym(f, "fake_call");
 	*(void **)&resource = dlsym(f, "fake_resource");
 	*(void **)&call_padded = dlsym(f, "fake_call_padded");
+	*(void **)&call_stale = dlsym(f, "fake_call_stale");
+	*(void **)&last_caller = dlsym(f, "fake_last_caller");
 	*(void **)&is_enabled = dlsym(f, "fake_enabled");
-	if (!call || !resource || !is_enabled || !call_padded)
+	if (!call || !resource || !is_enabled || !call_padded || !call_stale ||
+	    !last_caller)
 		exit(93);
 }
 
@@ -281,6 +287,37 @@ __attribute__((noinline)) static int descend(int depth, int i)
 	else
 		r = site_c(i);
 	return r + frame[depth] - (char)i;
+}
+
+/*
+ * A driver frame that keeps one size long enough to be trusted, then
+ * grows, its new space filled with site_a's return address: the fast walk
+ * reads that word and would name site_a for calls that site_s makes. The
+ * periodic full walk must catch it.
+ */
+#define STALE_CALLS 1000
+__attribute__((noinline, visibility("default"))) int site_s(int i, size_t pad,
+							    uintptr_t fill)
+{
+	CUdeviceptr out = SITE_TAG(3) + (uint64_t)i * 4096;
+	cuMemAlloc_v2_params p = {&out, 4096};
+	CUresult r = call_stale(
+	    pad, fill, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0);
+	return (int)r + sink;
+}
+
+static int scenario_stale(void)
+{
+	start();
+	int bad = 0;
+	for (int i = 0; i < 10; i++)
+		bad |= site_a(i);
+	uintptr_t ra_a = (uintptr_t)last_caller();
+	for (int i = 0; i < 20; i++)
+		bad |= site_s(i, 0, 0);
+	for (int i = 20; i < 20 + STALE_CALLS; i++)
+		bad |= site_s(i, 4096, ra_a);
+	return bad ? 77 : 13;
 }
 
 static int scenario_sites(void)
@@ -651,6 +688,35 @@ static void check_pause(void)
 	CHECK(exited(&r, 12));
 }
 
+/* A fast walk misled by a stale word repeats at most 256 times. */
+static void check_stale(void)
+{
+	char out[512];
+	struct run r;
+	snprintf(out, sizeof(out), "%s/stale.trace", dir);
+	run("stale", out, "GPURECLAIM_TRACE_SELFTIME=1", &r);
+	CHECK(exited(&r, 13));
+	struct gpr_trace t;
+	if (load(out, &t) < 0)
+		return;
+	size_t right = 0, total = 0;
+	for (size_t i = 0; i < t.n_recs; i++) {
+		const struct gpr_trace_rec *x = &t.recs[i];
+		if (x->op != 0 || x->addr < SITE_TAG(3) ||
+		    x->addr >= SITE_TAG(3) + (20 + STALE_CALLS) * 4096ull)
+			continue;
+		total++;
+		right += strstr(gpr__trace_str(&t, x->site, "?"), "!site_s+") !=
+			 NULL;
+	}
+	CHECK(total == 20 + STALE_CALLS);
+	if (right < total - 256)
+		fprintf(stderr, "stale: %zu of %zu attributed to site_s; %s\n",
+			right, total, r.err);
+	CHECK(right >= total - 256);
+	gpr__trace_free(&t);
+}
+
 static void check_busy(void)
 {
 	char out[512];
@@ -801,6 +867,8 @@ int main(int argc, char **argv)
 			return scenario_calls();
 		if (strcmp(s, "sites") == 0)
 			return scenario_sites();
+		if (strcmp(s, "stale") == 0)
+			return scenario_stale();
 		if (strcmp(s, "pause") == 0)
 			return scenario_pause();
 		if (strcmp(s, "bigwrite") == 0)
@@ -826,6 +894,7 @@ int main(int argc, char **argv)
 	}
 	check_basic();
 	check_sites();
+	check_stale();
 	check_pause();
 	check_busy();
 	check_failures();
