@@ -62,8 +62,9 @@ int cli_buf_write_stdout(const struct cli_buf *b);
 
 /*
  * Appends s as a JSON string literal (quotes included): ", \ and control
- * characters escaped, bytes that are not valid UTF-8 replaced by U+FFFD so
- * the document always parses. NULL appends `null`.
+ * characters (C0, DEL and the C1 range U+0080..U+009F) escaped, bytes that
+ * are not valid UTF-8 replaced by U+FFFD so the document always parses and
+ * never carries a raw terminal control. NULL appends `null`.
  */
 void cli_json_str(struct cli_buf *b, const char *s);
 /* `"key":` followed by the string value (or null). */
@@ -73,6 +74,14 @@ void cli_json_kv_int(struct cli_buf *b, const char *key, long long v);
 void cli_json_kv_bool(struct cli_buf *b, const char *key, int v);
 /* `"key":` alone, for an object or array value that follows. */
 void cli_json_key(struct cli_buf *b, const char *key);
+
+/*
+ * Length in bytes (1-4) of the valid UTF-8 sequence at s, its code point
+ * in *cp (if cp is not NULL); 0 if the bytes at s are not one (a stray
+ * continuation byte, an overlong form, a surrogate, beyond U+10FFFF, a
+ * sequence cut short). s must be NUL-terminated; at the NUL it returns 1.
+ */
+size_t cli_utf8_len(const char *s, uint32_t *cp);
 
 /* ---------------- formatting (cli/util_fmt.c) ---------------- */
 

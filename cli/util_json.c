@@ -1,21 +1,24 @@
 /*
  * JSON writing into a cli_buf. Strings from the system (command lines,
- * GPU names) may hold any byte: escape what JSON forbids and replace
- * invalid UTF-8 so every document parses.
+ * GPU names, trace logs) may hold any byte: escape what JSON forbids and
+ * the C1 controls, and replace invalid UTF-8 so every document parses.
  */
 #include "cli.h"
 
 #include <inttypes.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s)
+size_t cli_utf8_len(const char *str, uint32_t *cp_out)
 {
+	const unsigned char *s = (const unsigned char *)str;
 	unsigned char c = s[0];
 	size_t n;
 	uint32_t cp;
-	if (c < 0x80)
+	if (c < 0x80) {
+		if (cp_out)
+			*cp_out = c;
 		return 1;
+	}
 	if (c >= 0xc2 && c <= 0xdf) {
 		n = 2;
 		cp = c & 0x1f;
@@ -37,6 +40,8 @@ static size_t utf8_len(const unsigned char *s)
 	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
 	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
 		return 0;
+	if (cp_out)
+		*cp_out = cp;
 	return n;
 }
 
@@ -70,10 +75,17 @@ void cli_json_str(struct cli_buf *b, const char *str)
 			}
 			s++;
 		} else {
-			size_t n = utf8_len(s);
+			uint32_t cp;
+			size_t n = cli_utf8_len((const char *)s, &cp);
 			if (n == 0) {
 				cli_buf_puts(b, "\\ufffd");
 				s++;
+			} else if (cp >= 0x80 && cp <= 0x9f) {
+				/* C1 controls: legal JSON raw, but a terminal
+				 * showing the document would obey them (U+009B
+				 * starts an escape sequence) */
+				cli_buf_printf(b, "\\u%04x", (unsigned)cp);
+				s += n;
 			} else {
 				cli_buf_append(b, (const char *)s, n);
 				s += n;

@@ -93,10 +93,10 @@ static size_t sample(struct gpr_trace_rec *v)
 	return n;
 }
 
-static int write_sample(const char *path)
+/* Writes v[0..n) as a closed log: strings and records in two chunks each. */
+static int write_log(const char *path, const struct gpr_trace_rec *v, size_t n,
+		     uint32_t dropped)
 {
-	struct gpr_trace_rec v[256];
-	size_t n = sample(v);
 	struct gpr__tw w;
 	unlink(path);
 	int rc = gpr__tw_open(&w, path, 4242, 1700000000000000000ull, START);
@@ -109,12 +109,19 @@ static int write_sample(const char *path)
 	rc = gpr__tw_strings(&w, strs, 2);
 	if (rc == 0)
 		rc = gpr__tw_strings(&w, strs + 2, 2);
+	size_t split = n > 50 ? 50 : n / 2;
 	if (rc == 0)
-		rc = gpr__tw_records(&w, v, 50);
+		rc = gpr__tw_records(&w, v, split);
 	if (rc == 0)
-		rc = gpr__tw_records(&w, v + 50, n - 50);
-	int rc2 = gpr__tw_close(&w, START + 40000000, 3);
+		rc = gpr__tw_records(&w, v + split, n - split);
+	int rc2 = gpr__tw_close(&w, START + 40000000, dropped);
 	return rc ? rc : rc2;
+}
+
+static int write_sample(const char *path)
+{
+	struct gpr_trace_rec v[256];
+	return write_log(path, v, sample(v), 3);
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
