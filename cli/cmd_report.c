@@ -49,14 +49,27 @@ static void usage(FILE *f)
 	       "usage.\n");
 }
 
-/* Terminal-safe text: control bytes of a hostile log shown as '?'. */
+/*
+ * Terminal-safe text: library names, call sites and operation names come
+ * from a log that may be hostile, and a terminal obeys what it is sent.
+ * Valid UTF-8 is kept, except the controls: C0, DEL and C1 (U+0080..U+009F,
+ * whose U+009B opens an escape sequence like ESC [); those and every byte
+ * that is not part of valid UTF-8 (a raw 0x9b included, which a terminal in
+ * 8-bit mode reads as CSI) are shown as '?'. `width` > 0 cuts or pads to
+ * that many characters (one column each), never inside a sequence.
+ */
 static void put_safe(struct cli_buf *b, const char *s, int width)
 {
 	int n = 0;
-	for (; *s && (width <= 0 || n < width); s++, n++) {
-		unsigned char c = (unsigned char)*s;
-		char ch = c < 0x20 || c == 0x7f ? '?' : (char)c;
-		cli_buf_append(b, &ch, 1);
+	while (*s && (width <= 0 || n < width)) {
+		uint32_t cp;
+		size_t len = cli_utf8_len(s, &cp);
+		if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			cli_buf_append(b, "?", 1);
+		else
+			cli_buf_append(b, s, len);
+		s += len ? len : 1;
+		n++;
 	}
 	for (; n < width; n++)
 		cli_buf_append(b, " ", 1);
@@ -201,7 +214,7 @@ void gpr__report_text(struct cli_buf *b, const char *path,
 			cli_buf_puts(b, "\n");
 		}
 	}
-	if (s->unmatched_frees || s->dropped || s->errors) {
+	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
 		cli_buf_puts(b, "\nNotes:\n");
 		if (s->errors)
 			cli_buf_printf(b,
@@ -218,6 +231,12 @@ void gpr__report_text(struct cli_buf *b, const char *path,
 				       "  %" PRIu64 " records were lost "
 				       "(buffers full)\n",
 				       s->dropped);
+		if (s->implied_frees)
+			cli_buf_printf(b,
+				       "  %" PRIu64 " frees missing from the "
+				       "log, inferred where the address or "
+				       "handle was allocated again\n",
+				       s->implied_frees);
 	}
 }
 
@@ -243,6 +262,8 @@ void gpr__report_json(struct cli_buf *b, const char *path,
 	cli_json_kv_u64(b, "dropped", s->dropped);
 	cli_buf_puts(b, ",");
 	cli_json_kv_u64(b, "unmatched_frees", s->unmatched_frees);
+	cli_buf_puts(b, ",");
+	cli_json_kv_u64(b, "implied_frees", s->implied_frees);
 	cli_buf_puts(b, ",");
 	cli_json_kv_u64(b, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
 	cli_buf_puts(b, ",");

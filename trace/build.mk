@@ -28,8 +28,11 @@ TRACE_TEST_DIR := $(BUILD)/tests/trace
 TRACE_CLI_UTIL := $(BUILD)/obj/cli/util_buf.o $(BUILD)/obj/cli/util_json.o \
 	$(BUILD)/obj/cli/util_fmt.o
 
+# With the report's renderers (cli/cmd_report.c; gpr_strerror from the
+# static core).
 $(TRACE_TEST_DIR)/test_trace_log: $(BUILD)/obj/tests/trace/test_trace_log.o \
-		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL) $(BUILD)/obj/trace/log_write.o
+		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL) $(BUILD)/obj/trace/log_write.o \
+		$(BUILD)/obj/cli/cmd_report.o $(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -56,14 +59,17 @@ test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace
 CHECK_RUNS += test-trace
 SAN_RUNS += test-trace
 
-# ---- fuzzing the reader (libFuzzer; clang only) ----
+# ---- fuzzing the reader and every rendering (libFuzzer; clang only) ----
+# cli/cmd_report.c holds the text and JSON reports; src/errors.c is the
+# gpr_strerror it calls.
 FUZZ_DIR := build/fuzz
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_trace_read
 FUZZ_SRCS := tests/trace/fuzz_trace_read.c $(TRACE_READ_SRCS) \
-	trace/log_export.c cli/util_buf.c cli/util_json.c cli/util_fmt.c
+	trace/log_export.c cli/cmd_report.c src/errors.c cli/util_buf.c \
+	cli/util_json.c cli/util_fmt.c
 FUZZ_RUNS ?= 20000
 
-$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*.h) cli/cli.h
+$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*.h) cli/cli.h cli/cmd_report.h
 	@mkdir -p $(dir $@)
 	clang $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Isrc/driver \
 		-fsanitize=fuzzer,address,undefined \

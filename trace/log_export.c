@@ -66,11 +66,37 @@ static void counter(struct chrome *c, const char *name, uint64_t ts, int64_t v)
 		       (long long)(v < 0 ? 0 : v));
 }
 
-static int chrome_step(void *ctx, const struct gpr_trace_step *s)
+/*
+ * A free the log lacks, inferred from r allocating the same address or
+ * handle again: an instant event on r's thread, where the user sees it.
+ */
+static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
 {
-	struct chrome *c = ctx;
 	const struct gpr_trace *t = c->t;
 	const struct gpr_trace_rec *r = s->r;
+	int vmm = s->kind == GPR_K_RELEASE;
+	int64_t d = s->dev_delta ? s->dev_delta : s->host_delta;
+	event_start(c);
+	cli_buf_puts(&c->b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cuda\","
+			    "\"name\":\"free not in the log\"");
+	cli_buf_printf(&c->b, ",\"pid\":%u,\"tid\":%u,\"ts\":", t->hdr.pid,
+		       r->tid);
+	us(&c->b, since(t, gpr__trace_key(t, r)));
+	cli_buf_printf(&c->b,
+		       ",\"args\":{\"bytes\":%lld,\"%s\":\"0x%" PRIx64
+		       "\",\"device\":%d,\"host\":%s,\"lib\":",
+		       d < 0 ? -(long long)d : 0LL, vmm ? "handle" : "addr",
+		       vmm ? r->aux : r->addr, s->device,
+		       s->host_delta ? "true" : "false");
+	cli_json_str(&c->b, gpr__trace_str(t, s->owner, "[unknown]"));
+	cli_buf_puts(&c->b, ",\"why\":\"allocated again while held: the "
+			    "free was dropped or made while paused\"}}");
+}
+
+/* The call: a slice on its thread. */
+static void slice(struct chrome *c, const struct gpr_trace_rec *r)
+{
+	const struct gpr_trace *t = c->t;
 	event_start(c);
 	cli_buf_puts(&c->b, "{\"ph\":\"X\",\"cat\":\"cuda\",\"name\":");
 	cli_json_str(&c->b, gpr__trace_str(t, r->op, "?"));
@@ -89,36 +115,51 @@ static int chrome_step(void *ctx, const struct gpr_trace_step *s)
 	cli_buf_puts(&c->b, ",\"site\":");
 	cli_json_str(&c->b, gpr__trace_str(t, r->site, "[unknown]"));
 	cli_buf_puts(&c->b, "}}");
-	if (s->dev_delta != 0) {
-		uint32_t *ip = gpr__u64map_get(&c->held, s->owner);
-		size_t i;
-		if (ip) {
-			i = *ip;
-		} else {
-			if (c->n == c->cap) {
-				size_t cap = c->cap ? c->cap * 2 : 16;
-				int64_t *p = realloc(c->v, cap * sizeof(*p));
-				if (!p)
-					return GPR_E_NOMEM;
-				c->v = p;
-				c->cap = cap;
-			}
-			i = c->n++;
-			c->v[i] = 0;
-			if (gpr__u64map_put(&c->held, s->owner, (uint32_t)i) <
-			    0)
+}
+
+/* The counters of the owner's and the total device bytes, when they move. */
+static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
+{
+	if (s->dev_delta == 0)
+		return 0;
+	uint32_t *ip = gpr__u64map_get(&c->held, s->owner);
+	size_t i;
+	if (ip) {
+		i = *ip;
+	} else {
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 16;
+			int64_t *p = realloc(c->v, cap * sizeof(*p));
+			if (!p)
 				return GPR_E_NOMEM;
+			c->v = p;
+			c->cap = cap;
 		}
-		c->v[i] = gpr__sadd(c->v[i], s->dev_delta);
-		c->total = gpr__sadd(c->total, s->dev_delta);
-		uint64_t ts = since(t, gpr__trace_key(t, r));
-		char name[300];
-		snprintf(name, sizeof(name), "device bytes: %s",
-			 gpr__trace_str(t, s->owner, "[unknown]"));
-		counter(c, name, ts, c->v[i]);
-		counter(c, "device bytes: total", ts, c->total);
+		i = c->n++;
+		c->v[i] = 0;
+		if (gpr__u64map_put(&c->held, s->owner, (uint32_t)i) < 0)
+			return GPR_E_NOMEM;
 	}
-	return chrome_flush(c, 0);
+	c->v[i] = gpr__sadd(c->v[i], s->dev_delta);
+	c->total = gpr__sadd(c->total, s->dev_delta);
+	uint64_t ts = since(c->t, gpr__trace_key(c->t, s->r));
+	char name[300];
+	snprintf(name, sizeof(name), "device bytes: %s",
+		 gpr__trace_str(c->t, s->owner, "[unknown]"));
+	counter(c, name, ts, c->v[i]);
+	counter(c, "device bytes: total", ts, c->total);
+	return 0;
+}
+
+static int chrome_step(void *ctx, const struct gpr_trace_step *s)
+{
+	struct chrome *c = ctx;
+	if (s->implied)
+		implied_free(c, s);
+	else
+		slice(c, s->r);
+	int rc = held_counters(c, s);
+	return rc ? rc : chrome_flush(c, 0);
 }
 
 int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f)

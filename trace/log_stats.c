@@ -61,6 +61,20 @@ static int64_t signed_bytes(uint64_t b)
 	return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
 }
 
+/* The free of live entry e, as a step: its owner, device and bytes. */
+static struct gpr_trace_step free_step(const struct gpr_trace_rec *r,
+				       enum gpr_trace_kind kind,
+				       const struct gpr_trace_live *e)
+{
+	struct gpr_trace_step s = {
+	    .r = r, .kind = kind, .owner = e->owner, .device = e->device};
+	if (e->host)
+		s.host_delta = -signed_bytes(e->bytes);
+	else
+		s.dev_delta = -signed_bytes(e->bytes);
+	return s;
+}
+
 int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
 		      void *ctx, struct gpr_trace_live **live, size_t *n_live)
 {
@@ -68,14 +82,14 @@ int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
 	int rc = 0;
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
+		enum gpr_trace_kind kind = gpr__trace_kind(t, r);
 		struct gpr_trace_step s = {
-		    r, gpr__trace_kind(t, r), r->lib, r->device, 0, 0, 0};
-		int ok = r->result == 0;
+		    .r = r, .kind = kind, .owner = r->lib, .device = r->device};
 		struct gpr_trace_live e = {r->addr, r->bytes,  r->t_ns, r->lib,
 					   r->op,   r->device, 0,	0};
 		struct gpr_trace_live old;
 		struct gpr__u64map *m = &ls.addr;
-		switch (ok ? s.kind : GPR_K_OTHER) {
+		switch (r->result == 0 ? kind : GPR_K_OTHER) {
 		case GPR_K_CREATE:
 			e.addr = r->aux;
 			e.vmm = 1;
@@ -83,40 +97,40 @@ int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
 			/* fall through */
 		case GPR_K_ALLOC:
 		case GPR_K_HOST_ALLOC:
-			e.host = s.kind == GPR_K_HOST_ALLOC;
-			/* A reused key means its free was not seen. */
-			if (live_take(&ls, m, e.addr, &old)) {
-				if (old.host)
-					s.host_delta -= signed_bytes(old.bytes);
-				else
-					s.dev_delta -= signed_bytes(old.bytes);
+			e.host = kind == GPR_K_HOST_ALLOC;
+			/*
+			 * A key still held: its free is not in the log (a
+			 * dropped record, or made while paused). The earlier
+			 * allocation ends here, against its own owner and
+			 * device, before this one begins.
+			 */
+			if (live_take(&ls, m, e.addr, &old) && fn) {
+				struct gpr_trace_step f =
+				    free_step(r,
+					      old.vmm	 ? GPR_K_RELEASE
+					      : old.host ? GPR_K_HOST_FREE
+							 : GPR_K_FREE,
+					      &old);
+				f.implied = 1;
+				rc = fn(ctx, &f);
 			}
-			if (live_add(&ls, m, &e) < 0) {
+			if (rc == 0 && live_add(&ls, m, &e) < 0)
 				rc = GPR_E_NOMEM;
-				break;
-			}
 			if (e.host)
-				s.host_delta += signed_bytes(e.bytes);
+				s.host_delta = signed_bytes(e.bytes);
 			else
-				s.dev_delta += signed_bytes(e.bytes);
+				s.dev_delta = signed_bytes(e.bytes);
 			break;
 		case GPR_K_RELEASE:
 			m = &ls.handle;
 			/* fall through */
 		case GPR_K_FREE:
 		case GPR_K_HOST_FREE: {
-			uint64_t key =
-			    s.kind == GPR_K_RELEASE ? r->aux : r->addr;
-			if (!live_take(&ls, m, key, &old)) {
-				s.unmatched = key != 0;
-				break;
-			}
-			s.owner = old.owner;
-			s.device = old.device;
-			if (old.host)
-				s.host_delta -= signed_bytes(old.bytes);
+			uint64_t key = kind == GPR_K_RELEASE ? r->aux : r->addr;
+			if (live_take(&ls, m, key, &old))
+				s = free_step(r, kind, &old);
 			else
-				s.dev_delta -= signed_bytes(old.bytes);
+				s.unmatched = key != 0;
 			break;
 		}
 		default:
@@ -208,12 +222,70 @@ static uint64_t clamp0(int64_t v)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* The bytes held: by owning library, by device, in total. */
+static int on_held(struct acc *a, const struct gpr_trace_step *st)
+{
+	struct gpr_trace_stats *s = a->s;
+	const struct gpr_trace_rec *r = st->r;
+	int fresh;
+	if (st->dev_delta != 0) {
+		struct gpr_trace_libstat *o =
+		    table_slot(&a->libs, st->owner, &fresh);
+		if (!o)
+			return GPR_E_NOMEM;
+		o->lib = st->owner;
+		size_t oi = (size_t)(o - (struct gpr_trace_libstat *)a->libs.v);
+		int64_t *h = held_slot(&a->lib_held, &a->lib_held_cap, oi);
+		if (!h)
+			return GPR_E_NOMEM;
+		*h = gpr__sadd(*h, st->dev_delta);
+		if (st->dev_delta < 0) {
+			o->frees++;
+			o->freed_bytes += (uint64_t)-st->dev_delta;
+		}
+		if (clamp0(*h) > o->peak)
+			o->peak = clamp0(*h);
+
+		struct gpr_trace_devstat *d =
+		    table_slot(&a->devs, (uint64_t)(int64_t)st->device, &fresh);
+		if (!d)
+			return GPR_E_NOMEM;
+		d->device = st->device;
+		size_t di = (size_t)(d - (struct gpr_trace_devstat *)a->devs.v);
+		h = held_slot(&a->dev_held, &a->dev_held_cap, di);
+		if (!h)
+			return GPR_E_NOMEM;
+		*h = gpr__sadd(*h, st->dev_delta);
+		if (st->dev_delta > 0)
+			d->alloc_bytes += (uint64_t)st->dev_delta;
+		else
+			d->freed_bytes += (uint64_t)-st->dev_delta;
+		if (clamp0(*h) > d->peak) {
+			d->peak = clamp0(*h);
+			d->peak_t = gpr__trace_key(a->t, r);
+		}
+	}
+	a->held = gpr__sadd(a->held, st->dev_delta);
+	a->host = gpr__sadd(a->host, st->host_delta);
+	if (clamp0(a->held) > s->peak) {
+		s->peak = clamp0(a->held);
+		s->peak_t = gpr__trace_key(a->t, r);
+	}
+	if (clamp0(a->host) > s->host_peak)
+		s->host_peak = clamp0(a->host);
+	return 0;
+}
+
 static int on_step(void *ctx, const struct gpr_trace_step *st)
 {
 	struct acc *a = ctx;
 	struct gpr_trace_stats *s = a->s;
 	const struct gpr_trace_rec *r = st->r;
 	int fresh;
+	if (st->implied) {
+		s->implied_frees++;
+		return on_held(a, st);
+	}
 	uint64_t end =
 	    r->t_ns > UINT64_MAX - r->dur_ns ? UINT64_MAX : r->t_ns + r->dur_ns;
 	if (s->records == 0 || r->t_ns < s->t0)
@@ -240,27 +312,8 @@ static int on_step(void *ctx, const struct gpr_trace_step *st)
 		l->allocs++;
 		l->alloc_bytes += r->bytes;
 	}
-	/* the owning library: bytes held */
-	if (st->dev_delta != 0) {
-		struct gpr_trace_libstat *o =
-		    table_slot(&a->libs, st->owner, &fresh);
-		if (!o)
-			return GPR_E_NOMEM;
-		o->lib = st->owner;
-		size_t oi = (size_t)(o - (struct gpr_trace_libstat *)a->libs.v);
-		int64_t *h = held_slot(&a->lib_held, &a->lib_held_cap, oi);
-		if (!h)
-			return GPR_E_NOMEM;
-		*h = gpr__sadd(*h, st->dev_delta);
-		if (st->dev_delta < 0) {
-			o->frees++;
-			o->freed_bytes += (uint64_t)-st->dev_delta;
-		}
-		if (clamp0(*h) > o->peak)
-			o->peak = clamp0(*h);
-	}
 
-	/* the device */
+	/* the device: a free's is that of the memory freed */
 	int dev = st->dev_delta < 0 ? st->device : r->device;
 	struct gpr_trace_devstat *d =
 	    table_slot(&a->devs, (uint64_t)(int64_t)dev, &fresh);
@@ -268,31 +321,10 @@ static int on_step(void *ctx, const struct gpr_trace_step *st)
 		return GPR_E_NOMEM;
 	d->device = dev;
 	d->calls++;
-	if (st->dev_delta != 0) {
-		size_t di = (size_t)(d - (struct gpr_trace_devstat *)a->devs.v);
-		int64_t *h = held_slot(&a->dev_held, &a->dev_held_cap, di);
-		if (!h)
-			return GPR_E_NOMEM;
-		*h = gpr__sadd(*h, st->dev_delta);
-		if (st->dev_delta > 0)
-			d->alloc_bytes += (uint64_t)st->dev_delta;
-		else
-			d->freed_bytes += (uint64_t)-st->dev_delta;
-		if (clamp0(*h) > d->peak) {
-			d->peak = clamp0(*h);
-			d->peak_t = gpr__trace_key(a->t, r);
-		}
-	}
 
-	/* totals */
-	a->held = gpr__sadd(a->held, st->dev_delta);
-	a->host = gpr__sadd(a->host, st->host_delta);
-	if (clamp0(a->held) > s->peak) {
-		s->peak = clamp0(a->held);
-		s->peak_t = gpr__trace_key(a->t, r);
-	}
-	if (clamp0(a->host) > s->host_peak)
-		s->host_peak = clamp0(a->host);
+	int rc = on_held(a, st);
+	if (rc != 0)
+		return rc;
 
 	/* the call site */
 	if (r->site != GPR_TRACE_NO_STRING) {

@@ -16,6 +16,14 @@
  * pinned host bytes. `owner` is the string id of the library that
  * allocated the memory concerned (for a free: the allocating library, not
  * the freeing one), `device` its device.
+ *
+ * An allocation at an address (or VMM handle) the replay still holds
+ * means the earlier allocation's free was not logged (a dropped record):
+ * the replay then gives a step with `implied` set first, a free (kind
+ * GPR_K_FREE, GPR_K_RELEASE or GPR_K_HOST_FREE) of the earlier allocation
+ * (its owner, device and size), with r the allocation that revealed it,
+ * and then the allocation's own step. An implied step is not a call: it
+ * only moves bytes.
  */
 struct gpr_trace_step {
 	const struct gpr_trace_rec *r;
@@ -25,6 +33,7 @@ struct gpr_trace_step {
 	int64_t dev_delta;
 	int64_t host_delta;
 	int unmatched; /* a free of memory the trace never saw allocated */
+	int implied;   /* a free not in the log, inferred from r */
 };
 
 typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
@@ -76,7 +85,8 @@ struct gpr_trace_sitestat {
 
 struct gpr_trace_stats {
 	uint64_t records, errors, unmatched_frees, dropped;
-	uint64_t t0, t1; /* first entry, last exit (ns, trace clock) */
+	uint64_t implied_frees; /* frees not in the log (see the replay) */
+	uint64_t t0, t1;	/* first entry, last exit (ns, trace clock) */
 	uint64_t peak, peak_t, held_end; /* device bytes, all devices */
 	uint64_t host_peak, host_end;	 /* pinned host bytes */
 	uint64_t contexts_created, contexts_destroyed;

@@ -1,18 +1,41 @@
 /*
  * libFuzzer target: the trace log reader, and on what it accepts, the
- * aggregations and both exports. `make fuzz` runs it open-ended,
- * `make fuzz-short` (part of `make check`) a fixed number of runs over the
- * corpus in tests/trace/corpus/.
+ * aggregations and every rendering: the text and JSON reports of
+ * `gpureclaim report` and the Chrome and SVG exports. The reports must
+ * also keep their promise about hostile strings: no terminal control and
+ * no invalid UTF-8 in the text, none unescaped in the JSON (it aborts
+ * otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
+ * `make check`) a fixed number of runs over the corpus in
+ * tests/trace/corpus/.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "../../cli/cmd_report.h"
 #include "../../trace/log_export.h"
 #include "../../trace/log_read.h"
 #include "../../trace/log_stats.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Aborts unless b is valid UTF-8 without controls other than newlines. */
+static void check_clean(const struct cli_buf *b, const char *what)
+{
+	const char *s = cli_buf_str(b);
+	while (*s) {
+		uint32_t cp;
+		size_t n = cli_utf8_len(s, &cp);
+		if (n == 0 || (cp < 0x20 && cp != '\n') ||
+		    (cp >= 0x7f && cp <= 0x9f)) {
+			fprintf(stderr, "%s report: byte 0x%02x at %zu\n", what,
+				(unsigned char)*s, (size_t)(s - b->data));
+			abort();
+		}
+		s += n;
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -24,8 +47,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (gpr__trace_parse(data, size, &t, err, sizeof(err)) != 0)
 		return 0;
 	struct gpr_trace_stats s;
-	if (gpr__trace_stats(&t, &s) == 0)
+	if (gpr__trace_stats(&t, &s) == 0) {
+		struct cli_buf b = {0};
+		gpr__report_text(&b, "fuzz.trace", &t, &s, 10, 0);
+		if (!b.oom)
+			check_clean(&b, "text");
+		cli_buf_reset(&b);
+		gpr__report_json(&b, "fuzz.trace", &t, &s, 10);
+		if (!b.oom)
+			check_clean(&b, "JSON");
+		cli_buf_free(&b);
 		gpr__trace_stats_free(&s);
+	}
 	if (null) {
 		gpr__trace_export_chrome(&t, null);
 		gpr__trace_export_svg(&t, null);

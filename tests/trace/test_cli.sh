@@ -86,6 +86,34 @@ rc=$?
 check "report: json + exports exit 0" '[ $rc -eq 0 ]'
 check "report: exports validated by python" "$PY $SRC/tests/trace/check_exports.py r.json c.json p.svg >/dev/null 2>pyerr || { cat pyerr; false; }"
 
+# 7b. hostile names (C1 CSI as UTF-8 and as a raw byte, ESC, DEL, bad
+# UTF-8): the text shows them as '?', the JSON escapes them and parses
+"$B/tests/trace/test_trace_log" --hostile h.trace
+"$GPR" report h.trace >h.txt
+rc=$?
+check "report hostile: text exit 0" '[ $rc -eq 0 ]'
+check "report hostile: text has no control, valid UTF-8" "$PY -c '
+import sys
+b = open(\"h.txt\", \"rb\").read()
+assert b\"\\x9b\" not in b and b\"\\x1b\" not in b, \"raw CSI/ESC\"
+s = b.decode(\"utf-8\")
+bad = [c for c in s if (ord(c) < 0x20 and c != \"\\n\") or 0x7f <= ord(c) <= 0x9f]
+assert not bad, bad
+assert \"evil?31m?2J?[0m? caf\\u00e9\" in s, s
+' 2>pyerr || { cat pyerr; false; }"
+"$GPR" report h.trace --json >h.json
+rc=$?
+check "report hostile: json exit 0" '[ $rc -eq 0 ]'
+check "report hostile: json parses, escapes, round-trips" "$PY -c '
+import json
+raw = open(\"h.json\", \"rb\").read()
+assert b\"\\x9b\" not in raw and b\"\\x1b\" not in raw, \"raw control\"
+d = json.loads(raw.decode(\"utf-8\"))
+libs = [l[\"library\"] for l in d[\"libraries\"]]
+assert \"evil\\u009b31m\\ufffd2J\\x1b[0m\\x7f caf\\u00e9\" in libs, libs
+assert json.loads(json.dumps(d)) == d
+' 2>pyerr || { cat pyerr; false; }"
+
 # 8. report errors
 "$GPR" report missing.trace 2>e8
 rc=$?

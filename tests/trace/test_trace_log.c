@@ -2,10 +2,11 @@
  * The trace log without a GPU: writer/reader round trip, the aggregations
  * and percentiles on synthetic calls, the exports, and malformed logs
  * (every truncation, every byte flipped, hand-made hostile headers and
- * chunks) giving errors, never crashes (run under ASan in `make check`).
+ * chunks) giving errors, never crashes (run under ASan in `make check`),
+ * and the report's renderings of hostile strings.
  *
  * `test_trace_log --sample FILE` writes the synthetic log to FILE for the
- * CLI test.
+ * CLI test, `--hostile FILE` the log of hostile library and site names.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../cli/cmd_report.h"
 #include "../../trace/log_export.h"
 #include "../../trace/log_read.h"
 #include "../../trace/log_stats.h"
@@ -444,10 +446,449 @@ static void test_exports(void)
 	gpr__trace_free(&t);
 }
 
+#define MiB (1024ull * 1024)
+
+/*
+ * What every consumer of the replay sees: the bytes held per owning
+ * library and in total, never negative, the libraries adding up to the
+ * total after every step.
+ */
+struct held_check {
+	int64_t lib[64], dev, host, min_lib, min_dev, min_host;
+	int mismatches;
+};
+
+static int held_step(void *ctx, const struct gpr_trace_step *st)
+{
+	struct held_check *h = ctx;
+	size_t i = st->owner == GPR_TRACE_NO_STRING ? 63 : st->owner % 63;
+	h->lib[i] += st->dev_delta;
+	h->dev += st->dev_delta;
+	h->host += st->host_delta;
+	int64_t sum = 0;
+	for (size_t k = 0; k < 64; k++) {
+		sum += h->lib[k];
+		if (h->lib[k] < h->min_lib)
+			h->min_lib = h->lib[k];
+	}
+	h->mismatches += sum != h->dev;
+	if (h->dev < h->min_dev)
+		h->min_dev = h->dev;
+	if (h->host < h->min_host)
+		h->min_host = h->host;
+	return 0;
+}
+
+static void check_held_never_negative(const struct gpr_trace *t)
+{
+	struct held_check h;
+	memset(&h, 0, sizeof(h));
+	CHECK(gpr__trace_replay(t, held_step, &h, NULL, NULL) == 0);
+	CHECK(h.min_lib == 0);
+	CHECK(h.min_dev == 0);
+	CHECK(h.min_host == 0);
+	CHECK(h.mismatches == 0);
+}
+
+/* Loads path into t; 0, or -1 (counted as a failure). */
+static int load(const char *path, struct gpr_trace *t)
+{
+	char err[256];
+	if (gpr__trace_load(path, t, err, sizeof(err)) != 0) {
+		fprintf(stderr, "load %s: %s\n", path, err);
+		CHECK(!"load");
+		return -1;
+	}
+	return 0;
+}
+
+/* The Chrome export of t, NUL-terminated (malloc'ed), or NULL. */
+static char *chrome_of(const struct gpr_trace *t, const char *name)
+{
+	char out[256];
+	path_in_tmp(out, sizeof(out), name);
+	FILE *f = fopen(out, "w");
+	CHECK(f && gpr__trace_export_chrome(t, f) == 0);
+	if (f)
+		fclose(f);
+	size_t len = 0;
+	unsigned char *j = slurp(out, &len);
+	if (j)
+		j[len < (1 << 20) ? len : (1 << 20) - 1] = '\0';
+	return (char *)j;
+}
+
+/*
+ * The values of counter track `name` in a Chrome export: how many, the
+ * last and the smallest (the exporter writes `"bytes":N` right after).
+ */
+static size_t counter_values(const char *json, const char *name,
+			     long long *last, long long *min)
+{
+	char key[300];
+	snprintf(key, sizeof(key), "\"ph\":\"C\",\"name\":\"%s\"", name);
+	size_t n = 0;
+	*last = *min = -1;
+	for (const char *p = strstr(json, key); p; p = strstr(p + 1, key)) {
+		const char *b = strstr(p, "\"bytes\":");
+		if (!b)
+			break;
+		long long v = strtoll(b + 8, NULL, 10);
+		*last = v;
+		if (n == 0 || v < *min)
+			*min = v;
+		n++;
+	}
+	return n;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * An address (or VMM handle) allocated again while the replay still holds
+ * it: its free was among the dropped records. The earlier allocation ends
+ * there, against its own library and device; the new one is a plain
+ * allocation of its own library.
+ */
+static size_t reuse_log(struct gpr_trace_rec *v)
+{
+	size_t n = 0;
+	const uint64_t X = 0x7f0000000000, Y = 0x7f0100000000;
+	/* torch 1 GiB at X on device 1; its free dropped; cupy 4 KiB at X */
+	v[n] = rec(1000, 500, 0, S_TORCH, X, GiB);
+	v[n++].device = 1;
+	v[n++] = rec(3000, 500, 0, S_CUPY, X, 4096);
+	/* the same library and size again at Y: still an allocation */
+	v[n++] = rec(4000, 500, 0, S_TORCH, Y, 2 * MiB);
+	v[n++] = rec(5000, 500, 0, S_TORCH, Y, 2 * MiB);
+	v[n] = rec(6000, 100, 3, S_TORCH, Y, 2 * MiB);
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	/* VMM handle 7: torch's 4 MiB, release dropped, cupy's 2 MiB */
+	v[n] = rec(7000, 100, 8, S_TORCH, 0, 4 * MiB);
+	v[n].aux = 7;
+	v[n++].device = 1;
+	v[n] = rec(8000, 100, 8, S_CUPY, 0, 2 * MiB);
+	v[n].aux = 7;
+	v[n++].device = 1;
+	/* pinned host: cupy's 64 B, free dropped, torch's 128 B */
+	v[n++] = rec(9000, 100, 14, S_CUPY, 0x5000000, 64);
+	v[n++] = rec(10000, 100, 14, S_TORCH, 0x5000000, 128);
+	return n;
+}
+
+static void test_reuse_after_dropped_free(void)
+{
+	char path[256];
+	path_in_tmp(path, sizeof(path), "reuse.trace");
+	struct gpr_trace_rec v[16];
+	CHECK(write_log(path, v, reuse_log(v), 4) == 0);
+	struct gpr_trace t;
+	if (load(path, &t) != 0)
+		return;
+	check_held_never_negative(&t);
+	struct gpr_trace_stats s;
+	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(s.records == 9);
+	CHECK(s.dropped == 4);
+	CHECK(s.implied_frees == 4);
+	CHECK(s.unmatched_frees == 0);
+	CHECK(s.peak == GiB && s.peak_t == START + 1500);
+	CHECK(s.held_end == 4096 + 2 * MiB);
+	CHECK(s.host_peak == 128 && s.host_end == 128);
+	const struct gpr_trace_libstat *lt = lib(&s, S_TORCH);
+	const struct gpr_trace_libstat *lc = lib(&s, S_CUPY);
+	CHECK(lt && lt->calls == 6 && lt->allocs == 5);
+	CHECK(lt && lt->alloc_bytes == GiB + 8 * MiB + 128);
+	CHECK(lt && lt->frees == 4 && lt->freed_bytes == GiB + 8 * MiB);
+	CHECK(lt && lt->peak == GiB && lt->held_end == 0);
+	CHECK(lc && lc->calls == 3 && lc->allocs == 3);
+	CHECK(lc && lc->alloc_bytes == 4096 + 2 * MiB + 64);
+	CHECK(lc && lc->frees == 0 && lc->freed_bytes == 0);
+	CHECK(lc && lc->peak == 4096 + 2 * MiB);
+	CHECK(lc && lc->held_end == 4096 + 2 * MiB);
+	CHECK(s.n_devs == 2);
+	if (s.n_devs == 2) {
+		const struct gpr_trace_devstat *d0 = &s.devs[0],
+					       *d1 = &s.devs[1];
+		CHECK(d0->device == 0 && d0->calls == 6);
+		CHECK(d0->alloc_bytes == 4096 + 4 * MiB);
+		CHECK(d0->freed_bytes == 4 * MiB);
+		CHECK(d0->peak == 4096 + 2 * MiB && d0->held_end == 4096);
+		CHECK(d1->device == 1 && d1->calls == 3);
+		CHECK(d1->alloc_bytes == GiB + 6 * MiB);
+		CHECK(d1->freed_bytes == GiB + 4 * MiB);
+		CHECK(d1->peak == GiB && d1->held_end == 2 * MiB);
+	}
+	/* never freed: only the allocations that took the keys last */
+	CHECK(s.n_live == 3 && s.live_bytes == 4096 + 2 * MiB);
+	for (size_t i = 0; i < s.n_live; i++) {
+		const struct gpr_trace_live *l = &s.live[i];
+		CHECK(l->owner == (l->host ? S_TORCH : S_CUPY));
+		CHECK(l->bytes == (l->vmm ? 2 * MiB : l->host ? 128 : 4096));
+	}
+	const struct gpr_trace_opstat *a = op(&s, 0);
+	CHECK(a && a->calls == 4);
+	/* the reports say the figures were repaired */
+	struct cli_buf b = {0};
+	gpr__report_text(&b, path, &t, &s, 10, 1);
+	CHECK(!b.oom &&
+	      strstr(cli_buf_str(&b),
+		     "  4 frees missing from the log, inferred") != NULL);
+	cli_buf_reset(&b);
+	gpr__report_json(&b, path, &t, &s, 10);
+	CHECK(!b.oom &&
+	      strstr(cli_buf_str(&b), "\"implied_frees\":4,") != NULL);
+	cli_buf_free(&b);
+	gpr__trace_stats_free(&s);
+
+	char *j = chrome_of(&t, "reuse.json");
+	CHECK(j != NULL);
+	if (j) {
+		long long last, min;
+		CHECK(count_of(j, "\"ph\":\"X\"") == 9);
+		CHECK(count_of(j, "\"name\":\"free not in the log\"") == 4);
+		CHECK(counter_values(j, "device bytes: libtorch_cuda.so", &last,
+				     &min) > 0);
+		CHECK(last == 0 && min == 0);
+		CHECK(counter_values(j, "device bytes: cupy_backends.so", &last,
+				     &min) > 0);
+		CHECK(last == (long long)(4096 + 2 * MiB) && min >= 0);
+		CHECK(counter_values(j, "device bytes: total", &last, &min) >
+		      0);
+		CHECK(last == (long long)(4096 + 2 * MiB));
+		free(j);
+	}
+	gpr__trace_free(&t);
+}
+
+/* How far below the plot's x axis any point of the SVG's lines lies. */
+static int svg_points_in_plot(const struct gpr_trace *t)
+{
+	char out[256];
+	path_in_tmp(out, sizeof(out), "held.svg");
+	FILE *f = fopen(out, "w");
+	CHECK(f && gpr__trace_export_svg(t, f) == 0);
+	if (f)
+		fclose(f);
+	size_t len = 0;
+	unsigned char *j = slurp(out, &len);
+	if (!j)
+		return 0;
+	j[len < (1 << 20) ? len : (1 << 20) - 1] = '\0';
+	int ok = 1, lines = 0;
+	for (char *p = strstr((char *)j, "points=\""); p;
+	     p = strstr(p, "points=\"")) {
+		p += 8;
+		lines++;
+		while (*p && *p != '"') {
+			double x = strtod(p, &p);
+			double y = *p == ',' ? strtod(p + 1, &p) : -1;
+			/* the plot area: y from 40 (top) to 420 (zero) */
+			ok &= x >= 90 && x <= 730 && y >= 40 && y <= 420;
+			while (*p == ' ')
+				p++;
+		}
+	}
+	free(j);
+	return ok && lines >= 2;
+}
+
+/*
+ * The opposite case: frees of memory whose allocation records were
+ * dropped (or came before tracing). Flagged as unmatched; they move no
+ * bytes, whatever size the writer's map gave them.
+ */
+static void test_free_of_dropped_alloc(void)
+{
+	char path[256];
+	path_in_tmp(path, sizeof(path), "unmatched.trace");
+	struct gpr_trace_rec v[16];
+	size_t n = 0;
+	v[n++] = rec(1000, 500, 0, S_TORCH, 0x7f0000000000, GiB);
+	v[n++] = rec(2000, 500, 0, S_CUPY, 0x7f0040000000, 4096);
+	/* the writer's map knew the size: the alloc record was dropped */
+	v[n] = rec(3000, 100, 3, S_CUPY, 0x7f0080000000, 2 * GiB);
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	/* never seen allocated at all */
+	v[n] = rec(3500, 100, 6, S_CUPY, 0x7f00c0000000, 0);
+	v[n++].flags |= GPR_TRACE_R_SIZE_NONE;
+	v[n] = rec(4000, 100, 9, S_TORCH, 0, 8 * MiB);
+	v[n].aux = 9;
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	v[n] = rec(4500, 100, 16, S_TORCH, 0x5000000, 4096);
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	v[n++] = rec(5000, 100, 3, S_TORCH, 0x7f0000000000, GiB);
+	CHECK(write_log(path, v, n, 2) == 0);
+	struct gpr_trace t;
+	if (load(path, &t) != 0)
+		return;
+	check_held_never_negative(&t);
+	struct gpr_trace_stats s;
+	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(s.unmatched_frees == 4);
+	CHECK(s.implied_frees == 0);
+	CHECK(s.peak == GiB + 4096 && s.held_end == 4096);
+	CHECK(s.host_peak == 0 && s.host_end == 0);
+	const struct gpr_trace_libstat *lt = lib(&s, S_TORCH);
+	const struct gpr_trace_libstat *lc = lib(&s, S_CUPY);
+	CHECK(lt && lt->frees == 1 && lt->freed_bytes == GiB);
+	CHECK(lt && lt->held_end == 0 && lt->peak == GiB);
+	CHECK(lc && lc->frees == 0 && lc->freed_bytes == 0);
+	CHECK(lc && lc->held_end == 4096 && lc->peak == 4096);
+	CHECK(s.n_devs == 1 && s.devs[0].freed_bytes == GiB &&
+	      s.devs[0].held_end == 4096 && s.devs[0].peak == GiB + 4096);
+	CHECK(s.n_live == 1 && s.live_bytes == 4096);
+	gpr__trace_stats_free(&s);
+	char *j = chrome_of(&t, "unmatched.json");
+	CHECK(j != NULL);
+	if (j) {
+		long long last, min;
+		CHECK(counter_values(j, "device bytes: total", &last, &min) ==
+		      3);
+		CHECK(last == 4096 && min == 4096);
+		CHECK(counter_values(j, "device bytes: cupy_backends.so", &last,
+				     &min) == 1);
+		CHECK(last == 4096 && min == 4096);
+		free(j);
+	}
+	CHECK(svg_points_in_plot(&t));
+	gpr__trace_free(&t);
+}
+
+/*
+ * Library and site names as a hostile log may hold them: C1 controls
+ * encoded in UTF-8 (U+009B is CSI, U+0085 NEL), a raw 0x9b (CSI to an 8-bit
+ * terminal), ESC and DEL, overlong forms, next to text that must survive
+ * (é, an emoji) and names that test the column cut and padding.
+ */
+enum { H_EVIL = GPR_TRACE_N_OPS, H_SITE, H_LONG, H_CAFE };
+static const char *const hostile_strs[] = {
+    "evil\xc2\x9b"
+    "31m\x9b"
+    "2J\x1b[0m\x7f caf\xc3\xa9",
+    "site\xc2\x85\xc0\x9b\xe0\x82\x9b\xf0\x9f\x98\x80",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\xc3\xa9\xc3\xa9", /* 26 + 3 */
+    "caf\xc3\xa9"};
+
+static int write_hostile(const char *path)
+{
+	struct gpr_trace_rec v[3];
+	/* one allocation each, never freed: every list names them */
+	v[0] = rec(1000, 100, 0, H_EVIL, 0x7f0000000000, 1 << 20);
+	v[0].site = H_SITE;
+	v[1] = rec(2000, 100, 0, H_LONG, 0x7f0000100000, 1 << 19);
+	v[1].site = H_EVIL;
+	v[2] = rec(3000, 100, 0, H_CAFE, 0x7f0000200000, 1 << 18);
+	v[2].site = H_LONG;
+	struct gpr__tw w;
+	unlink(path);
+	int rc = gpr__tw_open(&w, path, 4243, 1700000000000000000ull, START);
+	if (rc < 0)
+		return rc;
+	rc = gpr__tw_strings(&w, hostile_strs, 4);
+	if (rc == 0)
+		rc = gpr__tw_records(&w, v, 3);
+	int rc2 = gpr__tw_close(&w, START + 10000, 0);
+	return rc ? rc : rc2;
+}
+
+/* Valid UTF-8, no control (C0, DEL, C1) but newlines: safe to print. */
+static int printable(const char *s)
+{
+	while (*s) {
+		uint32_t cp;
+		size_t n = cli_utf8_len(s, &cp);
+		if (n == 0 || (cp < 0x20 && cp != '\n') ||
+		    (cp >= 0x7f && cp <= 0x9f))
+			return 0;
+		s += n;
+	}
+	return 1;
+}
+
+static void test_hostile_strings(void)
+{
+	char path[256], err[256];
+	path_in_tmp(path, sizeof(path), "hostile.trace");
+	CHECK(write_hostile(path) == 0);
+	struct gpr_trace t;
+	if (gpr__trace_load(path, &t, err, sizeof(err)) != 0) {
+		CHECK(!"load");
+		return;
+	}
+	struct gpr_trace_stats s;
+	if (gpr__trace_stats(&t, &s) != 0) {
+		CHECK(!"stats");
+		gpr__trace_free(&t);
+		return;
+	}
+	struct cli_buf b = {0};
+	/* the path is shown the same way */
+	gpr__report_text(&b, "run\x9b.trace", &t, &s, 10, 0);
+	const char *x = cli_buf_str(&b);
+	CHECK(!b.oom);
+	CHECK(strchr(x, '\x9b') == NULL); /* neither raw nor as C2 9B */
+	CHECK(strchr(x, '\x1b') == NULL);
+	CHECK(printable(x));
+	CHECK(strstr(x, "Trace run?.trace:") != NULL);
+	/* library column (28), never-freed owner, call site */
+	CHECK(strstr(x, "  evil?31m?2J?[0m? caf\xc3\xa9       ") != NULL);
+	CHECK(strstr(x, "by evil?31m?2J?[0m? caf\xc3\xa9\n") != NULL);
+	CHECK(strstr(x, "calls  site??????\xf0\x9f\x98\x80\n") != NULL);
+	/* cut and padded by characters, never inside a sequence */
+	CHECK(strstr(x, "  aaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\xc3\xa9 ") !=
+	      NULL);
+	CHECK(strstr(x, "\xc3\xa9\xc3\xa9\xc3\xa9 ") == NULL);
+	CHECK(strstr(x, "  caf\xc3\xa9                        "
+			"        1 ") != NULL);
+
+	cli_buf_reset(&b);
+	gpr__report_json(&b, "run\x9b.trace", &t, &s, 10);
+	x = cli_buf_str(&b);
+	CHECK(!b.oom);
+	CHECK(strchr(x, '\x9b') == NULL);
+	CHECK(printable(x));
+	CHECK(strstr(x, "\"file\":\"run\\ufffd.trace\"") != NULL);
+	CHECK(strstr(x, "\"library\":\"evil\\u009b31m\\ufffd2J\\u001b[0m"
+			"\\u007f caf\xc3\xa9\"") != NULL);
+	CHECK(strstr(x, "\"site\":\"site\\u0085\\ufffd\\ufffd\\ufffd\\ufffd"
+			"\\ufffd\xf0\x9f\x98\x80\"") != NULL);
+	cli_buf_free(&b);
+
+	/* the exports: escaped JSON, ASCII-only SVG text */
+	char *data = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&data, &len);
+	CHECK(f && gpr__trace_export_chrome(&t, f) == 0);
+	if (f)
+		fclose(f);
+	CHECK(data && memchr(data, 0x9b, len) == NULL && printable(data));
+	CHECK(data && strstr(data, "device bytes: evil\\u009b31m") != NULL);
+	free(data);
+	data = NULL;
+	f = open_memstream(&data, &len);
+	CHECK(f && gpr__trace_export_svg(&t, f) == 0);
+	if (f)
+		fclose(f);
+	CHECK(data && memchr(data, 0x9b, len) == NULL && printable(data));
+	CHECK(data && strstr(data, ">evil\?\?31m?2J?[0m? caf\?\?<") != NULL);
+	free(data);
+	gpr__trace_stats_free(&s);
+	gpr__trace_free(&t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--sample") == 0)
 		return write_sample(argv[2]) == 0 ? 0 : 1;
+	if (argc == 3 && strcmp(argv[1], "--hostile") == 0)
+		return write_hostile(argv[2]) == 0 ? 0 : 1;
 	if (!mkdtemp(tmpdir)) {
 		perror("mkdtemp");
 		return 1;
@@ -457,6 +898,9 @@ int main(int argc, char **argv)
 	test_percentile();
 	test_malformed();
 	test_exports();
+	test_reuse_after_dropped_free();
+	test_free_of_dropped_alloc();
+	test_hostile_strings();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
