@@ -83,6 +83,20 @@ void cli_json_key(struct cli_buf *b, const char *key);
  */
 size_t cli_utf8_len(const char *s, uint32_t *cp);
 
+/* ---------------- terminal-safe text (cli/util_text.c) ---------------- */
+
+/*
+ * Appends s as a terminal may show it: valid UTF-8 is kept except the
+ * controls (C0, DEL, C1 such as U+009B, which opens an escape sequence like
+ * ESC [); those and every byte that is not part of valid UTF-8 (a raw 0x9b
+ * included, CSI to a terminal in 8-bit mode) appear as '?'. At most `max`
+ * characters (max <= 0: all), never cutting inside one; with `pad`, spaces
+ * up to `max`. Each character counts as one column.
+ */
+void cli_buf_put_text(struct cli_buf *b, const char *s, int max, int pad);
+/* How many characters cli_buf_put_text shows for all of s. */
+int cli_text_len(const char *s);
+
 /* ---------------- formatting (cli/util_fmt.c) ---------------- */
 
 /*

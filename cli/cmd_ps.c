@@ -327,7 +327,7 @@ static void render_text(struct cli_buf *b, const struct gpu_view *views,
 		int uw = 4;
 		for (size_t p = 0; p < v->n; p++) {
 			int l = v->rows[p].user_known
-				    ? (int)strlen(v->rows[p].user)
+				    ? cli_text_len(v->rows[p].user)
 				    : 1;
 			if (l > uw)
 				uw = l;
@@ -346,14 +346,17 @@ static void render_text(struct cli_buf *b, const struct gpu_view *views,
 				cli_fmt_bytes(r->bytes, mem, sizeof(mem));
 				snprintf(sh, sizeof(sh), "%.1f%%", share(v, r));
 			}
-			const char *cmd = r->cmd_known ? r->cmd : "?";
-			int cl = (int)strlen(cmd);
-			if (cmdw > 3 && cl > cmdw)
-				cl = cmdw;
-			cli_buf_printf(b, "  %7u %-*.*s %10s %6s  %.*s\n",
-				       (unsigned)r->pid, uw, uw,
-				       r->user_known ? r->user : "-", mem, sh,
-				       cl, cmd);
+			/*
+			 * Another user's command line may hold any byte:
+			 * shown terminal-safe, cut to the terminal's width.
+			 */
+			cli_buf_printf(b, "  %7u ", (unsigned)r->pid);
+			cli_buf_put_text(b, r->user_known ? r->user : "-", uw,
+					 1);
+			cli_buf_printf(b, " %10s %6s  ", mem, sh);
+			cli_buf_put_text(b, r->cmd_known ? r->cmd : "?",
+					 cmdw > 3 ? cmdw : 0, 0);
+			cli_buf_puts(b, "\n");
 		}
 	}
 }

@@ -49,30 +49,10 @@ static void usage(FILE *f)
 	       "usage.\n");
 }
 
-/*
- * Terminal-safe text: library names, call sites and operation names come
- * from a log that may be hostile, and a terminal obeys what it is sent.
- * Valid UTF-8 is kept, except the controls: C0, DEL and C1 (U+0080..U+009F,
- * whose U+009B opens an escape sequence like ESC [); those and every byte
- * that is not part of valid UTF-8 (a raw 0x9b included, which a terminal in
- * 8-bit mode reads as CSI) are shown as '?'. `width` > 0 cuts or pads to
- * that many characters (one column each), never inside a sequence.
- */
+/* Names from a log that may be hostile: terminal-safe (cli/util_text.c). */
 static void put_safe(struct cli_buf *b, const char *s, int width)
 {
-	int n = 0;
-	while (*s && (width <= 0 || n < width)) {
-		uint32_t cp;
-		size_t len = cli_utf8_len(s, &cp);
-		if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-			cli_buf_append(b, "?", 1);
-		else
-			cli_buf_append(b, s, len);
-		s += len ? len : 1;
-		n++;
-	}
-	for (; n < width; n++)
-		cli_buf_append(b, " ", 1);
+	cli_buf_put_text(b, s, width, 1);
 }
 
 static char *fmt_ns(uint64_t ns, char *out, size_t len)

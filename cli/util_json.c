@@ -8,43 +8,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-size_t cli_utf8_len(const char *str, uint32_t *cp_out)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	unsigned char c = s[0];
-	size_t n;
-	uint32_t cp;
-	if (c < 0x80) {
-		if (cp_out)
-			*cp_out = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0; /* also stops at the NUL */
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* overlong forms, surrogates, beyond U+10FFFF */
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	if (cp_out)
-		*cp_out = cp;
-	return n;
-}
-
 void cli_json_str(struct cli_buf *b, const char *str)
 {
 	if (!str) {

@@ -8,7 +8,7 @@ TRACE_LIB_SRCS := trace/inject.c trace/inject_thread.c trace/inject_map.c \
 	trace/trace_ops.c
 TRACE_LIB_OBJS := $(TRACE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
-# The reader side, for the CLI (uses cli/util_buf.c and cli/util_json.c).
+# The reader side, for the CLI (uses cli/util_buf.c, util_json.c, util_text.c).
 TRACE_READ_SRCS := trace/log_read.c trace/log_stats.c trace/u64map.c \
 	trace/trace_ops.c
 TRACE_CLI_OBJS := $(TRACE_READ_SRCS:%.c=$(BUILD)/obj/%.o) \
@@ -26,6 +26,7 @@ ALL_TARGETS += $(TRACE_LIB)
 # ---- tests (no GPU): tests/trace/ ----
 TRACE_TEST_DIR := $(BUILD)/tests/trace
 TRACE_CLI_UTIL := $(BUILD)/obj/cli/util_buf.o $(BUILD)/obj/cli/util_json.o \
+	$(BUILD)/obj/cli/util_text.o \
 	$(BUILD)/obj/cli/util_fmt.o
 
 # With the report's renderers (cli/cmd_report.c; gpr_strerror from the
@@ -66,7 +67,7 @@ FUZZ_DIR := build/fuzz
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_trace_read
 FUZZ_SRCS := tests/trace/fuzz_trace_read.c $(TRACE_READ_SRCS) \
 	trace/log_export.c cli/cmd_report.c src/errors.c cli/util_buf.c \
-	cli/util_json.c cli/util_fmt.c
+	cli/util_json.c cli/util_text.c cli/util_fmt.c
 FUZZ_RUNS ?= 20000
 
 $(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*.h) cli/cli.h cli/cmd_report.h

@@ -6,6 +6,7 @@ import pwd
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -96,6 +97,34 @@ def test_ps_extra_processes_sorted_by_bytes(sim):
     text = sim.run("ps").out
     (row,) = [line for line in text.splitlines() if "4000000" in line]
     assert row.split() == ["4000000", "-", "3.0", "GiB", "3.8%", "?"]
+
+
+def test_ps_shows_a_hostile_command_line_safely(sim):
+    """Another user's command line may hold terminal controls: the text
+    shows each as '?' (C0, C1 in UTF-8, a raw 0x9b), --json escapes them."""
+    child = subprocess.Popen(
+        [sys.executable.encode(), b"-c",
+         b"import time; print('up', flush=True); time.sleep(60)",
+         b"\x1b[2J", b"\xc2\x9b31m", b"\x9bX", "caf\u00e9".encode()],
+        stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"up\n"
+        sim.configure(f"gpus=1;extra=0:{child.pid}:1GiB")
+        r = subprocess.run([str(BIN), "ps"], env=sim.env(),
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        (row,) = [line for line in r.stdout.splitlines()
+                  if str(child.pid).encode() in line]
+        assert b"\x1b" not in r.stdout and b"\x9b" not in r.stdout, row
+        assert row.endswith(b" ?[2J ?31m ?X caf\xc3\xa9"), row
+        r = subprocess.run([str(BIN), "ps", "--json"], env=sim.env(),
+                           capture_output=True, timeout=30)
+        doc = json.loads(r.stdout.decode("utf-8"))
+        cmd = proc_of(gpu_of(doc, 0), child.pid)["command"]
+        assert cmd.endswith(" \x1b[2J \x9b31m \ufffdX caf\u00e9"), cmd
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_ps_json_is_one_complete_document(sim):
