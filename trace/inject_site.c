@@ -184,7 +184,11 @@ static void classify(uintptr_t ip, struct site *out)
 	out->site = gpr__intern(buf);
 }
 
-static const struct site *lookup(uintptr_t ip, struct site *tmp)
+/*
+ * The entry for ip; with `insert`, a new one classified now when there is
+ * none (NULL only when the probe run is full); without, NULL.
+ */
+static struct site *probe(uintptr_t ip, int insert)
 {
 	size_t h = (size_t)((ip * 0x9e3779b97f4a7c15ULL) >> 52);
 	for (size_t i = 0; i < 16; i++) {
@@ -195,6 +199,8 @@ static const struct site *lookup(uintptr_t ip, struct site *tmp)
 			return e;
 		if (k != 0)
 			continue;
+		if (!insert)
+			return NULL;
 		uintptr_t zero = 0;
 		if (!atomic_compare_exchange_strong(&e->ip, &zero, 1))
 			continue;
@@ -204,6 +210,14 @@ static const struct site *lookup(uintptr_t ip, struct site *tmp)
 		atomic_store_explicit(&e->ip, ip, memory_order_release);
 		return e;
 	}
+	return NULL;
+}
+
+static const struct site *lookup(uintptr_t ip, struct site *tmp)
+{
+	const struct site *e = probe(ip, 1);
+	if (e)
+		return e;
 	classify(ip, tmp); /* table full around here: uncached */
 	return tmp;
 }
@@ -211,17 +225,7 @@ static const struct site *lookup(uintptr_t ip, struct site *tmp)
 /* A cached entry for ip, or NULL; never inserts. */
 static struct site *find(uintptr_t ip)
 {
-	size_t h = (size_t)((ip * 0x9e3779b97f4a7c15ULL) >> 52);
-	for (size_t i = 0; i < 16; i++) {
-		struct site *e = &sites[(h + i) & (SITE_SLOTS - 1)];
-		uintptr_t k =
-		    atomic_load_explicit(&e->ip, memory_order_acquire);
-		if (k == ip)
-			return e;
-		if (k == 0)
-			return NULL;
-	}
-	return NULL;
+	return probe(ip, 0);
 }
 
 /* What a full walk saw of frame ip: its size, or that it varies. */

@@ -245,23 +245,18 @@ static int scenario_calls(void)
 #define SITE_CALLS 3000
 static volatile int sink;
 
-__attribute__((noinline, visibility("default"))) int site_a(int i)
-{
-	CUdeviceptr out = SITE_TAG(0) + (uint64_t)i * 4096;
-	cuMemAlloc_v2_params p = {&out, 4096};
-	CUresult r = call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0,
-			  NULL, NULL);
-	return (int)r + sink;
-}
-
-__attribute__((noinline, visibility("default"))) int site_b(int i)
-{
-	CUdeviceptr out = SITE_TAG(1) + (uint64_t)i * 4096;
-	cuMemAlloc_v2_params p = {&out, 4096};
-	CUresult r = call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, 0, CTX0,
-			  NULL, NULL);
-	return (int)r + sink;
-}
+/* Two call sites alike but for their place in the program. */
+#define DEFINE_SITE(name, k)                                                   \
+	__attribute__((noinline, visibility("default"))) int name(int i)       \
+	{                                                                      \
+		CUdeviceptr out = SITE_TAG(k) + (uint64_t)i * 4096;            \
+		cuMemAlloc_v2_params p = {&out, 4096};                         \
+		CUresult r = call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p,   \
+				  0, CTX0, NULL, NULL);                        \
+		return (int)r + sink;                                          \
+	}
+DEFINE_SITE(site_a, 0)
+DEFINE_SITE(site_b, 1)
 
 __attribute__((noinline, visibility("default"))) int site_c(int i)
 {
