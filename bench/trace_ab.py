@@ -11,7 +11,8 @@ injection library loaded, unsubscribed.
 
 1. C: cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB (bench/trace_churn cuda-ab).
 2. torch: torch.empty + del of 1 MiB, PYTORCH_NO_CUDA_MEMORY_CACHING=1.
-3. mlp: bench/trace_bench.py's MLP training step, caching on.
+3. mlp: the MLP training step, caching on.
+(2 and 3 are bench/trace_loops.py's.)
 
 Prints per loop: the medians traced and paused and the median of the
 per-block ratios (the figure to hold against the targets: <= 5% for 1 and
@@ -27,6 +28,8 @@ import subprocess
 import sys
 import time
 
+import trace_loops  # bench/: the torch and mlp loops
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGETS = {"c": 5, "torch": 5, "mlp": 1}
 
@@ -40,24 +43,7 @@ def inner(loop, blocks, n):
                      mode=os.RTLD_NOW | os.RTLD_NOLOAD)
     if tr.gpureclaim_trace_pause() != 0 or tr.gpureclaim_trace_resume() != 0:
         sys.exit("not traced: run this under `gpureclaim trace`")
-    if loop == "torch":
-        def it():
-            x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
-            del x
-    else:
-        torch.manual_seed(0)
-        m = torch.nn.Sequential(
-            torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
-            torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-            torch.nn.Linear(4096, 10)).cuda()
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-        x = torch.randn(256, 1024, device="cuda")
-        y = torch.randint(0, 10, (256,), device="cuda")
-
-        def it():
-            opt.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(m(x), y).backward()
-            opt.step()
+    it = trace_loops.STEPS[loop]()
     on, off = [], []
     for b in range(blocks):
         for k in range(2):

@@ -29,46 +29,7 @@ BIN = BUILD / "gpureclaim"
 CHURN = BUILD / "bench/trace_churn"
 REPS = int(os.environ.get("REPS", "5"))
 
-TORCH_CHURN = """
-import sys, time, torch
-hist = sys.argv[1] == "history"
-torch.ones(1, device="cuda")
-if hist:
-    torch.cuda.memory._record_memory_history(max_entries=100000)
-for _ in range(200):
-    del_ = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del del_
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(20000):
-    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
-    del x
-torch.cuda.synchronize()
-t1 = time.perf_counter()
-print((t1 - t0) / 20000 * 1e6)
-"""
-
-TRAIN = """
-import sys, time, torch
-hist = sys.argv[1] == "history"
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
-                        torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-                        torch.nn.Linear(4096, 10)).cuda()
-opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-x = torch.randn(256, 1024, device="cuda"); y = torch.randint(0, 10, (256,), device="cuda")
-def step():
-    opt.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(m(x), y)
-    loss.backward(); opt.step()
-if hist:
-    torch.cuda.memory._record_memory_history(max_entries=100000)
-for _ in range(50): step()
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(500): step()
-torch.cuda.synchronize()
-print((time.perf_counter() - t0) / 500 * 1e6)
-"""
+LOOPS = str(ROOT / "bench/trace_loops.py")  # the torch and MLP loops
 
 
 def has_gpu():
@@ -126,17 +87,17 @@ def main():
         env = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
         py = sys.executable
         out.append(compare("torch churn, caching off: 20k alloc/free", {
-            "untraced": lambda: run([py, "-c", TORCH_CHURN, "plain"], env),
-            "traced": lambda: run([py, "-c", TORCH_CHURN, "plain"], env,
+            "untraced": lambda: run([py, LOOPS, "torch", "20000"], env),
+            "traced": lambda: run([py, LOOPS, "torch", "20000"], env,
                                   traced=True),
             "record_memory_history": lambda: run(
-                [py, "-c", TORCH_CHURN, "history"], env),
+                [py, LOOPS, "torch", "20000", "history"], env),
         }, 5))
         out.append(compare("MLP training step, caching on", {
-            "untraced": lambda: run([py, "-c", TRAIN, "plain"]),
-            "traced": lambda: run([py, "-c", TRAIN, "plain"], traced=True),
+            "untraced": lambda: run([py, LOOPS, "mlp", "500"]),
+            "traced": lambda: run([py, LOOPS, "mlp", "500"], traced=True),
             "record_memory_history": lambda: run(
-                [py, "-c", TRAIN, "history"]),
+                [py, LOOPS, "mlp", "500", "history"]),
         }, 1))
     print("\nJSON: " + json.dumps(out))
     return 0

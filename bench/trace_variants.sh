@@ -12,7 +12,7 @@
 #               (build/bench/trace_churn), N pairs;
 #   LOOP torch: torch.empty + del of 1 MiB with PYTORCH_NO_CUDA_MEMORY_CACHING=1,
 #               N pairs.
-#   LOOP mlp:   N/40 training steps of bench/trace_bench.py's MLP, caching on
+#   LOOP mlp:   N/40 training steps of bench/trace_loops.py's MLP, caching on
 #               (no driver allocation per step: what the tracer costs a
 #               program that is not allocating).
 # VARIANTS="untraced traced ..." picks a subset (untraced always runs).
@@ -26,47 +26,14 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	echo "skipped: no NVIDIA GPU"
 	exit 0
 fi
-TORCH_CHURN='
-import sys, time, torch
-n = int(sys.argv[1])
-torch.ones(1, device="cuda")
-for _ in range(200):
-    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del x
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(n):
-    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del x
-torch.cuda.synchronize()
-print("%.3f us/pair" % ((time.perf_counter() - t0) / n * 1e6))
-'
-MLP_STEPS='
-import sys, time, torch
-n = max(int(sys.argv[1]) // 40, 10)
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
-                        torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-                        torch.nn.Linear(4096, 10)).cuda()
-opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-x = torch.randn(256, 1024, device="cuda")
-y = torch.randint(0, 10, (256,), device="cuda")
-def step():
-    opt.zero_grad(set_to_none=True)
-    torch.nn.functional.cross_entropy(m(x), y).backward()
-    opt.step()
-for _ in range(50): step()
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(n): step()
-torch.cuda.synchronize()
-print("%.3f us/pair" % ((time.perf_counter() - t0) / n * 1e6))
-'
+LOOPS=$(dirname "$0")/trace_loops.py # the torch and mlp loops
 case $LOOP in
 c) churn=("$B/bench/trace_churn" cuda "$N" 2097152) ;;
 torch)
 	export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-	churn=(python3 -c "$TORCH_CHURN" "$N")
+	churn=(python3 "$LOOPS" torch "$N")
 	;;
-mlp) churn=(python3 -c "$MLP_STEPS" "$N") ;;
+mlp) churn=(python3 "$LOOPS" mlp $((N / 40 > 10 ? N / 40 : 10))) ;;
 *)
 	echo "usage: $0 BUILD [N] [ROUNDS] [c|torch|mlp]" >&2
 	exit 2
