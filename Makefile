@@ -32,6 +32,7 @@ SAN_RUNS :=
 .PHONY: all check check-ci demo deps format format-check clean
 all: build-all
 
+include src/out/build.mk
 include src/build.mk
 include sim/build.mk
 include trace/build.mk

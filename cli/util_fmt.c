@@ -1,4 +1,4 @@
-/* Formatting and parsing shared by the subcommands. */
+/* Parsing and the terminal, shared by the subcommands. */
 #include "cli.h"
 
 #include <errno.h>
@@ -10,25 +10,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-
-char *cli_fmt_bytes(uint64_t bytes, char *out, size_t len)
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB",
-					    "TiB", "PiB", "EiB"};
-	if (bytes < 1024) {
-		snprintf(out, len, "%" PRIu64 " B", bytes);
-		return out;
-	}
-	double v = (double)bytes / 1024.0;
-	size_t u = 0;
-	/* 1023.95 KiB would print as "1024.0 KiB": move up a unit first */
-	while (v >= 1023.95 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		v /= 1024.0;
-		u++;
-	}
-	snprintf(out, len, "%.1f %s", v, units[u]);
-	return out;
-}
 
 int cli_parse_seconds(const char *s, double *out)
 {

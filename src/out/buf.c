@@ -1,35 +1,15 @@
 /*
- * A growable string for building output whole before writing it: a
- * failure halfway through a listing must not leave half a document on
- * stdout.
+ * The growable string of buf.h. Sizes are checked before they are added,
+ * so a huge append fails (oom) instead of wrapping.
  */
-#include "cli.h"
+#include "buf.h"
 
-#include <errno.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-void cli_buf_free(struct cli_buf *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = 0;
-	b->cap = 0;
-	b->oom = 0;
-}
-
-void cli_buf_reset(struct cli_buf *b)
-{
-	b->len = 0;
-	b->oom = 0;
-	if (b->data)
-		b->data[0] = '\0';
-}
 
 /* Makes room for n more bytes and the terminating NUL. */
-static int reserve(struct cli_buf *b, size_t n)
+static int reserve(struct gpr__buf *b, size_t n)
 {
 	if (b->oom)
 		return -1;
@@ -53,7 +33,7 @@ static int reserve(struct cli_buf *b, size_t n)
 	return 0;
 }
 
-void cli_buf_append(struct cli_buf *b, const char *s, size_t n)
+void gpr__buf_putn(struct gpr__buf *b, const char *s, size_t n)
 {
 	if (reserve(b, n) != 0)
 		return;
@@ -62,12 +42,12 @@ void cli_buf_append(struct cli_buf *b, const char *s, size_t n)
 	b->data[b->len] = '\0';
 }
 
-void cli_buf_puts(struct cli_buf *b, const char *s)
+void gpr__buf_puts(struct gpr__buf *b, const char *s)
 {
-	cli_buf_append(b, s, strlen(s));
+	gpr__buf_putn(b, s, strlen(s));
 }
 
-void cli_buf_vprintf(struct cli_buf *b, const char *fmt, va_list ap)
+void gpr__buf_vprintf(struct gpr__buf *b, const char *fmt, va_list ap)
 {
 	va_list copy;
 	va_copy(copy, ap);
@@ -83,33 +63,52 @@ void cli_buf_vprintf(struct cli_buf *b, const char *fmt, va_list ap)
 	b->len += (size_t)n;
 }
 
-void cli_buf_printf(struct cli_buf *b, const char *fmt, ...)
+void gpr__buf_printf(struct gpr__buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	cli_buf_vprintf(b, fmt, ap);
+	gpr__buf_vprintf(b, fmt, ap);
 	va_end(ap);
 }
 
-const char *cli_buf_str(const struct cli_buf *b)
+const char *gpr__buf_str(const struct gpr__buf *b)
 {
 	return b->data ? b->data : "";
 }
 
-int cli_buf_write_stdout(const struct cli_buf *b)
+void gpr__buf_reset(struct gpr__buf *b)
 {
-	/* stdio may hold earlier output: keep the order */
-	if (fflush(stdout) != 0)
-		return -1;
-	size_t off = 0;
-	while (off < b->len) {
-		ssize_t w = write(STDOUT_FILENO, b->data + off, b->len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		off += (size_t)w;
+	b->len = 0;
+	b->oom = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+void gpr__buf_free(struct gpr__buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->oom = 0;
+}
+
+char *gpr__buf_finish(struct gpr__buf *b)
+{
+	if (b->oom || reserve(b, 0) != 0) {
+		gpr__buf_free(b);
+		return NULL;
 	}
-	return 0;
+	char *s = b->data;
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	return s;
+}
+
+int gpr__buf_write(const struct gpr__buf *b, FILE *f)
+{
+	if (b->len && fwrite(b->data, 1, b->len, f) != b->len)
+		return -1;
+	return fflush(f) == 0 ? 0 : -1;
 }

@@ -1,13 +1,8 @@
-/*
- * Text from outside (command lines of other users' processes, names from a
- * trace log that may be hostile) as a terminal may show it: a terminal
- * obeys the control sequences it is sent, so those never pass.
- */
-#include "cli.h"
+/* The terminal-safe text rule of text.h, and the UTF-8 decoding it and
+ * the JSON writer share. */
+#include "text.h"
 
-#include <string.h>
-
-size_t cli_utf8_len(const char *str, uint32_t *cp_out)
+size_t gpr__utf8_len(const char *str, uint32_t *cp_out)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	unsigned char c = s[0];
@@ -48,30 +43,30 @@ size_t cli_utf8_len(const char *str, uint32_t *cp_out)
 static size_t shown(const char *s, size_t *advance)
 {
 	uint32_t cp;
-	size_t len = cli_utf8_len(s, &cp);
+	size_t len = gpr__utf8_len(s, &cp);
 	*advance = len ? len : 1;
 	if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
 		return 0;
 	return len;
 }
 
-void cli_buf_put_text(struct cli_buf *b, const char *s, int max, int pad)
+void gpr__text_put(struct gpr__buf *b, const char *s, int max, int pad)
 {
 	int n = 0;
 	while (*s && (max <= 0 || n < max)) {
 		size_t adv, len = shown(s, &adv);
 		if (len)
-			cli_buf_append(b, s, len);
+			gpr__buf_putn(b, s, len);
 		else
-			cli_buf_append(b, "?", 1);
+			gpr__buf_putn(b, "?", 1);
 		s += adv;
 		n++;
 	}
 	for (; pad && n < max; n++)
-		cli_buf_append(b, " ", 1);
+		gpr__buf_putn(b, " ", 1);
 }
 
-int cli_text_len(const char *s)
+int gpr__text_len(const char *s)
 {
 	int n = 0;
 	for (size_t adv; *s; s += adv, n++)
