@@ -19,9 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../trace/cupti_abi.h"
-#include "../../trace/log_read.h"
-#include "../../trace/log_stats.h"
+#include "../../trace/inject/cupti_abi.h"
+#include "../../trace/read/log_read.h"
+#include "../../trace/read/log_stats.h"
+#include "gpureclaim_trace.h"
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -50,7 +51,9 @@ static CUresult (*call_stale)(size_t, uintptr_t, unsigned, void *, CUresult,
 static void *(*last_caller)(void);
 static void (*resource)(unsigned, CUcontext);
 static int (*is_enabled)(int, unsigned);
-static int (*trace_pause)(void), (*trace_resume)(void);
+/* The tracer's exports, typed by its header. */
+static gpureclaim_trace_pause_fn *trace_pause;
+static gpureclaim_trace_resume_fn *trace_resume;
 
 #define CTX0 ((CUcontext)(uintptr_t)1) /* device 0 */
 #define CTX1 ((CUcontext)(uintptr_t)2) /* device 1 */

@@ -14,12 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../cli/cmd_report.h"
-#include "../../trace/log_export.h"
-#include "../../trace/log_read.h"
-#include "../../trace/log_stats.h"
-#include "../../trace/log_write.h"
+#include "../../trace/read/log_report.h"
+#include "../../trace/read/log_export.h"
+#include "../../trace/read/log_read.h"
+#include "../../trace/read/log_stats.h"
+#include "../../trace/inject/log_write.h"
 #include "gpureclaim.h"
+#include "out/text.h"
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -635,16 +636,16 @@ static void test_reuse_after_dropped_free(void)
 	const struct gpr_trace_opstat *a = op(&s, 0);
 	CHECK(a && a->calls == 4);
 	/* the reports say the figures were repaired */
-	struct cli_buf b = {0};
+	struct gpr__buf b = {0};
 	gpr__report_text(&b, path, &t, &s, 10, 1);
 	CHECK(!b.oom &&
-	      strstr(cli_buf_str(&b),
+	      strstr(gpr__buf_str(&b),
 		     "  4 frees missing from the log, inferred") != NULL);
-	cli_buf_reset(&b);
+	gpr__buf_reset(&b);
 	gpr__report_json(&b, path, &t, &s, 10);
 	CHECK(!b.oom &&
-	      strstr(cli_buf_str(&b), "\"implied_frees\":4,") != NULL);
-	cli_buf_free(&b);
+	      strstr(gpr__buf_str(&b), "\"implied_frees\":4,") != NULL);
+	gpr__buf_free(&b);
 	gpr__trace_stats_free(&s);
 
 	char *j = chrome_of(&t, "reuse.json");
@@ -803,7 +804,7 @@ static int printable(const char *s)
 {
 	while (*s) {
 		uint32_t cp;
-		size_t n = cli_utf8_len(s, &cp);
+		size_t n = gpr__utf8_len(s, &cp);
 		if (n == 0 || (cp < 0x20 && cp != '\n') ||
 		    (cp >= 0x7f && cp <= 0x9f))
 			return 0;
@@ -828,10 +829,10 @@ static void test_hostile_strings(void)
 		gpr__trace_free(&t);
 		return;
 	}
-	struct cli_buf b = {0};
+	struct gpr__buf b = {0};
 	/* the path is shown the same way */
 	gpr__report_text(&b, "run\x9b.trace", &t, &s, 10, 0);
-	const char *x = cli_buf_str(&b);
+	const char *x = gpr__buf_str(&b);
 	CHECK(!b.oom);
 	CHECK(strchr(x, '\x9b') == NULL); /* neither raw nor as C2 9B */
 	CHECK(strchr(x, '\x1b') == NULL);
@@ -848,9 +849,9 @@ static void test_hostile_strings(void)
 	CHECK(strstr(x, "  caf\xc3\xa9                        "
 			"        1 ") != NULL);
 
-	cli_buf_reset(&b);
+	gpr__buf_reset(&b);
 	gpr__report_json(&b, "run\x9b.trace", &t, &s, 10);
-	x = cli_buf_str(&b);
+	x = gpr__buf_str(&b);
 	CHECK(!b.oom);
 	CHECK(strchr(x, '\x9b') == NULL);
 	CHECK(printable(x));
@@ -859,7 +860,7 @@ static void test_hostile_strings(void)
 			"\\u007f caf\xc3\xa9\"") != NULL);
 	CHECK(strstr(x, "\"site\":\"site\\u0085\\ufffd\\ufffd\\ufffd\\ufffd"
 			"\\ufffd\xf0\x9f\x98\x80\"") != NULL);
-	cli_buf_free(&b);
+	gpr__buf_free(&b);
 
 	/* the exports: escaped JSON, ASCII-only SVG text */
 	char *data = NULL;

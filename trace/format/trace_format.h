@@ -15,7 +15,8 @@
  *
  * Strings 0 .. n_ops-1 name the operations (written first, in a chunk of
  * their own): a record's `op` is a string id, so a reader meets new
- * operation names as strings, never as unknown numbers.
+ * operation names as strings, never as unknown numbers. The operations
+ * and what each does to memory are the tables of trace_ops.h.
  */
 #ifndef GPR_TRACE_FORMAT_H
 #define GPR_TRACE_FORMAT_H
@@ -82,65 +83,5 @@ _Static_assert(sizeof(struct gpr_trace_header) == GPR_TRACE_HEADER_SIZE,
 	       "header layout");
 _Static_assert(sizeof(struct gpr_trace_rec) == GPR_TRACE_RECORD_SIZE,
 	       "record layout");
-
-/*
- * What an operation does to memory; the reader derives it from the
- * operation's name (gpr__trace_op_kind), so a log stays readable when
- * operations are added.
- */
-enum gpr_trace_kind {
-	GPR_K_OTHER = 0,
-	GPR_K_ALLOC,	  /* device memory: addr, bytes */
-	GPR_K_FREE,	  /* device memory: addr */
-	GPR_K_CREATE,	  /* VMM physical memory: aux = handle, bytes */
-	GPR_K_RELEASE,	  /* VMM: aux = handle */
-	GPR_K_MAP,	  /* VMM: addr, bytes, aux = handle */
-	GPR_K_UNMAP,	  /* VMM: addr, bytes */
-	GPR_K_RESERVE,	  /* VA range: addr, bytes */
-	GPR_K_VA_FREE,	  /* VA range: addr, bytes */
-	GPR_K_HOST_ALLOC, /* pinned host memory: addr, bytes */
-	GPR_K_HOST_FREE,  /* pinned host memory: addr */
-	GPR_K_TRIM,	  /* pool trim: aux = pool, bytes = min to keep */
-	GPR_K_CTX_CREATE, /* aux = context */
-	GPR_K_CTX_DESTROY /* aux = context */
-};
-
-/*
- * The operations the injection library records, in op-id order (the ids
- * are the string ids of their names): X(id, name, kind).
- */
-#define GPR_TRACE_OPS(X)                                                       \
-	X(0, "cuMemAlloc_v2", GPR_K_ALLOC)                                     \
-	X(1, "cuMemAllocPitch_v2", GPR_K_ALLOC)                                \
-	X(2, "cuMemAllocManaged", GPR_K_ALLOC)                                 \
-	X(3, "cuMemFree_v2", GPR_K_FREE)                                       \
-	X(4, "cuMemAllocAsync", GPR_K_ALLOC)                                   \
-	X(5, "cuMemAllocFromPoolAsync", GPR_K_ALLOC)                           \
-	X(6, "cuMemFreeAsync", GPR_K_FREE)                                     \
-	X(7, "cuMemPoolTrimTo", GPR_K_TRIM)                                    \
-	X(8, "cuMemCreate", GPR_K_CREATE)                                      \
-	X(9, "cuMemRelease", GPR_K_RELEASE)                                    \
-	X(10, "cuMemMap", GPR_K_MAP)                                           \
-	X(11, "cuMemUnmap", GPR_K_UNMAP)                                       \
-	X(12, "cuMemAddressReserve", GPR_K_RESERVE)                            \
-	X(13, "cuMemAddressFree", GPR_K_VA_FREE)                               \
-	X(14, "cuMemHostAlloc", GPR_K_HOST_ALLOC)                              \
-	X(15, "cuMemAllocHost_v2", GPR_K_HOST_ALLOC)                           \
-	X(16, "cuMemFreeHost", GPR_K_HOST_FREE)                                \
-	X(17, "context_created", GPR_K_CTX_CREATE)                             \
-	X(18, "context_destroy", GPR_K_CTX_DESTROY)
-
-enum gpr_trace_op {
-#define GPR_X_OP(id, name, kind) GPR_OP_##id = id,
-	GPR_TRACE_OPS(GPR_X_OP)
-#undef GPR_X_OP
-	    GPR_TRACE_N_OPS
-};
-
-/* The kind of the operation called `name`; GPR_K_OTHER if unknown. */
-enum gpr_trace_kind gpr__trace_op_kind(const char *name);
-
-/* The name of op id `op` (< GPR_TRACE_N_OPS). */
-const char *gpr__trace_op_name(unsigned op);
 
 #endif /* GPR_TRACE_FORMAT_H */

@@ -1,13 +1,10 @@
-/* The operation table of trace_format.h, as data. */
-#include "trace_format.h"
+/* The operation table of trace_ops.h, looked up by name and by id. */
+#include "trace_ops.h"
 
 #include <string.h>
 
-static const struct {
-	const char *name;
-	enum gpr_trace_kind kind;
-} ops[] = {
-#define GPR_X_OP(id, name, kind) {name, kind},
+static const char *const names[] = {
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2) name,
     GPR_TRACE_OPS(GPR_X_OP)
 #undef GPR_X_OP
 };
@@ -15,12 +12,12 @@ static const struct {
 enum gpr_trace_kind gpr__trace_op_kind(const char *name)
 {
 	for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
-		if (strcmp(ops[i].name, name) == 0)
-			return ops[i].kind;
+		if (strcmp(names[i], name) == 0)
+			return gpr__trace_op_kind_of(i);
 	return GPR_K_OTHER;
 }
 
 const char *gpr__trace_op_name(unsigned op)
 {
-	return op < GPR_TRACE_N_OPS ? ops[op].name : "?";
+	return op < GPR_TRACE_N_OPS ? names[op] : "?";
 }

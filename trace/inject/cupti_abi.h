@@ -35,6 +35,7 @@ enum {
 
 /* cupti_callbacks.h: CUpti_CallbackIdResource (subset). */
 enum {
+	CUPTI_CBID_RESOURCE_INVALID = 0,
 	CUPTI_CBID_RESOURCE_CONTEXT_CREATED = 1,
 	CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING = 2
 };
@@ -85,6 +86,7 @@ typedef struct {
  * default stream variants of the same calls).
  */
 enum {
+	CUPTI_DRIVER_TRACE_CBID_INVALID = 0,
 	CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost = 38,
 	CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc = 39,
 	CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 = 243,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cupti_abi.h"
+#include "gpureclaim_trace.h"
 
 #define GPR_EXPORT __attribute__((visibility("default")))
 
@@ -46,37 +47,36 @@ static struct {
 	CUpti_SubscriberHandle sub;
 } api;
 
-static const struct {
-	CUpti_CallbackId cbid;
-	uint16_t op;
-} driver_ops[] = {
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 0},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, 1},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, 2},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, 3},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, 4},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, 4},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, 5},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, 5},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, 6},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz, 6},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo, 7},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 8},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemRelease, 9},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemMap, 10},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, 11},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, 12},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, 13},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, 14},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc_v2, 14},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, 15},
-    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, 16},
-};
-#define N_DRIVER_OPS (sizeof(driver_ops) / sizeof(driver_ops[0]))
+/* The CUPTI callback id of a GPR_TRACE_OPS row (trace_ops.h). */
+#define CBID_DRIVER_API(name) CUPTI_DRIVER_TRACE_CBID_##name
+#define CBID_RESOURCE(name) CUPTI_CBID_RESOURCE_##name
+#define CBID(domain, name) CBID_##domain(name)
 
-/* cbid -> op + 1 (0: not traced); cbids are small integers. */
+/* The two CUPTI domains the table uses, as indexes of op_of_cbid. */
+#define DOM_DRIVER_API 0
+#define DOM_RESOURCE 1
+
+/* cbid -> op + 1 (0: not traced), per domain; cbids are small integers. */
 #define MAX_CBID 1024
-static uint8_t op_of_cbid[MAX_CBID];
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2)                          \
+	_Static_assert(CBID(domain, cbid) < MAX_CBID &&                        \
+			   CBID(domain, cbid2) < MAX_CBID,                     \
+		       "a callback id beyond MAX_CBID: " name);
+GPR_TRACE_OPS(GPR_X_OP)
+#undef GPR_X_OP
+_Static_assert(GPR_TRACE_N_OPS < 255, "op + 1 fits in a byte");
+static uint8_t op_of_cbid[2][MAX_CBID];
+
+/* Fills op_of_cbid from the table (once, before any callback is on). */
+static void map_cbids(void)
+{
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2)                          \
+	op_of_cbid[DOM_##domain][CBID(domain, cbid)] = GPR_OP_##op + 1;        \
+	if (CBID(domain, cbid2) != 0)                                          \
+		op_of_cbid[DOM_##domain][CBID(domain, cbid2)] = GPR_OP_##op + 1;
+	GPR_TRACE_OPS(GPR_X_OP)
+#undef GPR_X_OP
+}
 
 static int device_of(struct gpr__tt *tt, CUcontext ctx)
 {
@@ -94,12 +94,37 @@ static int device_of(struct gpr__tt *tt, CUcontext ctx)
 	return d;
 }
 
+/* The size map a kind's memory is kept in (trace_ops.h: NEW/END_ADDR are
+ * keyed by the record's addr, NEW/END_HANDLE by its aux). */
+static int map_of(enum gpr_trace_memory m)
+{
+	return m == GPR_MEMORY_NEW_HANDLE || m == GPR_MEMORY_END_HANDLE
+		   ? GPR_MAP_HANDLE
+		   : GPR_MAP_ADDR;
+}
+
+/* The address or handle whose memory a call of an END_* kind ends. */
+static uint64_t ended_key(int op, const void *p)
+{
+	switch (op) {
+	case GPR_OP_MEM_FREE:
+		return ((const cuMemFree_v2_params *)p)->dptr;
+	case GPR_OP_MEM_FREE_ASYNC:
+		return ((const cuMemFreeAsync_params *)p)->dptr;
+	case GPR_OP_MEM_FREE_HOST:
+		return (uintptr_t)((const cuMemFreeHost_params *)p)->p;
+	case GPR_OP_MEM_RELEASE:
+		return ((const cuMemRelease_params *)p)->handle;
+	}
+	return 0;
+}
+
 /* At entry: who calls, the start time, and what a free gives back. */
 static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 {
 	/* Calls entered before a pause never see their exit: forget them. */
 	unsigned epoch =
-	    atomic_load_explicit(&gpr__epoch, memory_order_relaxed);
+	    atomic_load_explicit(&gpr__state.epoch, memory_order_relaxed);
 	if (tt->epoch != epoch) {
 		tt->epoch = epoch;
 		tt->depth = 0;
@@ -110,9 +135,9 @@ static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	}
 	struct gpr__inflight *f = &tt->fl[tt->depth++];
 	*cd->correlationData = (uint64_t)tt->depth;
-	uint64_t t0 = gpr__selftime_on ? gpr__now() : 0;
+	uint64_t t0 = gpr__state.selftime ? gpr__now() : 0;
 	int how = gpr__callsite(&f->lib, &f->site);
-	if (gpr__selftime_on) {
+	if (gpr__state.selftime) {
 		uint64_t t1 = gpr__now();
 		gpr__st_add(&tt->st.walk_ns, t1 - t0);
 		gpr__st_add(how == GPR_WALK_FAST ? &tt->st.fast : &tt->st.full,
@@ -123,33 +148,18 @@ static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	 * A free's size leaves the map before the driver frees, so another
 	 * thread that gets the same address back cannot lose its entry.
 	 */
-	const void *p = cd->functionParams;
+	enum gpr_trace_memory m =
+	    gpr__trace_kind_memory(gpr__trace_op_kind_of((unsigned)op));
 	f->size = 0;
-	switch (op) {
-	case 3:
-		f->size = gpr__map_take(GPR_MAP_ADDR,
-					((const cuMemFree_v2_params *)p)->dptr);
-		break;
-	case 6:
-		f->size = gpr__map_take(
-		    GPR_MAP_ADDR, ((const cuMemFreeAsync_params *)p)->dptr);
-		break;
-	case 16:
-		f->size = gpr__map_take(
-		    GPR_MAP_ADDR,
-		    (uintptr_t)((const cuMemFreeHost_params *)p)->p);
-		break;
-	case 9:
-		f->size = gpr__map_take(
-		    GPR_MAP_HANDLE, ((const cuMemRelease_params *)p)->handle);
-		break;
-	}
+	if (m == GPR_MEMORY_END_ADDR || m == GPR_MEMORY_END_HANDLE)
+		f->size =
+		    gpr__map_take(map_of(m), ended_key(op, cd->functionParams));
 	f->size_found = f->size != 0;
-	if (gpr__selftime_on)
+	if (gpr__state.selftime)
 		t0 = gpr__now();
 	f->wait_ok = gpr__tt_wait_now(tt, &f->wait0, &f->csw0) == 0;
 	f->t0 = gpr__now();
-	if (gpr__selftime_on)
+	if (gpr__state.selftime)
 		gpr__st_add(&tt->st.wait_ns, f->t0 - t0);
 }
 
@@ -158,14 +168,14 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 		 struct gpr__inflight *f)
 {
 	switch (op) {
-	case 0: {
+	case GPR_OP_MEM_ALLOC: {
 		const cuMemAlloc_v2_params *a = p;
 		r->bytes = a->bytesize;
 		if (ok && a->dptr)
 			r->addr = *a->dptr;
 		break;
 	}
-	case 1: {
+	case GPR_OP_MEM_ALLOC_PITCH: {
 		const cuMemAllocPitch_v2_params *a = p;
 		r->bytes = a->WidthInBytes * a->Height;
 		if (ok && a->pPitch)
@@ -174,14 +184,14 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 			r->addr = *a->dptr;
 		break;
 	}
-	case 2: {
+	case GPR_OP_MEM_ALLOC_MANAGED: {
 		const cuMemAllocManaged_params *a = p;
 		r->bytes = a->bytesize;
 		if (ok && a->dptr)
 			r->addr = *a->dptr;
 		break;
 	}
-	case 4: {
+	case GPR_OP_MEM_ALLOC_ASYNC: {
 		const cuMemAllocAsync_params *a = p;
 		r->bytes = a->bytesize;
 		r->aux = (uintptr_t)a->hStream;
@@ -189,7 +199,7 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 			r->addr = *a->dptr;
 		break;
 	}
-	case 5: {
+	case GPR_OP_MEM_ALLOC_FROM_POOL_ASYNC: {
 		const cuMemAllocFromPoolAsync_params *a = p;
 		r->bytes = a->bytesize;
 		r->aux = (uintptr_t)a->pool;
@@ -197,34 +207,34 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 			r->addr = *a->dptr;
 		break;
 	}
-	case 14:
-	case 15: {
+	case GPR_OP_MEM_HOST_ALLOC:
+	case GPR_OP_MEM_ALLOC_HOST: {
 		const cuMemHostAlloc_params *a = p;
 		r->bytes = a->bytesize;
 		if (ok && a->pp)
 			r->addr = (uintptr_t)*a->pp;
 		break;
 	}
-	case 3:
+	case GPR_OP_MEM_FREE:
 		r->addr = ((const cuMemFree_v2_params *)p)->dptr;
 		break;
-	case 6:
+	case GPR_OP_MEM_FREE_ASYNC:
 		r->addr = ((const cuMemFreeAsync_params *)p)->dptr;
 		r->aux = (uintptr_t)((const cuMemFreeAsync_params *)p)->hStream;
 		break;
-	case 16:
+	case GPR_OP_MEM_FREE_HOST:
 		r->addr = (uintptr_t)((const cuMemFreeHost_params *)p)->p;
 		break;
-	case 9:
+	case GPR_OP_MEM_RELEASE:
 		r->aux = ((const cuMemRelease_params *)p)->handle;
 		break;
-	case 7: {
+	case GPR_OP_MEM_POOL_TRIM_TO: {
 		const cuMemPoolTrimTo_params *a = p;
 		r->aux = (uintptr_t)a->pool;
 		r->bytes = a->minBytesToKeep;
 		break;
 	}
-	case 8: {
+	case GPR_OP_MEM_CREATE: {
 		const cuMemCreate_params *a = p;
 		r->bytes = a->size;
 		if (ok && a->handle)
@@ -234,42 +244,50 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 			r->device = (int16_t)a->prop->location.id;
 		break;
 	}
-	case 10: {
+	case GPR_OP_MEM_MAP: {
 		const cuMemMap_params *a = p;
 		r->addr = a->ptr;
 		r->bytes = a->size;
 		r->aux = a->handle;
 		break;
 	}
-	case 11:
+	case GPR_OP_MEM_UNMAP:
 		r->addr = ((const cuMemUnmap_params *)p)->ptr;
 		r->bytes = ((const cuMemUnmap_params *)p)->size;
 		break;
-	case 12: {
+	case GPR_OP_MEM_ADDRESS_RESERVE: {
 		const cuMemAddressReserve_params *a = p;
 		r->bytes = a->size;
 		if (ok && a->ptr)
 			r->addr = *a->ptr;
 		break;
 	}
-	case 13:
+	case GPR_OP_MEM_ADDRESS_FREE:
 		r->addr = ((const cuMemAddressFree_params *)p)->ptr;
 		r->bytes = ((const cuMemAddressFree_params *)p)->size;
 		break;
 	}
-	/* Frees and releases: the size the allocation recorded. */
-	if (op == 3 || op == 6 || op == 16 || op == 9) {
+	enum gpr_trace_memory m =
+	    gpr__trace_kind_memory(gpr__trace_op_kind_of((unsigned)op));
+	uint64_t key = map_of(m) == GPR_MAP_HANDLE ? r->aux : r->addr;
+	switch (m) {
+	case GPR_MEMORY_END_ADDR:
+	case GPR_MEMORY_END_HANDLE:
+		/* the size the allocation recorded */
 		r->bytes = f->size;
 		r->flags |= f->size_found ? GPR_TRACE_R_SIZE_MAP
 					  : GPR_TRACE_R_SIZE_NONE;
 		if (!ok && f->size_found) /* still allocated */
-			gpr__map_put(op == 9 ? GPR_MAP_HANDLE : GPR_MAP_ADDR,
-				     op == 9 ? r->aux : r->addr, f->size);
+			gpr__map_put(map_of(m), key, f->size);
+		break;
+	case GPR_MEMORY_NEW_ADDR:
+	case GPR_MEMORY_NEW_HANDLE:
+		if (ok)
+			gpr__map_put(map_of(m), key, r->bytes);
+		break;
+	case GPR_MEMORY_NONE:
+		break;
 	}
-	if (ok && (op <= 2 || op == 4 || op == 5 || op == 14 || op == 15))
-		gpr__map_put(GPR_MAP_ADDR, r->addr, r->bytes);
-	if (ok && op == 8)
-		gpr__map_put(GPR_MAP_HANDLE, r->aux, r->bytes);
 }
 
 static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
@@ -282,7 +300,7 @@ static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	tt->depth = (int)idx - 1;
 	uint64_t w1 = 0, csw1;
 	int wait_ok = f->wait_ok && gpr__tt_wait_now(tt, &w1, &csw1) == 0;
-	if (gpr__selftime_on)
+	if (gpr__state.selftime)
 		gpr__st_add(&tt->st.wait_ns, gpr__now() - t1);
 	struct gpr_trace_rec *r = gpr__tt_slot(tt);
 	if (!r) {
@@ -313,7 +331,7 @@ static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 		gpr__writer_wake();
 }
 
-static void on_resource(struct gpr__tt *tt, CUpti_CallbackId cbid,
+static void on_resource(struct gpr__tt *tt, int op,
 			const CUpti_ResourceData *rd)
 {
 	struct gpr_trace_rec *r = gpr__tt_slot(tt);
@@ -322,7 +340,7 @@ static void on_resource(struct gpr__tt *tt, CUpti_CallbackId cbid,
 	memset(r, 0, sizeof(*r));
 	r->t_ns = gpr__now();
 	r->tid = tt->tid;
-	r->op = cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED ? 17 : 18;
+	r->op = (uint32_t)op;
 	r->aux = (uintptr_t)rd->context;
 	r->lib = r->site = GPR_TRACE_NO_STRING;
 	r->device = GPR_TRACE_NO_DEVICE;
@@ -337,34 +355,34 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 		     const void *data)
 {
 	(void)ud;
-	if (!atomic_load_explicit(&gpr__active, memory_order_relaxed))
+	if (!atomic_load_explicit(&gpr__state.active, memory_order_relaxed))
 		return;
 	if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
-		if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED &&
-		    cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+		if (cbid >= MAX_CBID || !op_of_cbid[DOM_RESOURCE][cbid])
 			return;
 		struct gpr__tt *tt = gpr__tt_self();
 		if (tt)
-			on_resource(tt, cbid, data);
+			on_resource(tt, op_of_cbid[DOM_RESOURCE][cbid] - 1,
+				    data);
 		return;
 	}
 	if (dom != CUPTI_CB_DOMAIN_DRIVER_API || cbid >= MAX_CBID ||
-	    !op_of_cbid[cbid])
+	    !op_of_cbid[DOM_DRIVER_API][cbid])
 		return;
 	const CUpti_CallbackData *cd = data;
 	struct gpr__tt *tt = gpr__tt_self();
 	if (!tt)
 		return;
-	int op = op_of_cbid[cbid] - 1;
-	uint64_t t0 = gpr__selftime_on ? gpr__now() : 0;
+	int op = op_of_cbid[DOM_DRIVER_API][cbid] - 1;
+	uint64_t t0 = gpr__state.selftime ? gpr__now() : 0;
 	if (cd->callbackSite == CUPTI_API_ENTER) {
 		on_enter(tt, op, cd);
 	} else {
 		on_exit_cb(tt, op, cd);
-		if (gpr__selftime_on)
+		if (gpr__state.selftime)
 			gpr__st_add(&tt->st.calls, 1);
 	}
-	if (gpr__selftime_on)
+	if (gpr__state.selftime)
 		gpr__st_add(&tt->st.ns, gpr__now() - t0);
 }
 
@@ -471,35 +489,32 @@ static int enable(void)
 	 */
 	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
 		return 1;
-	for (size_t i = 0; i < N_DRIVER_OPS; i++) {
+	for (CUpti_CallbackId c = 0; c < MAX_CBID; c++) {
+		if (!op_of_cbid[DOM_DRIVER_API][c])
+			continue;
 		CUptiResult r = api.enable_callback(
-		    1, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_ops[i].cbid);
+		    1, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, c);
 		if (r != CUPTI_SUCCESS) {
 			gpr__say("cuptiEnableCallback(%u) failed: %s; %s",
-				 (unsigned)driver_ops[i].cbid, cupti_error(r),
-				 fail_tail);
+				 (unsigned)c, cupti_error(r), fail_tail);
 			return -1;
 		}
 	}
 	/* Context events are a bonus: a failure here is not fatal. */
-	api.enable_callback(1, api.sub, CUPTI_CB_DOMAIN_RESOURCE,
-			    CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-	api.enable_callback(1, api.sub, CUPTI_CB_DOMAIN_RESOURCE,
-			    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+	for (CUpti_CallbackId c = 0; c < MAX_CBID; c++)
+		if (op_of_cbid[DOM_RESOURCE][c])
+			api.enable_callback(1, api.sub,
+					    CUPTI_CB_DOMAIN_RESOURCE, c);
 	return 0;
 }
 
-int gpr__selftime_on;
-_Atomic unsigned gpr__epoch;
 /* Set once the callbacks are on: pausing has something to pause. */
 static int tracing;
 
 static void init_once(void)
 {
-	gpr__selftime_on = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
-	for (size_t i = 0; i < N_DRIVER_OPS; i++)
-		op_of_cbid[driver_ops[i].cbid] =
-		    (uint8_t)(driver_ops[i].op + 1);
+	gpr__state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	map_cbids();
 	if (gpr__tt_init() < 0 || gpr__map_init() < 0 ||
 	    gpr__callsite_init() < 0) {
 		gpr__say("out of memory; this run is not traced");
@@ -530,7 +545,7 @@ static void init_once(void)
 		return;
 	int on = enable();
 	if (on < 0) {
-		atomic_store(&gpr__active, 0);
+		atomic_store(&gpr__state.active, 0);
 		api.unsubscribe(api.sub);
 		return;
 	}
@@ -538,12 +553,9 @@ static void init_once(void)
 }
 
 /*
- * Pausing and resuming, called by the traced program (docs/trace.md):
- * paused, the callbacks are off and CUPTI is unsubscribed, so nothing is
- * recorded and another tool may take CUPTI. A call in flight on another
- * thread while pausing may go unrecorded. 0: done; 1: already so;
- * -1: this process is not being traced; -2: CUPTI could not be taken
- * back (said on stderr; tracing stays paused).
+ * Pausing and resuming, called by the traced program: the contract is in
+ * include/gpureclaim_trace.h. Paused, the callbacks are off and CUPTI is
+ * unsubscribed; pause_mu serialises the two calls.
  */
 static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
 static int paused;
@@ -552,15 +564,15 @@ GPR_EXPORT int gpureclaim_trace_pause(void)
 {
 	int rc = 1;
 	pthread_mutex_lock(&pause_mu);
-	if (!tracing || !atomic_load(&gpr__active)) {
+	if (!tracing || !atomic_load(&gpr__state.active)) {
 		rc = -1;
 	} else if (!paused) {
-		for (size_t i = 0; i < N_DRIVER_OPS; i++)
-			api.enable_callback(0, api.sub,
-					    CUPTI_CB_DOMAIN_DRIVER_API,
-					    driver_ops[i].cbid);
+		for (CUpti_CallbackId c = 0; c < MAX_CBID; c++)
+			if (op_of_cbid[DOM_DRIVER_API][c])
+				api.enable_callback(
+				    0, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, c);
 		api.unsubscribe(api.sub);
-		atomic_fetch_add(&gpr__epoch, 1);
+		atomic_fetch_add(&gpr__state.epoch, 1);
 		paused = 1;
 		rc = 0;
 	}
@@ -572,7 +584,7 @@ GPR_EXPORT int gpureclaim_trace_resume(void)
 {
 	int rc = 1;
 	pthread_mutex_lock(&pause_mu);
-	if (!tracing || !atomic_load(&gpr__active)) {
+	if (!tracing || !atomic_load(&gpr__state.active)) {
 		rc = -1;
 	} else if (paused) {
 		fail_tail = "tracing stays paused";

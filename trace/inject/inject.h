@@ -1,7 +1,8 @@
 /*
  * Internals of the injection library (libgpureclaim_trace.so), shared by
- * its files: per-thread state and rings, the address maps, call sites and
- * the writer. Nothing here is exported from the library.
+ * its files: the shared state, per-thread state and rings, the address
+ * maps, call sites and the writer. Nothing here is exported from the
+ * library (its exports are declared in include/gpureclaim_trace.h).
  */
 #ifndef GPR_TRACE_INJECT_H
 #define GPR_TRACE_INJECT_H
@@ -10,7 +11,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace_format.h"
+#include "../format/trace_format.h"
+#include "../format/trace_ops.h"
+
+/*
+ * The state every file of the library reads, defined in one place
+ * (inject_state.c). Who writes what, and when:
+ *   active   set by the writer (inject_writer.c) once the log is open;
+ *            cleared by the writer when a write fails, at exit, on a fatal
+ *            signal and in a forked child, and by init_once (inject.c)
+ *            when the callbacks cannot be enabled. Read by every callback
+ *            (relaxed: one seen late records a call more or less) and by
+ *            pause/resume.
+ *   epoch    incremented by gpureclaim_trace_pause (inject.c, under its
+ *            lock); read by each call's entry callback, which forgets the
+ *            calls entered before a pause (their exit never comes).
+ *   selftime set once by init_once (inject.c) from
+ *            GPURECLAIM_TRACE_SELFTIME before any callback is enabled or
+ *            the writer starts; read-only afterwards.
+ * Plain globals in one struct: the callbacks pay no lock and no pointer
+ * chase to read them.
+ */
+struct gpr__state {
+	_Atomic int active;	/* callbacks record while set */
+	_Atomic unsigned epoch; /* counts pauses */
+	int selftime;		/* sum the callbacks' own time */
+};
+extern struct gpr__state gpr__state;
+
+/* One line on stderr, "gpureclaim-trace: ..." (inject_state.c). */
+void gpr__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define GPR_RING_SIZE 8192 /* records per thread; a power of two */
 #define GPR_INFLIGHT 4	   /* nested calls followed per thread */
@@ -33,7 +63,6 @@ enum { GPR_TT_OWNED = 0, GPR_TT_DEAD = 1, GPR_TT_FREE = 2 };
 struct gpr__selftime {
 	_Atomic uint64_t calls, ns, walk_ns, wait_ns, fast, full;
 };
-extern int gpr__selftime_on;
 static inline void gpr__st_add(_Atomic uint64_t *c, uint64_t v)
 {
 	atomic_store_explicit(c,
@@ -56,7 +85,7 @@ struct gpr__tt {
 	int have_last;
 	uint64_t last_wait, last_csw;
 	int depth;
-	unsigned epoch; /* gpr__epoch when depth was last valid */
+	unsigned epoch; /* gpr__state.epoch when depth was last valid */
 	struct gpr__inflight fl[GPR_INFLIGHT];
 	void *ctx_key[4];
 	int ctx_dev[4];
@@ -126,11 +155,6 @@ const char *const *gpr__interned(uint32_t *n);
 /* ---- inject_writer.c ---- */
 int gpr__writer_start(const char *path);
 void gpr__writer_wake(void);
-extern _Atomic int gpr__active;	    /* callbacks record while set */
-extern _Atomic unsigned gpr__epoch; /* counts pauses */
-
-/* One line on stderr, "gpureclaim-trace: ...". */
-void gpr__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static inline uint64_t gpr__now(void);
 #include <time.h>

@@ -17,7 +17,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +24,6 @@
 #include <unistd.h>
 
 #include "log_write.h"
-
-_Atomic int gpr__active;
 
 #define BATCH 16384
 
@@ -44,21 +41,6 @@ static struct {
 	struct sigaction old_int, old_term;
 } wr = {.efd = -1};
 
-void gpr__say(const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = snprintf(line, sizeof(line), "gpureclaim-trace: ");
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	va_end(ap);
-	size_t len = strlen(line);
-	if (len < sizeof(line) - 1)
-		line[len++] = '\n';
-	ssize_t k = write(2, line, len);
-	(void)k;
-}
-
 void gpr__writer_wake(void)
 {
 	uint64_t one = 1;
@@ -72,7 +54,7 @@ static void write_failed(int err)
 {
 	if (atomic_exchange(&wr.failed, 1))
 		return;
-	atomic_store(&gpr__active, 0);
+	atomic_store(&gpr__state.active, 0);
 	gpr__say("writing %s failed: %s; tracing stopped, the program "
 		 "continues",
 		 wr.path, strerror(err));
@@ -132,7 +114,7 @@ static uint32_t dropped(void)
 static void finish(void)
 {
 	drain();
-	if (gpr__selftime_on)
+	if (gpr__state.selftime)
 		gpr__selftime_report();
 	int rc = gpr__tw_close(&wr.w, gpr__now(), dropped());
 	if (rc < 0 && !atomic_load(&wr.failed))
@@ -163,7 +145,7 @@ static void *writer_main(void *arg)
 
 static void stop_writer(void)
 {
-	atomic_store(&gpr__active, 0);
+	atomic_store(&gpr__state.active, 0);
 	atomic_store(&wr.stop, 1);
 	gpr__writer_wake();
 }
@@ -226,7 +208,7 @@ static void install(int sig, struct sigaction *old)
 static void in_child(void)
 {
 	/* A forked child must not touch the parent's log. */
-	atomic_store(&gpr__active, 0);
+	atomic_store(&gpr__state.active, 0);
 }
 
 int gpr__writer_start(const char *path)
@@ -278,6 +260,6 @@ int gpr__writer_start(const char *path)
 	pthread_atfork(NULL, NULL, in_child);
 	install(SIGINT, &wr.old_int);
 	install(SIGTERM, &wr.old_term);
-	atomic_store(&gpr__active, 1);
+	atomic_store(&gpr__state.active, 1);
 	return 0;
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace_format.h"
+#include "../format/trace_format.h"
 
 struct gpr__tw {
 	int fd;

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
 #include "gpureclaim.h"
 #include "log_stats.h"
+#include "out/buf.h"
+#include "out/fmt.h"
+#include "out/json.h"
 #include "u64map.h"
 
 /* ---------------- Chrome / Perfetto JSON ---------------- */
@@ -18,23 +20,32 @@
 struct chrome {
 	const struct gpr_trace *t;
 	FILE *f;
-	struct cli_buf b;
+	struct gpr__buf b; /* written out every 64 KiB */
+	struct gpr__json j;
 	struct gpr__u64map held; /* owner string id -> index in v */
 	int64_t *v;
 	size_t n, cap;
 	int64_t total;
-	int first;
 };
 
-static void us(struct cli_buf *b, uint64_t ns_since_start)
+/* A time in the trace's microseconds (3 decimals: ns exact). */
+static void us(struct gpr__json *j, const char *key, uint64_t ns_since_start)
 {
-	cli_buf_printf(b, "%" PRIu64 ".%03" PRIu64, ns_since_start / 1000,
-		       ns_since_start % 1000);
+	gpr__json_key(j, key);
+	gpr__json_ufixed(j, ns_since_start, 3);
 }
 
 static uint64_t since(const struct gpr_trace *t, uint64_t ns)
 {
 	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
+}
+
+/* A number as the string "0x..." (JSON has no hexadecimal). */
+static void hex(struct gpr__json *j, const char *key, uint64_t v)
+{
+	char s[24];
+	snprintf(s, sizeof(s), "0x%" PRIx64, v);
+	gpr__json_kv_str(j, key, s);
 }
 
 static int chrome_flush(struct chrome *c, int force)
@@ -45,25 +56,23 @@ static int chrome_flush(struct chrome *c, int force)
 		return 0;
 	if (c->b.len && fwrite(c->b.data, 1, c->b.len, c->f) != c->b.len)
 		return GPR_E_IO;
-	cli_buf_reset(&c->b);
+	gpr__buf_reset(&c->b);
 	return 0;
-}
-
-static void event_start(struct chrome *c)
-{
-	cli_buf_puts(&c->b, c->first ? "\n" : ",\n");
-	c->first = 0;
 }
 
 static void counter(struct chrome *c, const char *name, uint64_t ts, int64_t v)
 {
-	event_start(c);
-	cli_buf_puts(&c->b, "{\"ph\":\"C\",\"name\":");
-	cli_json_str(&c->b, name);
-	cli_buf_printf(&c->b, ",\"pid\":%u,\"ts\":", c->t->hdr.pid);
-	us(&c->b, ts);
-	cli_buf_printf(&c->b, ",\"args\":{\"bytes\":%lld}}",
-		       (long long)(v < 0 ? 0 : v));
+	struct gpr__json *j = &c->j;
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "C");
+	gpr__json_kv_str(j, "name", name);
+	gpr__json_kv_u64(j, "pid", c->t->hdr.pid);
+	us(j, "ts", ts);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_i64(j, "bytes", v < 0 ? 0 : v);
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
 }
 
 /*
@@ -74,47 +83,55 @@ static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
 {
 	const struct gpr_trace *t = c->t;
 	const struct gpr_trace_rec *r = s->r;
+	struct gpr__json *j = &c->j;
 	int vmm = s->kind == GPR_K_RELEASE;
 	int64_t d = s->dev_delta ? s->dev_delta : s->host_delta;
-	event_start(c);
-	cli_buf_puts(&c->b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cuda\","
-			    "\"name\":\"free not in the log\"");
-	cli_buf_printf(&c->b, ",\"pid\":%u,\"tid\":%u,\"ts\":", t->hdr.pid,
-		       r->tid);
-	us(&c->b, since(t, gpr__trace_key(t, r)));
-	cli_buf_printf(&c->b,
-		       ",\"args\":{\"bytes\":%lld,\"%s\":\"0x%" PRIx64
-		       "\",\"device\":%d,\"host\":%s,\"lib\":",
-		       d < 0 ? -(long long)d : 0LL, vmm ? "handle" : "addr",
-		       vmm ? r->aux : r->addr, s->device,
-		       s->host_delta ? "true" : "false");
-	cli_json_str(&c->b, gpr__trace_str(t, s->owner, "[unknown]"));
-	cli_buf_puts(&c->b, ",\"why\":\"allocated again while held: the "
-			    "free was dropped or made while paused\"}}");
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "i");
+	gpr__json_kv_str(j, "s", "t");
+	gpr__json_kv_str(j, "cat", "cuda");
+	gpr__json_kv_str(j, "name", "free not in the log");
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_kv_u64(j, "tid", r->tid);
+	us(j, "ts", since(t, gpr__trace_key(t, r)));
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "bytes", d < 0 ? -(uint64_t)d : 0);
+	hex(j, vmm ? "handle" : "addr", vmm ? r->aux : r->addr);
+	gpr__json_kv_i64(j, "device", s->device);
+	gpr__json_kv_bool(j, "host", s->host_delta != 0);
+	gpr__json_kv_str(j, "lib", gpr__trace_str(t, s->owner, "[unknown]"));
+	gpr__json_kv_str(j, "why",
+			 "allocated again while held: the free was dropped "
+			 "or made while paused");
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
 }
 
 /* The call: a slice on its thread. */
 static void slice(struct chrome *c, const struct gpr_trace_rec *r)
 {
 	const struct gpr_trace *t = c->t;
-	event_start(c);
-	cli_buf_puts(&c->b, "{\"ph\":\"X\",\"cat\":\"cuda\",\"name\":");
-	cli_json_str(&c->b, gpr__trace_str(t, r->op, "?"));
-	cli_buf_printf(&c->b, ",\"pid\":%u,\"tid\":%u,\"ts\":", t->hdr.pid,
-		       r->tid);
-	us(&c->b, since(t, r->t_ns));
-	cli_buf_puts(&c->b, ",\"dur\":");
-	us(&c->b, r->dur_ns);
-	cli_buf_printf(&c->b,
-		       ",\"args\":{\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
-		       "\",\"device\":%d,\"result\":%d,\"wait_us\":",
-		       r->bytes, r->addr, r->device, r->result);
-	us(&c->b, r->wait_ns);
-	cli_buf_puts(&c->b, ",\"lib\":");
-	cli_json_str(&c->b, gpr__trace_str(t, r->lib, "[unknown]"));
-	cli_buf_puts(&c->b, ",\"site\":");
-	cli_json_str(&c->b, gpr__trace_str(t, r->site, "[unknown]"));
-	cli_buf_puts(&c->b, "}}");
+	struct gpr__json *j = &c->j;
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "X");
+	gpr__json_kv_str(j, "cat", "cuda");
+	gpr__json_kv_str(j, "name", gpr__trace_str(t, r->op, "?"));
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_kv_u64(j, "tid", r->tid);
+	us(j, "ts", since(t, r->t_ns));
+	us(j, "dur", r->dur_ns);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "bytes", r->bytes);
+	hex(j, "addr", r->addr);
+	gpr__json_kv_i64(j, "device", r->device);
+	gpr__json_kv_i64(j, "result", r->result);
+	us(j, "wait_us", r->wait_ns);
+	gpr__json_kv_str(j, "lib", gpr__trace_str(t, r->lib, "[unknown]"));
+	gpr__json_kv_str(j, "site", gpr__trace_str(t, r->site, "[unknown]"));
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
 }
 
 /* The counters of the owner's and the total device bytes, when they move. */
@@ -164,25 +181,40 @@ static int chrome_step(void *ctx, const struct gpr_trace_step *s)
 
 int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f)
 {
-	struct chrome c = {.t = t, .f = f, .first = 1};
-	cli_buf_printf(&c.b,
-		       "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":"
-		       "\"gpureclaim trace\",\"format_version\":%u,\"pid\":%u},"
-		       "\"traceEvents\":[",
-		       t->hdr.version, t->hdr.pid);
-	event_start(&c);
-	cli_buf_printf(&c.b,
-		       "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,"
-		       "\"args\":{\"name\":\"traced process %u\"}}",
-		       t->hdr.pid, t->hdr.pid);
+	struct chrome c = {.t = t, .f = f};
+	struct gpr__json *j = &c.j;
+	char name[64];
+	gpr__json_init(j, &c.b);
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "displayTimeUnit", "ns");
+	gpr__json_key(j, "otherData");
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "tool", "gpureclaim trace");
+	gpr__json_kv_u64(j, "format_version", t->hdr.version);
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_object_end(j);
+	gpr__json_key(j, "traceEvents");
+	gpr__json_array_lines(j);
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "M");
+	gpr__json_kv_str(j, "name", "process_name");
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	snprintf(name, sizeof(name), "traced process %u", t->hdr.pid);
+	gpr__json_kv_str(j, "name", name);
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
 	int rc = gpr__trace_replay(t, chrome_step, &c, NULL, NULL);
 	if (rc == 0) {
-		cli_buf_puts(&c.b, "\n]}\n");
+		gpr__json_array_end(j);
+		gpr__json_object_end(j);
+		gpr__buf_puts(&c.b, "\n");
 		rc = chrome_flush(&c, 1);
 	}
 	if (rc == 0 && fflush(f) != 0)
 		rc = GPR_E_IO;
-	cli_buf_free(&c.b);
+	gpr__buf_free(&c.b);
 	gpr__u64map_free(&c.held);
 	free(c.v);
 	return rc;
@@ -281,11 +313,6 @@ static const char *const colors[] = {"#222222", "#1f77b4", "#ff7f0e",
 				     "#2ca02c", "#d62728", "#9467bd",
 				     "#8c564b", "#7f7f7f"};
 
-static void fmt_bytes(uint64_t b, char *out, size_t len)
-{
-	cli_fmt_bytes(b, out, len);
-}
-
 int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 {
 	struct gpr_trace_stats s;
@@ -340,7 +367,7 @@ int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 	for (int i = 0; i <= 4; i++) {
 		uint64_t v = p.ymax / 4 * (uint64_t)i;
 		double y = ypix(&p, v);
-		fmt_bytes(v, buf, sizeof(buf));
+		gpr__fmt_bytes(v, buf, sizeof(buf));
 		fprintf(f,
 			"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
 			"stroke=\"#eee\"/>\n<text x=\"%d\" y=\"%.1f\" "
@@ -386,7 +413,7 @@ int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 				 36);
 		fputs("</text>\n", f);
 	}
-	fmt_bytes(s.peak, buf, sizeof(buf));
+	gpr__fmt_bytes(s.peak, buf, sizeof(buf));
 	fprintf(f, "<text x=\"%d\" y=\"%d\">peak %s at %.3f s</text>\n</svg>\n",
 		PL + PW + 14, PT + 10 + 18 * (MAX_SERIES + 2), buf,
 		(double)(s.peak_t > p.t0 ? s.peak_t - p.t0 : 0) / 1e9);

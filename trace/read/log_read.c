@@ -313,9 +313,7 @@ enum gpr_trace_kind gpr__trace_kind(const struct gpr_trace *t,
 uint64_t gpr__trace_key(const struct gpr_trace *t,
 			const struct gpr_trace_rec *r)
 {
-	enum gpr_trace_kind k = gpr__trace_kind(t, r);
-	if (k == GPR_K_ALLOC || k == GPR_K_CREATE || k == GPR_K_HOST_ALLOC ||
-	    k == GPR_K_RESERVE || k == GPR_K_MAP)
+	if (gpr__trace_kind_effect(gpr__trace_kind(t, r)) == GPR_EFFECT_EXIT)
 		return r->t_ns > UINT64_MAX - r->dur_ns ? UINT64_MAX
 							: r->t_ns + r->dur_ns;
 	return r->t_ns;

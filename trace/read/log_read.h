@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace_format.h"
+#include "../format/trace_format.h"
+#include "../format/trace_ops.h"
 
 struct gpr_trace {
 	struct gpr_trace_header hdr;

@@ -1,26 +1,26 @@
 /*
- * The text and JSON renderings of `gpureclaim report`, shared with
- * `gpureclaim trace`, which prints a summary of the log it made.
+ * The text and JSON reports of a trace log: what `gpureclaim report`
+ * prints, and `gpureclaim trace` as the summary of the log it made.
  */
-#ifndef GPR_CLI_CMD_REPORT_H
-#define GPR_CLI_CMD_REPORT_H
+#ifndef GPR_TRACE_LOG_REPORT_H
+#define GPR_TRACE_LOG_REPORT_H
 
-#include "cli.h"
-#include "../trace/log_read.h"
-#include "../trace/log_stats.h"
+#include "log_read.h"
+#include "log_stats.h"
+#include "out/buf.h"
 
 /*
  * Appends the text report of t (read from `path`) to b. `top` bounds each
  * list (operations are always all shown); `brief` leaves out the call-site
  * and never-freed lists.
  */
-void gpr__report_text(struct cli_buf *b, const char *path,
+void gpr__report_text(struct gpr__buf *b, const char *path,
 		      const struct gpr_trace *t,
 		      const struct gpr_trace_stats *s, int top, int brief);
 
 /* Appends the JSON report (one object) of t to b. */
-void gpr__report_json(struct cli_buf *b, const char *path,
+void gpr__report_json(struct gpr__buf *b, const char *path,
 		      const struct gpr_trace *t,
 		      const struct gpr_trace_stats *s, int top);
 
-#endif /* GPR_CLI_CMD_REPORT_H */
+#endif /* GPR_TRACE_LOG_REPORT_H */
