@@ -31,24 +31,23 @@ int gpr_cli_report(int argc, char **argv);
  * text.h, fmt.h), whole, and written only on success.
  */
 
-/* ---------------- parsing and the terminal (cli/util_fmt.c) ----------------
- */
+/* ---------------- arguments, terminal (cli/util_parse.c) ---------------- */
 
 /*
  * Parses a whole string as a number of seconds: finite, > 0 and at most
  * one day. 0 and *out set on success, -1 otherwise.
  */
-int cli_parse_seconds(const char *s, double *out);
+int gpr_cli_parse_seconds(const char *s, double *out);
 
 /*
  * Parses a comma-separated list of non-negative integers (GPU indexes)
  * and adds each to list[*n] (capacity cap), skipping duplicates.
  * 0 on success, -1 on a malformed item or when the list is full.
  */
-int cli_parse_index_list(const char *s, int *list, int *n, int cap);
+int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap);
 
 /* Width of the terminal on fd; 0 when fd is not a terminal. */
-int cli_term_width(int fd);
+int gpr_cli_term_width(int fd);
 
 /* ---------------- processes (cli/util_proc.c) ---------------- */
 
@@ -57,7 +56,7 @@ int cli_term_width(int fd);
  * getpwuid_r, the numeric uid when it has no name). 0 on success, -1 when
  * the process is not visible (no such pid, another pid namespace).
  */
-int cli_proc_user(pid_t pid, char *out, size_t len);
+int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
 
 /*
  * The command line of pid: /proc/PID/cmdline with its NUL separators
@@ -65,6 +64,6 @@ int cli_proc_user(pid_t pid, char *out, size_t len);
  * from /proc/PID/comm in brackets, "[name]". Truncated to len - 1 bytes.
  * 0 on success, -1 when the process is not visible.
  */
-int cli_proc_cmdline(pid_t pid, char *out, size_t len);
+int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 
 #endif /* GPR_CLI_H */

@@ -139,16 +139,16 @@ static int parse_args(int argc, char **argv, int *help)
 			env.json = 1;
 			break;
 		case OPT_WATCH:
-			if (cli_parse_seconds(optarg, &env.watch) != 0)
+			if (gpr_cli_parse_seconds(optarg, &env.watch) != 0)
 				return usage_error(
 				    "--watch needs a number of seconds "
 				    "> 0 (at most 86400), not '%s'",
 				    optarg);
 			break;
 		case 'i':
-			if (cli_parse_index_list(optarg, env.select,
-						 &env.n_select,
-						 MAX_SELECT) != 0)
+			if (gpr_cli_parse_index_list(optarg, env.select,
+						     &env.n_select,
+						     MAX_SELECT) != 0)
 				return usage_error(
 				    "-i/--gpu needs GPU indexes (0, 1, "
 				    "0,2), not '%s'",
@@ -212,10 +212,10 @@ static int query_gpu(gpr_ctx *ctx, struct gpu_view *v)
 		r->bytes_known = procs[i].bytes_known;
 		r->compute = procs[i].compute;
 		r->graphics = procs[i].graphics;
-		r->user_known =
-		    cli_proc_user((pid_t)r->pid, r->user, sizeof(r->user)) == 0;
-		r->cmd_known = cli_proc_cmdline((pid_t)r->pid, r->cmd,
-						sizeof(r->cmd)) == 0;
+		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
+						  sizeof(r->user)) == 0;
+		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
+						    sizeof(r->cmd)) == 0;
 	}
 	v->n = n;
 	gpr_free(procs);
@@ -302,7 +302,7 @@ static void render_json(struct gpr__buf *b, const struct gpu_view *views,
 static void render_text(struct gpr__buf *b, const struct gpu_view *views,
 			size_t n)
 {
-	int width = cli_term_width(STDOUT_FILENO);
+	int width = gpr_cli_term_width(STDOUT_FILENO);
 	if (n == 0)
 		gpr__buf_puts(b, "No GPU found.\n");
 	for (size_t g = 0; g < n; g++) {

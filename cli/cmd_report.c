@@ -125,26 +125,26 @@ int gpr_cli_report(int argc, char **argv)
 	const char *path = argv[optind];
 	struct gpr_trace t;
 	char err[256];
-	if (gpr__trace_load(path, &t, err, sizeof(err)) < 0) {
+	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim report: %s: %s\n", path, err);
 		return GPR_CLI_ERROR;
 	}
 	struct gpr_trace_stats s;
 	int ret = GPR_CLI_OK;
-	if (gpr__trace_stats(&t, &s) < 0) {
+	if (gpr_trace_stats_compute(&t, &s) < 0) {
 		fprintf(stderr, "gpureclaim report: out of memory\n");
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 		return GPR_CLI_ERROR;
 	}
 	if (env.chrome)
-		ret |= export_to(env.chrome, &t, gpr__trace_export_chrome);
+		ret |= export_to(env.chrome, &t, gpr_trace_export_chrome);
 	if (env.svg)
-		ret |= export_to(env.svg, &t, gpr__trace_export_svg);
+		ret |= export_to(env.svg, &t, gpr_trace_export_svg);
 	struct gpr__buf b = {0};
 	if (env.json)
-		gpr__report_json(&b, path, &t, &s, env.top);
+		gpr_trace_report_json(&b, path, &t, &s, env.top);
 	else
-		gpr__report_text(&b, path, &t, &s, env.top, 0);
+		gpr_trace_report_text(&b, path, &t, &s, env.top, 0);
 	if (b.oom) {
 		fprintf(stderr, "gpureclaim report: out of memory\n");
 		ret = GPR_CLI_ERROR;
@@ -152,7 +152,7 @@ int gpr_cli_report(int argc, char **argv)
 		ret = GPR_CLI_ERROR;
 	}
 	gpr__buf_free(&b);
-	gpr__trace_stats_free(&s);
-	gpr__trace_free(&t);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
 	return ret ? GPR_CLI_ERROR : GPR_CLI_OK;
 }

@@ -45,25 +45,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 	if (!null)
 		null = fopen("/dev/null", "w");
-	if (gpr__trace_parse(data, size, &t, err, sizeof(err)) != 0)
+	if (gpr_trace_parse(data, size, &t, err, sizeof(err)) != 0)
 		return 0;
 	struct gpr_trace_stats s;
-	if (gpr__trace_stats(&t, &s) == 0) {
+	if (gpr_trace_stats_compute(&t, &s) == 0) {
 		struct gpr__buf b = {0};
-		gpr__report_text(&b, "fuzz.trace", &t, &s, 10, 0);
+		gpr_trace_report_text(&b, "fuzz.trace", &t, &s, 10, 0);
 		if (!b.oom)
 			check_clean(&b, "text");
 		gpr__buf_reset(&b);
-		gpr__report_json(&b, "fuzz.trace", &t, &s, 10);
+		gpr_trace_report_json(&b, "fuzz.trace", &t, &s, 10);
 		if (!b.oom)
 			check_clean(&b, "JSON");
 		gpr__buf_free(&b);
-		gpr__trace_stats_free(&s);
+		gpr_trace_stats_free(&s);
 	}
 	if (null) {
-		gpr__trace_export_chrome(&t, null);
-		gpr__trace_export_svg(&t, null);
+		gpr_trace_export_chrome(&t, null);
+		gpr_trace_export_svg(&t, null);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 	return 0;
 }

@@ -524,7 +524,7 @@ static const struct gpr_trace_rec *find(const struct gpr_trace *t, uint32_t op,
 static int load(const char *path, struct gpr_trace *t)
 {
 	char err[256];
-	if (gpr__trace_load(path, t, err, sizeof(err)) == 0)
+	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
 		return 0;
 	fprintf(stderr, "%s: %s\n", path, err);
 	failures++;
@@ -551,8 +551,8 @@ static void check_basic(void)
 	CHECK(f && f->dur_ns >= 2000000 && f->device == 0);
 	CHECK(f && (f->flags & GPR_TRACE_R_WAIT));
 	/* the caller is this test program, not the fake CUPTI */
-	CHECK(f && strcmp(gpr__trace_str(&t, f->lib, "?"), "test_inject") == 0);
-	CHECK(f && strstr(gpr__trace_str(&t, f->site, "?"), "test_inject"));
+	CHECK(f && strcmp(gpr_trace_str(&t, f->lib, "?"), "test_inject") == 0);
+	CHECK(f && strstr(gpr_trace_str(&t, f->site, "?"), "test_inject"));
 	/* VMM: the release knows the handle's size; device from the prop */
 	const struct gpr_trace_rec *c = find(&t, 8, 0);
 	CHECK(c && c->aux == 0x77 && c->bytes == (2u << 20) && c->device == 1);
@@ -593,11 +593,11 @@ static void check_basic(void)
 	CHECK(good == THREADS * PAIRS);
 	CHECK(tids == THREADS);
 	struct gpr_trace_stats s;
-	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(s.peak >= GiB);
 	CHECK(s.held_end == 10240); /* the pitched allocation */
-	gpr__trace_stats_free(&s);
-	gpr__trace_free(&t);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
 }
 
 /* How many fast walks the self-time line reports; -1 without one. */
@@ -630,7 +630,7 @@ static void check_sites_run(const char *name, const char *env, int want_fast)
 			if (x->op == 0 && x->addr >= SITE_TAG(k) &&
 			    x->addr < SITE_TAG(k) + SITE_CALLS * 4096ull)
 				right[k] +=
-				    strstr(gpr__trace_str(&t, x->site, "?"),
+				    strstr(gpr_trace_str(&t, x->site, "?"),
 					   names[k]) != NULL;
 	}
 	for (int k = 0; k < 3; k++) {
@@ -639,7 +639,7 @@ static void check_sites_run(const char *name, const char *env, int want_fast)
 				names[k], right[k], SITE_CALLS / 3);
 		CHECK(right[k] == SITE_CALLS / 3);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 /*
@@ -679,7 +679,7 @@ static void check_pause(void)
 		}
 		CHECK(t.complete && t.n_recs == 20);
 		CHECK(kept == 20 && paused == 0);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/pause-sub.trace", dir);
 	run("pause", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1", &r);
@@ -704,15 +704,15 @@ static void check_stale(void)
 		    x->addr >= SITE_TAG(3) + (20 + STALE_CALLS) * 4096ull)
 			continue;
 		total++;
-		right += strstr(gpr__trace_str(&t, x->site, "?"), "!site_s+") !=
-			 NULL;
+		right +=
+		    strstr(gpr_trace_str(&t, x->site, "?"), "!site_s+") != NULL;
 	}
 	CHECK(total == 20 + STALE_CALLS);
 	if (right < total - 256)
 		fprintf(stderr, "stale: %zu of %zu attributed to site_s; %s\n",
 			right, total, r.err);
 	CHECK(right >= total - 256);
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 static void check_busy(void)
@@ -816,7 +816,7 @@ static void check_signals(void)
 	if (load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 100);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/int.trace", dir);
 	run("handler", out, NULL, &r);
@@ -824,7 +824,7 @@ static void check_signals(void)
 	if (load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 11);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/fork.trace", dir);
 	run("fork", out, NULL, &r);
@@ -833,7 +833,7 @@ static void check_signals(void)
 		CHECK(t.complete);
 		CHECK(t.n_recs == 20); /* none from the child, none twice */
 		CHECK(find(&t, 0, 0x7f9000000000) == NULL);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 }
 

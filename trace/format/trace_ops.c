@@ -9,15 +9,15 @@ static const char *const names[] = {
 #undef GPR_X_OP
 };
 
-enum gpr_trace_kind gpr__trace_op_kind(const char *name)
+enum gpr_trace_kind gpr_trace_op_kind(const char *name)
 {
 	for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
 		if (strcmp(names[i], name) == 0)
-			return gpr__trace_op_kind_of(i);
+			return gpr_trace_op_kind_of(i);
 	return GPR_K_OTHER;
 }
 
-const char *gpr__trace_op_name(unsigned op)
+const char *gpr_trace_op_name(unsigned op)
 {
 	return op < GPR_TRACE_N_OPS ? names[op] : "?";
 }

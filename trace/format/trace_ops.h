@@ -108,7 +108,7 @@ enum gpr_trace_op {
 };
 
 /* The kind of op id `op`; GPR_K_OTHER beyond the table. */
-static inline enum gpr_trace_kind gpr__trace_op_kind_of(unsigned op)
+static inline enum gpr_trace_kind gpr_trace_op_kind_of(unsigned op)
 {
 	switch (op) {
 #define GPR_X_OP(op, name, kind, domain, cbid, cbid2)                          \
@@ -120,8 +120,7 @@ static inline enum gpr_trace_kind gpr__trace_op_kind_of(unsigned op)
 	return GPR_K_OTHER;
 }
 
-static inline enum gpr_trace_effect
-gpr__trace_kind_effect(enum gpr_trace_kind k)
+static inline enum gpr_trace_effect gpr_trace_kind_effect(enum gpr_trace_kind k)
 {
 	switch (k) {
 #define GPR_X_KIND(kind, effect, memory)                                       \
@@ -133,8 +132,7 @@ gpr__trace_kind_effect(enum gpr_trace_kind k)
 	return GPR_EFFECT_ENTRY;
 }
 
-static inline enum gpr_trace_memory
-gpr__trace_kind_memory(enum gpr_trace_kind k)
+static inline enum gpr_trace_memory gpr_trace_kind_memory(enum gpr_trace_kind k)
 {
 	switch (k) {
 #define GPR_X_KIND(kind, effect, memory)                                       \
@@ -147,9 +145,9 @@ gpr__trace_kind_memory(enum gpr_trace_kind k)
 }
 
 /* The kind of the operation called `name`; GPR_K_OTHER if unknown. */
-enum gpr_trace_kind gpr__trace_op_kind(const char *name);
+enum gpr_trace_kind gpr_trace_op_kind(const char *name);
 
 /* The name of op id `op`; "?" beyond the table. */
-const char *gpr__trace_op_name(unsigned op);
+const char *gpr_trace_op_name(unsigned op);
 
 #endif /* GPR_TRACE_OPS_H */

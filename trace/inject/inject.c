@@ -78,7 +78,7 @@ static void map_cbids(void)
 #undef GPR_X_OP
 }
 
-static int device_of(struct gpr__tt *tt, CUcontext ctx)
+static int device_of(struct gpr_inj_tt *tt, CUcontext ctx)
 {
 	if (!ctx || !api.ctx_get_device)
 		return GPR_TRACE_NO_DEVICE;
@@ -120,11 +120,12 @@ static uint64_t ended_key(int op, const void *p)
 }
 
 /* At entry: who calls, the start time, and what a free gives back. */
-static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
+static void on_enter(struct gpr_inj_tt *tt, int op,
+		     const CUpti_CallbackData *cd)
 {
 	/* Calls entered before a pause never see their exit: forget them. */
 	unsigned epoch =
-	    atomic_load_explicit(&gpr__state.epoch, memory_order_relaxed);
+	    atomic_load_explicit(&gpr_inj_state.epoch, memory_order_relaxed);
 	if (tt->epoch != epoch) {
 		tt->epoch = epoch;
 		tt->depth = 0;
@@ -133,15 +134,16 @@ static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 		*cd->correlationData = 0;
 		return;
 	}
-	struct gpr__inflight *f = &tt->fl[tt->depth++];
+	struct gpr_inj_inflight *f = &tt->fl[tt->depth++];
 	*cd->correlationData = (uint64_t)tt->depth;
-	uint64_t t0 = gpr__state.selftime ? gpr__now() : 0;
-	int how = gpr__callsite(&f->lib, &f->site);
-	if (gpr__state.selftime) {
-		uint64_t t1 = gpr__now();
-		gpr__st_add(&tt->st.walk_ns, t1 - t0);
-		gpr__st_add(how == GPR_WALK_FAST ? &tt->st.fast : &tt->st.full,
-			    how != GPR_WALK_NONE);
+	uint64_t t0 = gpr_inj_state.selftime ? gpr_inj_now() : 0;
+	int how = gpr_inj_callsite(&f->lib, &f->site);
+	if (gpr_inj_state.selftime) {
+		uint64_t t1 = gpr_inj_now();
+		gpr_inj_st_add(&tt->st.walk_ns, t1 - t0);
+		gpr_inj_st_add(how == GPR_WALK_FAST ? &tt->st.fast
+						    : &tt->st.full,
+			       how != GPR_WALK_NONE);
 		t0 = t1;
 	}
 	/*
@@ -149,23 +151,23 @@ static void on_enter(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	 * thread that gets the same address back cannot lose its entry.
 	 */
 	enum gpr_trace_memory m =
-	    gpr__trace_kind_memory(gpr__trace_op_kind_of((unsigned)op));
+	    gpr_trace_kind_memory(gpr_trace_op_kind_of((unsigned)op));
 	f->size = 0;
 	if (m == GPR_MEMORY_END_ADDR || m == GPR_MEMORY_END_HANDLE)
-		f->size =
-		    gpr__map_take(map_of(m), ended_key(op, cd->functionParams));
+		f->size = gpr_inj_map_take(map_of(m),
+					   ended_key(op, cd->functionParams));
 	f->size_found = f->size != 0;
-	if (gpr__state.selftime)
-		t0 = gpr__now();
-	f->wait_ok = gpr__tt_wait_now(tt, &f->wait0, &f->csw0) == 0;
-	f->t0 = gpr__now();
-	if (gpr__state.selftime)
-		gpr__st_add(&tt->st.wait_ns, f->t0 - t0);
+	if (gpr_inj_state.selftime)
+		t0 = gpr_inj_now();
+	f->wait_ok = gpr_inj_tt_wait_now(tt, &f->wait0, &f->csw0) == 0;
+	f->t0 = gpr_inj_now();
+	if (gpr_inj_state.selftime)
+		gpr_inj_st_add(&tt->st.wait_ns, f->t0 - t0);
 }
 
 /* Fills the operation's own fields; 0 = ok. */
 static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
-		 struct gpr__inflight *f)
+		 struct gpr_inj_inflight *f)
 {
 	switch (op) {
 	case GPR_OP_MEM_ALLOC: {
@@ -268,7 +270,7 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 		break;
 	}
 	enum gpr_trace_memory m =
-	    gpr__trace_kind_memory(gpr__trace_op_kind_of((unsigned)op));
+	    gpr_trace_kind_memory(gpr_trace_op_kind_of((unsigned)op));
 	uint64_t key = map_of(m) == GPR_MAP_HANDLE ? r->aux : r->addr;
 	switch (m) {
 	case GPR_MEMORY_END_ADDR:
@@ -278,33 +280,34 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 		r->flags |= f->size_found ? GPR_TRACE_R_SIZE_MAP
 					  : GPR_TRACE_R_SIZE_NONE;
 		if (!ok && f->size_found) /* still allocated */
-			gpr__map_put(map_of(m), key, f->size);
+			gpr_inj_map_put(map_of(m), key, f->size);
 		break;
 	case GPR_MEMORY_NEW_ADDR:
 	case GPR_MEMORY_NEW_HANDLE:
 		if (ok)
-			gpr__map_put(map_of(m), key, r->bytes);
+			gpr_inj_map_put(map_of(m), key, r->bytes);
 		break;
 	case GPR_MEMORY_NONE:
 		break;
 	}
 }
 
-static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
+static void on_exit_cb(struct gpr_inj_tt *tt, int op,
+		       const CUpti_CallbackData *cd)
 {
-	uint64_t t1 = gpr__now();
+	uint64_t t1 = gpr_inj_now();
 	uint64_t idx = *cd->correlationData;
 	if (idx == 0 || idx > GPR_INFLIGHT)
 		return;
-	struct gpr__inflight *f = &tt->fl[idx - 1];
+	struct gpr_inj_inflight *f = &tt->fl[idx - 1];
 	tt->depth = (int)idx - 1;
 	uint64_t w1 = 0, csw1;
-	int wait_ok = f->wait_ok && gpr__tt_wait_now(tt, &w1, &csw1) == 0;
-	if (gpr__state.selftime)
-		gpr__st_add(&tt->st.wait_ns, gpr__now() - t1);
-	struct gpr_trace_rec *r = gpr__tt_slot(tt);
+	int wait_ok = f->wait_ok && gpr_inj_tt_wait_now(tt, &w1, &csw1) == 0;
+	if (gpr_inj_state.selftime)
+		gpr_inj_st_add(&tt->st.wait_ns, gpr_inj_now() - t1);
+	struct gpr_trace_rec *r = gpr_inj_tt_slot(tt);
 	if (!r) {
-		gpr__writer_wake();
+		gpr_inj_writer_wake();
 		return;
 	}
 	memset(r, 0, sizeof(*r));
@@ -324,21 +327,21 @@ static void on_exit_cb(struct gpr__tt *tt, int op, const CUpti_CallbackData *cd)
 	r->result = res;
 	r->device = (int16_t)device_of(tt, cd->context);
 	fill(op, cd->functionParams, res == CUDA_SUCCESS, r, f);
-	gpr__tt_push(tt);
+	gpr_inj_tt_push(tt);
 	uint32_t used = atomic_load_explicit(&tt->head, memory_order_relaxed) -
 			atomic_load_explicit(&tt->tail, memory_order_relaxed);
 	if (used == GPR_RING_SIZE / 2)
-		gpr__writer_wake();
+		gpr_inj_writer_wake();
 }
 
-static void on_resource(struct gpr__tt *tt, int op,
+static void on_resource(struct gpr_inj_tt *tt, int op,
 			const CUpti_ResourceData *rd)
 {
-	struct gpr_trace_rec *r = gpr__tt_slot(tt);
+	struct gpr_trace_rec *r = gpr_inj_tt_slot(tt);
 	if (!r)
 		return;
 	memset(r, 0, sizeof(*r));
-	r->t_ns = gpr__now();
+	r->t_ns = gpr_inj_now();
 	r->tid = tt->tid;
 	r->op = (uint32_t)op;
 	r->aux = (uintptr_t)rd->context;
@@ -347,20 +350,20 @@ static void on_resource(struct gpr__tt *tt, int op,
 	for (int i = 0; i < 4; i++)
 		if (tt->ctx_key[i] == (void *)rd->context)
 			r->device = (int16_t)tt->ctx_dev[i];
-	gpr__callsite(&r->lib, &r->site);
-	gpr__tt_push(tt);
+	gpr_inj_callsite(&r->lib, &r->site);
+	gpr_inj_tt_push(tt);
 }
 
 static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 		     const void *data)
 {
 	(void)ud;
-	if (!atomic_load_explicit(&gpr__state.active, memory_order_relaxed))
+	if (!atomic_load_explicit(&gpr_inj_state.active, memory_order_relaxed))
 		return;
 	if (dom == CUPTI_CB_DOMAIN_RESOURCE) {
 		if (cbid >= MAX_CBID || !op_of_cbid[DOM_RESOURCE][cbid])
 			return;
-		struct gpr__tt *tt = gpr__tt_self();
+		struct gpr_inj_tt *tt = gpr_inj_tt_self();
 		if (tt)
 			on_resource(tt, op_of_cbid[DOM_RESOURCE][cbid] - 1,
 				    data);
@@ -370,20 +373,20 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 	    !op_of_cbid[DOM_DRIVER_API][cbid])
 		return;
 	const CUpti_CallbackData *cd = data;
-	struct gpr__tt *tt = gpr__tt_self();
+	struct gpr_inj_tt *tt = gpr_inj_tt_self();
 	if (!tt)
 		return;
 	int op = op_of_cbid[DOM_DRIVER_API][cbid] - 1;
-	uint64_t t0 = gpr__state.selftime ? gpr__now() : 0;
+	uint64_t t0 = gpr_inj_state.selftime ? gpr_inj_now() : 0;
 	if (cd->callbackSite == CUPTI_API_ENTER) {
 		on_enter(tt, op, cd);
 	} else {
 		on_exit_cb(tt, op, cd);
-		if (gpr__state.selftime)
-			gpr__st_add(&tt->st.calls, 1);
+		if (gpr_inj_state.selftime)
+			gpr_inj_st_add(&tt->st.calls, 1);
 	}
-	if (gpr__state.selftime)
-		gpr__st_add(&tt->st.ns, gpr__now() - t0);
+	if (gpr_inj_state.selftime)
+		gpr_inj_st_add(&tt->st.ns, gpr_inj_now() - t0);
 }
 
 static const char *cupti_error(CUptiResult r)
@@ -414,7 +417,7 @@ static int load_cupti(void)
 			break; /* the user's choice or nothing */
 	}
 	if (!api.lib) {
-		gpr__say(
+		gpr_inj_say(
 		    "cannot load CUPTI (%s); set GPURECLAIM_CUPTI_LIBRARY; "
 		    "this run is not traced",
 		    why);
@@ -426,18 +429,18 @@ static int load_cupti(void)
 	*(void **)&api.enable_callback = dlsym(api.lib, "cuptiEnableCallback");
 	*(void **)&api.result_string = dlsym(api.lib, "cuptiGetResultString");
 	if (!api.subscribe || !api.enable_callback || !api.unsubscribe) {
-		gpr__say("the CUPTI library lacks cuptiSubscribe/"
-			 "cuptiEnableCallback; this run is not traced");
+		gpr_inj_say("the CUPTI library lacks cuptiSubscribe/"
+			    "cuptiEnableCallback; this run is not traced");
 		return -1;
 	}
-	gpr__callsite_exclude((const void *)api.subscribe);
+	gpr_inj_callsite_exclude((const void *)api.subscribe);
 	/* The driver that loaded us, for context -> device. */
 	const char *cuda = getenv("GPURECLAIM_CUDA_LIBRARY");
 	void *cu = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
 			  RTLD_NOLOAD | RTLD_LAZY);
 	if (cu) {
 		*(void **)&api.ctx_get_device = dlsym(cu, "cuCtxGetDevice");
-		gpr__callsite_exclude((const void *)api.ctx_get_device);
+		gpr_inj_callsite_exclude((const void *)api.ctx_get_device);
 	}
 	return 0;
 }
@@ -463,18 +466,18 @@ static int subscribe(void)
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		holder[sizeof(holder) - 1] = '\0';
 		if (holder[0])
-			gpr__say("CUPTI is already in use by another tool "
-				 "(%s); %s",
-				 holder, fail_tail);
+			gpr_inj_say("CUPTI is already in use by another tool "
+				    "(%s); %s",
+				    holder, fail_tail);
 		else
-			gpr__say("CUPTI is already in use by another tool "
-				 "(e.g. torch.profiler or nsys); %s",
-				 fail_tail);
+			gpr_inj_say("CUPTI is already in use by another tool "
+				    "(e.g. torch.profiler or nsys); %s",
+				    fail_tail);
 		return -1;
 	}
 	if (r != CUPTI_SUCCESS) {
-		gpr__say("cuptiSubscribe failed: %s; %s", cupti_error(r),
-			 fail_tail);
+		gpr_inj_say("cuptiSubscribe failed: %s; %s", cupti_error(r),
+			    fail_tail);
 		return -1;
 	}
 	return 0;
@@ -495,8 +498,8 @@ static int enable(void)
 		CUptiResult r = api.enable_callback(
 		    1, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, c);
 		if (r != CUPTI_SUCCESS) {
-			gpr__say("cuptiEnableCallback(%u) failed: %s; %s",
-				 (unsigned)c, cupti_error(r), fail_tail);
+			gpr_inj_say("cuptiEnableCallback(%u) failed: %s; %s",
+				    (unsigned)c, cupti_error(r), fail_tail);
 			return -1;
 		}
 	}
@@ -513,14 +516,14 @@ static int tracing;
 
 static void init_once(void)
 {
-	gpr__state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	gpr_inj_state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
 	map_cbids();
-	if (gpr__tt_init() < 0 || gpr__map_init() < 0 ||
-	    gpr__callsite_init() < 0) {
-		gpr__say("out of memory; this run is not traced");
+	if (gpr_inj_tt_init() < 0 || gpr_inj_map_init() < 0 ||
+	    gpr_inj_callsite_init() < 0) {
+		gpr_inj_say("out of memory; this run is not traced");
 		return;
 	}
-	gpr__callsite_exclude((const void *)init_once);
+	gpr_inj_callsite_exclude((const void *)init_once);
 	/*
 	 * GPURECLAIM_TRACE_INJECT_ONLY: loaded by the driver, the log open,
 	 * CUPTI never loaded: what the injection alone costs, to tell it
@@ -536,7 +539,7 @@ static void init_once(void)
 	else
 		snprintf(path, sizeof(path), "gpureclaim-%d.trace",
 			 (int)getpid());
-	if (gpr__writer_start(path) < 0) {
+	if (gpr_inj_writer_start(path) < 0) {
 		if (!inject_only)
 			api.unsubscribe(api.sub);
 		return;
@@ -545,7 +548,7 @@ static void init_once(void)
 		return;
 	int on = enable();
 	if (on < 0) {
-		atomic_store(&gpr__state.active, 0);
+		atomic_store(&gpr_inj_state.active, 0);
 		api.unsubscribe(api.sub);
 		return;
 	}
@@ -564,7 +567,7 @@ GPR_EXPORT int gpureclaim_trace_pause(void)
 {
 	int rc = 1;
 	pthread_mutex_lock(&pause_mu);
-	if (!tracing || !atomic_load(&gpr__state.active)) {
+	if (!tracing || !atomic_load(&gpr_inj_state.active)) {
 		rc = -1;
 	} else if (!paused) {
 		for (CUpti_CallbackId c = 0; c < MAX_CBID; c++)
@@ -572,7 +575,7 @@ GPR_EXPORT int gpureclaim_trace_pause(void)
 				api.enable_callback(
 				    0, api.sub, CUPTI_CB_DOMAIN_DRIVER_API, c);
 		api.unsubscribe(api.sub);
-		atomic_fetch_add(&gpr__state.epoch, 1);
+		atomic_fetch_add(&gpr_inj_state.epoch, 1);
 		paused = 1;
 		rc = 0;
 	}
@@ -584,7 +587,7 @@ GPR_EXPORT int gpureclaim_trace_resume(void)
 {
 	int rc = 1;
 	pthread_mutex_lock(&pause_mu);
-	if (!tracing || !atomic_load(&gpr__state.active)) {
+	if (!tracing || !atomic_load(&gpr_inj_state.active)) {
 		rc = -1;
 	} else if (paused) {
 		fail_tail = "tracing stays paused";

@@ -21,7 +21,7 @@ static struct {
 	size_t cap;
 } maps[2] = {{NULL, 1u << 18}, {NULL, 1u << 14}};
 
-int gpr__map_init(void)
+int gpr_inj_map_init(void)
 {
 	for (int i = 0; i < 2; i++) {
 		/* Anonymous memory is zero: every slot empty. */
@@ -43,7 +43,7 @@ static size_t hash(uint64_t k)
 	return (size_t)(k >> 17);
 }
 
-void gpr__map_put(int which, uint64_t key, uint64_t size)
+void gpr_inj_map_put(int which, uint64_t key, uint64_t size)
 {
 	struct slot *s = maps[which].s;
 	size_t mask = maps[which].cap - 1;
@@ -69,7 +69,7 @@ void gpr__map_put(int which, uint64_t key, uint64_t size)
 	}
 }
 
-uint64_t gpr__map_take(int which, uint64_t key)
+uint64_t gpr_inj_map_take(int which, uint64_t key)
 {
 	struct slot *s = maps[which].s;
 	size_t mask = maps[which].cap - 1;

@@ -65,7 +65,7 @@ static void *excluded[MAX_EXCLUDED]; /* load bases of skipped objects */
 static int no_callsite, no_fast_walk;
 static _Atomic int n_excluded;
 
-int gpr__callsite_init(void)
+int gpr_inj_callsite_init(void)
 {
 	strtab.v = calloc(MAX_INTERNED, sizeof(*strtab.v));
 	sites = calloc(SITE_SLOTS, sizeof(*sites));
@@ -74,7 +74,7 @@ int gpr__callsite_init(void)
 	return strtab.v && sites ? 0 : -1;
 }
 
-uint32_t gpr__intern(const char *s)
+uint32_t gpr_inj_intern(const char *s)
 {
 	uint32_t id = GPR_TRACE_NO_STRING;
 	pthread_mutex_lock(&strtab.mu);
@@ -96,13 +96,13 @@ uint32_t gpr__intern(const char *s)
 	return id;
 }
 
-const char *const *gpr__interned(uint32_t *n)
+const char *const *gpr_inj_interned(uint32_t *n)
 {
 	*n = atomic_load_explicit(&strtab.n, memory_order_acquire);
 	return (const char *const *)strtab.v;
 }
 
-void gpr__callsite_exclude(const void *addr)
+void gpr_inj_callsite_exclude(const void *addr)
 {
 	Dl_info di;
 	if (!addr || !dladdr(addr, &di) || !di.dli_fbase)
@@ -163,7 +163,7 @@ static void classify(uintptr_t ip, struct site *out)
 	out->lib = out->site = GPR_TRACE_NO_STRING;
 	/* ip is a return address: ip - 1 lies inside the calling insn. */
 	if (!dladdr((void *)(ip - 1), &di) || !di.dli_fname) {
-		out->lib = gpr__intern("[unknown]");
+		out->lib = gpr_inj_intern("[unknown]");
 		return;
 	}
 	if (plumbing(&di)) {
@@ -173,7 +173,7 @@ static void classify(uintptr_t ip, struct site *out)
 	const char *b = display_name(di.dli_fname);
 	if (!*b)
 		b = "[main]";
-	out->lib = gpr__intern(b);
+	out->lib = gpr_inj_intern(b);
 	char buf[320];
 	if (di.dli_sname && di.dli_saddr)
 		snprintf(buf, sizeof(buf), "%s!%.200s+0x%lx", b, di.dli_sname,
@@ -181,7 +181,7 @@ static void classify(uintptr_t ip, struct site *out)
 	else
 		snprintf(buf, sizeof(buf), "%s+0x%lx", b,
 			 (unsigned long)(ip - (uintptr_t)di.dli_fbase));
-	out->site = gpr__intern(buf);
+	out->site = gpr_inj_intern(buf);
 }
 
 /*
@@ -364,7 +364,7 @@ fast_walk(uintptr_t cfa, uint32_t *lib, uint32_t *site, struct path *path)
 static __thread unsigned fast_walks;
 static _Atomic uint64_t fast_walks_redone;
 
-uint64_t gpr__callsite_redone(void)
+uint64_t gpr_inj_callsite_redone(void)
 {
 	return atomic_load_explicit(&fast_walks_redone, memory_order_relaxed);
 }
@@ -380,13 +380,13 @@ static void relearn(const struct path *path)
 	atomic_fetch_add_explicit(&fast_walks_redone, 1, memory_order_relaxed);
 }
 #else
-uint64_t gpr__callsite_redone(void)
+uint64_t gpr_inj_callsite_redone(void)
 {
 	return 0;
 }
 #endif
 
-__attribute__((noinline)) int gpr__callsite(uint32_t *lib, uint32_t *site)
+__attribute__((noinline)) int gpr_inj_callsite(uint32_t *lib, uint32_t *site)
 {
 	struct walk w = {0, GPR_TRACE_NO_STRING, GPR_TRACE_NO_STRING, 0, 0};
 	*lib = *site = GPR_TRACE_NO_STRING;

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-struct gpr__state gpr__state;
+struct gpr_inj_state gpr_inj_state;
 
-void gpr__say(const char *fmt, ...)
+void gpr_inj_say(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;

@@ -16,13 +16,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static _Atomic(struct gpr__tt *) list;
+static _Atomic(struct gpr_inj_tt *) list;
 static pthread_key_t key;
-static __thread struct gpr__tt *self;
+static __thread struct gpr_inj_tt *self;
 
 static void retire(void *p)
 {
-	struct gpr__tt *tt = p;
+	struct gpr_inj_tt *tt = p;
 	if (tt->sched_fd >= 0)
 		close(tt->sched_fd);
 	tt->sched_fd = -1;
@@ -30,25 +30,25 @@ static void retire(void *p)
 	atomic_store_explicit(&tt->state, GPR_TT_DEAD, memory_order_release);
 }
 
-int gpr__tt_init(void)
+int gpr_inj_tt_init(void)
 {
 	return pthread_key_create(&key, retire) == 0 ? 0 : -1;
 }
 
-struct gpr__tt *gpr__tt_list(void)
+struct gpr_inj_tt *gpr_inj_tt_list(void)
 {
 	return atomic_load_explicit(&list, memory_order_acquire);
 }
 
-static struct gpr__tt *claim(void)
+static struct gpr_inj_tt *claim(void)
 {
-	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next) {
+	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
 		int expect = GPR_TT_FREE;
 		if (atomic_compare_exchange_strong(&tt->state, &expect,
 						   GPR_TT_OWNED))
 			return tt;
 	}
-	struct gpr__tt *tt = calloc(1, sizeof(*tt));
+	struct gpr_inj_tt *tt = calloc(1, sizeof(*tt));
 	if (!tt)
 		return NULL;
 	tt->next = atomic_load_explicit(&list, memory_order_relaxed);
@@ -58,11 +58,11 @@ static struct gpr__tt *claim(void)
 	return tt;
 }
 
-struct gpr__tt *gpr__tt_self(void)
+struct gpr_inj_tt *gpr_inj_tt_self(void)
 {
 	if (self)
 		return self;
-	struct gpr__tt *tt = claim();
+	struct gpr_inj_tt *tt = claim();
 	if (!tt)
 		return NULL;
 	/* A reused state was drained: head == tail, counters kept. */
@@ -80,7 +80,7 @@ struct gpr__tt *gpr__tt_self(void)
 	return tt;
 }
 
-int gpr__tt_wait_now(struct gpr__tt *tt, uint64_t *wait, uint64_t *csw)
+int gpr_inj_tt_wait_now(struct gpr_inj_tt *tt, uint64_t *wait, uint64_t *csw)
 {
 	struct rusage ru;
 	if (tt->sched_fd < 0 || getrusage(RUSAGE_THREAD, &ru) != 0)
@@ -90,7 +90,7 @@ int gpr__tt_wait_now(struct gpr__tt *tt, uint64_t *wait, uint64_t *csw)
 		*wait = tt->last_wait;
 		return 0;
 	}
-	if (gpr__tt_run_delay(tt, wait) < 0)
+	if (gpr_inj_tt_run_delay(tt, wait) < 0)
 		return -1;
 	tt->have_last = 1;
 	tt->last_wait = *wait;
@@ -98,7 +98,7 @@ int gpr__tt_wait_now(struct gpr__tt *tt, uint64_t *wait, uint64_t *csw)
 	return 0;
 }
 
-int gpr__tt_run_delay(struct gpr__tt *tt, uint64_t *out)
+int gpr_inj_tt_run_delay(struct gpr_inj_tt *tt, uint64_t *out)
 {
 	char buf[96];
 	if (tt->sched_fd < 0)
@@ -123,10 +123,10 @@ int gpr__tt_run_delay(struct gpr__tt *tt, uint64_t *out)
 	return 0;
 }
 
-void gpr__selftime_report(void)
+void gpr_inj_selftime_report(void)
 {
 	uint64_t calls = 0, ns = 0, walk = 0, wait = 0, fast = 0, full = 0;
-	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next) {
+	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
 		calls +=
 		    atomic_load_explicit(&tt->st.calls, memory_order_relaxed);
 		ns += atomic_load_explicit(&tt->st.ns, memory_order_relaxed);
@@ -140,11 +140,11 @@ void gpr__selftime_report(void)
 		    atomic_load_explicit(&tt->st.full, memory_order_relaxed);
 	}
 	double n = calls ? (double)calls : 1.0;
-	gpr__say("self time: %llu calls, %.0f ns per call in the callbacks "
-		 "(stack walk %.0f, waiting-time reads %.0f); stack walks: "
-		 "%llu fast, %llu full, %llu fast found wrong and redone",
-		 (unsigned long long)calls, (double)ns / n, (double)walk / n,
-		 (double)wait / n, (unsigned long long)fast,
-		 (unsigned long long)full,
-		 (unsigned long long)gpr__callsite_redone());
+	gpr_inj_say("self time: %llu calls, %.0f ns per call in the callbacks "
+		    "(stack walk %.0f, waiting-time reads %.0f); stack walks: "
+		    "%llu fast, %llu full, %llu fast found wrong and redone",
+		    (unsigned long long)calls, (double)ns / n, (double)walk / n,
+		    (double)wait / n, (unsigned long long)fast,
+		    (unsigned long long)full,
+		    (unsigned long long)gpr_inj_callsite_redone());
 }

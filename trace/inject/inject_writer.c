@@ -28,7 +28,7 @@
 #define BATCH 16384
 
 static struct {
-	struct gpr__tw w;
+	struct gpr_inj_tw w;
 	char path[4096];
 	pthread_t thread;
 	int efd;
@@ -41,7 +41,7 @@ static struct {
 	struct sigaction old_int, old_term;
 } wr = {.efd = -1};
 
-void gpr__writer_wake(void)
+void gpr_inj_writer_wake(void)
 {
 	uint64_t one = 1;
 	if (wr.efd >= 0) {
@@ -54,29 +54,30 @@ static void write_failed(int err)
 {
 	if (atomic_exchange(&wr.failed, 1))
 		return;
-	atomic_store(&gpr__state.active, 0);
-	gpr__say("writing %s failed: %s; tracing stopped, the program "
-		 "continues",
-		 wr.path, strerror(err));
+	atomic_store(&gpr_inj_state.active, 0);
+	gpr_inj_say("writing %s failed: %s; tracing stopped, the program "
+		    "continues",
+		    wr.path, strerror(err));
 }
 
 /* Writes the pending strings, then the n records gathered in wr.buf. */
 static void flush(size_t n)
 {
 	uint32_t ns;
-	const char *const *s = gpr__interned(&ns);
-	if (ns > wr.strings_done && gpr__tw_strings(&wr.w, s + wr.strings_done,
-						    ns - wr.strings_done) == 0)
+	const char *const *s = gpr_inj_interned(&ns);
+	if (ns > wr.strings_done &&
+	    gpr_inj_tw_strings(&wr.w, s + wr.strings_done,
+			       ns - wr.strings_done) == 0)
 		wr.strings_done = ns;
 	if (n)
-		gpr__tw_records(&wr.w, wr.buf, n);
+		gpr_inj_tw_records(&wr.w, wr.buf, n);
 }
 
 /* Moves everything in the rings to the log. */
 static void drain(void)
 {
 	size_t n = 0;
-	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next) {
+	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
 		int dead = atomic_load_explicit(
 			       &tt->state, memory_order_acquire) == GPR_TT_DEAD;
 		uint32_t t =
@@ -106,7 +107,7 @@ static void drain(void)
 static uint32_t dropped(void)
 {
 	uint64_t d = 0;
-	for (struct gpr__tt *tt = gpr__tt_list(); tt; tt = tt->next)
+	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next)
 		d += atomic_load_explicit(&tt->dropped, memory_order_relaxed);
 	return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
@@ -114,11 +115,11 @@ static uint32_t dropped(void)
 static void finish(void)
 {
 	drain();
-	if (gpr__state.selftime)
-		gpr__selftime_report();
-	int rc = gpr__tw_close(&wr.w, gpr__now(), dropped());
+	if (gpr_inj_state.selftime)
+		gpr_inj_selftime_report();
+	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
 	if (rc < 0 && !atomic_load(&wr.failed))
-		gpr__say("closing %s failed: %s", wr.path, strerror(-rc));
+		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
 	atomic_store(&wr.closed, 1);
 }
 
@@ -145,9 +146,9 @@ static void *writer_main(void *arg)
 
 static void stop_writer(void)
 {
-	atomic_store(&gpr__state.active, 0);
+	atomic_store(&gpr_inj_state.active, 0);
 	atomic_store(&wr.stop, 1);
-	gpr__writer_wake();
+	gpr_inj_writer_wake();
 }
 
 static void at_exit(void)
@@ -164,12 +165,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	struct sigaction *old = sig == SIGINT ? &wr.old_int : &wr.old_term;
 	int saved = errno;
 	if (old->sa_flags & SA_SIGINFO) {
-		gpr__writer_wake();
+		gpr_inj_writer_wake();
 		old->sa_sigaction(sig, si, uc);
 	} else if (old->sa_handler == SIG_IGN) {
 		/* ignored before us: still ignored */
 	} else if (old->sa_handler != SIG_DFL) {
-		gpr__writer_wake();
+		gpr_inj_writer_wake();
 		old->sa_handler(sig);
 	} else {
 		/* The default action ends the process: flush first. */
@@ -208,10 +209,10 @@ static void install(int sig, struct sigaction *old)
 static void in_child(void)
 {
 	/* A forked child must not touch the parent's log. */
-	atomic_store(&gpr__state.active, 0);
+	atomic_store(&gpr_inj_state.active, 0);
 }
 
-int gpr__writer_start(const char *path)
+int gpr_inj_writer_start(const char *path)
 {
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
@@ -219,24 +220,24 @@ int gpr__writer_start(const char *path)
 	    (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	wr.pid = getpid();
 	snprintf(wr.path, sizeof(wr.path), "%s", path);
-	int rc =
-	    gpr__tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real, gpr__now());
+	int rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
+				 gpr_inj_now());
 	if (rc == -EEXIST) {
 		/* Another process of the same run has the name already. */
 		snprintf(wr.path, sizeof(wr.path), "%s.%d", path, (int)wr.pid);
-		rc = gpr__tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
-				  gpr__now());
+		rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
+				     gpr_inj_now());
 	}
 	if (rc < 0) {
-		gpr__say("cannot create %s: %s; this run is not traced",
-			 wr.path, strerror(-rc));
+		gpr_inj_say("cannot create %s: %s; this run is not traced",
+			    wr.path, strerror(-rc));
 		return -1;
 	}
 	wr.buf = malloc(BATCH * sizeof(*wr.buf));
 	wr.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!wr.buf || wr.efd < 0) {
-		gpr__say("out of resources; this run is not traced");
-		gpr__tw_close(&wr.w, gpr__now(), 0);
+		gpr_inj_say("out of resources; this run is not traced");
+		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
 	/*
@@ -249,10 +250,10 @@ int gpr__writer_start(const char *path)
 	rc = pthread_create(&wr.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &prev, NULL);
 	if (rc != 0) {
-		gpr__say("cannot start the writer thread: %s; this run is "
-			 "not traced",
-			 strerror(rc));
-		gpr__tw_close(&wr.w, gpr__now(), 0);
+		gpr_inj_say("cannot start the writer thread: %s; this run is "
+			    "not traced",
+			    strerror(rc));
+		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
 	pthread_setname_np(wr.thread, "gpr-trace");
@@ -260,6 +261,6 @@ int gpr__writer_start(const char *path)
 	pthread_atfork(NULL, NULL, in_child);
 	install(SIGINT, &wr.old_int);
 	install(SIGTERM, &wr.old_term);
-	atomic_store(&gpr__state.active, 1);
+	atomic_store(&gpr_inj_state.active, 1);
 	return 0;
 }

@@ -50,8 +50,8 @@ static void chunk_header(unsigned char out[GPR_TRACE_CHUNK_HEADER_SIZE],
 	memcpy(out + 8, &len, 8);
 }
 
-int gpr__tw_open(struct gpr__tw *w, const char *path, uint32_t pid,
-		 uint64_t start_realtime_ns, uint64_t start_mono_ns)
+int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
+		    uint64_t start_realtime_ns, uint64_t start_mono_ns)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -71,8 +71,8 @@ int gpr__tw_open(struct gpr__tw *w, const char *path, uint32_t pid,
 	if (rc == 0) {
 		const char *names[GPR_TRACE_N_OPS];
 		for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
-			names[i] = gpr__trace_op_name(i);
-		rc = gpr__tw_strings(w, names, GPR_TRACE_N_OPS);
+			names[i] = gpr_trace_op_name(i);
+		rc = gpr_inj_tw_strings(w, names, GPR_TRACE_N_OPS);
 	}
 	if (rc < 0) {
 		close(w->fd);
@@ -82,7 +82,7 @@ int gpr__tw_open(struct gpr__tw *w, const char *path, uint32_t pid,
 	return rc;
 }
 
-int gpr__tw_strings(struct gpr__tw *w, const char *const *s, uint32_t n)
+int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -127,7 +127,8 @@ int gpr__tw_strings(struct gpr__tw *w, const char *const *s, uint32_t n)
 	return 0;
 }
 
-int gpr__tw_records(struct gpr__tw *w, const struct gpr_trace_rec *r, size_t n)
+int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
+		       size_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -150,7 +151,8 @@ int gpr__tw_records(struct gpr__tw *w, const struct gpr_trace_rec *r, size_t n)
 	return 0;
 }
 
-int gpr__tw_close(struct gpr__tw *w, uint64_t end_mono_ns, uint32_t dropped)
+int gpr_inj_tw_close(struct gpr_inj_tw *w, uint64_t end_mono_ns,
+		     uint32_t dropped)
 {
 	int rc = -w->err;
 	if (rc == 0) {

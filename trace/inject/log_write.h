@@ -10,7 +10,7 @@
 
 #include "../format/trace_format.h"
 
-struct gpr__tw {
+struct gpr_inj_tw {
 	int fd;
 	int err;	  /* errno of the first failed write, 0 if none */
 	uint64_t records; /* records written */
@@ -24,22 +24,24 @@ struct gpr__tw {
  * operation names as strings 0 .. GPR_TRACE_N_OPS-1. Returns 0, or -errno
  * (the file is removed again if the header could not be written).
  */
-int gpr__tw_open(struct gpr__tw *w, const char *path, uint32_t pid,
-		 uint64_t start_realtime_ns, uint64_t start_mono_ns);
+int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
+		    uint64_t start_realtime_ns, uint64_t start_mono_ns);
 
 /*
  * Appends strings with ids w->strings .. w->strings + n - 1. Strings longer
  * than GPR_TRACE_MAX_STRING are cut. 0, or -errno (also kept in w->err).
  */
-int gpr__tw_strings(struct gpr__tw *w, const char *const *s, uint32_t n);
+int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n);
 
 /* Appends n records. 0, or -errno (also kept in w->err). */
-int gpr__tw_records(struct gpr__tw *w, const struct gpr_trace_rec *r, size_t n);
+int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
+		       size_t n);
 
 /*
  * Marks the log complete (counts, end time, dropped records) and closes it.
  * 0, or -errno. The descriptor is closed in every case.
  */
-int gpr__tw_close(struct gpr__tw *w, uint64_t end_mono_ns, uint32_t dropped);
+int gpr_inj_tw_close(struct gpr_inj_tw *w, uint64_t end_mono_ns,
+		     uint32_t dropped);
 
 #endif /* GPR_TRACE_LOG_WRITE_H */

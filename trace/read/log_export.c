@@ -22,7 +22,7 @@ struct chrome {
 	FILE *f;
 	struct gpr__buf b; /* written out every 64 KiB */
 	struct gpr__json j;
-	struct gpr__u64map held; /* owner string id -> index in v */
+	struct gpr_trace_map held; /* owner string id -> index in v */
 	int64_t *v;
 	size_t n, cap;
 	int64_t total;
@@ -93,14 +93,14 @@ static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
 	gpr__json_kv_str(j, "name", "free not in the log");
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
-	us(j, "ts", since(t, gpr__trace_key(t, r)));
+	us(j, "ts", since(t, gpr_trace_key(t, r)));
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "bytes", d < 0 ? -(uint64_t)d : 0);
 	hex(j, vmm ? "handle" : "addr", vmm ? r->aux : r->addr);
 	gpr__json_kv_i64(j, "device", s->device);
 	gpr__json_kv_bool(j, "host", s->host_delta != 0);
-	gpr__json_kv_str(j, "lib", gpr__trace_str(t, s->owner, "[unknown]"));
+	gpr__json_kv_str(j, "lib", gpr_trace_str(t, s->owner, "[unknown]"));
 	gpr__json_kv_str(j, "why",
 			 "allocated again while held: the free was dropped "
 			 "or made while paused");
@@ -116,7 +116,7 @@ static void slice(struct chrome *c, const struct gpr_trace_rec *r)
 	gpr__json_object(j);
 	gpr__json_kv_str(j, "ph", "X");
 	gpr__json_kv_str(j, "cat", "cuda");
-	gpr__json_kv_str(j, "name", gpr__trace_str(t, r->op, "?"));
+	gpr__json_kv_str(j, "name", gpr_trace_str(t, r->op, "?"));
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
 	us(j, "ts", since(t, r->t_ns));
@@ -128,8 +128,8 @@ static void slice(struct chrome *c, const struct gpr_trace_rec *r)
 	gpr__json_kv_i64(j, "device", r->device);
 	gpr__json_kv_i64(j, "result", r->result);
 	us(j, "wait_us", r->wait_ns);
-	gpr__json_kv_str(j, "lib", gpr__trace_str(t, r->lib, "[unknown]"));
-	gpr__json_kv_str(j, "site", gpr__trace_str(t, r->site, "[unknown]"));
+	gpr__json_kv_str(j, "lib", gpr_trace_str(t, r->lib, "[unknown]"));
+	gpr__json_kv_str(j, "site", gpr_trace_str(t, r->site, "[unknown]"));
 	gpr__json_object_end(j);
 	gpr__json_object_end(j);
 }
@@ -139,7 +139,7 @@ static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
 {
 	if (s->dev_delta == 0)
 		return 0;
-	uint32_t *ip = gpr__u64map_get(&c->held, s->owner);
+	uint32_t *ip = gpr_trace_map_get(&c->held, s->owner);
 	size_t i;
 	if (ip) {
 		i = *ip;
@@ -154,15 +154,15 @@ static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
 		}
 		i = c->n++;
 		c->v[i] = 0;
-		if (gpr__u64map_put(&c->held, s->owner, (uint32_t)i) < 0)
+		if (gpr_trace_map_put(&c->held, s->owner, (uint32_t)i) < 0)
 			return GPR_E_NOMEM;
 	}
-	c->v[i] = gpr__sadd(c->v[i], s->dev_delta);
-	c->total = gpr__sadd(c->total, s->dev_delta);
-	uint64_t ts = since(c->t, gpr__trace_key(c->t, s->r));
+	c->v[i] = gpr_trace_sadd(c->v[i], s->dev_delta);
+	c->total = gpr_trace_sadd(c->total, s->dev_delta);
+	uint64_t ts = since(c->t, gpr_trace_key(c->t, s->r));
 	char name[300];
 	snprintf(name, sizeof(name), "device bytes: %s",
-		 gpr__trace_str(c->t, s->owner, "[unknown]"));
+		 gpr_trace_str(c->t, s->owner, "[unknown]"));
 	counter(c, name, ts, c->v[i]);
 	counter(c, "device bytes: total", ts, c->total);
 	return 0;
@@ -179,7 +179,7 @@ static int chrome_step(void *ctx, const struct gpr_trace_step *s)
 	return rc ? rc : chrome_flush(c, 0);
 }
 
-int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f)
+int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f)
 {
 	struct chrome c = {.t = t, .f = f};
 	struct gpr__json *j = &c.j;
@@ -205,7 +205,7 @@ int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f)
 	gpr__json_kv_str(j, "name", name);
 	gpr__json_object_end(j);
 	gpr__json_object_end(j);
-	int rc = gpr__trace_replay(t, chrome_step, &c, NULL, NULL);
+	int rc = gpr_trace_replay(t, chrome_step, &c, NULL, NULL);
 	if (rc == 0) {
 		gpr__json_array_end(j);
 		gpr__json_object_end(j);
@@ -215,7 +215,7 @@ int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f)
 	if (rc == 0 && fflush(f) != 0)
 		rc = GPR_E_IO;
 	gpr__buf_free(&c.b);
-	gpr__u64map_free(&c.held);
+	gpr_trace_map_free(&c.held);
 	free(c.v);
 	return rc;
 }
@@ -265,7 +265,7 @@ static int plot_step(void *ctx, const struct gpr_trace_step *st)
 	struct plot *p = ctx;
 	if (st->dev_delta == 0)
 		return 0;
-	uint64_t k = gpr__trace_key(p->t, st->r);
+	uint64_t k = gpr_trace_key(p->t, st->r);
 	uint64_t span = p->t1 > p->t0 ? p->t1 - p->t0 : 1;
 	uint64_t off = k > p->t0 ? k - p->t0 : 0;
 	int col = (int)((unsigned __int128)off * (PW - 1) / span);
@@ -273,8 +273,8 @@ static int plot_step(void *ctx, const struct gpr_trace_step *st)
 		col = PW - 1;
 	fill_to(p, col);
 	int s = series_of(p, st->owner);
-	p->cur[s] = gpr__sadd(p->cur[s], st->dev_delta);
-	p->cur[0] = gpr__sadd(p->cur[0], st->dev_delta);
+	p->cur[s] = gpr_trace_sadd(p->cur[s], st->dev_delta);
+	p->cur[0] = gpr_trace_sadd(p->cur[0], st->dev_delta);
 	int idx[2] = {0, s};
 	for (int i = 0; i < 2; i++) {
 		uint64_t v = p->cur[idx[i]] < 0 ? 0 : (uint64_t)p->cur[idx[i]];
@@ -313,10 +313,10 @@ static const char *const colors[] = {"#222222", "#1f77b4", "#ff7f0e",
 				     "#2ca02c", "#d62728", "#9467bd",
 				     "#8c564b", "#7f7f7f"};
 
-int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
+int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f)
 {
 	struct gpr_trace_stats s;
-	int rc = gpr__trace_stats(t, &s);
+	int rc = gpr_trace_stats_compute(t, &s);
 	if (rc < 0)
 		return rc;
 	struct plot p = {.t = t, .t0 = s.t0, .t1 = s.t1, .last_col = -1};
@@ -340,10 +340,10 @@ int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 	p.ymax = s.peak ? s.peak : 1;
 	p.col = calloc((size_t)(p.n_series + 1) * PW, sizeof(*p.col));
 	if (!p.col) {
-		gpr__trace_stats_free(&s);
+		gpr_trace_stats_free(&s);
 		return GPR_E_NOMEM;
 	}
-	rc = gpr__trace_replay(t, plot_step, &p, NULL, NULL);
+	rc = gpr_trace_replay(t, plot_step, &p, NULL, NULL);
 	fill_to(&p, PW - 1);
 	int other = 0;
 	for (int c = 0; c < PW; c++)
@@ -409,7 +409,7 @@ int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 		else if (sidx == p.n_series)
 			fputs("other libraries", f);
 		else
-			xml_text(f, gpr__trace_str(t, p.lib[sidx], "[unknown]"),
+			xml_text(f, gpr_trace_str(t, p.lib[sidx], "[unknown]"),
 				 36);
 		fputs("</text>\n", f);
 	}
@@ -418,7 +418,7 @@ int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f)
 		PL + PW + 14, PT + 10 + 18 * (MAX_SERIES + 2), buf,
 		(double)(s.peak_t > p.t0 ? s.peak_t - p.t0 : 0) / 1e9);
 	free(p.col);
-	gpr__trace_stats_free(&s);
+	gpr_trace_stats_free(&s);
 	if (rc == 0 && (fflush(f) != 0 || ferror(f)))
 		rc = GPR_E_IO;
 	return rc;

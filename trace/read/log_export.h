@@ -14,12 +14,12 @@
  * calling thread) and a counter track of device bytes held per library and
  * in total. 0, GPR_E_NOMEM or GPR_E_IO (write error on f).
  */
-int gpr__trace_export_chrome(const struct gpr_trace *t, FILE *f);
+int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f);
 
 /*
  * Writes an SVG plot of device bytes held over time: the total and the
  * libraries with the highest peaks. 0, GPR_E_NOMEM or GPR_E_IO.
  */
-int gpr__trace_export_svg(const struct gpr_trace *t, FILE *f);
+int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f);
 
 #endif /* GPR_TRACE_LOG_EXPORT_H */

@@ -168,7 +168,7 @@ static int check_records(struct gpr_trace *t, char *err, size_t errlen)
 				    r->device);
 		if (t->kinds[r->op] == 0xff)
 			t->kinds[r->op] =
-			    (unsigned char)gpr__trace_op_kind(t->strs[r->op]);
+			    (unsigned char)gpr_trace_op_kind(t->strs[r->op]);
 	}
 	return 0;
 }
@@ -178,8 +178,8 @@ static const struct gpr_trace *sort_trace;
 static int cmp_rec(const void *a, const void *b)
 {
 	const struct gpr_trace_rec *x = a, *y = b;
-	uint64_t kx = gpr__trace_key(sort_trace, x);
-	uint64_t ky = gpr__trace_key(sort_trace, y);
+	uint64_t kx = gpr_trace_key(sort_trace, x);
+	uint64_t ky = gpr_trace_key(sort_trace, y);
 	if (kx != ky)
 		return kx < ky ? -1 : 1;
 	if (x->t_ns != y->t_ns)
@@ -189,8 +189,8 @@ static int cmp_rec(const void *a, const void *b)
 	return 0;
 }
 
-int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
-		     char *err, size_t errlen)
+int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
+		    size_t errlen)
 {
 	const unsigned char *b = buf;
 	memset(t, 0, sizeof(*t));
@@ -237,7 +237,7 @@ int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
 	t->strs = calloc(ns ? ns : 1, sizeof(*t->strs));
 	t->kinds = malloc(ns ? ns : 1);
 	if (!t->recs || !t->strs || !t->kinds) {
-		gpr__trace_free(t);
+		gpr_trace_free(t);
 		return fail(err, errlen, GPR_E_NOMEM, "out of memory");
 	}
 	memset(t->kinds, 0xff, ns ? ns : 1);
@@ -247,7 +247,7 @@ int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
 		rc = check_records(t, err, errlen);
 	}
 	if (rc < 0) {
-		gpr__trace_free(t);
+		gpr_trace_free(t);
 		return rc;
 	}
 	sort_trace = t;
@@ -257,8 +257,8 @@ int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
 	return 0;
 }
 
-int gpr__trace_load(const char *path, struct gpr_trace *t, char *err,
-		    size_t errlen)
+int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
+		   size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -287,12 +287,12 @@ int gpr__trace_load(const char *path, struct gpr_trace *t, char *err,
 		got += (size_t)k;
 	}
 	close(fd);
-	int rc = gpr__trace_parse(buf, got, t, err, errlen);
+	int rc = gpr_trace_parse(buf, got, t, err, errlen);
 	free(buf);
 	return rc;
 }
 
-void gpr__trace_free(struct gpr_trace *t)
+void gpr_trace_free(struct gpr_trace *t)
 {
 	if (t->strs)
 		for (uint32_t i = 0; i < t->n_strs; i++)
@@ -303,24 +303,23 @@ void gpr__trace_free(struct gpr_trace *t)
 	memset(t, 0, sizeof(*t));
 }
 
-enum gpr_trace_kind gpr__trace_kind(const struct gpr_trace *t,
-				    const struct gpr_trace_rec *r)
+enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,
+				       const struct gpr_trace_rec *r)
 {
 	unsigned char k = t->kinds[r->op];
 	return k == 0xff ? GPR_K_OTHER : (enum gpr_trace_kind)k;
 }
 
-uint64_t gpr__trace_key(const struct gpr_trace *t,
-			const struct gpr_trace_rec *r)
+uint64_t gpr_trace_key(const struct gpr_trace *t, const struct gpr_trace_rec *r)
 {
-	if (gpr__trace_kind_effect(gpr__trace_kind(t, r)) == GPR_EFFECT_EXIT)
+	if (gpr_trace_kind_effect(gpr_trace_rec_kind(t, r)) == GPR_EFFECT_EXIT)
 		return r->t_ns > UINT64_MAX - r->dur_ns ? UINT64_MAX
 							: r->t_ns + r->dur_ns;
 	return r->t_ns;
 }
 
-const char *gpr__trace_str(const struct gpr_trace *t, uint32_t id,
-			   const char *dflt)
+const char *gpr_trace_str(const struct gpr_trace *t, uint32_t id,
+			  const char *dflt)
 {
 	return id < t->n_strs ? t->strs[id] : dflt;
 }

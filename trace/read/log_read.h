@@ -16,7 +16,7 @@
 struct gpr_trace {
 	struct gpr_trace_header hdr;
 	int complete; /* the writer closed the log cleanly */
-	/* Records sorted by effect time (gpr__trace_key). */
+	/* Records sorted by effect time (gpr_trace_key). */
 	struct gpr_trace_rec *recs;
 	size_t n_recs;
 	/* Strings by id, NUL-terminated (a NUL inside becomes '?'). */
@@ -28,31 +28,31 @@ struct gpr_trace {
 
 /*
  * Parses a log held in memory. On success returns 0 and fills *t (release
- * with gpr__trace_free); otherwise returns a negative GPR_E_* code
+ * with gpr_trace_free); otherwise returns a negative GPR_E_* code
  * (GPR_E_FORMAT, GPR_E_NOMEM) and writes a one-line reason into err.
  */
-int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
-		     char *err, size_t errlen);
-
-/* Reads the file at path and parses it; as gpr__trace_parse, or GPR_E_IO. */
-int gpr__trace_load(const char *path, struct gpr_trace *t, char *err,
+int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 		    size_t errlen);
 
-void gpr__trace_free(struct gpr_trace *t);
+/* Reads the file at path and parses it; as gpr_trace_parse, or GPR_E_IO. */
+int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
+		   size_t errlen);
+
+void gpr_trace_free(struct gpr_trace *t);
 
 /* The kind of record r's operation. */
-enum gpr_trace_kind gpr__trace_kind(const struct gpr_trace *t,
-				    const struct gpr_trace_rec *r);
+enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,
+				       const struct gpr_trace_rec *r);
 
 /*
  * When a record takes effect: the exit of an allocating call (the memory
  * exists from then on), the entry of any other call. Saturating.
  */
-uint64_t gpr__trace_key(const struct gpr_trace *t,
-			const struct gpr_trace_rec *r);
+uint64_t gpr_trace_key(const struct gpr_trace *t,
+		       const struct gpr_trace_rec *r);
 
 /* The string with id `id`, or `dflt` for GPR_TRACE_NO_STRING. */
-const char *gpr__trace_str(const struct gpr_trace *t, uint32_t id,
-			   const char *dflt);
+const char *gpr_trace_str(const struct gpr_trace *t, uint32_t id,
+			  const char *dflt);
 
 #endif /* GPR_TRACE_LOG_READ_H */

@@ -35,12 +35,12 @@ static double secs(const struct gpr_trace *t, uint64_t ns)
 
 static const char *str(const struct gpr_trace *t, uint32_t id)
 {
-	return gpr__trace_str(t, id, "[unknown]");
+	return gpr_trace_str(t, id, "[unknown]");
 }
 
-void gpr__report_text(struct gpr__buf *b, const char *path,
-		      const struct gpr_trace *t,
-		      const struct gpr_trace_stats *s, int top, int brief)
+void gpr_trace_report_text(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top, int brief)
 {
 	char x[32], y[32], z[32], w[32];
 	gpr__buf_puts(b, "Trace ");
@@ -179,9 +179,9 @@ void gpr__report_text(struct gpr__buf *b, const char *path,
 	}
 }
 
-void gpr__report_json(struct gpr__buf *b, const char *path,
-		      const struct gpr_trace *t,
-		      const struct gpr_trace_stats *s, int top)
+void gpr_trace_report_json(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top)
 {
 	struct gpr__json j;
 	gpr__json_init(&j, b);

@@ -14,13 +14,13 @@
  * list (operations are always all shown); `brief` leaves out the call-site
  * and never-freed lists.
  */
-void gpr__report_text(struct gpr__buf *b, const char *path,
-		      const struct gpr_trace *t,
-		      const struct gpr_trace_stats *s, int top, int brief);
+void gpr_trace_report_text(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top, int brief);
 
 /* Appends the JSON report (one object) of t to b. */
-void gpr__report_json(struct gpr__buf *b, const char *path,
-		      const struct gpr_trace *t,
-		      const struct gpr_trace_stats *s, int top);
+void gpr_trace_report_json(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top);
 
 #endif /* GPR_TRACE_LOG_REPORT_H */

@@ -13,11 +13,11 @@
 struct live_set {
 	struct gpr_trace_live *v;
 	size_t n, cap;
-	struct gpr__u64map addr;   /* address -> index in v */
-	struct gpr__u64map handle; /* VMM handle -> index in v */
+	struct gpr_trace_map addr;   /* address -> index in v */
+	struct gpr_trace_map handle; /* VMM handle -> index in v */
 };
 
-static int live_add(struct live_set *ls, struct gpr__u64map *m,
+static int live_add(struct live_set *ls, struct gpr_trace_map *m,
 		    const struct gpr_trace_live *e)
 {
 	if (ls->n == ls->cap) {
@@ -28,27 +28,28 @@ static int live_add(struct live_set *ls, struct gpr__u64map *m,
 		ls->v = p;
 		ls->cap = cap;
 	}
-	if (gpr__u64map_put(m, e->addr, (uint32_t)ls->n) < 0)
+	if (gpr_trace_map_put(m, e->addr, (uint32_t)ls->n) < 0)
 		return -1;
 	ls->v[ls->n++] = *e;
 	return 0;
 }
 
 /* Removes key from m and its entry from v (the last entry moves in). */
-static int live_take(struct live_set *ls, struct gpr__u64map *m, uint64_t key,
+static int live_take(struct live_set *ls, struct gpr_trace_map *m, uint64_t key,
 		     struct gpr_trace_live *out)
 {
-	uint32_t *ip = gpr__u64map_get(m, key);
+	uint32_t *ip = gpr_trace_map_get(m, key);
 	if (!ip)
 		return 0;
 	uint32_t i = *ip;
 	*out = ls->v[i];
-	gpr__u64map_del(m, key);
+	gpr_trace_map_del(m, key);
 	size_t last = ls->n - 1;
 	if (i != last) {
 		ls->v[i] = ls->v[last];
-		struct gpr__u64map *lm = ls->v[i].vmm ? &ls->handle : &ls->addr;
-		uint32_t *lp = gpr__u64map_get(lm, ls->v[i].addr);
+		struct gpr_trace_map *lm =
+		    ls->v[i].vmm ? &ls->handle : &ls->addr;
+		uint32_t *lp = gpr_trace_map_get(lm, ls->v[i].addr);
 		if (lp)
 			*lp = i;
 	}
@@ -75,20 +76,20 @@ static struct gpr_trace_step free_step(const struct gpr_trace_rec *r,
 	return s;
 }
 
-int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
-		      void *ctx, struct gpr_trace_live **live, size_t *n_live)
+int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
+		     struct gpr_trace_live **live, size_t *n_live)
 {
 	struct live_set ls = {0};
 	int rc = 0;
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
-		enum gpr_trace_kind kind = gpr__trace_kind(t, r);
+		enum gpr_trace_kind kind = gpr_trace_rec_kind(t, r);
 		struct gpr_trace_step s = {
 		    .r = r, .kind = kind, .owner = r->lib, .device = r->device};
 		struct gpr_trace_live e = {r->addr, r->bytes,  r->t_ns, r->lib,
 					   r->op,   r->device, 0,	0};
 		struct gpr_trace_live old;
-		struct gpr__u64map *m = &ls.addr;
+		struct gpr_trace_map *m = &ls.addr;
 		switch (r->result == 0 ? kind : GPR_K_OTHER) {
 		case GPR_K_CREATE:
 			e.addr = r->aux;
@@ -145,12 +146,12 @@ int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
 		ls.v = NULL;
 	}
 	free(ls.v);
-	gpr__u64map_free(&ls.addr);
-	gpr__u64map_free(&ls.handle);
+	gpr_trace_map_free(&ls.addr);
+	gpr_trace_map_free(&ls.handle);
 	return rc;
 }
 
-uint64_t gpr__percentile(const uint64_t *sorted, size_t n, unsigned p)
+uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p)
 {
 	if (n == 0)
 		return 0;
@@ -162,14 +163,14 @@ uint64_t gpr__percentile(const uint64_t *sorted, size_t n, unsigned p)
 
 /* Index of key in a table grown on demand (keys: string ids, devices). */
 struct table {
-	struct gpr__u64map map;
+	struct gpr_trace_map map;
 	void *v;
 	size_t n, cap, elem;
 };
 
 static void *table_slot(struct table *tb, uint64_t key, int *fresh)
 {
-	uint32_t *ip = gpr__u64map_get(&tb->map, key);
+	uint32_t *ip = gpr_trace_map_get(&tb->map, key);
 	if (ip) {
 		*fresh = 0;
 		return (char *)tb->v + (size_t)*ip * tb->elem;
@@ -182,7 +183,7 @@ static void *table_slot(struct table *tb, uint64_t key, int *fresh)
 		tb->v = p;
 		tb->cap = cap;
 	}
-	if (gpr__u64map_put(&tb->map, key, (uint32_t)tb->n) < 0)
+	if (gpr_trace_map_put(&tb->map, key, (uint32_t)tb->n) < 0)
 		return NULL;
 	void *e = (char *)tb->v + tb->n * tb->elem;
 	memset(e, 0, tb->elem);
@@ -238,7 +239,7 @@ static int on_held(struct acc *a, const struct gpr_trace_step *st)
 		int64_t *h = held_slot(&a->lib_held, &a->lib_held_cap, oi);
 		if (!h)
 			return GPR_E_NOMEM;
-		*h = gpr__sadd(*h, st->dev_delta);
+		*h = gpr_trace_sadd(*h, st->dev_delta);
 		if (st->dev_delta < 0) {
 			o->frees++;
 			o->freed_bytes += (uint64_t)-st->dev_delta;
@@ -255,21 +256,21 @@ static int on_held(struct acc *a, const struct gpr_trace_step *st)
 		h = held_slot(&a->dev_held, &a->dev_held_cap, di);
 		if (!h)
 			return GPR_E_NOMEM;
-		*h = gpr__sadd(*h, st->dev_delta);
+		*h = gpr_trace_sadd(*h, st->dev_delta);
 		if (st->dev_delta > 0)
 			d->alloc_bytes += (uint64_t)st->dev_delta;
 		else
 			d->freed_bytes += (uint64_t)-st->dev_delta;
 		if (clamp0(*h) > d->peak) {
 			d->peak = clamp0(*h);
-			d->peak_t = gpr__trace_key(a->t, r);
+			d->peak_t = gpr_trace_key(a->t, r);
 		}
 	}
-	a->held = gpr__sadd(a->held, st->dev_delta);
-	a->host = gpr__sadd(a->host, st->host_delta);
+	a->held = gpr_trace_sadd(a->held, st->dev_delta);
+	a->host = gpr_trace_sadd(a->host, st->host_delta);
 	if (clamp0(a->held) > s->peak) {
 		s->peak = clamp0(a->held);
-		s->peak_t = gpr__trace_key(a->t, r);
+		s->peak_t = gpr_trace_key(a->t, r);
 	}
 	if (clamp0(a->host) > s->host_peak)
 		s->host_peak = clamp0(a->host);
@@ -410,9 +411,9 @@ static void op_latency(const struct lat *l, size_t n, uint64_t *tmp,
 	long double dur = 0, wait = 0, td = 0, tw = 0;
 	for (size_t i = 0; i < n; i++)
 		tmp[i] = l[i].dur;
-	o->p50 = gpr__percentile(tmp, n, 50);
-	o->p90 = gpr__percentile(tmp, n, 90);
-	o->p99 = gpr__percentile(tmp, n, 99);
+	o->p50 = gpr_trace_percentile(tmp, n, 50);
+	o->p90 = gpr_trace_percentile(tmp, n, 90);
+	o->p99 = gpr_trace_percentile(tmp, n, 99);
 	for (size_t i = 0; i < n; i++) {
 		if (!l[i].waited)
 			continue;
@@ -472,7 +473,8 @@ static int cmp_op(const void *a, const void *b)
 	return x->op < y->op ? -1 : x->op > y->op;
 }
 
-int gpr__trace_stats(const struct gpr_trace *t, struct gpr_trace_stats *s)
+int gpr_trace_stats_compute(const struct gpr_trace *t,
+			    struct gpr_trace_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->dropped = t->hdr.dropped;
@@ -481,7 +483,7 @@ int gpr__trace_stats(const struct gpr_trace *t, struct gpr_trace_stats *s)
 	a.devs.elem = sizeof(struct gpr_trace_devstat);
 	a.sites.elem = sizeof(struct gpr_trace_sitestat);
 	a.ops.elem = sizeof(struct gpr_trace_opstat);
-	int rc = gpr__trace_replay(t, on_step, &a, &s->live, &s->n_live);
+	int rc = gpr_trace_replay(t, on_step, &a, &s->live, &s->n_live);
 	if (rc == 0) {
 		s->held_end = clamp0(a.held);
 		s->host_end = clamp0(a.host);
@@ -520,18 +522,18 @@ int gpr__trace_stats(const struct gpr_trace *t, struct gpr_trace_stats *s)
 	free(a.devs.v);
 	free(a.sites.v);
 	free(a.ops.v);
-	gpr__u64map_free(&a.libs.map);
-	gpr__u64map_free(&a.devs.map);
-	gpr__u64map_free(&a.sites.map);
-	gpr__u64map_free(&a.ops.map);
+	gpr_trace_map_free(&a.libs.map);
+	gpr_trace_map_free(&a.devs.map);
+	gpr_trace_map_free(&a.sites.map);
+	gpr_trace_map_free(&a.ops.map);
 	free(a.lib_held);
 	free(a.dev_held);
 	if (rc != 0)
-		gpr__trace_stats_free(s);
+		gpr_trace_stats_free(s);
 	return rc;
 }
 
-void gpr__trace_stats_free(struct gpr_trace_stats *s)
+void gpr_trace_stats_free(struct gpr_trace_stats *s)
 {
 	free(s->ops);
 	free(s->libs);

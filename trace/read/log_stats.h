@@ -54,8 +54,8 @@ struct gpr_trace_live {
 	int vmm;
 	int host;
 };
-int gpr__trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn,
-		      void *ctx, struct gpr_trace_live **live, size_t *n_live);
+int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
+		     struct gpr_trace_live **live, size_t *n_live);
 
 struct gpr_trace_opstat {
 	uint32_t op; /* string id */
@@ -104,11 +104,12 @@ struct gpr_trace_stats {
 };
 
 /* Computes the statistics of t. 0, or GPR_E_NOMEM. */
-int gpr__trace_stats(const struct gpr_trace *t, struct gpr_trace_stats *s);
-void gpr__trace_stats_free(struct gpr_trace_stats *s);
+int gpr_trace_stats_compute(const struct gpr_trace *t,
+			    struct gpr_trace_stats *s);
+void gpr_trace_stats_free(struct gpr_trace_stats *s);
 
 /* a + b, saturating: hostile logs carry any sizes. */
-static inline int64_t gpr__sadd(int64_t a, int64_t b)
+static inline int64_t gpr_trace_sadd(int64_t a, int64_t b)
 {
 	int64_t r;
 	if (__builtin_add_overflow(a, b, &r))
@@ -117,6 +118,6 @@ static inline int64_t gpr__sadd(int64_t a, int64_t b)
 }
 
 /* The nearest-rank percentile p (0-100) of n sorted values; 0 if n == 0. */
-uint64_t gpr__percentile(const uint64_t *sorted, size_t n, unsigned p);
+uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p);
 
 #endif /* GPR_TRACE_LOG_STATS_H */

@@ -12,7 +12,7 @@ static size_t slot(uint64_t key, size_t cap)
 	return (size_t)key & (cap - 1);
 }
 
-uint32_t *gpr__u64map_get(const struct gpr__u64map *m, uint64_t key)
+uint32_t *gpr_trace_map_get(const struct gpr_trace_map *m, uint64_t key)
 {
 	if (m->cap == 0)
 		return NULL;
@@ -24,27 +24,27 @@ uint32_t *gpr__u64map_get(const struct gpr__u64map *m, uint64_t key)
 	}
 }
 
-static int grow(struct gpr__u64map *m)
+static int grow(struct gpr_trace_map *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 64;
-	struct gpr__u64map g = {0};
+	struct gpr_trace_map g = {0};
 	g.keys = malloc(cap * sizeof(*g.keys));
 	g.vals = malloc(cap * sizeof(*g.vals));
 	g.used = calloc(cap, 1);
 	g.cap = cap;
 	if (!g.keys || !g.vals || !g.used) {
-		gpr__u64map_free(&g);
+		gpr_trace_map_free(&g);
 		return -1;
 	}
 	for (size_t i = 0; i < m->cap; i++)
 		if (m->used[i])
-			gpr__u64map_put(&g, m->keys[i], m->vals[i]);
-	gpr__u64map_free(m);
+			gpr_trace_map_put(&g, m->keys[i], m->vals[i]);
+	gpr_trace_map_free(m);
 	*m = g;
 	return 0;
 }
 
-int gpr__u64map_put(struct gpr__u64map *m, uint64_t key, uint32_t val)
+int gpr_trace_map_put(struct gpr_trace_map *m, uint64_t key, uint32_t val)
 {
 	if ((m->n + 1) * 2 > m->cap && grow(m) < 0)
 		return -1;
@@ -60,7 +60,7 @@ int gpr__u64map_put(struct gpr__u64map *m, uint64_t key, uint32_t val)
 	return 0;
 }
 
-int gpr__u64map_del(struct gpr__u64map *m, uint64_t key)
+int gpr_trace_map_del(struct gpr_trace_map *m, uint64_t key)
 {
 	if (m->cap == 0)
 		return 0;
@@ -91,7 +91,7 @@ int gpr__u64map_del(struct gpr__u64map *m, uint64_t key)
 	return 1;
 }
 
-void gpr__u64map_free(struct gpr__u64map *m)
+void gpr_trace_map_free(struct gpr_trace_map *m)
 {
 	free(m->keys);
 	free(m->vals);

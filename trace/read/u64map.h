@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct gpr__u64map {
+struct gpr_trace_map {
 	uint64_t *keys;
 	uint32_t *vals;
 	unsigned char *used;
@@ -18,11 +18,11 @@ struct gpr__u64map {
 };
 
 /* Pointer to the value of key, or NULL. Valid until the next put/del. */
-uint32_t *gpr__u64map_get(const struct gpr__u64map *m, uint64_t key);
+uint32_t *gpr_trace_map_get(const struct gpr_trace_map *m, uint64_t key);
 /* Sets key to val. 0, or -1 when out of memory. */
-int gpr__u64map_put(struct gpr__u64map *m, uint64_t key, uint32_t val);
+int gpr_trace_map_put(struct gpr_trace_map *m, uint64_t key, uint32_t val);
 /* Removes key; 1 if it was there, 0 otherwise. */
-int gpr__u64map_del(struct gpr__u64map *m, uint64_t key);
-void gpr__u64map_free(struct gpr__u64map *m);
+int gpr_trace_map_del(struct gpr_trace_map *m, uint64_t key);
+void gpr_trace_map_free(struct gpr_trace_map *m);
 
 #endif /* GPR_TRACE_U64MAP_H */

@@ -1,4 +1,4 @@
-/* Parsing and the terminal, shared by the subcommands. */
+/* Parsing the subcommands' arguments, and the width of the terminal. */
 #include "cli.h"
 
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-int cli_parse_seconds(const char *s, double *out)
+int gpr_cli_parse_seconds(const char *s, double *out)
 {
 	if (!s || !*s)
 		return -1;
@@ -27,7 +27,7 @@ int cli_parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-int cli_parse_index_list(const char *s, int *list, int *n, int cap)
+int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap)
 {
 	const char *p = s;
 	if (!*p)
@@ -56,7 +56,7 @@ int cli_parse_index_list(const char *s, int *list, int *n, int cap)
 	}
 }
 
-int cli_term_width(int fd)
+int gpr_cli_term_width(int fd)
 {
 	struct winsize ws;
 	if (!isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0)
