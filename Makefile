@@ -45,6 +45,12 @@ include tests/build.mk
 build-all: $(ALL_TARGETS)
 .PHONY: build-all
 
+# Includes and calls go down the layers only, without loops (docs/naming.md).
+check-layers: build-all
+	@$(PYTHON) scripts/check-layers.py --objects $(BUILD)/obj
+.PHONY: check-layers
+CHECK_RUNS += check-layers
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
