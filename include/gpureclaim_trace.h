@@ -12,11 +12,12 @@
  *
  *	const char *path = getenv("CUDA_INJECTION64_PATH");
  *	void *tracer = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
- *	gpureclaim_trace_pause_fn *pause = NULL;
+ *	gpureclaim_trace_pause_fn *trace_pause = NULL;
  *	if (tracer)
- *		*(void **)&pause = dlsym(tracer, "gpureclaim_trace_pause");
- *	if (pause)
- *		pause();
+ *		*(void **)&trace_pause =
+ *		    dlsym(tracer, "gpureclaim_trace_pause");
+ *	if (trace_pause)
+ *		trace_pause();
  *
  * Not traced (no tracer loaded), the pointers stay NULL: a program calls
  * nothing and runs as it would.

@@ -58,6 +58,19 @@ static gpureclaim_trace_resume_fn *trace_resume;
 #define CTX0 ((CUcontext)(uintptr_t)1) /* device 0 */
 #define CTX1 ((CUcontext)(uintptr_t)2) /* device 1 */
 
+/* The pair found as docs/trace.md shows, with the types of its header. */
+static void find_pause_resume(void)
+{
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	void *tracer = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+	if (tracer) {
+		*(void **)&trace_pause =
+		    dlsym(tracer, "gpureclaim_trace_pause");
+		*(void **)&trace_resume =
+		    dlsym(tracer, "gpureclaim_trace_resume");
+	}
+}
+
 static void start(void)
 {
 	void *h = dlopen(inj_path, RTLD_NOW | RTLD_LOCAL);
@@ -66,8 +79,9 @@ static void start(void)
 		exit(90);
 	}
 	int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
-	*(void **)&trace_pause = dlsym(h, "gpureclaim_trace_pause");
-	*(void **)&trace_resume = dlsym(h, "gpureclaim_trace_resume");
+	/* loaded as CUDA loads it, from the path `gpureclaim trace` sets */
+	setenv("CUDA_INJECTION64_PATH", inj_path, 1);
+	find_pause_resume();
 	if (!trace_pause || !trace_resume)
 		exit(94);
 	if (!init || init() != 1)

@@ -182,7 +182,8 @@ static void t_text(void **state)
 	 * '?'; valid UTF-8 kept, one column a character */
 	const char *s = "a\x01\x1b[2Jb\x7f\xc2\x9b\x9b\xe2\x82-caf\xc3\xa9";
 	gpr__text_put(&b, s, 0, 0);
-	assert_string_equal(gpr__buf_str(&b), "a??[2Jb?????" "-caf\xc3\xa9");
+	assert_string_equal(gpr__buf_str(&b), "a??[2Jb?????"
+					      "-caf\xc3\xa9");
 	assert_int_equal(gpr__text_len(s), 17);
 	gpr__buf_reset(&b);
 	/* cut at a width, never inside a character; padded with spaces */
