@@ -120,28 +120,23 @@ static inline enum gpr_trace_kind gpr_trace_op_kind_of(unsigned op)
 	return GPR_K_OTHER;
 }
 
-static inline enum gpr_trace_effect gpr_trace_kind_effect(enum gpr_trace_kind k)
+/* What the kinds table says of kind k. */
+struct gpr_trace_kind_info {
+	enum gpr_trace_effect effect;
+	enum gpr_trace_memory memory;
+};
+static inline struct gpr_trace_kind_info
+gpr_trace_kind_info(enum gpr_trace_kind k)
 {
 	switch (k) {
 #define GPR_X_KIND(kind, effect, memory)                                       \
 	case GPR_K_##kind:                                                     \
-		return GPR_EFFECT_##effect;
+		return (struct gpr_trace_kind_info){GPR_EFFECT_##effect,       \
+						    GPR_MEMORY_##memory};
 		GPR_TRACE_KINDS(GPR_X_KIND)
 #undef GPR_X_KIND
 	}
-	return GPR_EFFECT_ENTRY;
-}
-
-static inline enum gpr_trace_memory gpr_trace_kind_memory(enum gpr_trace_kind k)
-{
-	switch (k) {
-#define GPR_X_KIND(kind, effect, memory)                                       \
-	case GPR_K_##kind:                                                     \
-		return GPR_MEMORY_##memory;
-		GPR_TRACE_KINDS(GPR_X_KIND)
-#undef GPR_X_KIND
-	}
-	return GPR_MEMORY_NONE;
+	return (struct gpr_trace_kind_info){GPR_EFFECT_ENTRY, GPR_MEMORY_NONE};
 }
 
 /* The kind of the operation called `name`; GPR_K_OTHER if unknown. */

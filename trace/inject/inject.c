@@ -151,7 +151,7 @@ static void on_enter(struct gpr_inj_tt *tt, int op,
 	 * thread that gets the same address back cannot lose its entry.
 	 */
 	enum gpr_trace_memory m =
-	    gpr_trace_kind_memory(gpr_trace_op_kind_of((unsigned)op));
+	    gpr_trace_kind_info(gpr_trace_op_kind_of((unsigned)op)).memory;
 	f->size = 0;
 	if (m == GPR_MEMORY_END_ADDR || m == GPR_MEMORY_END_HANDLE)
 		f->size = gpr_inj_map_take(map_of(m),
@@ -270,7 +270,7 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 		break;
 	}
 	enum gpr_trace_memory m =
-	    gpr_trace_kind_memory(gpr_trace_op_kind_of((unsigned)op));
+	    gpr_trace_kind_info(gpr_trace_op_kind_of((unsigned)op)).memory;
 	uint64_t key = map_of(m) == GPR_MAP_HANDLE ? r->aux : r->addr;
 	switch (m) {
 	case GPR_MEMORY_END_ADDR:

@@ -312,7 +312,8 @@ enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,
 
 uint64_t gpr_trace_key(const struct gpr_trace *t, const struct gpr_trace_rec *r)
 {
-	if (gpr_trace_kind_effect(gpr_trace_rec_kind(t, r)) == GPR_EFFECT_EXIT)
+	if (gpr_trace_kind_info(gpr_trace_rec_kind(t, r)).effect ==
+	    GPR_EFFECT_EXIT)
 		return r->t_ns > UINT64_MAX - r->dur_ns ? UINT64_MAX
 							: r->t_ns + r->dur_ns;
 	return r->t_ns;
