@@ -108,6 +108,8 @@ char *gpr__buf_finish(struct gpr__buf *b)
 
 int gpr__buf_write(const struct gpr__buf *b, FILE *f)
 {
+	/* through f, so that any FILE works (a memory stream too) and what
+	 * f holds already keeps its place */
 	if (b->len && fwrite(b->data, 1, b->len, f) != b->len)
 		return -1;
 	return fflush(f) == 0 ? 0 : -1;

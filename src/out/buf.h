@@ -44,8 +44,8 @@ void gpr__buf_free(struct gpr__buf *b);
 char *gpr__buf_finish(struct gpr__buf *b);
 
 /*
- * Writes the whole buffer to f and flushes f (earlier output on f keeps
- * its place). 0, or -1 on a write error (EPIPE included).
+ * Writes the whole buffer to f and flushes f (output written to f before
+ * keeps its place). 0, or -1 on a write error (EPIPE included).
  */
 int gpr__buf_write(const struct gpr__buf *b, FILE *f);
 

@@ -641,7 +641,8 @@ static void check_sites_run(const char *name, const char *env, int want_fast)
 	for (size_t i = 0; i < t.n_recs; i++) {
 		const struct gpr_trace_rec *x = &t.recs[i];
 		for (int k = 0; k < 3; k++)
-			if (x->op == 0 && x->addr >= SITE_TAG(k) &&
+			if (x->op == GPR_OP_MEM_ALLOC &&
+			    x->addr >= SITE_TAG(k) &&
 			    x->addr < SITE_TAG(k) + SITE_CALLS * 4096ull)
 				right[k] +=
 				    strstr(gpr_trace_str(&t, x->site, "?"),

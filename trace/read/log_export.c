@@ -54,7 +54,7 @@ static int chrome_flush(struct chrome *c, int force)
 		return GPR_E_NOMEM;
 	if (!force && c->b.len < (1u << 16))
 		return 0;
-	if (c->b.len && fwrite(c->b.data, 1, c->b.len, c->f) != c->b.len)
+	if (gpr__buf_write(&c->b, c->f) != 0)
 		return GPR_E_IO;
 	gpr__buf_reset(&c->b);
 	return 0;
