@@ -32,6 +32,7 @@ SAN_RUNS :=
 .PHONY: all check check-ci demo deps format format-check clean
 all: build-all
 
+include src/out/build.mk
 include src/build.mk
 include sim/build.mk
 include trace/build.mk
@@ -43,6 +44,12 @@ include tests/build.mk
 
 build-all: $(ALL_TARGETS)
 .PHONY: build-all
+
+# Includes and calls go down the layers only, without loops (docs/naming.md).
+check-layers: build-all
+	@$(PYTHON) scripts/check-layers.py --objects $(BUILD)/obj
+.PHONY: check-layers
+CHECK_RUNS += check-layers
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

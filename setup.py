@@ -1,5 +1,5 @@
 """Builds gpureclaim._gpureclaim: the extension's C files (python/src) and
-the core library's (src, src/driver) compiled into one abi3 module for the
+the core library's (src, src/driver, src/out) compiled into one abi3 module for the
 limited API of Python 3.11, so nothing else must be found at run time.
 Metadata lives in pyproject.toml."""
 import glob
@@ -27,6 +27,7 @@ if _bdist_wheel is not None:
 
 sources = sorted(
     glob.glob("python/src/*.c") + glob.glob("src/*.c") + glob.glob("src/driver/*.c")
+    + glob.glob("src/out/*.c")
 )
 
 ext = Extension(
@@ -39,7 +40,8 @@ ext = Extension(
     extra_link_args=["-Wl,--version-script=python/src/ext.map"],
     libraries=["dl", "pthread"],
     depends=sorted(glob.glob("include/*.h") + glob.glob("src/*.h")
-                   + glob.glob("src/driver/*.h") + glob.glob("python/src/*.h")),
+                   + glob.glob("src/driver/*.h") + glob.glob("src/out/*.h")
+                   + glob.glob("python/src/*.h")),
 )
 
 setup(ext_modules=[ext], cmdclass=cmdclass)

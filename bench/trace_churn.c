@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpureclaim_trace.h"
+
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
@@ -41,7 +43,8 @@ static double now_us(void)
 /* One way of making pairs: i counts pairs made so far. 0: ok. */
 typedef int (*pair_fn)(long i);
 
-static int (*trace_pause)(void), (*trace_resume)(void);
+static gpureclaim_trace_pause_fn *trace_pause;
+static gpureclaim_trace_resume_fn *trace_resume;
 
 static int cmp_double(const void *a, const void *b)
 {

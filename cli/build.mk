@@ -1,13 +1,13 @@
 # The command-line tool: $(BUILD)/gpureclaim. Every cli/*.c is linked in,
-# the trace part's subcommands (cli/cmd_trace.c, cli/cmd_report.c)
-# included, with the objects they need from trace/ (TRACE_CLI_OBJS, set
-# by trace/build.mk, included before this file) and the static core.
+# the trace subcommands (cli/cmd_trace.c, cli/cmd_report.c) included, with
+# the trace reader's objects (TRACE_READ_OBJS, trace/read/build.mk,
+# included before this file) and the static core (the output toolkit in it).
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
-$(BUILD)/gpureclaim: $(CLI_OBJS) $(TRACE_CLI_OBJS) $(BUILD)/libgpureclaim.a
+$(BUILD)/gpureclaim: $(CLI_OBJS) $(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(TRACE_CLI_OBJS) \
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(TRACE_READ_OBJS) \
 		$(BUILD)/libgpureclaim.a -lm $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/gpureclaim

@@ -27,6 +27,10 @@
 #include <unistd.h>
 
 #include "gpureclaim.h"
+#include "out/buf.h"
+#include "out/fmt.h"
+#include "out/json.h"
+#include "out/text.h"
 
 #define MAX_SELECT 64
 
@@ -135,16 +139,16 @@ static int parse_args(int argc, char **argv, int *help)
 			env.json = 1;
 			break;
 		case OPT_WATCH:
-			if (cli_parse_seconds(optarg, &env.watch) != 0)
+			if (gpr_cli_parse_seconds(optarg, &env.watch) != 0)
 				return usage_error(
 				    "--watch needs a number of seconds "
 				    "> 0 (at most 86400), not '%s'",
 				    optarg);
 			break;
 		case 'i':
-			if (cli_parse_index_list(optarg, env.select,
-						 &env.n_select,
-						 MAX_SELECT) != 0)
+			if (gpr_cli_parse_index_list(optarg, env.select,
+						     &env.n_select,
+						     MAX_SELECT) != 0)
 				return usage_error(
 				    "-i/--gpu needs GPU indexes (0, 1, "
 				    "0,2), not '%s'",
@@ -208,10 +212,10 @@ static int query_gpu(gpr_ctx *ctx, struct gpu_view *v)
 		r->bytes_known = procs[i].bytes_known;
 		r->compute = procs[i].compute;
 		r->graphics = procs[i].graphics;
-		r->user_known =
-		    cli_proc_user((pid_t)r->pid, r->user, sizeof(r->user)) == 0;
-		r->cmd_known = cli_proc_cmdline((pid_t)r->pid, r->cmd,
-						sizeof(r->cmd)) == 0;
+		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
+						  sizeof(r->user)) == 0;
+		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
+						    sizeof(r->cmd)) == 0;
 	}
 	v->n = n;
 	gpr_free(procs);
@@ -226,108 +230,107 @@ static double share(const struct gpu_view *v, const struct row *r)
 			     : 0.0;
 }
 
-static void render_json(struct cli_buf *b, const struct gpu_view *views,
+/* A figure, or null when unknown. */
+static void u64_or_null(struct gpr__json *j, const char *key, int known,
+			uint64_t v)
+{
+	gpr__json_key(j, key);
+	if (known)
+		gpr__json_u64(j, v);
+	else
+		gpr__json_null(j);
+}
+
+static void render_json(struct gpr__buf *b, const struct gpu_view *views,
 			size_t n)
 {
-	cli_buf_puts(b, "{\"gpus\":[");
+	struct gpr__json j;
+	gpr__json_init(&j, b);
+	gpr__json_object(&j);
+	gpr__json_key(&j, "gpus");
+	gpr__json_array(&j);
 	for (size_t g = 0; g < n; g++) {
 		const struct gpu_view *v = &views[g];
 		const struct gpr_gpu *i = &v->info;
-		cli_buf_puts(b, g ? ",{" : "{");
-		cli_json_kv_int(b, "index", v->index);
+		gpr__json_object(&j);
+		gpr__json_kv_i64(&j, "index", v->index);
 		if (v->err) {
 			char msg[768];
 			describe(v->err, v->detail, msg, sizeof(msg));
-			cli_buf_puts(b, ",");
-			cli_json_kv_str(b, "error", msg);
-			cli_buf_puts(b, "}");
+			gpr__json_kv_str(&j, "error", msg);
+			gpr__json_object_end(&j);
 			continue;
 		}
-		cli_buf_puts(b, ",");
-		cli_json_kv_str(b, "name", i->name);
-		cli_buf_puts(b, ",");
-		cli_json_kv_str(b, "uuid", i->uuid);
-		cli_buf_puts(b, ",");
-		cli_json_kv_str(b, "pci_bus_id", i->pci_bus_id);
-		cli_buf_puts(b, ",");
-		cli_json_kv_u64(b, "total", i->total);
-		cli_buf_puts(b, ",");
-		cli_json_kv_u64(b, "used", i->used);
-		cli_buf_puts(b, ",");
-		cli_json_kv_u64(b, "free", i->free);
-		cli_buf_puts(b, ",");
-		cli_json_kv_bool(b, "mig", i->mig);
-		cli_buf_puts(b, ",");
-		cli_json_kv_str(b, "memory_info",
-				i->memory_info_v2 ? "v2" : "v1");
-		cli_buf_puts(b, ",\"processes\":[");
+		gpr__json_kv_str(&j, "name", i->name);
+		gpr__json_kv_str(&j, "uuid", i->uuid);
+		gpr__json_kv_str(&j, "pci_bus_id", i->pci_bus_id);
+		gpr__json_kv_u64(&j, "total", i->total);
+		gpr__json_kv_u64(&j, "used", i->used);
+		gpr__json_kv_u64(&j, "free", i->free);
+		gpr__json_kv_bool(&j, "mig", i->mig);
+		gpr__json_kv_str(&j, "memory_info",
+				 i->memory_info_v2 ? "v2" : "v1");
+		gpr__json_key(&j, "processes");
+		gpr__json_array(&j);
 		for (size_t p = 0; p < v->n; p++) {
 			const struct row *r = &v->rows[p];
-			cli_buf_puts(b, p ? ",{" : "{");
-			cli_json_kv_u64(b, "pid", r->pid);
-			cli_buf_puts(b, ",");
-			cli_json_kv_str(b, "user",
-					r->user_known ? r->user : NULL);
-			cli_buf_puts(b, ",");
-			cli_json_kv_str(b, "command",
-					r->cmd_known ? r->cmd : NULL);
-			cli_buf_puts(b, ",");
-			cli_json_key(b, "bytes");
+			gpr__json_object(&j);
+			gpr__json_kv_u64(&j, "pid", r->pid);
+			gpr__json_kv_str(&j, "user",
+					 r->user_known ? r->user : NULL);
+			gpr__json_kv_str(&j, "command",
+					 r->cmd_known ? r->cmd : NULL);
+			u64_or_null(&j, "bytes", r->bytes_known, r->bytes);
+			gpr__json_kv_bool(&j, "bytes_known", r->bytes_known);
+			gpr__json_key(&j, "share");
 			if (r->bytes_known)
-				cli_buf_printf(b, "%llu",
-					       (unsigned long long)r->bytes);
+				gpr__json_double(&j, share(v, r), 3);
 			else
-				cli_buf_puts(b, "null");
-			cli_buf_puts(b, ",");
-			cli_json_kv_bool(b, "bytes_known", r->bytes_known);
-			cli_buf_puts(b, ",");
-			cli_json_key(b, "share");
-			if (r->bytes_known)
-				cli_buf_printf(b, "%.3f", share(v, r));
-			else
-				cli_buf_puts(b, "null");
-			cli_buf_puts(b, ",");
-			cli_json_kv_bool(b, "compute", r->compute);
-			cli_buf_puts(b, ",");
-			cli_json_kv_bool(b, "graphics", r->graphics);
-			cli_buf_puts(b, "}");
+				gpr__json_null(&j);
+			gpr__json_kv_bool(&j, "compute", r->compute);
+			gpr__json_kv_bool(&j, "graphics", r->graphics);
+			gpr__json_object_end(&j);
 		}
-		cli_buf_puts(b, "]}");
+		gpr__json_array_end(&j);
+		gpr__json_object_end(&j);
 	}
-	cli_buf_puts(b, "]}\n");
+	gpr__json_array_end(&j);
+	gpr__json_object_end(&j);
+	gpr__buf_puts(b, "\n");
 }
 
-static void render_text(struct cli_buf *b, const struct gpu_view *views,
+static void render_text(struct gpr__buf *b, const struct gpu_view *views,
 			size_t n)
 {
-	int width = cli_term_width(STDOUT_FILENO);
+	int width = gpr_cli_term_width(STDOUT_FILENO);
 	if (n == 0)
-		cli_buf_puts(b, "No GPU found.\n");
+		gpr__buf_puts(b, "No GPU found.\n");
 	for (size_t g = 0; g < n; g++) {
 		const struct gpu_view *v = &views[g];
 		const struct gpr_gpu *i = &v->info;
 		char used[24], total[24], fr[24];
 		if (g)
-			cli_buf_puts(b, "\n");
+			gpr__buf_puts(b, "\n");
 		if (v->err) {
 			char msg[768];
 			describe(v->err, v->detail, msg, sizeof(msg));
-			cli_buf_printf(b, "GPU %d: error: %s\n", v->index, msg);
+			gpr__buf_printf(b, "GPU %d: error: %s\n", v->index,
+					msg);
 			continue;
 		}
-		cli_buf_printf(b, "GPU %d: %s%s, %s / %s used, %s free\n",
-			       v->index, i->name, i->mig ? " (MIG)" : "",
-			       cli_fmt_bytes(i->used, used, sizeof(used)),
-			       cli_fmt_bytes(i->total, total, sizeof(total)),
-			       cli_fmt_bytes(i->free, fr, sizeof(fr)));
+		gpr__buf_printf(b, "GPU %d: %s%s, %s / %s used, %s free\n",
+				v->index, i->name, i->mig ? " (MIG)" : "",
+				gpr__fmt_bytes(i->used, used, sizeof(used)),
+				gpr__fmt_bytes(i->total, total, sizeof(total)),
+				gpr__fmt_bytes(i->free, fr, sizeof(fr)));
 		if (v->n == 0) {
-			cli_buf_puts(b, "  no processes\n");
+			gpr__buf_puts(b, "  no processes\n");
 			continue;
 		}
 		int uw = 4;
 		for (size_t p = 0; p < v->n; p++) {
 			int l = v->rows[p].user_known
-				    ? cli_text_len(v->rows[p].user)
+				    ? gpr__text_len(v->rows[p].user)
 				    : 1;
 			if (l > uw)
 				uw = l;
@@ -337,26 +340,25 @@ static void render_text(struct cli_buf *b, const struct gpu_view *views,
 		/* "  " + pid 7 + " " + user + " " + 10 + " " + 6 + "  " */
 		int cmdw =
 		    width ? width - (2 + 7 + 1 + uw + 1 + 10 + 1 + 6 + 2) : 0;
-		cli_buf_printf(b, "  %7s %-*s %10s %6s  %s\n", "PID", uw,
-			       "USER", "MEMORY", "SHARE", "COMMAND");
+		gpr__buf_printf(b, "  %7s %-*s %10s %6s  %s\n", "PID", uw,
+				"USER", "MEMORY", "SHARE", "COMMAND");
 		for (size_t p = 0; p < v->n; p++) {
 			const struct row *r = &v->rows[p];
 			char mem[24] = "n/a", sh[16] = "n/a";
 			if (r->bytes_known) {
-				cli_fmt_bytes(r->bytes, mem, sizeof(mem));
+				gpr__fmt_bytes(r->bytes, mem, sizeof(mem));
 				snprintf(sh, sizeof(sh), "%.1f%%", share(v, r));
 			}
 			/*
 			 * Another user's command line may hold any byte:
 			 * shown terminal-safe, cut to the terminal's width.
 			 */
-			cli_buf_printf(b, "  %7u ", (unsigned)r->pid);
-			cli_buf_put_text(b, r->user_known ? r->user : "-", uw,
-					 1);
-			cli_buf_printf(b, " %10s %6s  ", mem, sh);
-			cli_buf_put_text(b, r->cmd_known ? r->cmd : "?",
-					 cmdw > 3 ? cmdw : 0, 0);
-			cli_buf_puts(b, "\n");
+			gpr__buf_printf(b, "  %7u ", (unsigned)r->pid);
+			gpr__text_put(b, r->user_known ? r->user : "-", uw, 1);
+			gpr__buf_printf(b, " %10s %6s  ", mem, sh);
+			gpr__text_put(b, r->cmd_known ? r->cmd : "?",
+				      cmdw > 3 ? cmdw : 0, 0);
+			gpr__buf_puts(b, "\n");
 		}
 	}
 }
@@ -401,7 +403,7 @@ static void free_views(struct gpu_view *views, size_t n)
  * value when nothing can be listed (message already on stderr; *code is
  * the exit code).
  */
-static int round_once(gpr_ctx *ctx, struct cli_buf *out, int *code)
+static int round_once(gpr_ctx *ctx, struct gpr__buf *out, int *code)
 {
 	int count = 0, err = gpr_gpu_count(ctx, &count);
 	if (err != 0) {
@@ -521,7 +523,7 @@ int gpr_cli_ps(int argc, char **argv)
 	 * quietly with 0, instead of killing it with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 	gpr_ctx *ctx = NULL;
-	struct cli_buf out = {0};
+	struct gpr__buf out = {0};
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -535,13 +537,13 @@ int gpr_cli_ps(int argc, char **argv)
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	int clear = env.watch > 0 && !env.json && isatty(STDOUT_FILENO);
 	for (;;) {
-		cli_buf_reset(&out);
+		gpr__buf_reset(&out);
 		if (clear)
-			cli_buf_puts(&out, "\033[H\033[2J");
+			gpr__buf_puts(&out, "\033[H\033[2J");
 		int rc = round_once(ctx, &out, &code);
 		if (rc < 0)
 			goto cleanup;
-		if (cli_buf_write_stdout(&out) != 0) {
+		if (gpr__buf_write(&out, stdout) != 0) {
 			/* EPIPE: SIGPIPE ignored, the reader left */
 			code = errno == EPIPE ? GPR_CLI_OK : GPR_CLI_ERROR;
 			if (code)
@@ -558,7 +560,7 @@ int gpr_cli_ps(int argc, char **argv)
 		}
 	}
 cleanup:
-	cli_buf_free(&out);
+	gpr__buf_free(&out);
 	gpr_close(ctx);
 	return code;
 }

@@ -21,7 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmd_report.h"
+#include "out/buf.h"
+#include "../trace/read/log_read.h"
+#include "../trace/read/log_report.h"
+#include "../trace/read/log_stats.h"
 
 static struct env {
 	const char *output; /* -o, --output FILE */
@@ -296,26 +299,24 @@ static void summary(const char *path)
 			path);
 		return;
 	}
-	if (gpr__trace_load(path, &t, err, sizeof(err)) < 0) {
+	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim trace: %s: %s\n", path, err);
 		return;
 	}
 	struct gpr_trace_stats s;
-	if (gpr__trace_stats(&t, &s) == 0) {
-		struct cli_buf b = {0};
-		cli_buf_puts(&b, "\ngpureclaim trace: summary\n");
-		gpr__report_text(&b, path, &t, &s, env.full ? 10 : 5,
-				 !env.full);
-		cli_buf_printf(&b, "\nFull report: gpureclaim report %s\n",
-			       path);
-		if (!b.oom) {
-			ssize_t k = write(2, b.data, b.len);
-			(void)k;
-		}
-		cli_buf_free(&b);
-		gpr__trace_stats_free(&s);
+	if (gpr_trace_stats_compute(&t, &s) == 0) {
+		struct gpr__buf b = {0};
+		gpr__buf_puts(&b, "\ngpureclaim trace: summary\n");
+		gpr_trace_report_text(&b, path, &t, &s, env.full ? 10 : 5,
+				      !env.full);
+		gpr__buf_printf(&b, "\nFull report: gpureclaim report %s\n",
+				path);
+		if (!b.oom)
+			gpr__buf_write(&b, stderr);
+		gpr__buf_free(&b);
+		gpr_trace_stats_free(&s);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 	char pat[PATH_MAX + 8];
 	snprintf(pat, sizeof(pat), "%s.*", path);
 	glob_t g;

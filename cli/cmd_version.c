@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpureclaim.h"
 #include "cuda_abi.h"
+#include "gpureclaim.h"
 #include "nvml_abi.h"
+#include "out/buf.h"
+#include "out/json.h"
 
 static struct env {
 	int json; /* --json: one JSON document */
@@ -145,25 +147,21 @@ static void probe_cuda(struct probe *p)
 	dlclose(lib);
 }
 
-static void json_probe(struct cli_buf *b, const char *key,
+static void json_probe(struct gpr__json *j, const char *key,
 		       const struct probe *p, const char *number_key)
 {
-	cli_json_key(b, key);
-	cli_buf_puts(b, "{");
-	cli_json_kv_bool(b, "available", p->available);
-	cli_buf_puts(b, ",");
-	cli_json_kv_str(b, "library", p->library);
-	cli_buf_puts(b, ",");
-	cli_json_kv_str(b, "version", p->available ? p->version : NULL);
-	cli_buf_puts(b, ",");
-	cli_json_key(b, number_key);
+	gpr__json_key(j, key);
+	gpr__json_object(j);
+	gpr__json_kv_bool(j, "available", p->available);
+	gpr__json_kv_str(j, "library", p->library);
+	gpr__json_kv_str(j, "version", p->available ? p->version : NULL);
+	gpr__json_key(j, number_key);
 	if (p->available)
-		cli_buf_printf(b, "%d", p->number);
+		gpr__json_i64(j, p->number);
 	else
-		cli_buf_puts(b, "null");
-	cli_buf_puts(b, ",");
-	cli_json_kv_str(b, "error", p->available ? NULL : p->error);
-	cli_buf_puts(b, "}");
+		gpr__json_null(j);
+	gpr__json_kv_str(j, "error", p->available ? NULL : p->error);
+	gpr__json_object_end(j);
 }
 
 int gpr_cli_version(int argc, char **argv)
@@ -204,38 +202,39 @@ int gpr_cli_version(int argc, char **argv)
 	probe_nvml(&nvml);
 	probe_cuda(&cuda);
 
-	struct cli_buf b = {0};
+	struct gpr__buf b = {0};
 	if (env.json) {
-		cli_buf_puts(&b, "{");
-		cli_json_kv_str(&b, "version", gpr_version());
-		cli_buf_puts(&b, ",");
-		json_probe(&b, "nvml", &nvml, "gpus");
-		cli_buf_puts(&b, ",");
-		json_probe(&b, "cuda", &cuda, "driver_api");
-		cli_buf_puts(&b, "}\n");
+		struct gpr__json j;
+		gpr__json_init(&j, &b);
+		gpr__json_object(&j);
+		gpr__json_kv_str(&j, "version", gpr_version());
+		json_probe(&j, "nvml", &nvml, "gpus");
+		json_probe(&j, "cuda", &cuda, "driver_api");
+		gpr__json_object_end(&j);
+		gpr__buf_puts(&b, "\n");
 	} else {
-		cli_buf_printf(&b, "gpureclaim %s\n", gpr_version());
+		gpr__buf_printf(&b, "gpureclaim %s\n", gpr_version());
 		if (nvml.available)
-			cli_buf_printf(
+			gpr__buf_printf(
 			    &b, "NVIDIA driver: %s (NVML %s, %d GPU%s)\n",
 			    nvml.version, nvml.library, nvml.number,
 			    nvml.number == 1 ? "" : "s");
 		else
-			cli_buf_printf(&b, "NVIDIA driver: not found (%s)\n",
-				       nvml.error);
+			gpr__buf_printf(&b, "NVIDIA driver: not found (%s)\n",
+					nvml.error);
 		if (cuda.available)
-			cli_buf_printf(&b, "CUDA driver API: %s (%s)\n",
-				       cuda.version, cuda.library);
+			gpr__buf_printf(&b, "CUDA driver API: %s (%s)\n",
+					cuda.version, cuda.library);
 		else
-			cli_buf_printf(&b, "CUDA driver API: not found (%s)\n",
-				       cuda.error);
+			gpr__buf_printf(&b, "CUDA driver API: not found (%s)\n",
+					cuda.error);
 	}
 	int code = GPR_CLI_OK;
-	if (b.oom || cli_buf_write_stdout(&b) != 0) {
+	if (b.oom || gpr__buf_write(&b, stdout) != 0) {
 		fprintf(stderr,
 			"gpureclaim version: cannot write the output\n");
 		code = GPR_CLI_ERROR;
 	}
-	cli_buf_free(&b);
+	gpr__buf_free(&b);
 	return code;
 }

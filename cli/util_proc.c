@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int cli_proc_user(pid_t pid, char *out, size_t len)
+int gpr_cli_proc_user(pid_t pid, char *out, size_t len)
 {
 	char path[64];
 	struct stat st;
@@ -71,7 +71,7 @@ static ssize_t read_small(const char *path, char *out, size_t len)
 	return (ssize_t)off;
 }
 
-int cli_proc_cmdline(pid_t pid, char *out, size_t len)
+int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 {
 	char path[64];
 	if (len == 0)

@@ -13,7 +13,7 @@ ALL_TARGETS += $(EXAMPLE_BINS)
 test-examples: $(EXAMPLE_BINS) $(SIM_LIBS)
 	@GPURECLAIM_SIM="gpus=2;state=examples-$$$$" \
 	LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/examples/release_demo | \
-	grep -q 'released 1.617 GB (1616904192 bytes) from the driver'
+	grep -q 'released 1.5 GiB (1616904192 bytes) from the driver'
 	@$(BUILD)/examples/minimal | grep -q 'released 0 B (0 bytes)'
 	@echo "examples: release_demo and minimal gave the expected reports"
 .PHONY: test-examples

@@ -196,8 +196,8 @@ int main(void)
 	for (int i = 0; i < n && i < 8; i++) {
 		uint64_t bytes = 0;
 		if (gpr_process_bytes(ctx, devs[i], &bytes) == 0)
-			printf("  GPU %d: the driver holds %.3f GB for us\n",
-			       devs[i], (double)bytes / 1e9);
+			printf("  GPU %d: the driver holds %.1f GiB for us\n",
+			       devs[i], (double)bytes / (1 << 30));
 	}
 
 	gpr_report *rep = NULL;

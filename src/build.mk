@@ -1,5 +1,6 @@
-# The core library: libgpureclaim.so (exports gpr_* only) and libgpureclaim.a.
-CORE_SRCS := $(wildcard src/*.c src/driver/*.c)
+# The core library: libgpureclaim.so (exports gpr_* only) and libgpureclaim.a,
+# with the output toolkit (OUT_SRCS, src/out/build.mk) inside.
+CORE_SRCS := $(wildcard src/*.c src/driver/*.c) $(OUT_SRCS)
 CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj/%.o)
 
 $(CORE_OBJS): CFLAGS += -DGPR_BUILDING_LIBRARY

@@ -82,21 +82,6 @@ struct gpr__rrow *gpr__report_add_releaser(gpr_report *r, const char *name,
 	return row;
 }
 
-const char *gpr__human_bytes(int64_t bytes, char *buf, size_t len)
-{
-	double v = (double)bytes;
-	double a = v < 0 ? -v : v;
-	if (a >= 1e9)
-		snprintf(buf, len, "%.3f GB", v / 1e9);
-	else if (a >= 1e6)
-		snprintf(buf, len, "%.1f MB", v / 1e6);
-	else if (a >= 1e3)
-		snprintf(buf, len, "%.1f kB", v / 1e3);
-	else
-		snprintf(buf, len, "%lld B", (long long)bytes);
-	return buf;
-}
-
 void gpr_report_free(gpr_report *r)
 {
 	if (!r)

@@ -44,8 +44,4 @@ struct gpr_report_gpu *gpr__report_add_gpu(gpr_report *r);
 struct gpr__rrow *gpr__report_add_releaser(gpr_report *r, const char *name,
 					   int device);
 
-/* Human units of 1e9/1e6/1e3 bytes ("2.147 GB", "512.0 MB"), as used by the
- * text table; `buf` of at least 32 bytes. */
-const char *gpr__human_bytes(int64_t bytes, char *buf, size_t len);
-
 #endif /* GPR_REPORT_H */

@@ -1,178 +1,112 @@
 /*
- * The report as one JSON document (shape in docs/c-api.md). Strings come
- * from releasers and vendor messages, so every one is escaped: quotes,
- * backslashes, control characters, and bytes that are not UTF-8 (replaced
- * by U+FFFD) so that strict parsers accept the document. Built in a
- * growable buffer: out of memory gives NULL, never half a document.
+ * The report as one JSON document (shape in docs/c-api.md), written with
+ * the output toolkit's JSON writer (src/out/json.h): strings from
+ * releasers and vendor messages escaped by its one rule, numbers
+ * independent of the locale. Out of memory gives NULL, never half a
+ * document.
  */
 #include <stdint.h>
-#include <string.h>
 
+#include "out/json.h"
 #include "report.h"
-#include "strbuf.h"
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+static void held(struct gpr__json *j, const struct gpr_held *h)
 {
-	unsigned c = s[0];
-	size_t len;
-	uint32_t cp, min;
-	if (c < 0x80)
-		return 1;
-	if ((c & 0xe0) == 0xc0) {
-		len = 2;
-		cp = c & 0x1f;
-		min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3;
-		cp = c & 0x0f;
-		min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		len = 4;
-		cp = c & 0x07;
-		min = 0x10000;
-	} else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
+	if (!h->known) {
+		gpr__json_null(j);
+		return;
 	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-static void str(struct gpr__sb *b, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	size_t n = strlen((const char *)p);
-	gpr__sb_puts(b, "\"");
-	for (size_t i = 0; i < n;) {
-		unsigned c = p[i];
-		if (c == '"' || c == '\\') {
-			gpr__sb_printf(b, "\\%c", c);
-			i++;
-		} else if (c == '\n') {
-			gpr__sb_puts(b, "\\n");
-			i++;
-		} else if (c == '\t') {
-			gpr__sb_puts(b, "\\t");
-			i++;
-		} else if (c < 0x20 || c == 0x7f) {
-			gpr__sb_printf(b, "\\u%04x", c);
-			i++;
-		} else {
-			size_t len = utf8_len(p + i, n - i);
-			if (len == 0) {
-				gpr__sb_puts(b, "\\ufffd");
-				i++;
-			} else {
-				gpr__sb_putn(b, (const char *)p + i, len);
-				i += len;
-			}
-		}
-	}
-	gpr__sb_puts(b, "\"");
-}
-
-static void held(struct gpr__sb *b, const struct gpr_held *h)
-{
-	if (!h->known)
-		gpr__sb_puts(b, "null");
-	else
-		gpr__sb_printf(b, "{\"live\":%llu,\"cached\":%llu}",
-			       (unsigned long long)h->live,
-			       (unsigned long long)h->cached);
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "live", h->live);
+	gpr__json_kv_u64(j, "cached", h->cached);
+	gpr__json_object_end(j);
 }
 
 /* An unsigned figure, or null when unknown. */
-static void num(struct gpr__sb *b, int known, uint64_t v)
+static void num(struct gpr__json *j, const char *key, int known, uint64_t v)
 {
+	gpr__json_key(j, key);
 	if (known)
-		gpr__sb_printf(b, "%llu", (unsigned long long)v);
+		gpr__json_u64(j, v);
 	else
-		gpr__sb_puts(b, "null");
-}
-
-/*
- * Decimals are written from integers, never with %f: printf follows the
- * caller's LC_NUMERIC, and a host program in a de_DE locale would get
- * "1,5", which is not JSON.
- */
-static void gb(struct gpr__sb *b, int64_t bytes)
-{
-	uint64_t mag = bytes < 0 ? -(uint64_t)bytes : (uint64_t)bytes;
-	gpr__sb_printf(b, "%s%llu.%09llu", bytes < 0 ? "-" : "",
-		       (unsigned long long)(mag / 1000000000u),
-		       (unsigned long long)(mag % 1000000000u));
+		gpr__json_null(j);
 }
 
 /* Seconds with 6 decimals; negative or not a number: 0. */
-static void secs(struct gpr__sb *b, double s)
+static void secs(struct gpr__json *j, const char *key, double s)
 {
 	double us = s * 1e6 + 0.5;
 	uint64_t u =
 	    us >= 1.0 ? (us < 1e18 ? (uint64_t)us : 1000000000000000000u) : 0;
-	gpr__sb_printf(b, "%llu.%06llu", (unsigned long long)(u / 1000000u),
-		       (unsigned long long)(u % 1000000u));
+	gpr__json_key(j, key);
+	gpr__json_ufixed(j, u, 6);
+}
+
+static void gpus(struct gpr__json *j, const gpr_report *r)
+{
+	gpr__json_key(j, "gpus");
+	gpr__json_array(j);
+	for (size_t i = 0; i < r->n_gpus; i++) {
+		const struct gpr_report_gpu *g = &r->gpus[i];
+		int mem = g->total > 0;
+		gpr__json_object(j);
+		gpr__json_kv_i64(j, "device", g->device);
+		gpr__json_kv_i64(j, "nvml_index", g->nvml_index);
+		gpr__json_kv_bool(j, "known", g->known);
+		gpr__json_kv_i64(j, "released", g->released);
+		num(j, "before", g->known, g->before);
+		num(j, "after", g->known, g->after);
+		num(j, "used", mem, g->used);
+		num(j, "free", mem, g->free);
+		num(j, "total", mem, g->total);
+		gpr__json_object_end(j);
+	}
+	gpr__json_array_end(j);
+}
+
+static void releasers(struct gpr__json *j, const gpr_report *r)
+{
+	gpr__json_key(j, "releasers");
+	gpr__json_array(j);
+	for (size_t i = 0; i < r->n_rel; i++) {
+		const struct gpr__rrow *x = &r->rel[i];
+		gpr__json_object(j);
+		gpr__json_kv_str(j, "name", x->name);
+		gpr__json_kv_i64(j, "device", x->device);
+		gpr__json_kv_bool(j, "known", x->known);
+		gpr__json_key(j, "before");
+		held(j, &x->before);
+		gpr__json_key(j, "after");
+		held(j, &x->after);
+		gpr__json_kv_i64(j, "status", x->status);
+		gpr__json_object_end(j);
+	}
+	gpr__json_array_end(j);
 }
 
 char *gpr_report_json(const gpr_report *r)
 {
 	if (!r)
 		return NULL;
-	struct gpr__sb b = {0};
-	gpr__sb_printf(&b, "{\"bytes\":%lld,\"gb\":", (long long)r->bytes);
-	gb(&b, r->bytes);
-	gpr__sb_puts(&b, ",\"source\":");
-	str(&b, r->source);
-	gpr__sb_puts(&b, ",\"seconds\":");
-	secs(&b, r->seconds);
-	gpr__sb_printf(&b, ",\"collected\":%s,\"collect_seconds\":",
-		       r->collected ? "true" : "false");
-	secs(&b, r->collect_seconds);
-	gpr__sb_puts(&b, ",\"gpus\":[");
-	for (size_t i = 0; i < r->n_gpus; i++) {
-		const struct gpr_report_gpu *g = &r->gpus[i];
-		int mem = g->total > 0;
-		gpr__sb_printf(&b,
-			       "%s{\"device\":%d,\"nvml_index\":%d,"
-			       "\"known\":%s,\"released\":%lld,\"before\":",
-			       i ? "," : "", g->device, g->nvml_index,
-			       g->known ? "true" : "false",
-			       (long long)g->released);
-		num(&b, g->known, g->before);
-		gpr__sb_puts(&b, ",\"after\":");
-		num(&b, g->known, g->after);
-		gpr__sb_puts(&b, ",\"used\":");
-		num(&b, mem, g->used);
-		gpr__sb_puts(&b, ",\"free\":");
-		num(&b, mem, g->free);
-		gpr__sb_puts(&b, ",\"total\":");
-		num(&b, mem, g->total);
-		gpr__sb_puts(&b, "}");
-	}
-	gpr__sb_puts(&b, "],\"releasers\":[");
-	for (size_t i = 0; i < r->n_rel; i++) {
-		const struct gpr__rrow *x = &r->rel[i];
-		gpr__sb_printf(&b, "%s{\"name\":", i ? "," : "");
-		str(&b, x->name);
-		gpr__sb_printf(&b, ",\"device\":%d,\"known\":%s,\"before\":",
-			       x->device, x->known ? "true" : "false");
-		held(&b, &x->before);
-		gpr__sb_puts(&b, ",\"after\":");
-		held(&b, &x->after);
-		gpr__sb_printf(&b, ",\"status\":%d}", x->status);
-	}
-	gpr__sb_puts(&b, "],\"notes\":[");
-	for (size_t i = 0; i < r->n_notes; i++) {
-		if (i)
-			gpr__sb_puts(&b, ",");
-		str(&b, r->notes[i]);
-	}
-	gpr__sb_puts(&b, "]}\n");
-	return gpr__sb_finish(&b);
+	struct gpr__buf b = {0};
+	struct gpr__json j;
+	gpr__json_init(&j, &b);
+	gpr__json_object(&j);
+	gpr__json_kv_i64(&j, "bytes", r->bytes);
+	gpr__json_key(&j, "gb");
+	gpr__json_fixed(&j, r->bytes, 9);
+	gpr__json_kv_str(&j, "source", r->source ? r->source : "");
+	secs(&j, "seconds", r->seconds);
+	gpr__json_kv_bool(&j, "collected", r->collected);
+	secs(&j, "collect_seconds", r->collect_seconds);
+	gpus(&j, r);
+	releasers(&j, r);
+	gpr__json_key(&j, "notes");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < r->n_notes; i++)
+		gpr__json_str(&j, r->notes[i]);
+	gpr__json_array_end(&j);
+	gpr__json_object_end(&j);
+	gpr__buf_puts(&b, "\n");
+	return gpr__buf_finish(&b);
 }

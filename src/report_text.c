@@ -1,13 +1,16 @@
 /*
  * The report as a text table: a header line with the total, one row per
- * visited GPU, one row per releaser and GPU, then the notes. Units of 1e9
- * bytes (GB), as nvidia-smi's neighbours and the design record print them.
+ * visited GPU, one row per releaser and GPU, then the notes. Figures in
+ * the output toolkit's binary units (src/out/fmt.h), the exact total in
+ * bytes on the first line.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "out/buf.h"
+#include "out/fmt.h"
+#include "out/text.h"
 #include "report.h"
-#include "strbuf.h"
 
 static const char *source_phrase(const char *source)
 {
@@ -18,86 +21,74 @@ static const char *source_phrase(const char *source)
 	return "(nothing measured)";
 }
 
-static void duration(struct gpr__sb *b, double s)
+static void duration(struct gpr__buf *b, double s)
 {
 	if (s < 1.0)
-		gpr__sb_printf(b, "%.1f ms", s * 1e3);
+		gpr__buf_printf(b, "%.1f ms", s * 1e3);
 	else
-		gpr__sb_printf(b, "%.2f s", s);
+		gpr__buf_printf(b, "%.2f s", s);
 }
 
 /* One cell: human bytes, or "-" when unknown. */
-static void cell(struct gpr__sb *b, int known, int64_t v, int width)
+static void cell(struct gpr__buf *b, int known, int64_t v, int width)
 {
 	char h[32];
-	gpr__sb_printf(b, "  %-*s", width,
-		       known ? gpr__human_bytes(v, h, 32) : "-");
+	gpr__buf_printf(b, "  %-*s", width,
+			known ? gpr__fmt_sbytes(v, h, sizeof h) : "-");
 }
 
-/* Names and notes come from releasers: control characters would break the
- * table's lines, so each is shown as '?'. */
-static void clean(struct gpr__sb *b, const char *s, int width)
-{
-	int n = 0;
-	for (; *s && (width < 0 || n < width); s++, n++) {
-		unsigned char c = (unsigned char)*s;
-		gpr__sb_putn(b, c < 0x20 || c == 0x7f ? "?" : s, 1);
-	}
-	for (; n < width; n++)
-		gpr__sb_puts(b, " ");
-}
-
-static void gpus(struct gpr__sb *b, const gpr_report *r)
+static void gpus(struct gpr__buf *b, const gpr_report *r)
 {
 	if (!r->n_gpus)
 		return;
-	gpr__sb_printf(b, "\n%-4s  %-11s  %-11s  %-11s  %-11s  %-11s  %s\n",
-		       "GPU", "released", "before", "after", "in use", "free",
-		       "total");
+	gpr__buf_printf(b, "\n%-4s  %-11s  %-11s  %-11s  %-11s  %-11s  %s\n",
+			"GPU", "released", "before", "after", "in use", "free",
+			"total");
 	for (size_t i = 0; i < r->n_gpus; i++) {
 		const struct gpr_report_gpu *g = &r->gpus[i];
 		int mem = g->total > 0;
-		gpr__sb_printf(b, "%-4d", g->device);
+		gpr__buf_printf(b, "%-4d", g->device);
 		cell(b, 1, g->released, 11);
 		cell(b, g->known, (int64_t)g->before, 11);
 		cell(b, g->known, (int64_t)g->after, 11);
 		cell(b, mem, (int64_t)g->used, 11);
 		cell(b, mem, (int64_t)g->free, 11);
 		char h[32];
-		gpr__sb_printf(b, "  %s\n",
-			       mem ? gpr__human_bytes((int64_t)g->total, h, 32)
-				   : "-");
+		gpr__buf_printf(b, "  %s\n",
+				mem ? gpr__fmt_bytes(g->total, h, sizeof h)
+				    : "-");
 	}
 }
 
-static void releasers(struct gpr__sb *b, const gpr_report *r)
+static void releasers(struct gpr__buf *b, const gpr_report *r)
 {
 	if (!r->n_rel)
 		return;
 	int w = 8;
 	for (size_t i = 0; i < r->n_rel; i++) {
-		size_t n = strlen(r->rel[i].name);
-		if ((int)n > w)
-			w = n > 40 ? 40 : (int)n;
+		int n = gpr__text_len(r->rel[i].name);
+		if (n > w)
+			w = n > 40 ? 40 : n;
 	}
-	gpr__sb_printf(b, "\n%-*s  %-4s  %-13s  %-13s  %-13s  %-13s  %s\n", w,
-		       "releaser", "GPU", "live before", "cached before",
-		       "live after", "cached after", "status");
+	gpr__buf_printf(b, "\n%-*s  %-4s  %-13s  %-13s  %-13s  %-13s  %s\n", w,
+			"releaser", "GPU", "live before", "cached before",
+			"live after", "cached after", "status");
 	for (size_t i = 0; i < r->n_rel; i++) {
 		const struct gpr__rrow *x = &r->rel[i];
-		clean(b, x->name, w);
+		/* names and notes come from releasers: terminal-safe */
+		gpr__text_put(b, x->name, w, 1);
 		if (x->device == GPR_DEVICE_ONCE)
-			gpr__sb_printf(b, "  %-4s", "once");
+			gpr__buf_printf(b, "  %-4s", "once");
 		else
-			gpr__sb_printf(b, "  %-4d", x->device);
+			gpr__buf_printf(b, "  %-4d", x->device);
 		cell(b, x->before.known, (int64_t)x->before.live, 13);
 		cell(b, x->before.known, (int64_t)x->before.cached, 13);
 		cell(b, x->after.known, (int64_t)x->after.live, 13);
 		cell(b, x->after.known, (int64_t)x->after.cached, 13);
 		if (x->status)
-			gpr__sb_printf(b, "  failed (%d)\n", x->status);
+			gpr__buf_printf(b, "  failed (%d)\n", x->status);
 		else
-			gpr__sb_puts(b, "  ok\n");
+			gpr__buf_puts(b, "  ok\n");
 	}
 }
 
@@ -105,26 +96,26 @@ char *gpr_report_text(const gpr_report *r)
 {
 	if (!r)
 		return NULL;
-	struct gpr__sb b = {0};
+	struct gpr__buf b = {0};
 	char h[32];
-	gpr__sb_printf(&b, "released %s (%lld bytes) %s in ",
-		       gpr__human_bytes(r->bytes, h, sizeof h),
-		       (long long)r->bytes, source_phrase(r->source));
+	gpr__buf_printf(&b, "released %s (%lld bytes) %s in ",
+			gpr__fmt_sbytes(r->bytes, h, sizeof h),
+			(long long)r->bytes, source_phrase(r->source));
 	duration(&b, r->seconds);
 	if (r->collected) {
-		gpr__sb_puts(&b, ", garbage collection ");
+		gpr__buf_puts(&b, ", garbage collection ");
 		duration(&b, r->collect_seconds);
 	}
-	gpr__sb_puts(&b, "\n");
+	gpr__buf_puts(&b, "\n");
 	gpus(&b, r);
 	releasers(&b, r);
 	if (r->n_notes) {
-		gpr__sb_puts(&b, "\nnotes:\n");
+		gpr__buf_puts(&b, "\nnotes:\n");
 		for (size_t i = 0; i < r->n_notes; i++) {
-			gpr__sb_puts(&b, "  - ");
-			clean(&b, r->notes[i], -1);
-			gpr__sb_puts(&b, "\n");
+			gpr__buf_puts(&b, "  - ");
+			gpr__text_put(&b, r->notes[i], 0, 0);
+			gpr__buf_puts(&b, "\n");
 		}
 	}
-	return gpr__sb_finish(&b);
+	return gpr__buf_finish(&b);
 }

@@ -1,39 +1,16 @@
-# The trace part: the CUPTI injection library, the trace log reader and
-# exports (linked into the CLI through TRACE_CLI_OBJS), their tests and the
-# reader's fuzz target.
-
-TRACE_LIB := $(BUILD)/libgpureclaim_trace.so
-TRACE_LIB_SRCS := trace/inject.c trace/inject_thread.c trace/inject_map.c \
-	trace/inject_site.c trace/inject_writer.c trace/log_write.c \
-	trace/trace_ops.c
-TRACE_LIB_OBJS := $(TRACE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-
-# The reader side, for the CLI (uses cli/util_buf.c, util_json.c, util_text.c).
-TRACE_READ_SRCS := trace/log_read.c trace/log_stats.c trace/u64map.c \
-	trace/trace_ops.c
-TRACE_CLI_OBJS := $(TRACE_READ_SRCS:%.c=$(BUILD)/obj/%.o) \
-	$(BUILD)/obj/trace/log_export.o
-
-# Exports InitializeInjection and the pause/resume pair only
-# (trace/libgpureclaim_trace.map).
-$(TRACE_LIB): $(TRACE_LIB_OBJS) trace/libgpureclaim_trace.map
-	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,--version-script=trace/libgpureclaim_trace.map \
-		-Wl,-z,nodelete $(LDFLAGS) -o $@ $(TRACE_LIB_OBJS) $(LDLIBS)
-
-ALL_TARGETS += $(TRACE_LIB)
+# The trace part: its three folders (the log format, the injection
+# library, the reader), their tests and the reader's fuzz target.
+include trace/format/build.mk
+include trace/inject/build.mk
+include trace/read/build.mk
 
 # ---- tests (no GPU): tests/trace/ ----
 TRACE_TEST_DIR := $(BUILD)/tests/trace
-TRACE_CLI_UTIL := $(BUILD)/obj/cli/util_buf.o $(BUILD)/obj/cli/util_json.o \
-	$(BUILD)/obj/cli/util_text.o \
-	$(BUILD)/obj/cli/util_fmt.o
 
-# With the report's renderers (cli/cmd_report.c; gpr_strerror from the
-# static core).
+# The reader with the log writer; the output toolkit from the static core.
 $(TRACE_TEST_DIR)/test_trace_log: $(BUILD)/obj/tests/trace/test_trace_log.o \
-		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL) $(BUILD)/obj/trace/log_write.o \
-		$(BUILD)/obj/cli/cmd_report.o $(BUILD)/libgpureclaim.a
+		$(TRACE_READ_OBJS) $(BUILD)/obj/trace/inject/log_write.o \
+		$(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -43,7 +20,7 @@ $(TRACE_TEST_DIR)/libcupti-fake.so: $(BUILD)/obj/tests/trace/fake_cupti.o
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(TRACE_TEST_DIR)/test_inject: $(BUILD)/obj/tests/trace/test_inject.o \
-		$(TRACE_CLI_OBJS) $(TRACE_CLI_UTIL)
+		$(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
@@ -61,16 +38,14 @@ CHECK_RUNS += test-trace
 SAN_RUNS += test-trace
 
 # ---- fuzzing the reader and every rendering (libFuzzer; clang only) ----
-# cli/cmd_report.c holds the text and JSON reports; src/errors.c is the
-# gpr_strerror it calls.
+# The reader alone (its reports and exports included) with the output
+# toolkit: nothing of the CLI.
 FUZZ_DIR := build/fuzz
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_trace_read
-FUZZ_SRCS := tests/trace/fuzz_trace_read.c $(TRACE_READ_SRCS) \
-	trace/log_export.c cli/cmd_report.c src/errors.c cli/util_buf.c \
-	cli/util_json.c cli/util_text.c cli/util_fmt.c
+FUZZ_SRCS := tests/trace/fuzz_trace_read.c $(TRACE_READ_SRCS) $(OUT_SRCS)
 FUZZ_RUNS ?= 20000
 
-$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*.h) cli/cli.h cli/cmd_report.h
+$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard trace/*/*.h src/out/*.h)
 	@mkdir -p $(dir $@)
 	clang $(CSTD) $(WARN) -O1 -g -Iinclude -Isrc -Isrc/driver \
 		-fsanitize=fuzzer,address,undefined \

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trace/cupti_abi.h"
+#include "../../trace/inject/cupti_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

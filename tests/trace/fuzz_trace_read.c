@@ -13,20 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../cli/cmd_report.h"
-#include "../../trace/log_export.h"
-#include "../../trace/log_read.h"
-#include "../../trace/log_stats.h"
+#include "../../trace/read/log_report.h"
+#include "../../trace/read/log_export.h"
+#include "../../trace/read/log_read.h"
+#include "../../trace/read/log_stats.h"
+#include "out/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Aborts unless b is valid UTF-8 without controls other than newlines. */
-static void check_clean(const struct cli_buf *b, const char *what)
+static void check_clean(const struct gpr__buf *b, const char *what)
 {
-	const char *s = cli_buf_str(b);
+	const char *s = gpr__buf_str(b);
 	while (*s) {
 		uint32_t cp;
-		size_t n = cli_utf8_len(s, &cp);
+		size_t n = gpr__utf8_len(s, &cp);
 		if (n == 0 || (cp < 0x20 && cp != '\n') ||
 		    (cp >= 0x7f && cp <= 0x9f)) {
 			fprintf(stderr, "%s report: byte 0x%02x at %zu\n", what,
@@ -44,25 +45,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 	if (!null)
 		null = fopen("/dev/null", "w");
-	if (gpr__trace_parse(data, size, &t, err, sizeof(err)) != 0)
+	if (gpr_trace_parse(data, size, &t, err, sizeof(err)) != 0)
 		return 0;
 	struct gpr_trace_stats s;
-	if (gpr__trace_stats(&t, &s) == 0) {
-		struct cli_buf b = {0};
-		gpr__report_text(&b, "fuzz.trace", &t, &s, 10, 0);
+	if (gpr_trace_stats_compute(&t, &s) == 0) {
+		struct gpr__buf b = {0};
+		gpr_trace_report_text(&b, "fuzz.trace", &t, &s, 10, 0);
 		if (!b.oom)
 			check_clean(&b, "text");
-		cli_buf_reset(&b);
-		gpr__report_json(&b, "fuzz.trace", &t, &s, 10);
+		gpr__buf_reset(&b);
+		gpr_trace_report_json(&b, "fuzz.trace", &t, &s, 10);
 		if (!b.oom)
 			check_clean(&b, "JSON");
-		cli_buf_free(&b);
-		gpr__trace_stats_free(&s);
+		gpr__buf_free(&b);
+		gpr_trace_stats_free(&s);
 	}
 	if (null) {
-		gpr__trace_export_chrome(&t, null);
-		gpr__trace_export_svg(&t, null);
+		gpr_trace_export_chrome(&t, null);
+		gpr_trace_export_svg(&t, null);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 	return 0;
 }

@@ -19,9 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../trace/cupti_abi.h"
-#include "../../trace/log_read.h"
-#include "../../trace/log_stats.h"
+#include "../../trace/inject/cupti_abi.h"
+#include "../../trace/read/log_read.h"
+#include "../../trace/read/log_stats.h"
+#include "gpureclaim_trace.h"
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -50,10 +51,25 @@ static CUresult (*call_stale)(size_t, uintptr_t, unsigned, void *, CUresult,
 static void *(*last_caller)(void);
 static void (*resource)(unsigned, CUcontext);
 static int (*is_enabled)(int, unsigned);
-static int (*trace_pause)(void), (*trace_resume)(void);
+/* The tracer's exports, typed by its header. */
+static gpureclaim_trace_pause_fn *trace_pause;
+static gpureclaim_trace_resume_fn *trace_resume;
 
 #define CTX0 ((CUcontext)(uintptr_t)1) /* device 0 */
 #define CTX1 ((CUcontext)(uintptr_t)2) /* device 1 */
+
+/* The pair found as docs/trace.md shows, with the types of its header. */
+static void find_pause_resume(void)
+{
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	void *tracer = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+	if (tracer) {
+		*(void **)&trace_pause =
+		    dlsym(tracer, "gpureclaim_trace_pause");
+		*(void **)&trace_resume =
+		    dlsym(tracer, "gpureclaim_trace_resume");
+	}
+}
 
 static void start(void)
 {
@@ -63,8 +79,9 @@ static void start(void)
 		exit(90);
 	}
 	int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
-	*(void **)&trace_pause = dlsym(h, "gpureclaim_trace_pause");
-	*(void **)&trace_resume = dlsym(h, "gpureclaim_trace_resume");
+	/* loaded as CUDA loads it, from the path `gpureclaim trace` sets */
+	setenv("CUDA_INJECTION64_PATH", inj_path, 1);
+	find_pause_resume();
 	if (!trace_pause || !trace_resume)
 		exit(94);
 	if (!init || init() != 1)
@@ -521,7 +538,7 @@ static const struct gpr_trace_rec *find(const struct gpr_trace *t, uint32_t op,
 static int load(const char *path, struct gpr_trace *t)
 {
 	char err[256];
-	if (gpr__trace_load(path, t, err, sizeof(err)) == 0)
+	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
 		return 0;
 	fprintf(stderr, "%s: %s\n", path, err);
 	failures++;
@@ -548,8 +565,8 @@ static void check_basic(void)
 	CHECK(f && f->dur_ns >= 2000000 && f->device == 0);
 	CHECK(f && (f->flags & GPR_TRACE_R_WAIT));
 	/* the caller is this test program, not the fake CUPTI */
-	CHECK(f && strcmp(gpr__trace_str(&t, f->lib, "?"), "test_inject") == 0);
-	CHECK(f && strstr(gpr__trace_str(&t, f->site, "?"), "test_inject"));
+	CHECK(f && strcmp(gpr_trace_str(&t, f->lib, "?"), "test_inject") == 0);
+	CHECK(f && strstr(gpr_trace_str(&t, f->site, "?"), "test_inject"));
 	/* VMM: the release knows the handle's size; device from the prop */
 	const struct gpr_trace_rec *c = find(&t, 8, 0);
 	CHECK(c && c->aux == 0x77 && c->bytes == (2u << 20) && c->device == 1);
@@ -590,11 +607,11 @@ static void check_basic(void)
 	CHECK(good == THREADS * PAIRS);
 	CHECK(tids == THREADS);
 	struct gpr_trace_stats s;
-	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(s.peak >= GiB);
 	CHECK(s.held_end == 10240); /* the pitched allocation */
-	gpr__trace_stats_free(&s);
-	gpr__trace_free(&t);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
 }
 
 /* How many fast walks the self-time line reports; -1 without one. */
@@ -624,10 +641,11 @@ static void check_sites_run(const char *name, const char *env, int want_fast)
 	for (size_t i = 0; i < t.n_recs; i++) {
 		const struct gpr_trace_rec *x = &t.recs[i];
 		for (int k = 0; k < 3; k++)
-			if (x->op == 0 && x->addr >= SITE_TAG(k) &&
+			if (x->op == GPR_OP_MEM_ALLOC &&
+			    x->addr >= SITE_TAG(k) &&
 			    x->addr < SITE_TAG(k) + SITE_CALLS * 4096ull)
 				right[k] +=
-				    strstr(gpr__trace_str(&t, x->site, "?"),
+				    strstr(gpr_trace_str(&t, x->site, "?"),
 					   names[k]) != NULL;
 	}
 	for (int k = 0; k < 3; k++) {
@@ -636,7 +654,7 @@ static void check_sites_run(const char *name, const char *env, int want_fast)
 				names[k], right[k], SITE_CALLS / 3);
 		CHECK(right[k] == SITE_CALLS / 3);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 /*
@@ -676,7 +694,7 @@ static void check_pause(void)
 		}
 		CHECK(t.complete && t.n_recs == 20);
 		CHECK(kept == 20 && paused == 0);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/pause-sub.trace", dir);
 	run("pause", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1", &r);
@@ -701,15 +719,15 @@ static void check_stale(void)
 		    x->addr >= SITE_TAG(3) + (20 + STALE_CALLS) * 4096ull)
 			continue;
 		total++;
-		right += strstr(gpr__trace_str(&t, x->site, "?"), "!site_s+") !=
-			 NULL;
+		right +=
+		    strstr(gpr_trace_str(&t, x->site, "?"), "!site_s+") != NULL;
 	}
 	CHECK(total == 20 + STALE_CALLS);
 	if (right < total - 256)
 		fprintf(stderr, "stale: %zu of %zu attributed to site_s; %s\n",
 			right, total, r.err);
 	CHECK(right >= total - 256);
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 static void check_busy(void)
@@ -813,7 +831,7 @@ static void check_signals(void)
 	if (load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 100);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/int.trace", dir);
 	run("handler", out, NULL, &r);
@@ -821,7 +839,7 @@ static void check_signals(void)
 	if (load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 11);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/fork.trace", dir);
 	run("fork", out, NULL, &r);
@@ -830,7 +848,7 @@ static void check_signals(void)
 		CHECK(t.complete);
 		CHECK(t.n_recs == 20); /* none from the child, none twice */
 		CHECK(find(&t, 0, 0x7f9000000000) == NULL);
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 }
 

@@ -14,12 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../cli/cmd_report.h"
-#include "../../trace/log_export.h"
-#include "../../trace/log_read.h"
-#include "../../trace/log_stats.h"
-#include "../../trace/log_write.h"
+#include "../../trace/read/log_report.h"
+#include "../../trace/read/log_export.h"
+#include "../../trace/read/log_read.h"
+#include "../../trace/read/log_stats.h"
+#include "../../trace/inject/log_write.h"
 #include "gpureclaim.h"
+#include "out/text.h"
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -99,24 +100,24 @@ static size_t sample(struct gpr_trace_rec *v)
 static int write_log(const char *path, const struct gpr_trace_rec *v, size_t n,
 		     uint32_t dropped)
 {
-	struct gpr__tw w;
+	struct gpr_inj_tw w;
 	unlink(path);
-	int rc = gpr__tw_open(&w, path, 4242, 1700000000000000000ull, START);
+	int rc = gpr_inj_tw_open(&w, path, 4242, 1700000000000000000ull, START);
 	if (rc < 0)
 		return rc;
 	const char *strs[] = {"libtorch_cuda.so", "cupy_backends.so",
 			      "libtorch_cuda.so!alloc+0x10",
 			      "cupy_backends.so+0x99"};
 	/* records in two chunks, strings before and between */
-	rc = gpr__tw_strings(&w, strs, 2);
+	rc = gpr_inj_tw_strings(&w, strs, 2);
 	if (rc == 0)
-		rc = gpr__tw_strings(&w, strs + 2, 2);
+		rc = gpr_inj_tw_strings(&w, strs + 2, 2);
 	size_t split = n > 50 ? 50 : n / 2;
 	if (rc == 0)
-		rc = gpr__tw_records(&w, v, split);
+		rc = gpr_inj_tw_records(&w, v, split);
 	if (rc == 0)
-		rc = gpr__tw_records(&w, v + split, n - split);
-	int rc2 = gpr__tw_close(&w, START + 40000000, dropped);
+		rc = gpr_inj_tw_records(&w, v + split, n - split);
+	int rc2 = gpr_inj_tw_close(&w, START + 40000000, dropped);
 	return rc ? rc : rc2;
 }
 
@@ -150,12 +151,12 @@ static void test_round_trip(void)
 	path_in_tmp(path, sizeof(path), "rt.trace");
 	CHECK(write_sample(path) == 0);
 	/* O_EXCL: the writer never writes over an existing file */
-	struct gpr__tw w;
-	CHECK(gpr__tw_open(&w, path, 1, 0, 0) == -EEXIST);
+	struct gpr_inj_tw w;
+	CHECK(gpr_inj_tw_open(&w, path, 1, 0, 0) == -EEXIST);
 
 	struct gpr_trace t;
 	char err[256] = "";
-	int rc = gpr__trace_load(path, &t, err, sizeof(err));
+	int rc = gpr_trace_load(path, &t, err, sizeof(err));
 	CHECK(rc == 0);
 	if (rc != 0) {
 		fprintf(stderr, "load: %s\n", err);
@@ -179,10 +180,10 @@ static void test_round_trip(void)
 	}
 	/* sorted by effect: an allocation at its exit, the rest at entry */
 	for (size_t j = 1; j < t.n_recs; j++)
-		CHECK(gpr__trace_key(&t, &t.recs[j - 1]) <=
-		      gpr__trace_key(&t, &t.recs[j]));
-	CHECK(gpr__trace_kind(&t, &t.recs[0]) == GPR_K_ALLOC);
-	gpr__trace_free(&t);
+		CHECK(gpr_trace_key(&t, &t.recs[j - 1]) <=
+		      gpr_trace_key(&t, &t.recs[j]));
+	CHECK(gpr_trace_rec_kind(&t, &t.recs[0]) == GPR_K_ALLOC);
+	gpr_trace_free(&t);
 }
 
 static const struct gpr_trace_opstat *op(const struct gpr_trace_stats *s,
@@ -210,12 +211,12 @@ static void test_stats(void)
 	CHECK(write_sample(path) == 0);
 	struct gpr_trace t;
 	char err[256];
-	if (gpr__trace_load(path, &t, err, sizeof(err)) != 0) {
+	if (gpr_trace_load(path, &t, err, sizeof(err)) != 0) {
 		CHECK(!"load");
 		return;
 	}
 	struct gpr_trace_stats s;
-	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(s.records == t.n_recs);
 	CHECK(s.errors == 1);
 	CHECK(s.unmatched_frees == 1);
@@ -259,41 +260,41 @@ static void test_stats(void)
 	CHECK(a && a->bytes == 2 * GiB + 4096);
 	/* call sites by bytes: torch's and cupy's 1 GiB first */
 	CHECK(s.n_sites == 2);
-	gpr__trace_stats_free(&s);
-	gpr__trace_free(&t);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
 }
 
 static void test_percentile(void)
 {
 	uint64_t v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-	CHECK(gpr__percentile(v, 0, 50) == 0);
-	CHECK(gpr__percentile(v, 1, 99) == 1);
-	CHECK(gpr__percentile(v, 10, 50) == 5);
-	CHECK(gpr__percentile(v, 10, 90) == 9);
-	CHECK(gpr__percentile(v, 10, 99) == 10);
-	CHECK(gpr__percentile(v, 10, 100) == 10);
-	CHECK(gpr__percentile(v, 10, 0) == 1);
+	CHECK(gpr_trace_percentile(v, 0, 50) == 0);
+	CHECK(gpr_trace_percentile(v, 1, 99) == 1);
+	CHECK(gpr_trace_percentile(v, 10, 50) == 5);
+	CHECK(gpr_trace_percentile(v, 10, 90) == 9);
+	CHECK(gpr_trace_percentile(v, 10, 99) == 10);
+	CHECK(gpr_trace_percentile(v, 10, 100) == 10);
+	CHECK(gpr_trace_percentile(v, 10, 0) == 1);
 }
 
 static int parse_full(const unsigned char *b, size_t len, char *err, size_t el,
 		      int full)
 {
 	struct gpr_trace t;
-	int rc = gpr__trace_parse(b, len, &t, err, el);
+	int rc = gpr_trace_parse(b, len, &t, err, el);
 	if (rc == 0 && !full) {
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	} else if (rc == 0) {
 		/* whatever parses must also aggregate and export */
 		struct gpr_trace_stats s;
-		if (gpr__trace_stats(&t, &s) == 0)
-			gpr__trace_stats_free(&s);
+		if (gpr_trace_stats_compute(&t, &s) == 0)
+			gpr_trace_stats_free(&s);
 		FILE *f = fopen("/dev/null", "w");
 		if (f) {
-			gpr__trace_export_chrome(&t, f);
-			gpr__trace_export_svg(&t, f);
+			gpr_trace_export_chrome(&t, f);
+			gpr_trace_export_svg(&t, f);
 			fclose(f);
 		}
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 	}
 	return rc;
 }
@@ -397,9 +398,9 @@ static void test_malformed(void)
 	CHECK(parse(b, recs - 16, err, sizeof(err)) == 0);
 	/* not a file at all */
 	struct gpr_trace t;
-	CHECK(gpr__trace_load("/nonexistent/x", &t, err, sizeof(err)) ==
+	CHECK(gpr_trace_load("/nonexistent/x", &t, err, sizeof(err)) ==
 	      GPR_E_IO);
-	CHECK(gpr__trace_load("/tmp", &t, err, sizeof(err)) == GPR_E_IO);
+	CHECK(gpr_trace_load("/tmp", &t, err, sizeof(err)) == GPR_E_IO);
 	free(b);
 	free(good);
 }
@@ -411,13 +412,13 @@ static void test_exports(void)
 	CHECK(write_sample(path) == 0);
 	struct gpr_trace t;
 	char err[256];
-	if (gpr__trace_load(path, &t, err, sizeof(err)) != 0) {
+	if (gpr_trace_load(path, &t, err, sizeof(err)) != 0) {
 		CHECK(!"load");
 		return;
 	}
 	path_in_tmp(out, sizeof(out), "exp.json");
 	FILE *f = fopen(out, "w");
-	CHECK(f && gpr__trace_export_chrome(&t, f) == 0);
+	CHECK(f && gpr_trace_export_chrome(&t, f) == 0);
 	if (f)
 		fclose(f);
 	size_t len = 0;
@@ -432,7 +433,7 @@ static void test_exports(void)
 	}
 	path_in_tmp(out, sizeof(out), "exp.svg");
 	f = fopen(out, "w");
-	CHECK(f && gpr__trace_export_svg(&t, f) == 0);
+	CHECK(f && gpr_trace_export_svg(&t, f) == 0);
 	if (f)
 		fclose(f);
 	j = slurp(out, &len);
@@ -443,7 +444,7 @@ static void test_exports(void)
 		CHECK(strstr((char *)j, "cupy_backends.so") != NULL);
 		free(j);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 #define MiB (1024ull * 1024)
@@ -483,7 +484,7 @@ static void check_held_never_negative(const struct gpr_trace *t)
 {
 	struct held_check h;
 	memset(&h, 0, sizeof(h));
-	CHECK(gpr__trace_replay(t, held_step, &h, NULL, NULL) == 0);
+	CHECK(gpr_trace_replay(t, held_step, &h, NULL, NULL) == 0);
 	CHECK(h.min_lib == 0);
 	CHECK(h.min_dev == 0);
 	CHECK(h.min_host == 0);
@@ -494,7 +495,7 @@ static void check_held_never_negative(const struct gpr_trace *t)
 static int load(const char *path, struct gpr_trace *t)
 {
 	char err[256];
-	if (gpr__trace_load(path, t, err, sizeof(err)) != 0) {
+	if (gpr_trace_load(path, t, err, sizeof(err)) != 0) {
 		fprintf(stderr, "load %s: %s\n", path, err);
 		CHECK(!"load");
 		return -1;
@@ -508,7 +509,7 @@ static char *chrome_of(const struct gpr_trace *t, const char *name)
 	char out[256];
 	path_in_tmp(out, sizeof(out), name);
 	FILE *f = fopen(out, "w");
-	CHECK(f && gpr__trace_export_chrome(t, f) == 0);
+	CHECK(f && gpr_trace_export_chrome(t, f) == 0);
 	if (f)
 		fclose(f);
 	size_t len = 0;
@@ -593,7 +594,7 @@ static void test_reuse_after_dropped_free(void)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
-	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(s.records == 9);
 	CHECK(s.dropped == 4);
 	CHECK(s.implied_frees == 4);
@@ -635,17 +636,17 @@ static void test_reuse_after_dropped_free(void)
 	const struct gpr_trace_opstat *a = op(&s, 0);
 	CHECK(a && a->calls == 4);
 	/* the reports say the figures were repaired */
-	struct cli_buf b = {0};
-	gpr__report_text(&b, path, &t, &s, 10, 1);
+	struct gpr__buf b = {0};
+	gpr_trace_report_text(&b, path, &t, &s, 10, 1);
 	CHECK(!b.oom &&
-	      strstr(cli_buf_str(&b),
+	      strstr(gpr__buf_str(&b),
 		     "  4 frees missing from the log, inferred") != NULL);
-	cli_buf_reset(&b);
-	gpr__report_json(&b, path, &t, &s, 10);
+	gpr__buf_reset(&b);
+	gpr_trace_report_json(&b, path, &t, &s, 10);
 	CHECK(!b.oom &&
-	      strstr(cli_buf_str(&b), "\"implied_frees\":4,") != NULL);
-	cli_buf_free(&b);
-	gpr__trace_stats_free(&s);
+	      strstr(gpr__buf_str(&b), "\"implied_frees\":4,") != NULL);
+	gpr__buf_free(&b);
+	gpr_trace_stats_free(&s);
 
 	char *j = chrome_of(&t, "reuse.json");
 	CHECK(j != NULL);
@@ -664,7 +665,7 @@ static void test_reuse_after_dropped_free(void)
 		CHECK(last == (long long)(4096 + 2 * MiB));
 		free(j);
 	}
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 /* How far below the plot's x axis any point of the SVG's lines lies. */
@@ -673,7 +674,7 @@ static int svg_points_in_plot(const struct gpr_trace *t)
 	char out[256];
 	path_in_tmp(out, sizeof(out), "held.svg");
 	FILE *f = fopen(out, "w");
-	CHECK(f && gpr__trace_export_svg(t, f) == 0);
+	CHECK(f && gpr_trace_export_svg(t, f) == 0);
 	if (f)
 		fclose(f);
 	size_t len = 0;
@@ -730,7 +731,7 @@ static void test_free_of_dropped_alloc(void)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
-	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(s.unmatched_frees == 4);
 	CHECK(s.implied_frees == 0);
 	CHECK(s.peak == GiB + 4096 && s.held_end == 4096);
@@ -744,7 +745,7 @@ static void test_free_of_dropped_alloc(void)
 	CHECK(s.n_devs == 1 && s.devs[0].freed_bytes == GiB &&
 	      s.devs[0].held_end == 4096 && s.devs[0].peak == GiB + 4096);
 	CHECK(s.n_live == 1 && s.live_bytes == 4096);
-	gpr__trace_stats_free(&s);
+	gpr_trace_stats_free(&s);
 	char *j = chrome_of(&t, "unmatched.json");
 	CHECK(j != NULL);
 	if (j) {
@@ -758,7 +759,7 @@ static void test_free_of_dropped_alloc(void)
 		free(j);
 	}
 	CHECK(svg_points_in_plot(&t));
-	gpr__trace_free(&t);
+	gpr_trace_free(&t);
 }
 
 /*
@@ -786,15 +787,15 @@ static int write_hostile(const char *path)
 	v[1].site = H_EVIL;
 	v[2] = rec(3000, 100, 0, H_CAFE, 0x7f0000200000, 1 << 18);
 	v[2].site = H_LONG;
-	struct gpr__tw w;
+	struct gpr_inj_tw w;
 	unlink(path);
-	int rc = gpr__tw_open(&w, path, 4243, 1700000000000000000ull, START);
+	int rc = gpr_inj_tw_open(&w, path, 4243, 1700000000000000000ull, START);
 	if (rc < 0)
 		return rc;
-	rc = gpr__tw_strings(&w, hostile_strs, 4);
+	rc = gpr_inj_tw_strings(&w, hostile_strs, 4);
 	if (rc == 0)
-		rc = gpr__tw_records(&w, v, 3);
-	int rc2 = gpr__tw_close(&w, START + 10000, 0);
+		rc = gpr_inj_tw_records(&w, v, 3);
+	int rc2 = gpr_inj_tw_close(&w, START + 10000, 0);
 	return rc ? rc : rc2;
 }
 
@@ -803,7 +804,7 @@ static int printable(const char *s)
 {
 	while (*s) {
 		uint32_t cp;
-		size_t n = cli_utf8_len(s, &cp);
+		size_t n = gpr__utf8_len(s, &cp);
 		if (n == 0 || (cp < 0x20 && cp != '\n') ||
 		    (cp >= 0x7f && cp <= 0x9f))
 			return 0;
@@ -818,20 +819,20 @@ static void test_hostile_strings(void)
 	path_in_tmp(path, sizeof(path), "hostile.trace");
 	CHECK(write_hostile(path) == 0);
 	struct gpr_trace t;
-	if (gpr__trace_load(path, &t, err, sizeof(err)) != 0) {
+	if (gpr_trace_load(path, &t, err, sizeof(err)) != 0) {
 		CHECK(!"load");
 		return;
 	}
 	struct gpr_trace_stats s;
-	if (gpr__trace_stats(&t, &s) != 0) {
+	if (gpr_trace_stats_compute(&t, &s) != 0) {
 		CHECK(!"stats");
-		gpr__trace_free(&t);
+		gpr_trace_free(&t);
 		return;
 	}
-	struct cli_buf b = {0};
+	struct gpr__buf b = {0};
 	/* the path is shown the same way */
-	gpr__report_text(&b, "run\x9b.trace", &t, &s, 10, 0);
-	const char *x = cli_buf_str(&b);
+	gpr_trace_report_text(&b, "run\x9b.trace", &t, &s, 10, 0);
+	const char *x = gpr__buf_str(&b);
 	CHECK(!b.oom);
 	CHECK(strchr(x, '\x9b') == NULL); /* neither raw nor as C2 9B */
 	CHECK(strchr(x, '\x1b') == NULL);
@@ -848,9 +849,9 @@ static void test_hostile_strings(void)
 	CHECK(strstr(x, "  caf\xc3\xa9                        "
 			"        1 ") != NULL);
 
-	cli_buf_reset(&b);
-	gpr__report_json(&b, "run\x9b.trace", &t, &s, 10);
-	x = cli_buf_str(&b);
+	gpr__buf_reset(&b);
+	gpr_trace_report_json(&b, "run\x9b.trace", &t, &s, 10);
+	x = gpr__buf_str(&b);
 	CHECK(!b.oom);
 	CHECK(strchr(x, '\x9b') == NULL);
 	CHECK(printable(x));
@@ -859,13 +860,13 @@ static void test_hostile_strings(void)
 			"\\u007f caf\xc3\xa9\"") != NULL);
 	CHECK(strstr(x, "\"site\":\"site\\u0085\\ufffd\\ufffd\\ufffd\\ufffd"
 			"\\ufffd\xf0\x9f\x98\x80\"") != NULL);
-	cli_buf_free(&b);
+	gpr__buf_free(&b);
 
 	/* the exports: escaped JSON, ASCII-only SVG text */
 	char *data = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&data, &len);
-	CHECK(f && gpr__trace_export_chrome(&t, f) == 0);
+	CHECK(f && gpr_trace_export_chrome(&t, f) == 0);
 	if (f)
 		fclose(f);
 	CHECK(data && memchr(data, 0x9b, len) == NULL && printable(data));
@@ -873,14 +874,14 @@ static void test_hostile_strings(void)
 	free(data);
 	data = NULL;
 	f = open_memstream(&data, &len);
-	CHECK(f && gpr__trace_export_svg(&t, f) == 0);
+	CHECK(f && gpr_trace_export_svg(&t, f) == 0);
 	if (f)
 		fclose(f);
 	CHECK(data && memchr(data, 0x9b, len) == NULL && printable(data));
 	CHECK(data && strstr(data, ">evil\?\?31m?2J?[0m? caf\?\?<") != NULL);
 	free(data);
-	gpr__trace_stats_free(&s);
-	gpr__trace_free(&t);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
 }
 
 int main(int argc, char **argv)

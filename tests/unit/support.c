@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,4 +124,35 @@ int sim_cuda_free(void *lib, unsigned long long ptr)
 	int (*fr)(unsigned long long) =
 	    (int (*)(unsigned long long))sim_sym(lib, "cuMemFree_v2");
 	return fr(ptr);
+}
+
+/*
+ * Switches LC_NUMERIC to a locale whose decimal point is a comma: an
+ * installed one, else de_DE compiled by localedef into a temporary folder.
+ * 0 when neither is possible.
+ */
+int comma_locale(void)
+{
+	static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8",
+					    "fr_FR.UTF-8", "de_DE"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (setlocale(LC_NUMERIC, names[i]) &&
+		    localeconv()->decimal_point[0] == ',')
+			return 1;
+	char dir[] = "/tmp/gpr-locale-XXXXXX";
+	if (!mkdtemp(dir))
+		return 0;
+	char cmd[256];
+	snprintf(cmd, sizeof cmd,
+		 "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1",
+		 dir);
+	int rc = system(cmd);
+	setenv("LOCPATH", dir, 1);
+	int ok = rc == 0 && setlocale(LC_NUMERIC, "de_DE.UTF-8") &&
+		 localeconv()->decimal_point[0] == ',';
+	unsetenv("LOCPATH");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		ok = 0;
+	return ok;
 }

@@ -45,4 +45,10 @@ int sim_cuda_free(void *lib, unsigned long long ptr);
 /* Resolves a symbol of a loaded library or fails the test. */
 void *sim_sym(void *lib, const char *name);
 
+/*
+ * Switches LC_NUMERIC to a locale whose decimal point is a comma (as a
+ * host program in de_DE would); 0 when none can be had.
+ */
+int comma_locale(void);
+
 #endif

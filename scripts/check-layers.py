@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Checks the layering of the C tree (docs/naming.md, "Layers").
+
+Every tracked .c/.h file belongs to a folder of LAYERS. A file may include
+files of its own folder and of folders on a lower layer, never of a folder
+on its own layer or above. Includes are resolved as the compiler does
+(the including file's folder, then -Iinclude -Isrc -Isrc/driver); an
+include that resolves to no tracked file fails too.
+
+It also fails on an include loop between files, and, given --objects
+BUILD/obj (after a build), on a loop of calls between files (a global
+symbol of A used by B and one of B used by A, through any chain) or a call
+into a higher layer, read from `nm` of each tracked source's object.
+
+Usage: check-layers.py [--objects BUILD/obj]
+"""
+import os
+import re
+import subprocess
+import sys
+
+# (folder, layer): a file belongs to the longest folder that holds it.
+LAYERS = [
+    ("include", 0),        # the public headers
+    ("src/out", 0),        # the output toolkit
+    ("trace/format", 0),   # the trace log format and operations table
+    ("src/driver", 1),     # dlopen of libcuda and NVML, vendor ABI headers
+    ("src", 2),            # the core library
+    ("trace/inject", 2),   # the injection library
+    ("trace/read", 2),     # the trace reader and its renderers
+    ("sim", 2),            # the simulated driver
+    ("cli", 3),            # the command
+    ("python/src", 3),     # the CPython extension
+    ("tests", 4),
+    ("bench", 4),
+    ("examples", 4),
+]
+
+INCLUDE_DIRS = ["include", "src", "src/driver"]
+
+# Call loops known when this check was written, each to be cut by the
+# named work; listed so that the check guards everything else now. A
+# listed loop that is gone fails the check until its line is removed.
+KNOWN_CALL_LOOPS = {
+    # issue 10, the core's part: ctx.c / last_error.c / registry.c
+    ("src/ctx.c", "src/last_error.c", "src/registry.c"),
+    # issue 10, the extension's part (one framework table)
+    ("python/src/explain.c", "python/src/explain_cupy.c",
+     "python/src/explain_jax.c", "python/src/explain_torch.c",
+     "python/src/module.c", "python/src/query.c", "python/src/rel_user.c",
+     "python/src/release.c"),
+}
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def folder_of(path):
+    best = None
+    for folder, layer in LAYERS:
+        if path == folder or path.startswith(folder + "/"):
+            if best is None or len(folder) > len(best[0]):
+                best = (folder, layer)
+    return best
+
+
+def tracked_sources():
+    out = subprocess.run(["git", "ls-files", "*.c", "*.h"], check=True,
+                         capture_output=True, text=True).stdout
+    return sorted(p for p in out.splitlines() if os.path.exists(p))
+
+
+def resolve(src, name, known):
+    for base in [os.path.dirname(src)] + INCLUDE_DIRS:
+        p = os.path.normpath(os.path.join(base, name))
+        if p in known:
+            return p
+    return None
+
+
+def strongly_connected(graph):
+    """Tarjan's components of more than one node, iteratively."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        comps.append(tuple(sorted(comp)))
+    return comps
+
+
+def check_includes(files, errors):
+    known = set(files)
+    graph = {}
+    crossings = set()
+    for src in files:
+        own = folder_of(src)
+        if own is None:
+            errors.append(f"{src}: its folder is not in the layer table "
+                          "(scripts/check-layers.py, LAYERS)")
+            continue
+        with open(src, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for name in INCLUDE_RE.findall(text):
+            dst = resolve(src, name, known)
+            if dst is None:
+                errors.append(f'{src}: #include "{name}" is no tracked file')
+                continue
+            graph.setdefault(src, set()).add(dst)
+            other = folder_of(dst)
+            if other is None or other[0] == own[0]:
+                continue
+            crossings.add((own[0], other[0]))
+            if other[1] >= own[1]:
+                errors.append(
+                    f'{src}: #include "{name}" reaches {other[0]}/ (layer '
+                    f"{other[1]}) from {own[0]}/ (layer {own[1]}): "
+                    "includes go down only")
+    for comp in strongly_connected(graph):
+        errors.append("include loop between " + ", ".join(comp))
+    return crossings
+
+
+def nm_symbols(obj):
+    out = subprocess.run(["nm", obj], check=True, capture_output=True,
+                         text=True).stdout
+    defined, used = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "TDBRCWV":
+            defined.add(parts[2])
+        elif len(parts) == 2 and parts[0] in "Uw":
+            used.add(parts[1])
+    return defined, used
+
+
+def check_calls(files, objdir, errors):
+    owner, uses = {}, {}
+    for src in files:
+        if not src.endswith(".c"):
+            continue
+        obj = os.path.join(objdir, src[:-2] + ".o")
+        if not os.path.exists(obj):
+            continue
+        defined, used = nm_symbols(obj)
+        for sym in defined:
+            owner.setdefault(sym, set()).add(src)
+        uses[src] = used
+    if not uses:
+        errors.append(f"no object of a tracked source under {objdir}")
+        return
+    graph = {}
+    for src, used in uses.items():
+        for sym in used:
+            for dst in owner.get(sym, ()):
+                if dst == src:
+                    continue
+                graph.setdefault(src, set()).add(dst)
+                a, b = folder_of(src), folder_of(dst)
+                if a and b and a[0] != b[0] and b[1] >= a[1]:
+                    errors.append(f"{src} calls {sym} of {dst}: calls go "
+                                  "down only")
+    loops = set(strongly_connected(graph))
+    for comp in sorted(loops - KNOWN_CALL_LOOPS):
+        errors.append("call loop between " + ", ".join(comp))
+    for comp in sorted(KNOWN_CALL_LOOPS - loops):
+        if not all(f in uses for f in comp):
+            continue  # not built here (the extension needs Python.h)
+        errors.append("the known call loop of " + ", ".join(comp) +
+                      " is gone: remove it from KNOWN_CALL_LOOPS")
+    for comp in sorted(KNOWN_CALL_LOOPS & loops):
+        print("layers: known call loop, to be cut: " + ", ".join(comp))
+
+
+def main(argv):
+    objdir = None
+    if len(argv) == 2 and argv[0] == "--objects":
+        objdir = argv[1]
+    elif argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    files = tracked_sources()
+    errors = []
+    crossings = check_includes(files, errors)
+    if objdir:
+        check_calls(files, objdir, errors)
+    for e in errors:
+        print("layers: " + e, file=sys.stderr)
+    if errors:
+        return 1
+    print(f"layers: {len(files)} files, includes down only across "
+          f"{len(crossings)} folder pairs, no include loop"
+          + (", no new call loop" if objdir else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

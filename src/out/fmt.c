@@ -1,0 +1,38 @@
+/* The byte formatter of fmt.h. */
+#include "fmt.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+char *gpr__fmt_bytes(uint64_t bytes, char *out, size_t len)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB"};
+	if (bytes < 1024) {
+		snprintf(out, len, "%" PRIu64 " B", bytes);
+		return out;
+	}
+	double v = (double)bytes / 1024.0;
+	size_t u = 0;
+	/* 1023.95 KiB would print as "1024.0 KiB": move up a unit first */
+	while (v >= 1023.95 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(out, len, "%.1f %s", v, units[u]);
+	return out;
+}
+
+char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len)
+{
+	if (bytes >= 0)
+		return gpr__fmt_bytes((uint64_t)bytes, out, len);
+	if (len < 2) {
+		if (len)
+			out[0] = '\0';
+		return out;
+	}
+	out[0] = '-';
+	gpr__fmt_bytes(-(uint64_t)bytes, out + 1, len - 1);
+	return out;
+}

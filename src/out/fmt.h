@@ -1,0 +1,19 @@
+/*
+ * The output toolkit's one rule for byte counts shown to people: binary
+ * units with one decimal, the unit rising before the figure would print
+ * as 1024.0 ("512 B", "1.5 KiB", "80.0 GiB", "16.0 EiB"). Every product
+ * uses it (issue 12: binary units everywhere); exact counts go in JSON.
+ */
+#ifndef GPR_OUT_FMT_H
+#define GPR_OUT_FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bytes as above into out (at least 16 bytes; cut to len); returns out. */
+char *gpr__fmt_bytes(uint64_t bytes, char *out, size_t len);
+
+/* The same with a sign ("-1.5 KiB"). */
+char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len);
+
+#endif /* GPR_OUT_FMT_H */

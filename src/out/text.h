@@ -1,0 +1,36 @@
+/*
+ * The output toolkit's one rule for text from outside (releaser names and
+ * notes, command lines of other users' processes, names from a trace log
+ * that may be hostile) shown on a terminal: a terminal obeys the control
+ * sequences it is sent, so none passes. Valid UTF-8 is kept except the
+ * controls C0, DEL and C1 (U+009B opens an escape sequence like ESC [);
+ * those, and every byte that is not part of valid UTF-8 (a raw 0x9b
+ * included, CSI to a terminal in 8-bit mode), appear as '?'.
+ */
+#ifndef GPR_OUT_TEXT_H
+#define GPR_OUT_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/*
+ * Length in bytes (1-4) of the valid UTF-8 sequence at s, its code point
+ * in *cp (if cp is not NULL); 0 if the bytes at s are not one (a stray
+ * continuation byte, an overlong form, a surrogate, beyond U+10FFFF, a
+ * sequence cut short). s must be NUL-terminated; at the NUL it returns 1.
+ */
+size_t gpr__utf8_len(const char *s, uint32_t *cp);
+
+/*
+ * Appends s as the rule above shows it: at most `max` characters (max <=
+ * 0: all), never cutting inside one; with `pad`, spaces up to `max`. Each
+ * character counts as one column.
+ */
+void gpr__text_put(struct gpr__buf *b, const char *s, int max, int pad);
+
+/* How many characters gpr__text_put shows for all of s. */
+int gpr__text_len(const char *s);
+
+#endif /* GPR_OUT_TEXT_H */

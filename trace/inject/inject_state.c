@@ -1,0 +1,27 @@
+/*
+ * The injection library's shared state (inject.h says who writes what and
+ * when) and its one way to speak, a line on stderr.
+ */
+#include "inject.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct gpr_inj_state gpr_inj_state;
+
+void gpr_inj_say(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(line, sizeof(line), "gpureclaim-trace: ");
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	size_t len = strlen(line);
+	if (len < sizeof(line) - 1)
+		line[len++] = '\n';
+	ssize_t k = write(2, line, len);
+	(void)k;
+}

@@ -1,0 +1,425 @@
+/*
+ * Trace exports. Both walk the memory replay of log_stats.c, so the plot,
+ * the timeline and the report agree on who held what.
+ */
+#include "log_export.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpureclaim.h"
+#include "log_stats.h"
+#include "out/buf.h"
+#include "out/fmt.h"
+#include "out/json.h"
+#include "u64map.h"
+
+/* ---------------- Chrome / Perfetto JSON ---------------- */
+
+struct chrome {
+	const struct gpr_trace *t;
+	FILE *f;
+	struct gpr__buf b; /* written out every 64 KiB */
+	struct gpr__json j;
+	struct gpr_trace_map held; /* owner string id -> index in v */
+	int64_t *v;
+	size_t n, cap;
+	int64_t total;
+};
+
+/* A time in the trace's microseconds (3 decimals: ns exact). */
+static void us(struct gpr__json *j, const char *key, uint64_t ns_since_start)
+{
+	gpr__json_key(j, key);
+	gpr__json_ufixed(j, ns_since_start, 3);
+}
+
+static uint64_t since(const struct gpr_trace *t, uint64_t ns)
+{
+	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
+}
+
+/* A number as the string "0x..." (JSON has no hexadecimal). */
+static void hex(struct gpr__json *j, const char *key, uint64_t v)
+{
+	char s[24];
+	snprintf(s, sizeof(s), "0x%" PRIx64, v);
+	gpr__json_kv_str(j, key, s);
+}
+
+static int chrome_flush(struct chrome *c, int force)
+{
+	if (c->b.oom)
+		return GPR_E_NOMEM;
+	if (!force && c->b.len < (1u << 16))
+		return 0;
+	if (gpr__buf_write(&c->b, c->f) != 0)
+		return GPR_E_IO;
+	gpr__buf_reset(&c->b);
+	return 0;
+}
+
+static void counter(struct chrome *c, const char *name, uint64_t ts, int64_t v)
+{
+	struct gpr__json *j = &c->j;
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "C");
+	gpr__json_kv_str(j, "name", name);
+	gpr__json_kv_u64(j, "pid", c->t->hdr.pid);
+	us(j, "ts", ts);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_i64(j, "bytes", v < 0 ? 0 : v);
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
+}
+
+/*
+ * A free the log lacks, inferred from r allocating the same address or
+ * handle again: an instant event on r's thread, where the user sees it.
+ */
+static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
+{
+	const struct gpr_trace *t = c->t;
+	const struct gpr_trace_rec *r = s->r;
+	struct gpr__json *j = &c->j;
+	int vmm = s->kind == GPR_K_RELEASE;
+	int64_t d = s->dev_delta ? s->dev_delta : s->host_delta;
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "i");
+	gpr__json_kv_str(j, "s", "t");
+	gpr__json_kv_str(j, "cat", "cuda");
+	gpr__json_kv_str(j, "name", "free not in the log");
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_kv_u64(j, "tid", r->tid);
+	us(j, "ts", since(t, gpr_trace_key(t, r)));
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "bytes", d < 0 ? -(uint64_t)d : 0);
+	hex(j, vmm ? "handle" : "addr", vmm ? r->aux : r->addr);
+	gpr__json_kv_i64(j, "device", s->device);
+	gpr__json_kv_bool(j, "host", s->host_delta != 0);
+	gpr__json_kv_str(j, "lib", gpr_trace_str(t, s->owner, "[unknown]"));
+	gpr__json_kv_str(j, "why",
+			 "allocated again while held: the free was dropped "
+			 "or made while paused");
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
+}
+
+/* The call: a slice on its thread. */
+static void slice(struct chrome *c, const struct gpr_trace_rec *r)
+{
+	const struct gpr_trace *t = c->t;
+	struct gpr__json *j = &c->j;
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "X");
+	gpr__json_kv_str(j, "cat", "cuda");
+	gpr__json_kv_str(j, "name", gpr_trace_str(t, r->op, "?"));
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_kv_u64(j, "tid", r->tid);
+	us(j, "ts", since(t, r->t_ns));
+	us(j, "dur", r->dur_ns);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "bytes", r->bytes);
+	hex(j, "addr", r->addr);
+	gpr__json_kv_i64(j, "device", r->device);
+	gpr__json_kv_i64(j, "result", r->result);
+	us(j, "wait_us", r->wait_ns);
+	gpr__json_kv_str(j, "lib", gpr_trace_str(t, r->lib, "[unknown]"));
+	gpr__json_kv_str(j, "site", gpr_trace_str(t, r->site, "[unknown]"));
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
+}
+
+/* The counters of the owner's and the total device bytes, when they move. */
+static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
+{
+	if (s->dev_delta == 0)
+		return 0;
+	uint32_t *ip = gpr_trace_map_get(&c->held, s->owner);
+	size_t i;
+	if (ip) {
+		i = *ip;
+	} else {
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 16;
+			int64_t *p = realloc(c->v, cap * sizeof(*p));
+			if (!p)
+				return GPR_E_NOMEM;
+			c->v = p;
+			c->cap = cap;
+		}
+		i = c->n++;
+		c->v[i] = 0;
+		if (gpr_trace_map_put(&c->held, s->owner, (uint32_t)i) < 0)
+			return GPR_E_NOMEM;
+	}
+	c->v[i] = gpr_trace_sadd(c->v[i], s->dev_delta);
+	c->total = gpr_trace_sadd(c->total, s->dev_delta);
+	uint64_t ts = since(c->t, gpr_trace_key(c->t, s->r));
+	char name[300];
+	snprintf(name, sizeof(name), "device bytes: %s",
+		 gpr_trace_str(c->t, s->owner, "[unknown]"));
+	counter(c, name, ts, c->v[i]);
+	counter(c, "device bytes: total", ts, c->total);
+	return 0;
+}
+
+static int chrome_step(void *ctx, const struct gpr_trace_step *s)
+{
+	struct chrome *c = ctx;
+	if (s->implied)
+		implied_free(c, s);
+	else
+		slice(c, s->r);
+	int rc = held_counters(c, s);
+	return rc ? rc : chrome_flush(c, 0);
+}
+
+int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f)
+{
+	struct chrome c = {.t = t, .f = f};
+	struct gpr__json *j = &c.j;
+	char name[64];
+	gpr__json_init(j, &c.b);
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "displayTimeUnit", "ns");
+	gpr__json_key(j, "otherData");
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "tool", "gpureclaim trace");
+	gpr__json_kv_u64(j, "format_version", t->hdr.version);
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_object_end(j);
+	gpr__json_key(j, "traceEvents");
+	gpr__json_array_lines(j);
+	gpr__json_object(j);
+	gpr__json_kv_str(j, "ph", "M");
+	gpr__json_kv_str(j, "name", "process_name");
+	gpr__json_kv_u64(j, "pid", t->hdr.pid);
+	gpr__json_key(j, "args");
+	gpr__json_object(j);
+	snprintf(name, sizeof(name), "traced process %u", t->hdr.pid);
+	gpr__json_kv_str(j, "name", name);
+	gpr__json_object_end(j);
+	gpr__json_object_end(j);
+	int rc = gpr_trace_replay(t, chrome_step, &c, NULL, NULL);
+	if (rc == 0) {
+		gpr__json_array_end(j);
+		gpr__json_object_end(j);
+		gpr__buf_puts(&c.b, "\n");
+		rc = chrome_flush(&c, 1);
+	}
+	if (rc == 0 && fflush(f) != 0)
+		rc = GPR_E_IO;
+	gpr__buf_free(&c.b);
+	gpr_trace_map_free(&c.held);
+	free(c.v);
+	return rc;
+}
+
+/* ---------------- SVG plot ---------------- */
+
+#define W 960
+#define H 480
+#define PL 90 /* plot area: left, top, width, height */
+#define PT 40
+#define PW 640
+#define PH 380
+#define MAX_SERIES 7 /* total + 6 libraries; the rest in "other" */
+
+struct plot {
+	const struct gpr_trace *t;
+	uint64_t t0, t1;
+	/* series 0 = total, 1..k = libraries, k+1 = other */
+	uint32_t lib[MAX_SERIES + 1];
+	int n_series;
+	int64_t cur[MAX_SERIES + 1];
+	uint64_t *col; /* [series][PW] max held in each pixel column */
+	int last_col;
+	uint64_t ymax;
+};
+
+static int series_of(const struct plot *p, uint32_t owner)
+{
+	for (int i = 1; i < p->n_series; i++)
+		if (p->lib[i] == owner)
+			return i;
+	return p->n_series; /* other */
+}
+
+static void fill_to(struct plot *p, int col)
+{
+	for (int c = p->last_col + 1; c <= col && c < PW; c++)
+		for (int s = 0; s <= p->n_series; s++)
+			p->col[s * PW + c] =
+			    p->cur[s] < 0 ? 0 : (uint64_t)p->cur[s];
+	if (col > p->last_col)
+		p->last_col = col;
+}
+
+static int plot_step(void *ctx, const struct gpr_trace_step *st)
+{
+	struct plot *p = ctx;
+	if (st->dev_delta == 0)
+		return 0;
+	uint64_t k = gpr_trace_key(p->t, st->r);
+	uint64_t span = p->t1 > p->t0 ? p->t1 - p->t0 : 1;
+	uint64_t off = k > p->t0 ? k - p->t0 : 0;
+	int col = (int)((unsigned __int128)off * (PW - 1) / span);
+	if (col >= PW)
+		col = PW - 1;
+	fill_to(p, col);
+	int s = series_of(p, st->owner);
+	p->cur[s] = gpr_trace_sadd(p->cur[s], st->dev_delta);
+	p->cur[0] = gpr_trace_sadd(p->cur[0], st->dev_delta);
+	int idx[2] = {0, s};
+	for (int i = 0; i < 2; i++) {
+		uint64_t v = p->cur[idx[i]] < 0 ? 0 : (uint64_t)p->cur[idx[i]];
+		if (v > p->col[idx[i] * PW + col])
+			p->col[idx[i] * PW + col] = v;
+	}
+	return 0;
+}
+
+/* Text for XML: escaped, control bytes and non-ASCII shown as '?'. */
+static void xml_text(FILE *f, const char *s, size_t max)
+{
+	for (size_t i = 0; s[i] && i < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '&')
+			fputs("&amp;", f);
+		else if (c == '<')
+			fputs("&lt;", f);
+		else if (c == '>')
+			fputs("&gt;", f);
+		else if (c == '"')
+			fputs("&quot;", f);
+		else if (c < 0x20 || c >= 0x7f)
+			fputc('?', f);
+		else
+			fputc(c, f);
+	}
+}
+
+static double ypix(const struct plot *p, uint64_t v)
+{
+	return PT + PH - (double)PH * (double)v / (double)p->ymax;
+}
+
+static const char *const colors[] = {"#222222", "#1f77b4", "#ff7f0e",
+				     "#2ca02c", "#d62728", "#9467bd",
+				     "#8c564b", "#7f7f7f"};
+
+int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f)
+{
+	struct gpr_trace_stats s;
+	int rc = gpr_trace_stats_compute(t, &s);
+	if (rc < 0)
+		return rc;
+	struct plot p = {.t = t, .t0 = s.t0, .t1 = s.t1, .last_col = -1};
+	p.n_series = 1;
+	/* the libraries with the highest peaks */
+	for (size_t i = 0; i < s.n_libs && p.n_series < MAX_SERIES; i++) {
+		size_t best = s.n_libs;
+		for (size_t j = 0; j < s.n_libs; j++) {
+			int taken = 0;
+			for (int k = 1; k < p.n_series; k++)
+				taken |= p.lib[k] == s.libs[j].lib;
+			if (!taken && s.libs[j].peak > 0 &&
+			    (best == s.n_libs ||
+			     s.libs[j].peak > s.libs[best].peak))
+				best = j;
+		}
+		if (best == s.n_libs)
+			break;
+		p.lib[p.n_series++] = s.libs[best].lib;
+	}
+	p.ymax = s.peak ? s.peak : 1;
+	p.col = calloc((size_t)(p.n_series + 1) * PW, sizeof(*p.col));
+	if (!p.col) {
+		gpr_trace_stats_free(&s);
+		return GPR_E_NOMEM;
+	}
+	rc = gpr_trace_replay(t, plot_step, &p, NULL, NULL);
+	fill_to(&p, PW - 1);
+	int other = 0;
+	for (int c = 0; c < PW; c++)
+		other |= p.col[p.n_series * PW + c] != 0;
+	char buf[64];
+	fprintf(
+	    f,
+	    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+	    "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+	    "font-size=\"12\">\n"
+	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+	    "<text x=\"%d\" y=\"24\" font-size=\"15\">Driver memory held "
+	    "by pid %u, by allocating library</text>\n",
+	    W, H, W, H, PL, t->hdr.pid);
+	/* axes and grid */
+	fprintf(f,
+		"<g stroke=\"#999\" fill=\"none\"><rect x=\"%d\" y=\"%d\" "
+		"width=\"%d\" height=\"%d\"/></g>\n",
+		PL, PT, PW, PH);
+	for (int i = 0; i <= 4; i++) {
+		uint64_t v = p.ymax / 4 * (uint64_t)i;
+		double y = ypix(&p, v);
+		gpr__fmt_bytes(v, buf, sizeof(buf));
+		fprintf(f,
+			"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+			"stroke=\"#eee\"/>\n<text x=\"%d\" y=\"%.1f\" "
+			"text-anchor=\"end\">%s</text>\n",
+			PL, y, PL + PW, y, PL - 6, y + 4, buf);
+	}
+	double span_s = (double)(p.t1 > p.t0 ? p.t1 - p.t0 : 0) / 1e9;
+	for (int i = 0; i <= 4; i++) {
+		double x = PL + (double)PW * i / 4;
+		fprintf(f,
+			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">"
+			"%.3f s</text>\n",
+			x, PT + PH + 18, span_s * i / 4);
+	}
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since "
+		"the first traced call</text>\n",
+		PL + PW / 2, PT + PH + 36);
+	/* series */
+	for (int sidx = 0; sidx <= p.n_series; sidx++) {
+		if (sidx == p.n_series && !other)
+			break;
+		fprintf(f,
+			"<polyline fill=\"none\" stroke=\"%s\" "
+			"stroke-width=\"%s\" points=\"",
+			colors[sidx % 8], sidx == 0 ? "2" : "1.5");
+		for (int c = 0; c < PW; c++)
+			fprintf(f, "%s%d,%.1f", c ? " " : "", PL + c,
+				ypix(&p, p.col[sidx * PW + c]));
+		fputs("\"/>\n", f);
+		int ly = PT + 10 + 18 * sidx;
+		fprintf(f,
+			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
+			"fill=\"%s\"/>\n<text x=\"%d\" y=\"%d\">",
+			PL + PW + 14, ly, colors[sidx % 8], PL + PW + 32,
+			ly + 11);
+		if (sidx == 0)
+			fputs("total", f);
+		else if (sidx == p.n_series)
+			fputs("other libraries", f);
+		else
+			xml_text(f, gpr_trace_str(t, p.lib[sidx], "[unknown]"),
+				 36);
+		fputs("</text>\n", f);
+	}
+	gpr__fmt_bytes(s.peak, buf, sizeof(buf));
+	fprintf(f, "<text x=\"%d\" y=\"%d\">peak %s at %.3f s</text>\n</svg>\n",
+		PL + PW + 14, PT + 10 + 18 * (MAX_SERIES + 2), buf,
+		(double)(s.peak_t > p.t0 ? s.peak_t - p.t0 : 0) / 1e9);
+	free(p.col);
+	gpr_trace_stats_free(&s);
+	if (rc == 0 && (fflush(f) != 0 || ferror(f)))
+		rc = GPR_E_IO;
+	return rc;
+}

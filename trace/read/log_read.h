@@ -1,0 +1,58 @@
+/*
+ * Reading a trace log (trace_format.h). The reader trusts nothing in the
+ * file: every count, size, offset and string id is checked against the
+ * bytes actually present, and a bad file gives an error message, never a
+ * crash or a read past the buffer.
+ */
+#ifndef GPR_TRACE_LOG_READ_H
+#define GPR_TRACE_LOG_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../format/trace_format.h"
+#include "../format/trace_ops.h"
+
+struct gpr_trace {
+	struct gpr_trace_header hdr;
+	int complete; /* the writer closed the log cleanly */
+	/* Records sorted by effect time (gpr_trace_key). */
+	struct gpr_trace_rec *recs;
+	size_t n_recs;
+	/* Strings by id, NUL-terminated (a NUL inside becomes '?'). */
+	char **strs;
+	uint32_t n_strs;
+	/* Kind of each string used as an operation name, by string id. */
+	unsigned char *kinds;
+};
+
+/*
+ * Parses a log held in memory. On success returns 0 and fills *t (release
+ * with gpr_trace_free); otherwise returns a negative GPR_E_* code
+ * (GPR_E_FORMAT, GPR_E_NOMEM) and writes a one-line reason into err.
+ */
+int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
+		    size_t errlen);
+
+/* Reads the file at path and parses it; as gpr_trace_parse, or GPR_E_IO. */
+int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
+		   size_t errlen);
+
+void gpr_trace_free(struct gpr_trace *t);
+
+/* The kind of record r's operation. */
+enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,
+				       const struct gpr_trace_rec *r);
+
+/*
+ * When a record takes effect: the exit of an allocating call (the memory
+ * exists from then on), the entry of any other call. Saturating.
+ */
+uint64_t gpr_trace_key(const struct gpr_trace *t,
+		       const struct gpr_trace_rec *r);
+
+/* The string with id `id`, or `dflt` for GPR_TRACE_NO_STRING. */
+const char *gpr_trace_str(const struct gpr_trace *t, uint32_t id,
+			  const char *dflt);
+
+#endif /* GPR_TRACE_LOG_READ_H */

@@ -1,0 +1,293 @@
+/*
+ * The text and JSON reports of a trace log: what `gpureclaim report`
+ * prints, and `gpureclaim trace` as its summary. Names come from a log
+ * that may be hostile: the text shows them by the output toolkit's
+ * terminal-safe rule, the JSON escapes them by its one rule.
+ */
+#include "log_report.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "out/fmt.h"
+#include "out/json.h"
+#include "out/text.h"
+
+static char *fmt_ns(uint64_t ns, char *out, size_t len)
+{
+	if (ns < 1000)
+		snprintf(out, len, "%" PRIu64 "ns", ns);
+	else if (ns < 1000000)
+		snprintf(out, len, "%.1fus", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(out, len, "%.2fms", (double)ns / 1e6);
+	else
+		snprintf(out, len, "%.3fs", (double)ns / 1e9);
+	return out;
+}
+
+static double secs(const struct gpr_trace *t, uint64_t ns)
+{
+	return ns > t->hdr.start_mono_ns
+		   ? (double)(ns - t->hdr.start_mono_ns) / 1e9
+		   : 0.0;
+}
+
+static const char *str(const struct gpr_trace *t, uint32_t id)
+{
+	return gpr_trace_str(t, id, "[unknown]");
+}
+
+void gpr_trace_report_text(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top, int brief)
+{
+	char x[32], y[32], z[32], w[32];
+	gpr__buf_puts(b, "Trace ");
+	gpr__text_put(b, path, 0, 1);
+	gpr__buf_printf(b, ": pid %u, %" PRIu64 " calls over %.3f s%s\n",
+			t->hdr.pid, s->records,
+			s->t1 > s->t0 ? (double)(s->t1 - s->t0) / 1e9 : 0.0,
+			t->complete ? ""
+				    : " (log not closed: the program was "
+				      "killed or is still running)");
+	gpr__buf_printf(b,
+			"Peak driver memory: %s at %.3f s; held at the end: "
+			"%s\n",
+			gpr__fmt_bytes(s->peak, x, sizeof(x)),
+			secs(t, s->peak_t),
+			gpr__fmt_bytes(s->held_end, y, sizeof(y)));
+	if (s->host_peak)
+		gpr__buf_printf(b,
+				"Pinned host memory: peak %s, held at the "
+				"end %s\n",
+				gpr__fmt_bytes(s->host_peak, x, sizeof(x)),
+				gpr__fmt_bytes(s->host_end, y, sizeof(y)));
+
+	gpr__buf_puts(b, "\nBy operation (latency; waiting = share of the call "
+			 "time spent runnable but not running, all calls / "
+			 "slowest 1%):\n");
+	gpr__buf_printf(b, "  %-24s %8s %6s %11s %9s %9s %9s %9s %15s\n",
+			"operation", "calls", "errors", "bytes", "p50", "p90",
+			"p99", "max", "waiting");
+	for (size_t i = 0; i < s->n_ops; i++) {
+		const struct gpr_trace_opstat *o = &s->ops[i];
+		char wait[32] = "-";
+		if (o->waited_calls)
+			snprintf(wait, sizeof(wait), "%.1f%% / %.1f%%",
+				 100 * o->wait_share, 100 * o->tail_wait_share);
+		gpr__buf_puts(b, "  ");
+		gpr__text_put(b, str(t, o->op), 24, 1);
+		gpr__buf_printf(b, " %8" PRIu64 " %6" PRIu64 " %11s %9s",
+				o->calls, o->errors,
+				gpr__fmt_bytes(o->bytes, x, sizeof(x)),
+				fmt_ns(o->p50, y, sizeof(y)));
+		gpr__buf_printf(b, " %9s %9s", fmt_ns(o->p90, z, sizeof(z)),
+				fmt_ns(o->p99, w, sizeof(w)));
+		gpr__buf_printf(b, " %9s %15s\n", fmt_ns(o->max, x, sizeof(x)),
+				wait);
+	}
+
+	gpr__buf_puts(b, "\nBy library (allocated/calls: as the caller; freed, "
+			 "peak and held: of the memory it allocated):\n");
+	gpr__buf_printf(b, "  %-28s %8s %11s %11s %11s %11s\n", "library",
+			"calls", "allocated", "freed", "peak held",
+			"held at end");
+	for (size_t i = 0; i < s->n_libs && (int)i < top; i++) {
+		const struct gpr_trace_libstat *l = &s->libs[i];
+		gpr__buf_puts(b, "  ");
+		gpr__text_put(b, str(t, l->lib), 28, 1);
+		gpr__buf_printf(b, " %8" PRIu64 " %11s", l->calls,
+				gpr__fmt_bytes(l->alloc_bytes, x, sizeof(x)));
+		gpr__buf_printf(b, " %11s %11s %11s\n",
+				gpr__fmt_bytes(l->freed_bytes, y, sizeof(y)),
+				gpr__fmt_bytes(l->peak, z, sizeof(z)),
+				gpr__fmt_bytes(l->held_end, w, sizeof(w)));
+	}
+
+	gpr__buf_puts(b, "\nBy device:\n");
+	gpr__buf_printf(b, "  %-7s %8s %11s %11s %11s %9s %11s\n", "device",
+			"calls", "allocated", "freed", "peak", "peak at",
+			"held at end");
+	for (size_t i = 0; i < s->n_devs; i++) {
+		const struct gpr_trace_devstat *d = &s->devs[i];
+		char dev[16];
+		if (d->device < 0)
+			snprintf(dev, sizeof(dev), "?");
+		else
+			snprintf(dev, sizeof(dev), "%d", d->device);
+		gpr__buf_printf(b, "  %-7s %8" PRIu64 " %11s", dev, d->calls,
+				gpr__fmt_bytes(d->alloc_bytes, x, sizeof(x)));
+		gpr__buf_printf(b, " %11s %11s %8.3fs",
+				gpr__fmt_bytes(d->freed_bytes, y, sizeof(y)),
+				gpr__fmt_bytes(d->peak, z, sizeof(z)),
+				secs(t, d->peak_t));
+		gpr__buf_printf(b, " %11s\n",
+				gpr__fmt_bytes(d->held_end, w, sizeof(w)));
+	}
+
+	if (!brief) {
+		gpr__buf_printf(b,
+				"\nNever freed: %zu allocations, %s of device "
+				"memory\n",
+				s->n_live,
+				gpr__fmt_bytes(s->live_bytes, x, sizeof(x)));
+		for (size_t i = 0; i < s->n_live && (int)i < top; i++) {
+			const struct gpr_trace_live *l = &s->live[i];
+			gpr__buf_printf(
+			    b, "  %11s  %s0x%-14" PRIx64 " dev %-3d ",
+			    gpr__fmt_bytes(l->bytes, x, sizeof(x)),
+			    l->vmm ? "handle " : "", l->addr, l->device);
+			gpr__text_put(b, str(t, l->op), 20, 1);
+			gpr__buf_printf(b, " at %8.3fs by ", secs(t, l->t_ns));
+			gpr__text_put(b, str(t, l->owner), 0, 1);
+			gpr__buf_puts(b, "\n");
+		}
+		gpr__buf_puts(b, "\nTop call sites (by bytes allocated):\n");
+		for (size_t i = 0; i < s->n_sites && (int)i < top; i++) {
+			const struct gpr_trace_sitestat *c = &s->sites[i];
+			gpr__buf_printf(b, "  %11s %8" PRIu64 " calls  ",
+					gpr__fmt_bytes(c->bytes, x, sizeof(x)),
+					c->calls);
+			gpr__text_put(b, str(t, c->site), 0, 1);
+			gpr__buf_puts(b, "\n");
+		}
+	}
+	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
+		gpr__buf_puts(b, "\nNotes:\n");
+		if (s->errors)
+			gpr__buf_printf(b,
+					"  %" PRIu64 " calls failed (counted "
+					"in errors, no memory moved)\n",
+					s->errors);
+		if (s->unmatched_frees)
+			gpr__buf_printf(b,
+					"  %" PRIu64 " frees of memory "
+					"allocated before tracing began\n",
+					s->unmatched_frees);
+		if (s->dropped)
+			gpr__buf_printf(b,
+					"  %" PRIu64 " records were lost "
+					"(buffers full)\n",
+					s->dropped);
+		if (s->implied_frees)
+			gpr__buf_printf(b,
+					"  %" PRIu64 " frees missing from the "
+					"log, inferred where the address or "
+					"handle was allocated again\n",
+					s->implied_frees);
+	}
+}
+
+void gpr_trace_report_json(struct gpr__buf *b, const char *path,
+			   const struct gpr_trace *t,
+			   const struct gpr_trace_stats *s, int top)
+{
+	struct gpr__json j;
+	gpr__json_init(&j, b);
+	gpr__json_object(&j);
+	gpr__json_kv_str(&j, "file", path);
+	gpr__json_kv_u64(&j, "format_version", t->hdr.version);
+	gpr__json_kv_u64(&j, "pid", t->hdr.pid);
+	gpr__json_kv_bool(&j, "complete", t->complete);
+	gpr__json_kv_u64(&j, "start_realtime_ns", t->hdr.start_realtime_ns);
+	gpr__json_kv_u64(&j, "records", s->records);
+	gpr__json_kv_u64(&j, "errors", s->errors);
+	gpr__json_kv_u64(&j, "dropped", s->dropped);
+	gpr__json_kv_u64(&j, "unmatched_frees", s->unmatched_frees);
+	gpr__json_kv_u64(&j, "implied_frees", s->implied_frees);
+	gpr__json_kv_u64(&j, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
+	gpr__json_kv_u64(&j, "peak_bytes", s->peak);
+	gpr__json_kv_u64(&j, "peak_at_ns",
+			 s->peak_t > t->hdr.start_mono_ns
+			     ? s->peak_t - t->hdr.start_mono_ns
+			     : 0);
+	gpr__json_kv_u64(&j, "held_at_end_bytes", s->held_end);
+	gpr__json_kv_u64(&j, "host_peak_bytes", s->host_peak);
+
+	gpr__json_key(&j, "operations");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < s->n_ops; i++) {
+		const struct gpr_trace_opstat *o = &s->ops[i];
+		gpr__json_object(&j);
+		gpr__json_kv_str(&j, "op", str(t, o->op));
+		gpr__json_kv_u64(&j, "calls", o->calls);
+		gpr__json_kv_u64(&j, "errors", o->errors);
+		gpr__json_kv_u64(&j, "bytes", o->bytes);
+		gpr__json_kv_u64(&j, "p50_ns", o->p50);
+		gpr__json_kv_u64(&j, "p90_ns", o->p90);
+		gpr__json_kv_u64(&j, "p99_ns", o->p99);
+		gpr__json_kv_u64(&j, "max_ns", o->max);
+		gpr__json_key(&j, "wait_share");
+		gpr__json_double(&j, o->wait_share, 6);
+		gpr__json_key(&j, "tail_wait_share");
+		gpr__json_double(&j, o->tail_wait_share, 6);
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+
+	gpr__json_key(&j, "libraries");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < s->n_libs; i++) {
+		const struct gpr_trace_libstat *l = &s->libs[i];
+		gpr__json_object(&j);
+		gpr__json_kv_str(&j, "library", str(t, l->lib));
+		gpr__json_kv_u64(&j, "calls", l->calls);
+		gpr__json_kv_u64(&j, "allocs", l->allocs);
+		gpr__json_kv_u64(&j, "allocated_bytes", l->alloc_bytes);
+		gpr__json_kv_u64(&j, "frees", l->frees);
+		gpr__json_kv_u64(&j, "freed_bytes", l->freed_bytes);
+		gpr__json_kv_u64(&j, "peak_bytes", l->peak);
+		gpr__json_kv_u64(&j, "held_at_end_bytes", l->held_end);
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+
+	gpr__json_key(&j, "devices");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < s->n_devs; i++) {
+		const struct gpr_trace_devstat *d = &s->devs[i];
+		gpr__json_object(&j);
+		gpr__json_kv_i64(&j, "device", d->device);
+		gpr__json_kv_u64(&j, "calls", d->calls);
+		gpr__json_kv_u64(&j, "allocated_bytes", d->alloc_bytes);
+		gpr__json_kv_u64(&j, "freed_bytes", d->freed_bytes);
+		gpr__json_kv_u64(&j, "peak_bytes", d->peak);
+		gpr__json_kv_u64(&j, "held_at_end_bytes", d->held_end);
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+
+	gpr__json_kv_u64(&j, "never_freed_count", s->n_live);
+	gpr__json_kv_u64(&j, "never_freed_bytes", s->live_bytes);
+	gpr__json_key(&j, "never_freed");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < s->n_live && (int)i < top; i++) {
+		const struct gpr_trace_live *l = &s->live[i];
+		gpr__json_object(&j);
+		gpr__json_kv_u64(&j, "addr", l->addr);
+		gpr__json_kv_u64(&j, "bytes", l->bytes);
+		gpr__json_kv_i64(&j, "device", l->device);
+		gpr__json_kv_bool(&j, "vmm_handle", l->vmm);
+		gpr__json_kv_bool(&j, "host", l->host);
+		gpr__json_kv_str(&j, "op", str(t, l->op));
+		gpr__json_kv_str(&j, "library", str(t, l->owner));
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+
+	gpr__json_key(&j, "call_sites");
+	gpr__json_array(&j);
+	for (size_t i = 0; i < s->n_sites && (int)i < top; i++) {
+		const struct gpr_trace_sitestat *c = &s->sites[i];
+		gpr__json_object(&j);
+		gpr__json_kv_str(&j, "site", str(t, c->site));
+		gpr__json_kv_str(&j, "library", str(t, c->lib));
+		gpr__json_kv_u64(&j, "calls", c->calls);
+		gpr__json_kv_u64(&j, "allocated_bytes", c->bytes);
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+	gpr__json_object_end(&j);
+	gpr__buf_puts(b, "\n");
+}

@@ -1,0 +1,123 @@
+/*
+ * What a trace says: memory replay (who holds how many driver bytes when)
+ * and the aggregations of `gpureclaim report`.
+ */
+#ifndef GPR_TRACE_LOG_STATS_H
+#define GPR_TRACE_LOG_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log_read.h"
+
+/*
+ * One step of the replay: record r, and the change it made to the device
+ * bytes held (classic, managed, async-pool and VMM-created memory) and to
+ * pinned host bytes. `owner` is the string id of the library that
+ * allocated the memory concerned (for a free: the allocating library, not
+ * the freeing one), `device` its device.
+ *
+ * An allocation at an address (or VMM handle) the replay still holds
+ * means the earlier allocation's free was not logged (a dropped record):
+ * the replay then gives a step with `implied` set first, a free (kind
+ * GPR_K_FREE, GPR_K_RELEASE or GPR_K_HOST_FREE) of the earlier allocation
+ * (its owner, device and size), with r the allocation that revealed it,
+ * and then the allocation's own step. An implied step is not a call: it
+ * only moves bytes.
+ */
+struct gpr_trace_step {
+	const struct gpr_trace_rec *r;
+	enum gpr_trace_kind kind;
+	uint32_t owner;
+	int device;
+	int64_t dev_delta;
+	int64_t host_delta;
+	int unmatched; /* a free of memory the trace never saw allocated */
+	int implied;   /* a free not in the log, inferred from r */
+};
+
+typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
+
+/*
+ * Replays the records in effect order, calling fn for each; stops early
+ * when fn returns non-zero and returns that. Returns GPR_E_NOMEM when out
+ * of memory, 0 otherwise. When live/n_live are given, *live receives the
+ * allocations still held at the end (malloc'ed, the caller frees).
+ */
+struct gpr_trace_live {
+	uint64_t addr; /* address, or VMM handle when vmm */
+	uint64_t bytes;
+	uint64_t t_ns;
+	uint32_t owner;
+	uint32_t op;
+	int device;
+	int vmm;
+	int host;
+};
+int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
+		     struct gpr_trace_live **live, size_t *n_live);
+
+struct gpr_trace_opstat {
+	uint32_t op; /* string id */
+	uint64_t calls, errors, bytes;
+	uint64_t p50, p90, p99, max; /* latency, ns */
+	uint64_t dur_sum, wait_sum;  /* over calls with a wait figure */
+	double wait_share;	     /* wait_sum / dur_sum */
+	double tail_wait_share;	     /* same over calls >= p99 */
+	uint64_t waited_calls;	     /* calls with a wait figure */
+};
+
+struct gpr_trace_libstat {
+	uint32_t lib; /* string id, GPR_TRACE_NO_STRING = unknown */
+	uint64_t calls, allocs, alloc_bytes, frees, freed_bytes;
+	uint64_t held_end, peak;
+};
+
+struct gpr_trace_devstat {
+	int device;
+	uint64_t calls, alloc_bytes, freed_bytes, held_end, peak, peak_t;
+};
+
+struct gpr_trace_sitestat {
+	uint32_t site, lib;
+	uint64_t calls, bytes;
+};
+
+struct gpr_trace_stats {
+	uint64_t records, errors, unmatched_frees, dropped;
+	uint64_t implied_frees; /* frees not in the log (see the replay) */
+	uint64_t t0, t1;	/* first entry, last exit (ns, trace clock) */
+	uint64_t peak, peak_t, held_end; /* device bytes, all devices */
+	uint64_t host_peak, host_end;	 /* pinned host bytes */
+	uint64_t contexts_created, contexts_destroyed;
+	struct gpr_trace_opstat *ops;
+	size_t n_ops;
+	struct gpr_trace_libstat *libs; /* by allocated bytes, descending */
+	size_t n_libs;
+	struct gpr_trace_devstat *devs; /* by device */
+	size_t n_devs;
+	struct gpr_trace_sitestat *sites; /* by bytes, descending */
+	size_t n_sites;
+	struct gpr_trace_live *live; /* never freed, by bytes descending */
+	size_t n_live;
+	uint64_t live_bytes; /* device bytes among them */
+};
+
+/* Computes the statistics of t. 0, or GPR_E_NOMEM. */
+int gpr_trace_stats_compute(const struct gpr_trace *t,
+			    struct gpr_trace_stats *s);
+void gpr_trace_stats_free(struct gpr_trace_stats *s);
+
+/* a + b, saturating: hostile logs carry any sizes. */
+static inline int64_t gpr_trace_sadd(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* The nearest-rank percentile p (0-100) of n sorted values; 0 if n == 0. */
+uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p);
+
+#endif /* GPR_TRACE_LOG_STATS_H */
