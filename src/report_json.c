@@ -138,11 +138,15 @@ char *gpr_report_json(const gpr_report *r)
 	for (size_t i = 0; i < r->n_gpus; i++) {
 		const struct gpr_report_gpu *g = &r->gpus[i];
 		int mem = g->total > 0;
+		gpr__sb_printf(&b, "%s{\"device\":", i ? "," : "");
+		if (g->name) /* a GPU CUDA does not see: its name */
+			str(&b, g->name);
+		else
+			gpr__sb_printf(&b, "%d", g->device);
 		gpr__sb_printf(&b,
-			       "%s{\"device\":%d,\"nvml_index\":%d,"
+			       ",\"nvml_index\":%d,"
 			       "\"known\":%s,\"released\":%lld,\"before\":",
-			       i ? "," : "", g->device, g->nvml_index,
-			       g->known ? "true" : "false",
+			       g->nvml_index, g->known ? "true" : "false",
 			       (long long)g->released);
 		num(&b, g->known, g->before);
 		gpr__sb_puts(&b, ",\"after\":");

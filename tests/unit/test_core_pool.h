@@ -33,6 +33,7 @@ struct pool {
 	int fail_dev;	    /* release(fail_dev) fails; -99: never */
 	int sleep_ms;	    /* each release(dev) sleeps this long */
 	atomic_int entered; /* release calls started */
+	atomic_int held_calls;
 	atomic_int inside;  /* releases running now */
 	atomic_int max_inside;
 	gpr_ctx *reenter; /* if set, release calls back into it */
@@ -77,6 +78,7 @@ static inline void sleep_ms(int ms)
 static int pool_held(void *data, int dev, struct gpr_held *out)
 {
 	struct pool *p = data;
+	atomic_fetch_add(&p->held_calls, 1);
 	memset(out, 0, sizeof *out);
 	out->known = 1;
 	for (int i = 0; i < p->n; i++) {
