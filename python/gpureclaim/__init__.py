@@ -25,7 +25,6 @@ initialises CUDA and never opens a context.
 from __future__ import annotations
 
 import html as _html
-import os as _os
 from dataclasses import asdict as _asdict
 from dataclasses import dataclass as _dataclass
 from typing import Any, Callable, Iterable, Optional, Union
@@ -55,10 +54,6 @@ __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
 Error = _c.Error
-
-# A child forked while another thread was inside release() must not inherit
-# the extension's lock in its held state.
-_os.register_at_fork(after_in_child=_c._after_fork_child)
 
 
 def _gb(n: Optional[int]) -> str:

@@ -30,23 +30,6 @@
 #define TOP 5	   /* pinned segments named */
 #define STREAMS 64 /* distinct streams tracked for workspaces */
 
-/* torch.cuda if torch is imported and CUDA initialised (new ref). */
-static PyObject *torch_cuda(void)
-{
-	PyObject *torch = gpr_py_imported("torch");
-	PyObject *cuda = torch ? gpr_py_attr(torch, "cuda") : NULL;
-	Py_XDECREF(torch);
-	if (!cuda)
-		return NULL;
-	PyObject *r = gpr_py_call(cuda, "is_initialized", NULL);
-	int init = gpr_py_truth(r);
-	Py_XDECREF(r);
-	PyErr_Clear();
-	if (init != 1)
-		Py_CLEAR(cuda);
-	return cuda;
-}
-
 struct pinned {
 	long long segment, size, free, live, largest, largest_at;
 	long nlive;
@@ -180,9 +163,9 @@ static int scan_segment(struct scan *s, PyObject *seg)
 	PyObject *blocks = PyDict_GetItemString(seg, "blocks");
 	if (!blocks || !PyList_Check(blocks))
 		return 0;
-	struct pinned p = {.segment = gpr_py_xint(seg, "address"),
-			   .size = gpr_py_xint(seg, "total_size")};
-	long long stream = gpr_py_xint(seg, "stream");
+	struct pinned p = {.segment = gpr_py_item_i64(seg, "address"),
+			   .size = gpr_py_item_i64(seg, "total_size")};
+	long long stream = gpr_py_item_i64(seg, "stream");
 	Py_ssize_t n = PyList_Size(blocks);
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *b = PyList_GetItem(blocks, i);
@@ -191,7 +174,7 @@ static int scan_segment(struct scan *s, PyObject *seg)
 				      : NULL;
 		if (!state || !PyUnicode_Check(state))
 			continue;
-		long long size = gpr_py_xint(b, "size");
+		long long size = gpr_py_item_i64(b, "size");
 		if (size < 0)
 			continue;
 		if (PyUnicode_CompareWithASCIIString(state, "inactive") == 0) {
@@ -202,7 +185,7 @@ static int scan_segment(struct scan *s, PyObject *seg)
 		p.nlive++;
 		if (size > p.largest) {
 			p.largest = size;
-			p.largest_at = gpr_py_xint(b, "address");
+			p.largest_at = gpr_py_item_i64(b, "address");
 		}
 		if (PyUnicode_CompareWithASCIIString(state,
 						     "active_allocated") == 0)
@@ -232,7 +215,7 @@ static int scan_snapshot(struct gpr_py_xcall *c, PyObject *cuda, int device,
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *seg = PyList_GetItem(snap, i);
 		if (seg && PyDict_Check(seg) &&
-		    gpr_py_xint(seg, "device") == device)
+		    gpr_py_item_i64(seg, "device") == device)
 			scan_segment(s, seg);
 	}
 	return 0;
@@ -384,16 +367,16 @@ static int plans(struct gpr_py_xgpu *g)
 
 int gpr_py_explain_torch(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 {
-	PyObject *cuda = torch_cuda();
+	PyObject *cuda = gpr_py_torch_cuda(NULL, 0);
 	if (!cuda)
 		return 0;
 	int rc = -1;
 	int64_t alloc = -1, reserved = -1, split = -1;
 	PyObject *stats = gpr_py_call(cuda, "memory_stats", "(i)", g->device);
 	if (stats) {
-		alloc = gpr_py_xint(stats, "allocated_bytes.all.current");
-		reserved = gpr_py_xint(stats, "reserved_bytes.all.current");
-		split = gpr_py_xint(stats, "inactive_split_bytes.all.current");
+		alloc = gpr_py_item_i64(stats, "allocated_bytes.all.current");
+		reserved = gpr_py_item_i64(stats, "reserved_bytes.all.current");
+		split = gpr_py_item_i64(stats, "inactive_split_bytes.all.current");
 		Py_DECREF(stats);
 	} else {
 		PyErr_Clear();
