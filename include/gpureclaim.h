@@ -143,8 +143,8 @@ enum gpr_log_level {
 typedef void (*gpr_log_fn)(void *user, int level, const char *msg);
 
 struct gpr_opts {
-	size_t sz;	/* sizeof(struct gpr_opts) */
-	int log_level;	/* highest level passed to log */
+	size_t sz;     /* sizeof(struct gpr_opts) */
+	int log_level; /* highest level passed to log */
 	/* NULL: $GPURECLAIM_CUDA_LIBRARY, else "libcuda.so.1" */
 	const char *cuda_library;
 	/* NULL: $GPURECLAIM_NVML_LIBRARY, else "libnvidia-ml.so.1" */

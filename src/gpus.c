@@ -63,8 +63,8 @@ int gpr_gpu_info_sz(gpr_ctx *ctx, int index, struct gpr_gpu *out, size_t *sz)
 		rc = nvml_index_ok(ctx, index);
 	char err[GPR__ERRLEN] = "";
 	struct gpr__nvml_gpu g;
-	if (!rc && (rc = gpr__nvml_gpu_info(&ctx->nvml, index, &g, err,
-					    sizeof err)))
+	if (!rc &&
+	    (rc = gpr__nvml_gpu_info(&ctx->nvml, index, &g, err, sizeof err)))
 		rc = gpr__fail(ctx, rc, "NVML GPU %d: %s", index, err);
 	if (!rc) {
 		info.index = index;

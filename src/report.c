@@ -141,8 +141,8 @@ size_t gpr_report_gpu_count(const gpr_report *r)
 	return r ? r->n_gpus : 0;
 }
 
-int gpr_report_gpu_sz(const gpr_report *r, size_t i,
-		      struct gpr_report_gpu *out, size_t *sz)
+int gpr_report_gpu_sz(const gpr_report *r, size_t i, struct gpr_report_gpu *out,
+		      size_t *sz)
 {
 	if (!r || !out || !sz)
 		return GPR_E_INVAL;

@@ -107,8 +107,8 @@ static int explain_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 			*present |= gpr_py_active(f, NULL, 0);
 		if (f->explain(c, g) == 0)
 			continue;
-		snprintf(prefix, sizeof prefix, "%s: GPU %s",
-			 f->releaser->name, label);
+		snprintf(prefix, sizeof prefix, "%s: GPU %s", f->releaser->name,
+			 label);
 		gpr_py_error_note(msg, sizeof msg, prefix);
 		if (gpr_py_xnote(g, "%s", msg))
 			return -1;
@@ -161,8 +161,8 @@ static int metal_figure(struct gpr_py_state *st, int64_t *bytes)
 		const struct gpr_releaser *r = gpr_py_frameworks[i].releaser;
 		uint64_t b = 0;
 		if (strcmp(gpr_py_frameworks[i].kind, "metal") == 0 &&
-		    r->figure && r->figure(st, &b, why, sizeof why) ==
-				     GPR_FIGURE_KNOWN) {
+		    r->figure &&
+		    r->figure(st, &b, why, sizeof why) == GPR_FIGURE_KNOWN) {
 			*bytes = (int64_t)b;
 			return 1;
 		}

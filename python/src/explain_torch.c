@@ -376,7 +376,8 @@ int gpr_py_explain_torch(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	if (stats) {
 		alloc = gpr_py_item_i64(stats, "allocated_bytes.all.current");
 		reserved = gpr_py_item_i64(stats, "reserved_bytes.all.current");
-		split = gpr_py_item_i64(stats, "inactive_split_bytes.all.current");
+		split =
+		    gpr_py_item_i64(stats, "inactive_split_bytes.all.current");
 		Py_DECREF(stats);
 	} else {
 		PyErr_Clear();

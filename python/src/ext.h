@@ -107,8 +107,8 @@ PyObject *gpr_py_torch_cuda(char *why, size_t len); /* torch.cuda */
 PyObject *gpr_py_torch_mps(char *why, size_t len);  /* torch.mps */
 PyObject *gpr_py_cupy(char *why, size_t len);	    /* cupy */
 PyObject *gpr_py_numba(char *why, size_t len);	    /* Numba's driver */
-PyObject *gpr_py_jax(char *why, size_t len); /* the started backends */
-PyObject *gpr_py_mlx(char *why, size_t len); /* mlx.core */
+PyObject *gpr_py_jax(char *why, size_t len);	    /* the started backends */
+PyObject *gpr_py_mlx(char *why, size_t len);	    /* mlx.core */
 
 /* The JAX device of CUDA ordinal `device` in one backend (new reference),
  * or NULL, no error set. */
@@ -122,7 +122,7 @@ PyObject *gpr_py_jax_device(PyObject *backend, int device);
  * gpr_py_xnote; explain.c then sets the rest against the driver's figure.
  */
 struct gpr_py_xgpu {
-	int device; /* CUDA ordinal; GPR_DEVICE_NAMED: Metal */
+	int device;	 /* CUDA ordinal; GPR_DEVICE_NAMED: Metal */
 	PyObject *parts; /* list of part dicts */
 	PyObject *notes; /* the call's notes, shared by every GPU */
 	int64_t sum;	 /* of the parts' bytes */

@@ -1,7 +1,7 @@
 /*
  * MLX on Apple silicon: its releaser, of the GPU the core calls "mps", and
- * its explainer. Its buffer cache is emptied with mx.clear_cache() (MLX >= 0.22) or
- * mx.metal.clear_cache() (older). Its own counters (active and cache
+ * its explainer. Its buffer cache is emptied with mx.clear_cache() (MLX >=
+ * 0.22) or mx.metal.clear_cache() (older). Its own counters (active and cache
  * memory) count MLX only, so it gives no figure of the GPU: Metal's
  * per-process total comes from torch.mps when Torch is there too, and the
  * core falls back to the allocators' counters when it is not.
@@ -118,9 +118,8 @@ int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	int rc = i64_of(mx, "get_active_memory", &active) ||
 		 i64_of(mx, "get_cache_memory", &cache);
 	Py_DECREF(mx);
-	if (rc ||
-	    gpr_py_xpart(g, "live", "mlx", active, 1, "mx.get_active_memory()",
-			 NULL))
+	if (rc || gpr_py_xpart(g, "live", "mlx", active, 1,
+			       "mx.get_active_memory()", NULL))
 		return -1;
 	return gpr_py_xpart(g, "releasable", "mlx", cache, 1,
 			    "mx.get_cache_memory()", NULL);

@@ -100,9 +100,9 @@ static int add_users(struct gpr_py_state *st, PyObject *list)
 		rc = gpr_releaser_name(st->ctx, i, &name);
 		if (rc == GPR_E_RANGE) /* unregistered meanwhile */
 			return 0;
-		int bad = rc == 0 && !gpr_py_framework(name) &&
-			  add(list, name, "user", 1,
-			      "registered with register()");
+		int bad =
+		    rc == 0 && !gpr_py_framework(name) &&
+		    add(list, name, "user", 1, "registered with register()");
 		gpr_free(name);
 		if (bad)
 			return -1;

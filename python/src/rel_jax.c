@@ -38,8 +38,8 @@ static int describe(PyObject *backend, int device, char *note, size_t note_sz)
 		 "be released; it is set by XLA_PYTHON_CLIENT_PREALLOCATE=%s, "
 		 "XLA_PYTHON_CLIENT_MEM_FRACTION=%s, "
 		 "XLA_PYTHON_CLIENT_ALLOCATOR=%s before JAX starts",
-		 device, pool < 0 ? 0.0 : (double)pool / 1e9,
-		 (long long)in_use, env("XLA_PYTHON_CLIENT_PREALLOCATE"),
+		 device, pool < 0 ? 0.0 : (double)pool / 1e9, (long long)in_use,
+		 env("XLA_PYTHON_CLIENT_PREALLOCATE"),
 		 env("XLA_PYTHON_CLIENT_MEM_FRACTION"),
 		 env("XLA_PYTHON_CLIENT_ALLOCATOR"));
 	return 1;

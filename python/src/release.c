@@ -24,10 +24,9 @@ const struct gpr_py_call *gpr_py_call_options(void)
 static int run_gc(struct gpr_py_state *st, int generation)
 {
 	PyGILState_STATE g = PyGILState_Ensure();
-	PyObject *r = generation < 0
-			  ? PyObject_CallNoArgs(st->gc_collect)
-			  : PyObject_CallFunction(st->gc_collect, "(i)",
-						  generation);
+	PyObject *r = generation < 0 ? PyObject_CallNoArgs(st->gc_collect)
+				     : PyObject_CallFunction(st->gc_collect,
+							     "(i)", generation);
 	int rc = r ? 0 : -1;
 	if (!r)
 		PyErr_Clear();
@@ -118,15 +117,14 @@ static int add_rows(const gpr_report *rep, PyObject *rows, PyObject *notes)
 static PyObject *gpu_row(const struct gpr_report_gpu *g)
 {
 	if (g->name)
-		return Py_BuildValue(
-		    "{s:s,s:O,s:O,s:L,s:K,s:K,s:K,s:O,s:O}", "device", g->name,
-		    "nvml_index", Py_None, "known",
-		    g->known ? Py_True : Py_False, "released",
-		    (long long)g->released, "before",
-		    (unsigned long long)g->before, "after",
-		    (unsigned long long)g->after, "used",
-		    (unsigned long long)g->after, "free", Py_None, "total",
-		    Py_None);
+		return Py_BuildValue("{s:s,s:O,s:O,s:L,s:K,s:K,s:K,s:O,s:O}",
+				     "device", g->name, "nvml_index", Py_None,
+				     "known", g->known ? Py_True : Py_False,
+				     "released", (long long)g->released,
+				     "before", (unsigned long long)g->before,
+				     "after", (unsigned long long)g->after,
+				     "used", (unsigned long long)g->after,
+				     "free", Py_None, "total", Py_None);
 	return Py_BuildValue(
 	    "{s:i,s:i,s:O,s:L,s:K,s:K,s:K,s:K,s:K}", "device", g->device,
 	    "nvml_index", g->nvml_index, "known", g->known ? Py_True : Py_False,
@@ -172,12 +170,12 @@ static PyObject *to_dict(const gpr_report *rep)
 	/* the driver's figure there is Metal's per-process total */
 	if (only_metal && strcmp(source, "driver") == 0)
 		source = "metal";
-	out = Py_BuildValue("{s:L,s:s,s:d,s:O,s:d,s:O,s:O,s:O}", "bytes",
-			    (long long)gpr_report_bytes(rep), "source", source,
-			    "elapsed", gpr_report_seconds(rep), "collected",
-			    collected ? Py_True : Py_False, "collect_seconds",
-			    cs, "gpus", gpus, "releasers", rows, "notes",
-			    notes);
+	out =
+	    Py_BuildValue("{s:L,s:s,s:d,s:O,s:d,s:O,s:O,s:O}", "bytes",
+			  (long long)gpr_report_bytes(rep), "source", source,
+			  "elapsed", gpr_report_seconds(rep), "collected",
+			  collected ? Py_True : Py_False, "collect_seconds", cs,
+			  "gpus", gpus, "releasers", rows, "notes", notes);
 done:
 	Py_XDECREF(gpus);
 	Py_XDECREF(rows);

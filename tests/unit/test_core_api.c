@@ -118,11 +118,11 @@ static void t_input_structs(void **state)
 	/* 0.1's release options: no young collector, whatever follows */
 	int live = pool_alloc(&p, 0, 4 * MiB);
 	(void)live;
-	struct gpr_release_opts o = {.sz = offsetof(struct gpr_release_opts,
-						    collect_young_fn),
-				     .collect_fn = count_full,
-				     .collect_user = &p,
-				     .collect_young_fn = count_young};
+	struct gpr_release_opts o = {
+	    .sz = offsetof(struct gpr_release_opts, collect_young_fn),
+	    .collect_fn = count_full,
+	    .collect_user = &p,
+	    .collect_young_fn = count_young};
 	gpr_report *r = NULL;
 	assert_int_equal(gpr_release(ctx, &o, &r), 0);
 	assert_int_equal(young_calls, 0);
@@ -354,8 +354,7 @@ static void t_releaser_list(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(gpr_releaser_count(ctx, &n) == GPR_E_FORKED &&
-			      gpr_releaser_name(ctx, 0, &name) ==
-				  GPR_E_FORKED
+			      gpr_releaser_name(ctx, 0, &name) == GPR_E_FORKED
 			  ? 0
 			  : 1);
 	int status = 0;

@@ -256,9 +256,8 @@ static void t_cuda_and_named(void **state)
 	assert_int_equal(gpr_open(NULL, &ctx), 0);
 	struct gpr_releaser rel = pool_releaser(&p, "pool");
 	assert_int_equal(gpr_register(ctx, &rel), 0);
-	struct metal m = {.total = GiB,
-			  .a_cached = 6 * MiB,
-			  .a_figure = GPR_FIGURE_KNOWN};
+	struct metal m = {
+	    .total = GiB, .a_cached = 6 * MiB, .a_figure = GPR_FIGURE_KNOWN};
 	register_metal(ctx, &m);
 	gpr_report *r = release_metal(ctx, &m);
 	assert_string_equal(gpr_report_source(r), "driver");
@@ -286,7 +285,8 @@ static void t_bad_device_name(void **state)
 	sim_setup("gpus=1");
 	gpr_ctx *ctx = NULL;
 	assert_int_equal(gpr_open(NULL, &ctx), 0);
-	struct gpr_releaser r = {.sz = sizeof r, .name = "x", .device_name = ""};
+	struct gpr_releaser r = {
+	    .sz = sizeof r, .name = "x", .device_name = ""};
 	assert_int_equal(gpr_register(ctx, &r), GPR_E_INVAL);
 	assert_non_null(strstr(gpr_last_error(ctx), "device_name"));
 	gpr_close(ctx);

@@ -34,7 +34,7 @@ struct pool {
 	int sleep_ms;	    /* each release(dev) sleeps this long */
 	atomic_int entered; /* release calls started */
 	atomic_int held_calls;
-	atomic_int inside;  /* releases running now */
+	atomic_int inside; /* releases running now */
 	atomic_int max_inside;
 	gpr_ctx *reenter; /* if set, release calls back into it */
 	int reenter_rc[3];
