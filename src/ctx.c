@@ -97,6 +97,21 @@ int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen)
 	return rc;
 }
 
+int gpr__cuda_count(gpr_ctx *ctx, int *count)
+{
+	char err[GPR__ERRLEN] = "";
+	*count = 0;
+	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	if (rc)
+		return rc == GPR_E_NOT_LOADED
+			   ? rc
+			   : gpr__fail(ctx, rc, "CUDA driver: %s", err);
+	rc = gpr__cuda_device_count(&ctx->cuda, count, err, sizeof err);
+	if (rc)
+		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+	return 0;
+}
+
 int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
 {
 	int st = atomic_load_explicit(&ctx->nvml_state, memory_order_acquire);

@@ -117,6 +117,13 @@ int gpr__out_copy(void *dst, size_t *dst_sz, const void *src, size_t src_sz);
  */
 int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen);
 
+/*
+ * gpr__ensure_cuda, then the CUDA device count (0 when not initialised):
+ * 0, GPR_E_NOT_LOADED (not recorded: no driver is no failure here), or the
+ * error, recorded for gpr_last_error.
+ */
+int gpr__cuda_count(gpr_ctx *ctx, int *count);
+
 /* Loads and initialises NVML once per handle; 0 or the sticky error. */
 int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen);
 

@@ -66,15 +66,10 @@ int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
 	*n = 0;
 	*count = 0;
 	char err[GPR__ERRLEN] = "";
-	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
-	if (rc)
-		return rc == GPR_E_NOT_LOADED
-			   ? rc
-			   : gpr__fail(ctx, rc, "CUDA driver: %s", err);
 	int cnt = 0;
-	rc = gpr__cuda_device_count(&ctx->cuda, &cnt, err, sizeof err);
+	int rc = gpr__cuda_count(ctx, &cnt);
 	if (rc)
-		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+		return rc;
 	*count = cnt;
 	if (cnt <= 0)
 		return 0;
@@ -145,15 +140,10 @@ int gpr_primary_context_active(gpr_ctx *ctx, int device, int *active)
 	if (rc)
 		return rc;
 	char err[GPR__ERRLEN] = "";
-	rc = gpr__ensure_cuda(ctx, err, sizeof err);
-	if (rc == GPR_E_NOT_LOADED)
-		return 0;
-	if (rc)
-		return gpr__fail(ctx, rc, "CUDA driver: %s", err);
 	int count = 0;
-	rc = gpr__cuda_device_count(&ctx->cuda, &count, err, sizeof err);
+	rc = gpr__cuda_count(ctx, &count);
 	if (rc)
-		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+		return rc == GPR_E_NOT_LOADED ? 0 : rc;
 	if (count == 0)
 		return 0; /* not initialised: no context anywhere */
 	if (device >= count)

@@ -66,16 +66,12 @@ int gpr__ordinal_of(gpr_ctx *ctx, int count, int index)
 
 int gpr__check_ordinal(gpr_ctx *ctx, int device)
 {
-	char err[GPR__ERRLEN] = "";
-	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	int count = 0;
+	int rc = gpr__cuda_count(ctx, &count);
 	if (rc == GPR_E_NOT_LOADED)
 		return gpr__fail(ctx, rc, "no CUDA ordinals without libcuda");
 	if (rc)
-		return gpr__fail(ctx, rc, "%s", err);
-	int count = 0;
-	rc = gpr__cuda_device_count(&ctx->cuda, &count, err, sizeof err);
-	if (rc)
-		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+		return rc;
 	if (device < 0 || device >= count)
 		return gpr__fail(ctx, GPR_E_RANGE, "CUDA ordinal %d of %d",
 				 device, count);

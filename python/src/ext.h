@@ -160,8 +160,9 @@ int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 
 /* ---------------- the frameworks (frameworks.c, rel_*.c) ---------------- */
 
-/* The releasers (rel_*.c): the core's vtables, data set at registration.
- * Metal's name their GPU "mps" (gpr_releaser.device_name). */
+/* The releasers (rel_*.c, mps.c, mlx.c): the core's vtables; data, where
+ * not set here, is the module state, set at registration. Metal's name
+ * their GPU "mps" (gpr_releaser.device_name). */
 extern const struct gpr_releaser gpr_py_torch_releaser;
 extern const struct gpr_releaser gpr_py_cupy_releaser;
 extern const struct gpr_releaser gpr_py_numba_releaser;
@@ -171,6 +172,20 @@ extern const struct gpr_releaser gpr_py_mlx_releaser;
 
 /* The name of the GPU the Metal releasers share. */
 #define GPR_PY_METAL_DEVICE "mps"
+
+/*
+ * A framework on that GPU (rel_metal.c): its probe, its counters (live and
+ * cached bytes; 0, or -1 with an error set) and its empty call (a new
+ * reference, or NULL with an error set). Its releaser's data; the shared
+ * held() and release() below drive it at the once step.
+ */
+struct gpr_py_metal_fw {
+	PyObject *(*probe)(char *why, size_t len);
+	int (*counters)(PyObject *handle, int64_t *live, int64_t *cached);
+	PyObject *(*empty)(PyObject *handle);
+};
+int gpr_py_metal_held(void *fw, int device, struct gpr_held *out);
+int gpr_py_metal_release(void *fw, int device, char *note, size_t note_sz);
 
 /*
  * One framework: its kind ("cuda" or "metal"), its probe, its releaser

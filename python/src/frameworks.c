@@ -37,7 +37,8 @@ int gpr_py_register_builtin(struct gpr_py_state *st)
 {
 	for (size_t i = 0; i < gpr_py_n_frameworks; i++) {
 		struct gpr_releaser r = *gpr_py_frameworks[i].releaser;
-		r.data = st;
+		if (!r.data)
+			r.data = st;
 		int rc = gpr_register(st->ctx, &r);
 		if (rc)
 			return rc;

@@ -1,8 +1,8 @@
 /*
  * MLX on Apple silicon: its releaser, of the GPU the core calls "mps", and
  * its explainer. Its buffer cache is emptied with mx.clear_cache() (MLX >=
- * 0.22) or mx.metal.clear_cache() (older). Its own counters (active and cache
- * memory) count MLX only, so it gives no figure of the GPU: Metal's
+ * 0.22) or mx.metal.clear_cache() (older). Its own counters (active and
+ * cache memory) count MLX only, so it gives no figure of the GPU: Metal's
  * per-process total comes from torch.mps when Torch is there too, and the
  * core falls back to the allocators' counters when it is not.
  * Tested with a fake mlx only.
@@ -34,49 +34,15 @@ static int i64_of(PyObject *mx, const char *name, int64_t *out)
 	return rc;
 }
 
-static int held(void *data, int device, struct gpr_held *out)
+static int counters(PyObject *mx, int64_t *active, int64_t *cache)
 {
-	(void)data;
-	out->known = 0;
-	if (device != GPR_DEVICE_ONCE)
-		return 0;
-	PyGILState_STATE g = PyGILState_Ensure();
-	int64_t active = 0, cache = 0;
-	int rc = 0;
-	PyObject *mx = gpr_py_mlx(NULL, 0);
-	if (mx) {
-		rc = i64_of(mx, "get_active_memory", &active) ||
-		     i64_of(mx, "get_cache_memory", &cache);
-		Py_DECREF(mx);
-		if (rc) {
-			gpr_py_error_note(NULL, 0, "");
-		} else {
-			out->live = (uint64_t)active;
-			out->cached = (uint64_t)cache;
-			out->known = 1;
-		}
-	}
-	PyGILState_Release(g);
-	return rc ? GPR_E_RELEASER : 0;
+	return i64_of(mx, "get_active_memory", active) ||
+	       i64_of(mx, "get_cache_memory", cache);
 }
 
-static int release(void *data, int device, char *note, size_t note_sz)
+static PyObject *empty(PyObject *mx)
 {
-	(void)data;
-	if (device != GPR_DEVICE_ONCE)
-		return 0;
-	PyGILState_STATE g = PyGILState_Ensure();
-	int rc = 0;
-	PyObject *mx = gpr_py_mlx(NULL, 0);
-	PyObject *r = mx ? call_either(mx, "clear_cache") : NULL;
-	if (mx && !r) {
-		gpr_py_error_note(note, note_sz, "");
-		rc = GPR_E_RELEASER;
-	}
-	Py_XDECREF(r);
-	Py_XDECREF(mx);
-	PyGILState_Release(g);
-	return rc;
+	return call_either(mx, "clear_cache");
 }
 
 /* In use when imported; never the GPU's figure (its counters miss Torch's
@@ -98,11 +64,14 @@ static int figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
 	return rc;
 }
 
+static struct gpr_py_metal_fw mlx_fw = {gpr_py_mlx, counters, empty};
+
 const struct gpr_releaser gpr_py_mlx_releaser = {
     .sz = sizeof(struct gpr_releaser),
     .name = "mlx",
-    .held = held,
-    .release = release,
+    .data = &mlx_fw,
+    .held = gpr_py_metal_held,
+    .release = gpr_py_metal_release,
     .device_name = GPR_PY_METAL_DEVICE,
     .figure = figure,
 };
@@ -115,8 +84,7 @@ int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	if (!mx)
 		return 0;
 	int64_t active = 0, cache = 0;
-	int rc = i64_of(mx, "get_active_memory", &active) ||
-		 i64_of(mx, "get_cache_memory", &cache);
+	int rc = counters(mx, &active, &cache);
 	Py_DECREF(mx);
 	if (rc || gpr_py_xpart(g, "live", "mlx", active, 1,
 			       "mx.get_active_memory()", NULL))

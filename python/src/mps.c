@@ -1,11 +1,10 @@
 /*
  * Torch MPS on Apple silicon: its releaser, of the GPU the core calls
- * "mps", and its explainer.
- * torch.mps.driver_allocated_memory() is Metal's per-process total
- * (currentAllocatedSize): it counts MLX's buffers as well as Torch's, so it
- * is the figure a release there is measured with (figure(), read before
- * any garbage collection: Metal buffers go back to the driver as soon as
- * their objects are collected). Its tensor counter
+ * "mps", and its explainer. torch.mps.driver_allocated_memory() is Metal's
+ * per-process total (currentAllocatedSize): it counts MLX's buffers as well
+ * as Torch's, so it is the figure a release there is measured with
+ * (figure(), read before any garbage collection: Metal buffers go back to
+ * the driver as soon as their objects are collected). Its tensor counter
  * (current_allocated_memory) is the live part: it reads zero as soon as a
  * tensor is dropped, while the driver still holds the block.
  * Tested on this project with a fake torch.mps only (no Apple machine).
@@ -14,54 +13,20 @@
 
 #include <stdio.h>
 
-static int held(void *data, int device, struct gpr_held *out)
+/* driver - live also counts MLX's buffers: an upper bound of the cache */
+static int counters(PyObject *mps, int64_t *live, int64_t *cached)
 {
-	(void)data;
-	out->known = 0;
-	if (device != GPR_DEVICE_ONCE)
-		return 0;
-	PyGILState_STATE g = PyGILState_Ensure();
-	int64_t live = 0, driver = 0;
-	int rc = 0;
-	PyObject *mps = gpr_py_torch_mps(NULL, 0);
-	if (mps) {
-		rc = gpr_py_call_i64(mps, "current_allocated_memory", &live,
-				     NULL) ||
-		     gpr_py_call_i64(mps, "driver_allocated_memory", &driver,
-				     NULL);
-		Py_DECREF(mps);
-		if (rc) {
-			gpr_py_error_note(NULL, 0, "");
-		} else {
-			/* driver - live also counts MLX's buffers: an upper
-			 * bound */
-			out->live = (uint64_t)live;
-			out->cached =
-			    driver > live ? (uint64_t)(driver - live) : 0;
-			out->known = 1;
-		}
-	}
-	PyGILState_Release(g);
-	return rc ? GPR_E_RELEASER : 0;
+	int64_t driver = 0;
+	if (gpr_py_call_i64(mps, "current_allocated_memory", live, NULL) ||
+	    gpr_py_call_i64(mps, "driver_allocated_memory", &driver, NULL))
+		return -1;
+	*cached = driver > *live ? driver - *live : 0;
+	return 0;
 }
 
-static int release(void *data, int device, char *note, size_t note_sz)
+static PyObject *empty(PyObject *mps)
 {
-	(void)data;
-	if (device != GPR_DEVICE_ONCE)
-		return 0;
-	PyGILState_STATE g = PyGILState_Ensure();
-	int rc = 0;
-	PyObject *mps = gpr_py_torch_mps(NULL, 0);
-	PyObject *r = mps ? gpr_py_call(mps, "empty_cache", NULL) : NULL;
-	if (mps && !r) {
-		gpr_py_error_note(note, note_sz, "");
-		rc = GPR_E_RELEASER;
-	}
-	Py_XDECREF(r);
-	Py_XDECREF(mps);
-	PyGILState_Release(g);
-	return rc;
+	return gpr_py_call(mps, "empty_cache", NULL);
 }
 
 static int figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
@@ -84,11 +49,14 @@ static int figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
 	return rc;
 }
 
+static struct gpr_py_metal_fw mps_fw = {gpr_py_torch_mps, counters, empty};
+
 const struct gpr_releaser gpr_py_mps_releaser = {
     .sz = sizeof(struct gpr_releaser),
     .name = "mps",
-    .held = held,
-    .release = release,
+    .data = &mps_fw,
+    .held = gpr_py_metal_held,
+    .release = gpr_py_metal_release,
     .device_name = GPR_PY_METAL_DEVICE,
     .figure = figure,
 };
@@ -101,8 +69,8 @@ int gpr_py_explain_mps(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	PyObject *mps = gpr_py_torch_mps(NULL, 0);
 	if (!mps)
 		return 0;
-	int64_t live = 0;
-	int rc = gpr_py_call_i64(mps, "current_allocated_memory", &live, NULL);
+	int64_t live = 0, cached = 0;
+	int rc = counters(mps, &live, &cached);
 	Py_DECREF(mps);
 	if (rc)
 		return -1;

@@ -61,26 +61,51 @@ PyObject *gpr_py_torch_mps(char *why, size_t len)
 	return mps;
 }
 
+/* A framework that is active once imported: sys.modules[name]. */
+static PyObject *module(const char *name, const char *yes, const char *no,
+			char *why, size_t len)
+{
+	PyObject *m = gpr_py_imported(name);
+	snprintf(why, len, "%s", m ? yes : no);
+	return m;
+}
+
 PyObject *gpr_py_cupy(char *why, size_t len)
 {
-	PyObject *cupy = gpr_py_imported("cupy");
-	snprintf(why, len, cupy ? "cupy imported" : "cupy not imported");
-	return cupy;
+	return module("cupy", "cupy imported", "cupy not imported", why, len);
+}
+
+/*
+ * The attribute `attr` of module `inner`, loaded by `outer`, the module
+ * the user imports: NULL with why "<outer> not imported" when the user did
+ * not (*imported = 0); NULL without why when the attribute is missing.
+ */
+static PyObject *inner_attr(const char *outer, const char *inner,
+			    const char *attr, int *imported, char *why,
+			    size_t len)
+{
+	PyObject *m = gpr_py_imported(outer);
+	*imported = m != NULL;
+	if (!m) {
+		snprintf(why, len, "%s not imported", outer);
+		return NULL;
+	}
+	Py_DECREF(m);
+	PyObject *mod = gpr_py_imported(inner);
+	PyObject *a = mod ? gpr_py_attr(mod, attr) : NULL;
+	Py_XDECREF(mod);
+	return a;
 }
 
 /* Numba's driver object once Numba initialised it: asking for a context
  * before that (numba.cuda.current_context()) would create one. */
 PyObject *gpr_py_numba(char *why, size_t len)
 {
-	PyObject *nc = gpr_py_imported("numba.cuda");
-	if (!nc) {
-		snprintf(why, len, "numba.cuda not imported");
+	int imported;
+	PyObject *drv = inner_attr("numba.cuda", "numba.cuda.cudadrv.driver",
+				   "driver", &imported, why, len);
+	if (!imported)
 		return NULL;
-	}
-	Py_DECREF(nc);
-	PyObject *mod = gpr_py_imported("numba.cuda.cudadrv.driver");
-	PyObject *drv = mod ? gpr_py_attr(mod, "driver") : NULL;
-	Py_XDECREF(mod);
 	PyObject *init = drv ? gpr_py_attr(drv, "is_initialized") : NULL;
 	int ok = init ? PyObject_IsTrue(init) : 0;
 	Py_XDECREF(init);
@@ -99,15 +124,11 @@ PyObject *gpr_py_numba(char *why, size_t len)
  * and take its pool). */
 PyObject *gpr_py_jax(char *why, size_t len)
 {
-	PyObject *jax = gpr_py_imported("jax");
-	if (!jax) {
-		snprintf(why, len, "jax not imported");
+	int imported;
+	PyObject *b = inner_attr("jax", "jax._src.xla_bridge", "_backends",
+				 &imported, why, len);
+	if (!imported)
 		return NULL;
-	}
-	Py_DECREF(jax);
-	PyObject *xb = gpr_py_imported("jax._src.xla_bridge");
-	PyObject *b = xb ? gpr_py_attr(xb, "_backends") : NULL;
-	Py_XDECREF(xb);
 	if (!b || !PyDict_Check(b) || PyDict_Size(b) == 0) {
 		snprintf(why, len,
 			 b ? "jax imported, no backend started"
@@ -122,9 +143,8 @@ PyObject *gpr_py_jax(char *why, size_t len)
 
 PyObject *gpr_py_mlx(char *why, size_t len)
 {
-	PyObject *mx = gpr_py_imported("mlx.core");
-	snprintf(why, len, mx ? "mlx.core imported" : "mlx not imported");
-	return mx;
+	return module("mlx.core", "mlx.core imported", "mlx not imported", why,
+		      len);
 }
 
 /* 1 if the JAX device d is a GPU with hardware id `device`. */

@@ -159,6 +159,13 @@ static void t_input_structs(void **state)
 	gpr_close(ctx);
 }
 
+/* Bytes [from, to) of p all equal v. */
+static void assert_bytes(const void *p, size_t from, size_t to, int v)
+{
+	for (size_t i = from; i < to; i++)
+		assert_int_equal(((const unsigned char *)p)[i], v);
+}
+
 /* Output structs: a smaller caller gets its part, no byte more; a larger
  * one gets its unknown tail zeroed; *sz says what was filled. */
 static void t_output_structs(void **state)
@@ -168,9 +175,7 @@ static void t_output_structs(void **state)
 	struct pool p;
 	pool_init(&p, sim_cuda_load());
 	pool_drop(&p, pool_alloc(&p, 0, 2 * MiB));
-	gpr_ctx *ctx = open_ctx();
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
 
 	struct {
 		struct gpr_gpu g;
@@ -182,8 +187,7 @@ static void t_output_structs(void **state)
 	assert_int_equal(sz, sizeof(struct gpr_gpu));
 	assert_int_equal(big.g.index, 1);
 	assert_int_equal(big.g.total, 80 * GiB);
-	for (size_t i = 0; i < sizeof big.tail; i++)
-		assert_int_equal(big.tail[i], 0);
+	assert_bytes(big.tail, 0, sizeof big.tail, 0);
 	/* an older caller that knew the fields up to `total` */
 	unsigned char small[sizeof(struct gpr_gpu)];
 	memset(small, 0xAA, sizeof small);
@@ -195,8 +199,7 @@ static void t_output_structs(void **state)
 	memcpy(&head, small, sz);
 	assert_int_equal(head.index, 1);
 	assert_int_equal(head.total, 80 * GiB);
-	for (size_t i = sz; i < sizeof small; i++)
-		assert_int_equal(small[i], 0xAA);
+	assert_bytes(small, sz, sizeof small, 0xAA);
 	sz = 0;
 	assert_int_equal(gpr_gpu_info_sz(ctx, 1, &big.g, &sz), GPR_E_INVAL);
 	assert_int_equal(gpr_gpu_info_sz(ctx, 1, &big.g, NULL), GPR_E_INVAL);
@@ -226,8 +229,7 @@ static void t_output_structs(void **state)
 	assert_int_equal(gpr_report_gpu_sz(r, 0, &rg01, &sz), 0);
 	assert_int_equal(sz, offsetof(struct gpr_report_gpu, name));
 	assert_int_equal(rg01.released, 2 * MiB);
-	for (size_t i = sz; i < sizeof rg01; i++)
-		assert_int_equal(((unsigned char *)&rg01)[i], 0xAA);
+	assert_bytes(&rg01, sz, sizeof rg01, 0xAA);
 	struct {
 		struct gpr_report_releaser x;
 		int later;

@@ -3,8 +3,8 @@
  * one release engine: releasers that name it, its figure() read before the
  * collection (a collected Metal buffer goes straight back to the driver),
  * the report's row for it, the fallback to the allocators' counters.
- * The "Metal driver" here is a counter; the framework releasers are C
- * look-alikes of the extension's mps and mlx.
+ * The "Metal driver" here is a counter; the two framework releasers are C
+ * look-alikes of the extension's mps (reads the figure) and mlx.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -14,15 +14,22 @@
 #include "support.h"
 #include "test_core_pool.h"
 
+struct metal;
+
+/* One framework on the Metal GPU: its counters, its figure() answer. */
+struct fw {
+	struct metal *m;
+	uint64_t live, cached;
+	int figure; /* mps: KNOWN, UNUSED or an error; mlx: UNKNOWN or UNUSED */
+	const char *why;
+};
+
 struct metal {
-	uint64_t total;		   /* the driver's per-process figure */
-	uint64_t a_live, a_cached; /* framework "mps" */
-	uint64_t cycle;		   /* of a_live: garbage in a cycle */
-	uint64_t b_live, b_cached; /* framework "mlx" */
-	int a_figure;		   /* what mps's figure() answers */
-	int b_used;		   /* mlx is in use */
-	int wrong_device;	   /* a callback got a device not ONCE */
-	char log[64];		   /* F: figure, C: collection, R: release */
+	uint64_t total;	  /* the driver's per-process figure */
+	uint64_t cycle;	  /* of a.live: garbage in a cycle */
+	struct fw a, b;	  /* "mps" (reads the figure) and "mlx" */
+	int wrong_device; /* a callback got a device not ONCE */
+	char log[64];	  /* F: mps's figure, C: collection, R: release */
 };
 
 static void say(struct metal *m, char c)
@@ -32,69 +39,37 @@ static void say(struct metal *m, char c)
 		m->log[n] = c;
 }
 
-/* The look-alike of mps: Metal's total is its figure. */
-static int a_figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
+static int fw_figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
 {
-	struct metal *m = data;
-	say(m, 'F');
-	if (m->a_figure == GPR_FIGURE_KNOWN)
-		*bytes = m->total;
-	else if (m->a_figure < 0)
-		snprintf(why, why_sz, "driver_allocated_memory() raised");
+	struct fw *f = data;
+	if (f == &f->m->a)
+		say(f->m, 'F');
+	if (f->figure == GPR_FIGURE_KNOWN)
+		*bytes = f->m->total;
 	else
-		snprintf(why, why_sz, "mps not available");
-	return m->a_figure;
+		snprintf(why, why_sz, "%s", f->why);
+	return f->figure;
 }
 
-static int a_held(void *data, int dev, struct gpr_held *out)
+static int fw_held(void *data, int dev, struct gpr_held *out)
 {
-	struct metal *m = data;
-	m->wrong_device |= dev != GPR_DEVICE_ONCE;
-	out->live = m->a_live;
-	out->cached = m->a_cached;
+	struct fw *f = data;
+	f->m->wrong_device |= dev != GPR_DEVICE_ONCE;
+	out->live = f->live;
+	out->cached = f->cached;
 	out->known = 1;
 	return 0;
 }
 
-static int a_release(void *data, int dev, char *note, size_t note_sz)
+static int fw_release(void *data, int dev, char *note, size_t note_sz)
 {
 	(void)note;
 	(void)note_sz;
-	struct metal *m = data;
-	m->wrong_device |= dev != GPR_DEVICE_ONCE;
-	say(m, 'R');
-	m->total -= m->a_cached;
-	m->a_cached = 0;
-	return 0;
-}
-
-/* The look-alike of mlx: in use, no figure of its own. */
-static int b_figure(void *data, uint64_t *bytes, char *why, size_t why_sz)
-{
-	(void)bytes;
-	struct metal *m = data;
-	snprintf(why, why_sz, "mlx counts its own buffers only");
-	return m->b_used ? GPR_FIGURE_UNKNOWN : GPR_FIGURE_UNUSED;
-}
-
-static int b_held(void *data, int dev, struct gpr_held *out)
-{
-	struct metal *m = data;
-	m->wrong_device |= dev != GPR_DEVICE_ONCE;
-	out->live = m->b_live;
-	out->cached = m->b_cached;
-	out->known = 1;
-	return 0;
-}
-
-static int b_release(void *data, int dev, char *note, size_t note_sz)
-{
-	(void)note;
-	(void)note_sz;
-	struct metal *m = data;
-	m->wrong_device |= dev != GPR_DEVICE_ONCE;
-	m->total -= m->b_cached;
-	m->b_cached = 0;
+	struct fw *f = data;
+	f->m->wrong_device |= dev != GPR_DEVICE_ONCE;
+	say(f->m, 'R');
+	f->m->total -= f->cached;
+	f->cached = 0;
 	return 0;
 }
 
@@ -105,29 +80,28 @@ static int gc_metal(void *user)
 	struct metal *m = user;
 	say(m, 'C');
 	m->total -= m->cycle;
-	m->a_live -= m->cycle;
+	m->a.live -= m->cycle;
 	m->cycle = 0;
 	return 0;
 }
 
 static void register_metal(gpr_ctx *ctx, struct metal *m)
 {
-	struct gpr_releaser a = {.sz = sizeof a,
-				 .name = "mps",
-				 .data = m,
-				 .held = a_held,
-				 .release = a_release,
-				 .device_name = "mps",
-				 .figure = a_figure};
-	struct gpr_releaser b = {.sz = sizeof b,
-				 .name = "mlx",
-				 .data = m,
-				 .held = b_held,
-				 .release = b_release,
-				 .device_name = "mps",
-				 .figure = b_figure};
-	assert_int_equal(gpr_register(ctx, &a), 0);
-	assert_int_equal(gpr_register(ctx, &b), 0);
+	static const char *const names[] = {"mps", "mlx"};
+	struct fw *fws[] = {&m->a, &m->b};
+	m->a.why = "driver_allocated_memory() raised";
+	m->b.why = "mlx counts its own buffers only";
+	for (int i = 0; i < 2; i++) {
+		fws[i]->m = m;
+		struct gpr_releaser r = {.sz = sizeof r,
+					 .name = names[i],
+					 .data = fws[i],
+					 .held = fw_held,
+					 .release = fw_release,
+					 .device_name = "mps",
+					 .figure = fw_figure};
+		assert_int_equal(gpr_register(ctx, &r), 0);
+	}
 }
 
 static gpr_report *release_metal(gpr_ctx *ctx, struct metal *m)
@@ -148,22 +122,19 @@ static void t_metal_figure_before_gc(void **state)
 	sim_setup("gpus=1");
 	gpr_ctx *ctx = NULL;
 	assert_int_equal(gpr_open(NULL, &ctx), 0);
-	struct metal m = {.total = 1000 + 3 * GiB,
-			  .a_live = GiB,
-			  .cycle = GiB,
-			  .a_cached = GiB,
-			  .b_cached = GiB,
-			  .a_figure = GPR_FIGURE_KNOWN,
-			  .b_used = 1};
+	struct metal m = {
+	    .total = 1000 + 3 * GiB,
+	    .cycle = GiB,
+	    .a = {.live = GiB, .cached = GiB, .figure = GPR_FIGURE_KNOWN},
+	    .b = {.cached = GiB, .figure = GPR_FIGURE_UNKNOWN}};
 	register_metal(ctx, &m);
 	gpr_report *r = release_metal(ctx, &m);
 	assert_int_equal(gpr_report_bytes(r), (int64_t)(3 * GiB));
 	assert_string_equal(gpr_report_source(r), "driver");
 	assert_int_equal(gpr_report_collected(r, NULL), 1);
 	assert_int_equal(m.total, 1000);
-	/* figure (then the others' in-use checks), gc, pass, figure */
-	assert_int_equal(m.log[0], 'F');
-	assert_non_null(strstr(m.log, "FCRF"));
+	/* mps's figure, the collection, the pass, the figure again */
+	assert_string_equal(m.log, "FCRRF");
 	assert_true(has_note(r, "CUDA driver not loaded"));
 	assert_int_equal(gpr_report_gpu_count(r), 1);
 	struct gpr_report_gpu g;
@@ -208,9 +179,8 @@ static void t_metal_fallbacks(void **state)
 	gpr_ctx *ctx = NULL;
 	assert_int_equal(gpr_open(NULL, &ctx), 0);
 	struct metal m = {.total = 5000 + GiB,
-			  .b_cached = GiB,
-			  .a_figure = GPR_FIGURE_UNUSED,
-			  .b_used = 1};
+			  .a = {.figure = GPR_FIGURE_UNUSED},
+			  .b = {.cached = GiB, .figure = GPR_FIGURE_UNKNOWN}};
 	register_metal(ctx, &m);
 	gpr_report *r = release_metal(ctx, &m);
 	assert_string_equal(gpr_report_source(r), "allocators");
@@ -222,8 +192,8 @@ static void t_metal_fallbacks(void **state)
 	gpr_report_free(r);
 
 	/* the figure raises: in use, unknown, and the note says why */
-	m.a_figure = GPR_E_RELEASER;
-	m.a_cached = 4 * MiB;
+	m.a.figure = GPR_E_RELEASER;
+	m.a.cached = 4 * MiB;
 	m.total += 4 * MiB;
 	r = release_metal(ctx, &m);
 	assert_string_equal(gpr_report_source(r), "allocators");
@@ -233,8 +203,8 @@ static void t_metal_fallbacks(void **state)
 	gpr_report_free(r);
 
 	/* neither in use: no row, nothing run */
-	m.a_figure = GPR_FIGURE_UNUSED;
-	m.b_used = 0;
+	m.a.figure = GPR_FIGURE_UNUSED;
+	m.b.figure = GPR_FIGURE_UNUSED;
 	memset(m.log, 0, sizeof m.log);
 	r = release_metal(ctx, &m);
 	assert_int_equal(gpr_report_gpu_count(r), 0);
@@ -252,12 +222,10 @@ static void t_cuda_and_named(void **state)
 	struct pool p;
 	pool_init(&p, sim_cuda_load());
 	pool_drop(&p, pool_alloc(&p, 0, 2 * MiB));
-	gpr_ctx *ctx = NULL;
-	assert_int_equal(gpr_open(NULL, &ctx), 0);
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
-	struct metal m = {
-	    .total = GiB, .a_cached = 6 * MiB, .a_figure = GPR_FIGURE_KNOWN};
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
+	struct metal m = {.total = GiB,
+			  .a = {.cached = 6 * MiB, .figure = GPR_FIGURE_KNOWN},
+			  .b = {.figure = GPR_FIGURE_UNUSED}};
 	register_metal(ctx, &m);
 	gpr_report *r = release_metal(ctx, &m);
 	assert_string_equal(gpr_report_source(r), "driver");

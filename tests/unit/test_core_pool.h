@@ -144,6 +144,16 @@ static inline struct gpr_releaser pool_releaser(struct pool *p,
 	return r;
 }
 
+/* A new handle with p registered as `name`. */
+static inline gpr_ctx *pool_ctx(struct pool *p, const char *name)
+{
+	gpr_ctx *ctx = NULL;
+	assert_int_equal(gpr_open(NULL, &ctx), 0);
+	struct gpr_releaser rel = pool_releaser(p, name);
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	return ctx;
+}
+
 /* The size the sim (and the driver) charges: 2 MiB granules. */
 static inline uint64_t rounded(uint64_t size)
 {

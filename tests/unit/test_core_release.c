@@ -732,9 +732,7 @@ static void t_collect_young(void **state)
 	sim_setup("gpus=1");
 	struct pool p;
 	pool_init(&p, sim_cuda_load());
-	gpr_ctx *ctx = open_ctx();
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
 	struct gc g = {&p, 0, -1};
 	struct young y = {&g, 0, 1};
 	struct gpr_release_opts o = {.sz = sizeof o,
@@ -788,9 +786,7 @@ static void t_release_calls(void **state)
 	struct pool p;
 	pool_init(&p, sim_cuda_load());
 	fill(&p); /* cached on both GPUs, one block live on GPU 1 */
-	gpr_ctx *ctx = open_ctx();
-	struct gpr_releaser rel = pool_releaser(&p, "pool");
-	assert_int_equal(gpr_register(ctx, &rel), 0);
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
 	int n = 0, devs[2];
 	assert_int_equal(gpr_devices_in_use(ctx, devs, 2, &n), 0); /* NVML up */
 	void *nvml =
