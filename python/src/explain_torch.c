@@ -245,16 +245,17 @@ static int64_t workspace_size(PyObject *cuda, int device, char *from,
 	}
 	PyObject *cap =
 	    gpr_py_call(cuda, "get_device_capability", "(i)", device);
-	long major = -1, minor = -1;
-	if (cap && PyTuple_Check(cap) && PyTuple_Size(cap) == 2) {
-		major = PyLong_AsLong(PyTuple_GetItem(cap, 0));
-		minor = PyLong_AsLong(PyTuple_GetItem(cap, 1));
-	}
+	int64_t major = -1, minor = -1;
+	if (cap && PyTuple_Check(cap) && PyTuple_Size(cap) == 2 &&
+	    (gpr_py_i64(PyTuple_GetItem(cap, 0), &major) ||
+	     gpr_py_i64(PyTuple_GetItem(cap, 1), &minor)))
+		major = -1;
 	Py_XDECREF(cap);
 	PyErr_Clear();
 	if (major < 0)
 		return 0;
-	snprintf(from, len, "Torch's default for sm_%ld%ld", major, minor);
+	snprintf(from, len, "Torch's default for sm_%lld%lld", (long long)major,
+		 (long long)minor);
 	return major == 9 && minor == 0 ? 32 << 20
 					: 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
@@ -346,18 +347,20 @@ static int plans(struct gpr_py_xgpu *g)
 	Py_DECREF(cache);
 	PyObject *size = one ? gpr_py_attr(one, "size") : NULL;
 	Py_XDECREF(one);
-	long n = size ? PyLong_AsLong(size) : -1;
+	int64_t n = -1;
+	if (size && gpr_py_i64(size, &n))
+		n = -1;
 	Py_XDECREF(size);
 	PyErr_Clear();
 	if (n <= 0)
 		return 0;
 	char how[300];
 	snprintf(how, sizeof how,
-		 "%ld plan(s) in torch.backends.cuda.cufft_plan_cache[%d]; "
+		 "%lld plan(s) in torch.backends.cuda.cufft_plan_cache[%d]; "
 		 "Torch does not report their memory (cuFFT takes it from the "
 		 "driver): it is counted in the rest",
-		 n, g->device);
-	PyObject *d = Py_BuildValue("{s:l}", "plans", n);
+		 (long long)n, g->device);
+	PyObject *d = Py_BuildValue("{s:L}", "plans", (long long)n);
 	int rc = d ? gpr_py_xpart(g, "workspace", "cuFFT plans (torch)", 0, 0,
 				  how, d)
 		   : -1;
