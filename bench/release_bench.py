@@ -6,7 +6,8 @@ the order alternates ABBA so that a drift in the process favours neither),
 each call timed alone (time.perf_counter around the call), the memory set up
 again, untimed, before every call. Printed per scenario: medians and
 minimums in ms, the paired differences (ours - theirs, per pair: median,
-min, max), the bytes returned, and the target.
+min, max), which garbage collections ran inside each call (gc.callbacks),
+the bytes returned, and the target.
 
 Scenarios (the design record's, 1 GiB Torch tensor + 1 GiB CuPy array):
 - cycle: the Torch tensor held by a reference cycle, all names deleted.
@@ -24,6 +25,7 @@ Then, warm, nothing to release: each call a release makes, timed alone.
 Usage: python bench/release_bench.py [PAIRS]   (default 31; skips without
 a GPU). $GPURECLAIM_PYTHONPATH: the built package (default build/python).
 """
+import collections
 import json
 import os
 import pathlib
@@ -58,6 +60,9 @@ def setup():
     torch.cuda.synchronize()
     del t, a
 
+gens = []  # the generations collected during the call timed
+gc.callbacks.append(lambda phase, info: phase == "start" and gens.append(info["generation"]))
+
 def ours():
     return gpureclaim.release_cached_memory()
 
@@ -73,12 +78,14 @@ def theirs():
 def timed(fn):
     setup()
     before = gpureclaim.process_memory()[dev]
+    gens.clear()
     t0 = time.perf_counter()
     out = fn()
     ms = (time.perf_counter() - t0) * 1e3
+    collected = "+".join(str(g) for g in gens) or "none"
     returned = before - gpureclaim.process_memory()[dev]
     clean()
-    return ms, returned, out
+    return ms, returned, out, collected
 
 # Start both allocators (their contexts stay), open NVML, warm every path.
 torch.zeros(1, device="cuda"); cupy.zeros(1); torch.cuda.synchronize()
@@ -91,7 +98,8 @@ for i in range(pairs):
     got = {fn.__name__: timed(fn) for fn in order}
     rows.append(dict(ours=got["ours"][0], theirs=got["theirs"][0],
                      ours_bytes=got["ours"][1], theirs_bytes=got["theirs"][1],
-                     ours_gb=got["ours"][2]))
+                     ours_gb=got["ours"][2], ours_gc=got["ours"][3],
+                     theirs_gc=got["theirs"][3]))
 print(json.dumps(dict(rows=rows, gc_ms=gc_ms)))
 """
 
@@ -181,8 +189,9 @@ def main():
     print(f"{pairs} interleaved pairs per scenario, one process each; ms")
     print("| scenario | theirs | ours median (min) | theirs median (min) "
           "| paired ours - theirs: median (min, max) | gc in theirs, median "
+          "| collections in ours / theirs (generations: calls) "
           "| returned: ours / theirs | target |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for key, label, theirs_name in SCENARIOS:
         got = child(env, CHILD, key, str(pairs))
@@ -195,10 +204,14 @@ def main():
         gcm = f"{statistics.median(got['gc_ms']):.2f}" if got["gc_ms"] else "-"
         ret = (f"{sorted({r['ours_bytes'] for r in rows})} / "
                f"{sorted({r['theirs_bytes'] for r in rows})}")
+        gcs = " / ".join(
+            ", ".join(f"{g}: {n}" for g, n in sorted(
+                collections.Counter(r[k] for r in rows).items()))
+            for k in ("ours_gc", "theirs_gc"))
         print(f"| {label} | `{theirs_name}` | {statistics.median(ours):.2f} "
               f"({min(ours):.2f}) | {statistics.median(theirs):.2f} "
               f"({min(theirs):.2f}) | {statistics.median(diff):+.2f} "
-              f"({min(diff):+.2f}, {max(diff):+.2f}) | {gcm} | {ret} | "
+              f"({min(diff):+.2f}, {max(diff):+.2f}) | {gcm} | {gcs} | {ret} | "
               f"{verdict(key, ours, theirs, diff)} |")
         summary[key] = dict(ours=ours, theirs=theirs, gc_ms=got["gc_ms"],
                             gb=sorted({r["ours_gb"] for r in rows}))

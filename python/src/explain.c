@@ -1,14 +1,15 @@
 /*
  * explain(): where this process's GPU memory goes. For each GPU on which
  * the process holds a context (the GPUs release() visits; nothing is
- * opened), the framework explainers (explain_torch.c, explain_cupy.c,
- * explain_jax.c) add the parts they can measure, then the driver's
+ * opened), the explainers of the framework table (frameworks.c) add the
+ * parts they can measure, then the driver's
  * per-process figure is read and the rest is what no part accounts for:
  * the context, loaded modules, allocations no framework reports. The rest
  * is never clamped: a negative one is flagged as an inconsistency. Where
  * the driver has no per-process figure the total is the sum of the parts
  * (source "allocators"). On Apple silicon one more entry, "mps", splits
- * Metal's per-process total the same way.
+ * Metal's per-process total (the Metal releasers' figure(), as a release
+ * reads it) the same way.
  */
 #include "ext.h"
 

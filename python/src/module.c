@@ -1,8 +1,10 @@
 /*
  * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
  * multi-phase init, state per module object). The functions live in
- * release.c, query.c, rel_user.c and explain.c; the documented API in
- * __init__.py.
+ * release.c, query.c, rel_user.c and explain.c, the frameworks in
+ * frameworks.c (one table) with their probes (probe.c), releasers (rel_*.c,
+ * mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the documented
+ * API in __init__.py.
  */
 #include "ext.h"
 
