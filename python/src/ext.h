@@ -114,7 +114,7 @@ PyObject *gpr_py_mlx(char *why, size_t len);	    /* mlx.core */
  * or NULL, no error set. */
 PyObject *gpr_py_jax_device(PyObject *backend, int device);
 
-/* ---------------- explain (explain*.c) ---------------- */
+/* ---------------- explain (explain*.c; the parts: explain_part.c) ------ */
 
 /*
  * One GPU being explained. Each framework's explainer appends parts to
@@ -212,6 +212,7 @@ int gpr_py_register_builtin(struct gpr_py_state *st);
 
 /* ---------------- module functions ---------------- */
 
+/* The module's state (pyutil.c). */
 struct gpr_py_state *gpr_py_state(PyObject *module);
 /* release.c */
 PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);

@@ -4,14 +4,10 @@
  * release.c, query.c, rel_user.c and explain.c, the frameworks in
  * frameworks.c (one table) with their probes (probe.c), releasers (rel_*.c,
  * mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the documented
- * API in __init__.py.
+ * API in __init__.py. No file calls back into this one: the method files
+ * sit below it, the helpers (pyutil.c) below them.
  */
 #include "ext.h"
-
-struct gpr_py_state *gpr_py_state(PyObject *module)
-{
-	return PyModule_GetState(module);
-}
 
 static PyObject *version(PyObject *module, PyObject *unused)
 {

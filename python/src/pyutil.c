@@ -11,6 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+struct gpr_py_state *gpr_py_state(PyObject *module)
+{
+	return PyModule_GetState(module);
+}
+
 PyObject *gpr_py_imported(const char *name)
 {
 	PyObject *key = PyUnicode_FromString(name);
