@@ -1,9 +1,11 @@
 /*
- * Lock-free maps from an address (or VMM handle) to the size allocated
- * there, so a free can record what it gave back. Open addressing in a fixed
- * table: a key, once placed, keeps its slot (allocators reuse addresses, so
- * the table stays small); a size of 0 means "not allocated now". A full
- * table only costs the size of later frees.
+ * Lock-free maps from an address (or VMM handle) to what was allocated
+ * there: its size, its caller and where it is (device and kind), so a free
+ * can record what it gave back and the live query (inject.c) can say who
+ * holds what. Open addressing in a fixed table: a key, once placed, keeps
+ * its slot (allocators reuse addresses, so the table stays small); a size
+ * of 0 means "not allocated now". A full table only costs the size of
+ * later frees.
  */
 #include "inject.h"
 
@@ -14,6 +16,10 @@
 struct slot {
 	_Atomic uint64_t key;
 	_Atomic uint64_t size;
+	/* written before size is published, read after it */
+	uintptr_t ip;
+	uint32_t meta;
+	uint32_t pad;
 };
 
 static struct {
@@ -21,19 +27,31 @@ static struct {
 	size_t cap;
 } maps[2] = {{NULL, 1u << 18}, {NULL, 1u << 14}};
 
+static void *zeroed(size_t bytes)
+{
+	/* Anonymous memory is zero: every slot empty. */
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 int gpr_inj_map_init(void)
 {
 	for (int i = 0; i < 2; i++) {
-		/* Anonymous memory is zero: every slot empty. */
-		void *p =
-		    mmap(NULL, maps[i].cap * sizeof(struct slot),
-			 PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p == MAP_FAILED)
+		maps[i].s = zeroed(maps[i].cap * sizeof(struct slot));
+		if (!maps[i].s)
 			return -1;
-		maps[i].s = p;
 	}
 	return 0;
+}
+
+void gpr_inj_map_clear(void)
+{
+	/* Called between sessions, while no call records. */
+	for (int i = 0; i < 2; i++)
+		if (maps[i].s)
+			madvise(maps[i].s, maps[i].cap * sizeof(struct slot),
+				MADV_DONTNEED);
 }
 
 static size_t hash(uint64_t k)
@@ -43,7 +61,8 @@ static size_t hash(uint64_t k)
 	return (size_t)(k >> 17);
 }
 
-void gpr_inj_map_put(int which, uint64_t key, uint64_t size)
+void gpr_inj_map_put(int which, uint64_t key, uint64_t size, uintptr_t ip,
+		     uint32_t meta)
 {
 	struct slot *s = maps[which].s;
 	size_t mask = maps[which].cap - 1;
@@ -62,6 +81,8 @@ void gpr_inj_map_put(int which, uint64_t key, uint64_t size)
 				k = zero;
 		}
 		if (k == key) {
+			e->ip = ip;
+			e->meta = meta;
 			atomic_store_explicit(&e->size, size,
 					      memory_order_release);
 			return;
@@ -69,7 +90,7 @@ void gpr_inj_map_put(int which, uint64_t key, uint64_t size)
 	}
 }
 
-uint64_t gpr_inj_map_take(int which, uint64_t key)
+uint64_t gpr_inj_map_take(int which, uint64_t key, uint32_t *meta)
 {
 	struct slot *s = maps[which].s;
 	size_t mask = maps[which].cap - 1;
@@ -82,8 +103,30 @@ uint64_t gpr_inj_map_take(int which, uint64_t key)
 		    atomic_load_explicit(&e->key, memory_order_acquire);
 		if (k == 0)
 			return 0;
-		if (k == key)
-			return atomic_exchange(&e->size, 0);
+		if (k == key) {
+			uint64_t size = atomic_exchange(&e->size, 0);
+			if (size && meta)
+				*meta = e->meta;
+			return size;
+		}
 	}
 	return 0;
+}
+
+void gpr_inj_map_each(void (*fn)(void *ctx, uint64_t size, uintptr_t ip,
+				 uint32_t meta),
+		      void *ctx)
+{
+	for (int m = 0; m < 2; m++) {
+		struct slot *s = maps[m].s;
+		for (size_t i = 0; s && i < maps[m].cap; i++) {
+			if (!atomic_load_explicit(&s[i].key,
+						  memory_order_relaxed))
+				continue;
+			uint64_t size = atomic_load_explicit(
+			    &s[i].size, memory_order_acquire);
+			if (size)
+				fn(ctx, size, s[i].ip, s[i].meta);
+		}
+	}
 }

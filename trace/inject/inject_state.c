@@ -1,6 +1,9 @@
 /*
- * The injection library's shared state (inject.h says who writes what and
- * when) and its one way to speak, a line on stderr.
+ * The tracer's shared state (inject.h says who writes what and when) and
+ * its one way to speak: a line on stderr, or into the message buffer of a
+ * program's call that asked for it (gpureclaim_trace_start gives its
+ * caller the line instead of printing it: a notebook shows a Python
+ * warning, not the kernel's stderr).
  */
 #include "inject.h"
 
@@ -11,11 +14,29 @@
 
 struct gpr_inj_state gpr_inj_state;
 
+static __thread char *say_buf;
+static __thread size_t say_len;
+
+void gpr_inj_say_into(char *buf, size_t len)
+{
+	say_buf = len ? buf : NULL;
+	say_len = len;
+	if (say_buf)
+		say_buf[0] = '\0';
+}
+
 void gpr_inj_say(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
+	if (say_buf) {
+		/* the first line is the reason: keep it */
+		if (!say_buf[0])
+			vsnprintf(say_buf, say_len, fmt, ap);
+		va_end(ap);
+		return;
+	}
 	int n = snprintf(line, sizeof(line), "gpureclaim-trace: ");
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);

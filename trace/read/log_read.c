@@ -54,7 +54,7 @@ static int walk(const unsigned char *b, size_t len, struct gpr_trace *t,
 	size_t rs = t->hdr.record_size;
 	size_t off = t->hdr.header_size;
 	uint64_t nr = 0;
-	uint32_t ns = 0;
+	uint32_t ns = 0, meta_lines = 0;
 	while (off < len) {
 		if (len - off < GPR_TRACE_CHUNK_HEADER_SIZE)
 			return fail(err, errlen, GPR_E_FORMAT,
@@ -138,6 +138,12 @@ static int walk(const unsigned char *b, size_t len, struct gpr_trace *t,
 					    "%zu has %llu bytes left over",
 					    at, (unsigned long long)(plen - q));
 			ns += count;
+		} else if (memcmp(ch, "META", 4) == 0) {
+			int rc = gpr_trace_meta_chunk(
+			    p, plen, count, at, &meta_lines,
+			    copy ? &t->meta : NULL, &t->n_meta, err, errlen);
+			if (rc < 0)
+				return rc;
 		}
 		/* Other tags: chunks of a later minor revision; skipped. */
 		off += plen;
@@ -300,7 +306,16 @@ void gpr_trace_free(struct gpr_trace *t)
 	free(t->strs);
 	free(t->recs);
 	free(t->kinds);
+	gpr_trace_meta_free(t->meta, t->n_meta);
 	memset(t, 0, sizeof(*t));
+}
+
+const char *gpr_trace_meta(const struct gpr_trace *t, const char *key)
+{
+	for (uint32_t i = 0; i < t->n_meta; i++)
+		if (strcmp(t->meta[i].key, key) == 0)
+			return t->meta[i].value;
+	return NULL;
 }
 
 enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,

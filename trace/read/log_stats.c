@@ -98,7 +98,9 @@ int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 			/* fall through */
 		case GPR_K_ALLOC:
 		case GPR_K_HOST_ALLOC:
-			e.host = kind == GPR_K_HOST_ALLOC;
+			/* NCCL creates host memory with cuMemCreate too */
+			e.host = kind == GPR_K_HOST_ALLOC ||
+				 (r->flags & GPR_TRACE_R_HOST) != 0;
 			/*
 			 * A key still held: its free is not in the log (a
 			 * dropped record, or made while paused). The earlier

@@ -1,0 +1,90 @@
+/*
+ * A recording session: what starting one sets up (the back end once per
+ * process, the waiting-time source, the driver functions the records ask,
+ * the size maps emptied) and the META lines its log begins with; stopping
+ * it closes the log. One session at a time, under the session lock; a
+ * process may run several in turn (gpureclaim_trace_start/stop).
+ */
+#include "inject.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gpureclaim.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+void gpr_inj_session_lock(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+void gpr_inj_session_unlock(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+/* The back end, once per process: 0, or -1 (said why). */
+static int back_end(void)
+{
+	static int state; /* 0 not tried, 1 ready, -1 failed */
+	if (state == 0)
+		state = gpr_inj_tt_init() == 0 && gpr_inj_map_init() == 0 &&
+				gpr_inj_callsite_init() == 0
+			    ? 1
+			    : -1;
+	if (state < 0)
+		gpr_inj_say("out of memory; this run is not traced");
+	return state > 0 ? 0 : -1;
+}
+
+void gpr_inj_session_default_path(char *out, size_t len)
+{
+	const char *env = getenv("GPURECLAIM_TRACE_OUTPUT");
+	if (env && *env)
+		snprintf(out, len, "%s", env);
+	else
+		snprintf(out, len, "gpureclaim-%d.trace", (int)getpid());
+}
+
+int gpr_inj_session_open(void)
+{
+	char path[8];
+	return gpr_inj_writer_path(path, sizeof(path));
+}
+
+int gpr_inj_session_forked(void)
+{
+	return gpr_inj_writer_forked();
+}
+
+int gpr_inj_session_start(int backend, const char *path, int shared,
+			  const char *started_by, gpr_inj_meta_fn closing,
+			  void *libcuda)
+{
+	if (back_end() < 0)
+		return -1;
+	gpr_inj_callsite_exclude((const void *)gpr_inj_session_start);
+	gpr_inj_state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	gpr_inj_state.backend = backend;
+	gpr_inj_state.wait = gpr_inj_wait_probe();
+	gpr_inj_rec_driver(libcuda);
+	gpr_inj_map_clear();
+	char b[4][96];
+	snprintf(b[0], sizeof(b[0]), "backend=%s",
+		 backend == GPR_INJ_INTERPOSE ? "interpose" : "cupti");
+	snprintf(b[1], sizeof(b[1]), "wait=%s",
+		 gpr_inj_wait_name(gpr_inj_state.wait));
+	snprintf(b[2], sizeof(b[2]), "started_by=%s", started_by);
+	snprintf(b[3], sizeof(b[3]), "tracer=%s", GPR_VERSION_STRING);
+	const char *kv[] = {"format=" GPR_TRACE_META_FORMAT, b[0], b[1], b[2],
+			    b[3]};
+	return gpr_inj_writer_start(path, shared, kv, 5, closing);
+}
+
+int gpr_inj_session_stop(void)
+{
+	return gpr_inj_writer_stop();
+}
