@@ -13,6 +13,18 @@
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 
+/*
+ * A driver function: exported under its vendor name as an alias of the
+ * hidden sim_<name>, which the library itself calls and whose address
+ * cuGetProcAddress answers, as the real driver answers with its own
+ * definitions: a preloaded library that defines the same name (the
+ * tracer's interposer) does not change what the sim calls or hands out.
+ */
+#define SIM_API(ret, name, params)                                             \
+	static ret sim_##name params;                                          \
+	SIM_EXPORT ret name params __attribute__((alias("sim_" #name)));       \
+	static ret sim_##name params
+
 #define SIM_MAX_GPUS 16
 #define SIM_MAX_PROCS 128 /* processes per GPU in the shared table */
 #define SIM_MAX_EXTRA 64
@@ -66,6 +78,9 @@ const struct sim__config *sim__config(void);
 void sim__lock(void);
 int sim__trylock(void); /* 0 when taken */
 void sim__unlock(void);
+/* Counts the forks that led to this process (a child differs from its
+ * parent; no system call, unlike getpid). */
+unsigned sim__forks(void);
 
 /* Bytes that `extra` items put on GPU `gpu`. */
 uint64_t sim__extra_bytes(const struct sim__config *c, int gpu);

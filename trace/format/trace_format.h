@@ -62,6 +62,8 @@
  *              run_delay, read only after a context switch that the perf
  *              task-clock page showed), "getrusage-gated" (the same, the
  *              switch seen by getrusage), "none" (not measured)
+ *   clock      how the calls read the clock: "tsc" (the TSC, turned into
+ *              CLOCK_MONOTONIC ns by the writer) or "clock_gettime"
  *   started_by "gpureclaim trace", or "program" (gpureclaim_trace_start)
  *   tracer     the tracer library's version
  *   entry_points (interpose, at close) the driver entry points wrapped

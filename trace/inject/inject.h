@@ -29,6 +29,10 @@
 /* Which front end records the current session. */
 enum { GPR_INJ_NONE = 0, GPR_INJ_INTERPOSE = 1, GPR_INJ_CUPTI = 2 };
 
+/* GPURECLAIM_TRACE_SELFTIME: 1 the time per call, "parts" also split
+ * into the stack walk and the waiting-time reads (more clock reads). */
+enum { GPR_INJ_SELFTIME_OFF, GPR_INJ_SELFTIME_TOTAL, GPR_INJ_SELFTIME_PARTS };
+
 /* Where the waiting time comes from (inject_wait.c). */
 enum { GPR_INJ_WAIT_NONE = 0, GPR_INJ_WAIT_PERF = 1, GPR_INJ_WAIT_RUSAGE = 2 };
 
@@ -54,9 +58,10 @@ enum { GPR_INJ_WAIT_NONE = 0, GPR_INJ_WAIT_PERF = 1, GPR_INJ_WAIT_RUSAGE = 2 };
 struct gpr_inj_state {
 	_Atomic int active;	/* the front end recording, or NONE */
 	_Atomic unsigned epoch; /* counts CUPTI pauses */
-	int selftime;		/* time our own code, per call */
+	int selftime;		/* GPR_INJ_SELFTIME_*: time our own code */
 	int backend;		/* GPR_INJ_* of the session */
 	int wait;		/* GPR_INJ_WAIT_* of the session */
+	int tsc;		/* stamps are TSC ticks (inject_clock.c) */
 };
 extern struct gpr_inj_state gpr_inj_state;
 
@@ -77,9 +82,38 @@ static inline uint64_t gpr_inj_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t gpr_inj_tsc(void)
+{
+#if defined(__x86_64__)
+	return __builtin_ia32_rdtsc();
+#else
+	return gpr_inj_now();
+#endif
+}
+
+/* A call's timestamp: TSC ticks or CLOCK_MONOTONIC ns (inject_clock.c);
+ * the writer turns it into the log's nanoseconds. */
+static inline uint64_t gpr_inj_stamp(void)
+{
+	return gpr_inj_state.tsc ? gpr_inj_tsc() : gpr_inj_now();
+}
+
+/* ---- inject_clock.c ---- */
+/* Decides the session's stamps (gpr_inj_state.tsc) and calibrates. */
+void gpr_inj_clock_start(void);
+const char *gpr_inj_clock_name(void);
+/* The writer: a new calibration pair, before it converts a batch. */
+void gpr_inj_clock_sync(void);
+/* A stamp as the log's CLOCK_MONOTONIC ns; a difference of stamps as ns
+ * (exact, the writer's), and roughly (selftime, any thread). */
+uint64_t gpr_inj_clock_ns(uint64_t stamp);
+uint64_t gpr_inj_ticks_ns(uint64_t ticks);
+uint64_t gpr_inj_ticks_ns_fast(uint64_t ticks);
+
 #define GPR_RING_SIZE 8192 /* records per thread; a power of two */
 #define GPR_INFLIGHT 4	   /* nested CUPTI calls followed per thread */
-#define GPR_MEMO 24	   /* frames of a remembered caller path */
+#define GPR_MEMO 8	   /* frames of a remembered caller path */
+#define GPR_MEMOS 4	   /* caller paths a thread remembers */
 #define GPR_SELF_BINS 1024 /* selftime histogram: 4 ns bins */
 
 /* The waiting-time reading at a call's entry (inject_wait.c). */
@@ -92,13 +126,13 @@ struct gpr_inj_wait {
 
 /* A call from its entry to its exit. */
 struct gpr_inj_inflight {
-	uint64_t t0;	    /* entry, trace clock */
+	uint64_t t0;	    /* entry (a stamp: gpr_inj_stamp) */
 	uint64_t t1;	    /* exit (set by gpr_inj_rec_exit) */
 	uintptr_t ip;	    /* the caller (inject_site.c) */
 	uint64_t size;	    /* of the memory a free or release ends */
 	uint32_t meta;	    /* and where it was (GPR_INJ_META_*) */
 	int size_found;
-	uint64_t self_ns;   /* selftime: our code at entry */
+	uint64_t self_ticks; /* selftime: our code at entry (stamps) */
 	struct gpr_inj_wait wait;
 };
 
@@ -119,49 +153,61 @@ static inline void gpr_inj_st_add(_Atomic uint64_t *c, uint64_t v)
 			      memory_order_relaxed);
 }
 
-/* A record in a ring: the log's record and the caller, resolved by the
- * writer (inject_site.c) into the record's lib and site. */
+/* A record in a ring: the log's record (t_ns and dur_ns in stamps) and
+ * the caller, which the writer turns into ns and into the record's lib
+ * and site (inject_clock.c, inject_site.c). */
 struct gpr_inj_slot {
 	struct gpr_trace_rec r;
 	uintptr_t ip;
 };
 
-/* The caller path of the thread's last fast walk (inject_site.c). */
+/* The caller path of one of the thread's recent fast walks
+ * (inject_site.c). */
 struct gpr_inj_memo {
-	uintptr_t cfa0;		    /* where the walk started */
-	unsigned gen;		    /* gpr_inj_site_gen() when taken */
-	int n;			    /* frames, the caller last */
-	uintptr_t slot[GPR_MEMO];   /* return-address words on the stack */
-	uintptr_t ip[GPR_MEMO];	    /* what they held */
+	uintptr_t cfa0; /* where the walk started */
+	unsigned gen;	/* gpr_inj_site_gen() when taken */
+	int n;		/* frames, the caller last */
+	struct {
+		uintptr_t slot; /* a return-address word on the stack */
+		uintptr_t ip;	/* what it held */
+	} f[GPR_MEMO];
 };
 
-/* One thread's state; a single-producer single-consumer ring. */
+/*
+ * One thread's state; its ring is a single-producer single-consumer
+ * queue. What a recorded call reads and writes comes first, packed into
+ * a few cache lines (a call follows a framework's and the driver's own
+ * work, which evicts much of what the tracer touched last time).
+ */
 struct gpr_inj_tt {
+	/* ---- every call ---- */
 	_Atomic uint32_t head; /* next slot the thread writes */
-	_Atomic uint32_t tail; /* next slot the writer reads */
-	_Atomic int state;     /* GPR_TT_* */
-	_Atomic uint32_t dropped;
-	struct gpr_inj_tt *next; /* list of all states, never unlinked */
+	_Atomic int inside;    /* set while inside a recorded call */
 	uint32_t tid;
+	unsigned fast_walks; /* since the last verifying full walk */
+	unsigned memo_next;  /* the memo a new path replaces */
+	uintptr_t stack_lo, stack_hi; /* 1, 1: unknown (inject_site.c) */
 	/* waiting time (inject_wait.c) */
-	int sched_fd;
-	int pg_state; /* perf page: 0 not tried, 1 mapped, -1 refused */
-	volatile const void *pg;
-	int have_rd;  /* rd_at_read is a reading taken at seq_at_read */
+	volatile const void *pg; /* perf task-clock page */
+	int pg_state;		 /* 0 not tried, 1 mapped, -1 refused */
+	int have_rd; /* rd_at_read is a reading taken at seq_at_read */
 	uint32_t seq_at_read;
+	int sched_fd;
 	uint64_t rd_at_read, csw_at_read;
-	/* CUPTI calls between their enter and exit callbacks */
-	int depth;
-	unsigned epoch; /* gpr_inj_state.epoch when depth was last valid */
-	/* set by the thread while it is inside a recorded call */
-	_Atomic int inside;
-	struct gpr_inj_inflight fl[GPR_INFLIGHT];
 	/* context -> device of the thread's recent contexts */
 	void *ctx_key[4];
 	int ctx_dev[4];
 	unsigned ctx_next;
-	unsigned fast_walks; /* since the last verifying full walk */
-	struct gpr_inj_memo memo;
+	struct gpr_inj_memo memo[GPR_MEMOS];
+	/* ---- the writer's side, CUPTI's, the rest ---- */
+	_Atomic uint32_t tail __attribute__((aligned(64))); /* next to read */
+	_Atomic int state;				    /* GPR_TT_* */
+	_Atomic uint32_t dropped;
+	struct gpr_inj_tt *next; /* list of all states, never unlinked */
+	/* CUPTI calls between their enter and exit callbacks */
+	int depth;
+	unsigned epoch; /* gpr_inj_state.epoch when depth was last valid */
+	struct gpr_inj_inflight fl[GPR_INFLIGHT];
 	struct gpr_inj_selftime st;
 	struct gpr_inj_slot ring[GPR_RING_SIZE];
 };
@@ -274,8 +320,8 @@ void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx,
  * device); from the handle the front end found (NULL: libcuda.so.1 if
  * loaded). */
 void gpr_inj_rec_driver(void *libcuda);
-/* selftime: adds one call's own time. */
-void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ns);
+/* selftime: adds one call's own time (a difference of stamps). */
+void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ticks);
 /* One stderr line: the session's selftime, summed over the threads. */
 void gpr_inj_selftime_report(void);
 

@@ -147,15 +147,15 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 		return;
 	}
 	const CUpti_CallbackData *cd = data;
-	uint64_t t0 = gpr_inj_state.selftime ? gpr_inj_now() : 0;
+	uint64_t t0 = gpr_inj_state.selftime ? gpr_inj_stamp() : 0;
 	if (cd->callbackSite == CUPTI_API_ENTER) {
 		on_enter(tt, op, cd);
 		if (gpr_inj_state.selftime && tt->depth > 0)
-			tt->fl[tt->depth - 1].self_ns = gpr_inj_now() - t0;
+			tt->fl[tt->depth - 1].self_ticks = gpr_inj_stamp() - t0;
 	} else {
 		struct gpr_inj_inflight *f = on_exit_cb(tt, op, cd);
 		if (gpr_inj_state.selftime && f)
-			gpr_inj_rec_selftime(tt, f->self_ns + gpr_inj_now() -
+			gpr_inj_rec_selftime(tt, f->self_ticks + gpr_inj_stamp() -
 						     t0);
 	}
 	atomic_store_explicit(&tt->inside, 0, memory_order_release);

@@ -61,32 +61,69 @@ static size_t hash(uint64_t k)
 	return (size_t)(k >> 17);
 }
 
+/*
+ * A slot whose size is 0 holds a key that is not allocated now (a
+ * tombstone): an allocation at a new key takes it over rather than
+ * growing the run, or a program whose addresses are never reused (VMM
+ * handles never are) would fill the table. Taking one over: its size goes
+ * 0 -> BUSY (so no other thread takes it, and a thread allocating its old
+ * key looks elsewhere), then the key changes, then the size is published.
+ */
+#define BUSY UINT64_MAX
+
+static void publish(struct slot *e, uint64_t size, uintptr_t ip,
+		    uint32_t meta)
+{
+	e->ip = ip;
+	e->meta = meta;
+	atomic_store_explicit(&e->size, size, memory_order_release);
+}
+
 void gpr_inj_map_put(int which, uint64_t key, uint64_t size, uintptr_t ip,
 		     uint32_t meta)
 {
 	struct slot *s = maps[which].s;
 	size_t mask = maps[which].cap - 1;
-	if (!s || key == 0)
+	if (!s || key == 0 || size == 0 || size == BUSY)
 		return;
 	size_t h = hash(key);
+	struct slot *tomb = NULL;
 	for (size_t i = 0; i < PROBES; i++) {
 		struct slot *e = &s[(h + i) & mask];
 		uint64_t k =
 		    atomic_load_explicit(&e->key, memory_order_acquire);
-		if (k == 0) {
-			uint64_t zero = 0;
-			if (atomic_compare_exchange_strong(&e->key, &zero, key))
-				k = key;
-			else
-				k = zero;
-		}
 		if (k == key) {
-			e->ip = ip;
-			e->meta = meta;
-			atomic_store_explicit(&e->size, size,
-					      memory_order_release);
+			/* taken over by another key meanwhile: not ours */
+			if (atomic_load_explicit(&e->size,
+						 memory_order_acquire) == BUSY)
+				continue;
+			publish(e, size, ip, meta);
 			return;
 		}
+		if (k == 0) {
+			/* the key is not further on: a tombstone first */
+			if (tomb)
+				break;
+			uint64_t zero = 0;
+			if (atomic_compare_exchange_strong(&e->key, &zero,
+							   key)) {
+				publish(e, size, ip, meta);
+				return;
+			}
+			if (zero == key) {
+				publish(e, size, ip, meta);
+				return;
+			}
+			continue;
+		}
+		if (!tomb && atomic_load_explicit(&e->size,
+						  memory_order_relaxed) == 0)
+			tomb = e;
+	}
+	uint64_t zero = 0;
+	if (tomb && atomic_compare_exchange_strong(&tomb->size, &zero, BUSY)) {
+		atomic_store_explicit(&tomb->key, key, memory_order_release);
+		publish(tomb, size, ip, meta);
 	}
 }
 
@@ -103,12 +140,20 @@ uint64_t gpr_inj_map_take(int which, uint64_t key, uint32_t *meta)
 		    atomic_load_explicit(&e->key, memory_order_acquire);
 		if (k == 0)
 			return 0;
-		if (k == key) {
-			uint64_t size = atomic_exchange(&e->size, 0);
-			if (size && meta)
-				*meta = e->meta;
-			return size;
+		if (k != key)
+			continue;
+		uint64_t size =
+		    atomic_load_explicit(&e->size, memory_order_acquire);
+		while (size != 0 && size != BUSY) {
+			uint32_t m = e->meta;
+			if (atomic_compare_exchange_weak(&e->size, &size, 0)) {
+				if (meta)
+					*meta = m;
+				return size;
+			}
 		}
+		if (size == 0)
+			return 0;
 	}
 	return 0;
 }
@@ -125,7 +170,7 @@ void gpr_inj_map_each(void (*fn)(void *ctx, uint64_t size, uintptr_t ip,
 				continue;
 			uint64_t size = atomic_load_explicit(
 			    &s[i].size, memory_order_acquire);
-			if (size)
+			if (size && size != BUSY)
 				fn(ctx, size, s[i].ip, s[i].meta);
 		}
 	}

@@ -140,7 +140,7 @@ static inline int call_begin(struct call *c)
 		return 0;
 	atomic_store_explicit(&tt->inside, 1, memory_order_relaxed);
 	c->tt = tt;
-	c->a0 = gpr_inj_state.selftime ? gpr_inj_now() : 0;
+	c->a0 = gpr_inj_state.selftime ? gpr_inj_stamp() : 0;
 	return 1;
 }
 
@@ -159,7 +159,7 @@ __attribute__((noinline)) static void call_exit(struct call *c, int op,
 		atomic_fetch_add_explicit(&counts[op], 1, memory_order_relaxed);
 	if (gpr_inj_state.selftime) /* less the driver's time */
 		gpr_inj_rec_selftime(tt, (c->f.t0 - c->a0) +
-					     (gpr_inj_now() - c->f.t1));
+					     (gpr_inj_stamp() - c->f.t1));
 	atomic_store_explicit(&tt->inside, 0, memory_order_release);
 }
 

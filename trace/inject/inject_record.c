@@ -14,6 +14,7 @@
 #include "inject.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,8 +104,9 @@ static int live_kind(int op, enum gpr_trace_kind k)
 		   : 0;
 }
 
-void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ns)
+void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ticks)
 {
+	uint64_t ns = gpr_inj_ticks_ns_fast(ticks);
 	gpr_inj_st_add(&tt->st.calls, 1);
 	gpr_inj_st_add(&tt->st.ns, ns);
 	uint64_t b = ns / 4;
@@ -117,16 +119,16 @@ void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ns)
 void gpr_inj_rec_enter(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
 		       int op, const void *params)
 {
-	int self = gpr_inj_state.selftime;
-	uint64_t t = self ? gpr_inj_now() : 0;
+	/* the parts cost clock reads of their own: only when asked */
+	int parts = gpr_inj_state.selftime == GPR_INJ_SELFTIME_PARTS;
+	uint64_t t = parts ? gpr_inj_stamp() : 0;
 	int how = gpr_inj_callsite(tt, &f->ip);
-	if (self) {
-		uint64_t u = gpr_inj_now();
-		gpr_inj_st_add(&tt->st.walk_ns, u - t);
+	if (parts)
+		gpr_inj_st_add(&tt->st.walk_ns, gpr_inj_stamp() - t);
+	if (gpr_inj_state.selftime)
 		gpr_inj_st_add(how == GPR_WALK_FAST ? &tt->st.fast
 						    : &tt->st.full,
 			       how != GPR_WALK_NONE);
-	}
 	/*
 	 * A free's size leaves the map before the driver frees, so another
 	 * thread that gets the same address back cannot lose its entry.
@@ -139,11 +141,11 @@ void gpr_inj_rec_enter(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
 		f->size = gpr_inj_map_take(map_of(m), ended_key(op, params),
 					   &f->meta);
 	f->size_found = f->size != 0;
-	if (self)
-		t = gpr_inj_now();
+	if (parts)
+		t = gpr_inj_stamp();
 	gpr_inj_wait_enter(tt, &f->wait);
-	f->t0 = gpr_inj_now();
-	if (self)
+	f->t0 = gpr_inj_stamp();
+	if (parts)
 		gpr_inj_st_add(&tt->st.wait_ns, f->t0 - t);
 }
 
@@ -290,11 +292,11 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
 		      int op, const void *params, CUresult res, CUcontext ctx)
 {
-	uint64_t t1 = gpr_inj_now();
+	uint64_t t1 = gpr_inj_stamp();
 	uint64_t wait = 0;
 	int waited = gpr_inj_wait_exit(tt, &f->wait, &wait);
-	if (gpr_inj_state.selftime)
-		gpr_inj_st_add(&tt->st.wait_ns, gpr_inj_now() - t1);
+	if (gpr_inj_state.selftime == GPR_INJ_SELFTIME_PARTS)
+		gpr_inj_st_add(&tt->st.wait_ns, gpr_inj_stamp() - t1);
 	struct gpr_inj_slot *slot = gpr_inj_tt_slot(tt);
 	struct gpr_inj_slot lost; /* a full ring: the maps are still kept */
 	struct gpr_inj_slot *s = slot ? slot : &lost;
@@ -335,7 +337,7 @@ void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx,
 	struct gpr_trace_rec *r = &s->r;
 	memset(r, 0, sizeof(*r));
 	s->ip = ip;
-	r->t_ns = gpr_inj_now();
+	r->t_ns = gpr_inj_stamp();
 	r->tid = tt->tid;
 	r->op = (uint32_t)op;
 	r->aux = (uintptr_t)ctx;
@@ -369,15 +371,21 @@ void gpr_inj_selftime_report(void)
 	gpr_inj_tt_selftime(&s);
 	double n = s.calls ? (double)s.calls : 1.0, p50, p90;
 	quantiles(&s, &p50, &p90);
+	char parts[96] = "";
+	if (gpr_inj_state.selftime == GPR_INJ_SELFTIME_PARTS)
+		snprintf(parts, sizeof(parts),
+			 "; of it stack walk %.0f, waiting-time reads %.0f",
+			 (double)gpr_inj_ticks_ns_fast(s.walk_ns) / n,
+			 (double)gpr_inj_ticks_ns_fast(s.wait_ns) / n);
 	gpr_inj_say("self time: %llu calls, median %.0f ns, p90 %.0f ns, "
-		    "mean %.0f ns per call in the tracer's own code (%s; "
-		    "stack walk %.0f, waiting-time reads %.0f, %s, %llu "
-		    "schedstat reads); stack walks: %llu fast, %llu full, "
-		    "%llu fast found wrong and redone",
+		    "mean %.0f ns per call in the tracer's own code (%s%s); "
+		    "clock %s; waiting time %s, %llu schedstat reads; stack "
+		    "walks: "
+		    "%llu fast, %llu full, %llu fast found wrong and redone",
 		    (unsigned long long)s.calls, p50, p90, (double)s.ns / n,
 		    gpr_inj_state.backend == GPR_INJ_INTERPOSE ? "interposer"
 							       : "CUPTI",
-		    (double)s.walk_ns / n, (double)s.wait_ns / n,
+		    parts, gpr_inj_clock_name(),
 		    gpr_inj_wait_name(gpr_inj_state.wait),
 		    (unsigned long long)s.reads, (unsigned long long)s.fast,
 		    (unsigned long long)s.full,

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpureclaim.h"
@@ -67,21 +68,26 @@ int gpr_inj_session_start(int backend, const char *path, int shared,
 	if (back_end() < 0)
 		return -1;
 	gpr_inj_callsite_exclude((const void *)gpr_inj_session_start);
-	gpr_inj_state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	const char *st = getenv("GPURECLAIM_TRACE_SELFTIME");
+	gpr_inj_state.selftime = !st			  ? GPR_INJ_SELFTIME_OFF
+				 : strcmp(st, "parts") == 0 ? GPR_INJ_SELFTIME_PARTS
+							    : GPR_INJ_SELFTIME_TOTAL;
 	gpr_inj_state.backend = backend;
 	gpr_inj_state.wait = gpr_inj_wait_probe();
+	gpr_inj_clock_start();
 	gpr_inj_rec_driver(libcuda);
 	gpr_inj_map_clear();
-	char b[4][96];
+	char b[5][96];
 	snprintf(b[0], sizeof(b[0]), "backend=%s",
 		 backend == GPR_INJ_INTERPOSE ? "interpose" : "cupti");
 	snprintf(b[1], sizeof(b[1]), "wait=%s",
 		 gpr_inj_wait_name(gpr_inj_state.wait));
 	snprintf(b[2], sizeof(b[2]), "started_by=%s", started_by);
 	snprintf(b[3], sizeof(b[3]), "tracer=%s", GPR_VERSION_STRING);
+	snprintf(b[4], sizeof(b[4]), "clock=%s", gpr_inj_clock_name());
 	const char *kv[] = {"format=" GPR_TRACE_META_FORMAT, b[0], b[1], b[2],
-			    b[3]};
-	return gpr_inj_writer_start(path, shared, kv, 5, closing);
+			    b[3], b[4]};
+	return gpr_inj_writer_start(path, shared, kv, 6, closing);
 }
 
 int gpr_inj_session_stop(void)

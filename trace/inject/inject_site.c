@@ -365,53 +365,53 @@ static uintptr_t full_walk(void)
 }
 
 #if defined(__x86_64__)
-/* This thread's stack; lo == hi == 1: unknown, no fast walks. */
-static __thread uintptr_t stack_lo, stack_hi;
-
-static int stack_bounds(void)
+/* The thread's stack into tt; lo == hi == 1: unknown, no fast walks. */
+static int stack_bounds(struct gpr_inj_tt *tt)
 {
-	if (stack_hi)
-		return stack_hi > 1;
-	stack_lo = stack_hi = 1;
+	if (tt->stack_hi)
+		return tt->stack_hi > 1;
+	tt->stack_lo = tt->stack_hi = 1;
 	pthread_attr_t a;
 	void *base;
 	size_t size;
 	if (pthread_getattr_np(pthread_self(), &a) != 0)
 		return 0;
 	if (pthread_attr_getstack(&a, &base, &size) == 0) {
-		stack_lo = (uintptr_t)base;
-		stack_hi = (uintptr_t)base + size;
+		tt->stack_lo = (uintptr_t)base;
+		tt->stack_hi = (uintptr_t)base + size;
 	}
 	pthread_attr_destroy(&a);
-	return stack_hi > 1;
+	return tt->stack_hi > 1;
 }
 
 /*
  * The fast walk from cfa (the frame of this file's caller, seen from
  * here): 1 when it found the caller, 0 when the full walk must run. It
- * leaves the path it took in the thread's memo. It reads words of this
- * thread's stack only, return-address slots unless a frame size is wrong,
- * so ASan's view of the frames' locals does not apply.
+ * leaves the path it took in one of the thread's memos, *used. It reads
+ * words of this thread's stack only, return-address slots unless a frame
+ * size is wrong, so ASan's view of the frames' locals does not apply.
  */
 __attribute__((no_sanitize_address)) static int
-fast_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller)
+fast_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller,
+	  struct gpr_inj_memo **used)
 {
-	struct gpr_inj_memo *m = &tt->memo;
+	struct gpr_inj_memo *m = &tt->memo[tt->memo_next++ % GPR_MEMOS];
+	*used = m;
 	m->n = 0;
-	if (!stack_bounds())
+	if (!stack_bounds(tt))
 		return 0;
 	unsigned gen = atomic_load_explicit(&site_gen, memory_order_relaxed);
 	uintptr_t cfa0 = cfa;
 	for (int n = 0; n < MAX_FRAMES; n++) {
-		if ((cfa & 7) || cfa - 8 < stack_lo || cfa > stack_hi)
+		if ((cfa & 7) || cfa - 8 < tt->stack_lo || cfa > tt->stack_hi)
 			return 0;
 		uintptr_t ip = *(const uintptr_t *)(cfa - 8);
 		struct site *s = find(ip);
 		if (!s)
 			return 0;
 		if (n < GPR_MEMO) {
-			m->slot[n] = cfa - 8;
-			m->ip[n] = ip;
+			m->f[n].slot = cfa - 8;
+			m->f[n].ip = ip;
 		}
 		if (!s->skip) {
 			*caller = ip;
@@ -431,19 +431,26 @@ fast_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller)
 	return 0;
 }
 
-/* The memo's caller, when the stack from cfa holds the same path. */
+/* The caller of a memo whose path the stack from cfa holds. */
 __attribute__((no_sanitize_address)) static int
-memo_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller)
+memo_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller,
+	  struct gpr_inj_memo **used)
 {
-	const struct gpr_inj_memo *m = &tt->memo;
-	if (m->n == 0 || m->cfa0 != cfa ||
-	    m->gen != atomic_load_explicit(&site_gen, memory_order_relaxed))
-		return 0;
-	for (int i = 0; i < m->n; i++)
-		if (*(const uintptr_t *)m->slot[i] != m->ip[i])
-			return 0;
-	*caller = m->ip[m->n - 1];
-	return 1;
+	unsigned gen = atomic_load_explicit(&site_gen, memory_order_relaxed);
+	for (int k = 0; k < GPR_MEMOS; k++) {
+		struct gpr_inj_memo *m = &tt->memo[k];
+		if (m->n == 0 || m->cfa0 != cfa || m->gen != gen)
+			continue;
+		int i = 0;
+		while (i < m->n && *(const uintptr_t *)m->f[i].slot == m->f[i].ip)
+			i++;
+		if (i == m->n) {
+			*caller = m->f[m->n - 1].ip;
+			*used = m;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -461,15 +468,16 @@ uint64_t gpr_inj_callsite_redone(void)
 	return atomic_load_explicit(&fast_walks_redone, memory_order_relaxed);
 }
 
-static void relearn(const struct gpr_inj_memo *m)
+static void relearn(struct gpr_inj_memo *m)
 {
 	for (int i = 0; i < m->n; i++) {
-		struct site *s = find(m->ip[i]);
+		struct site *s = find(m->f[i].ip);
 		if (!s)
 			continue;
 		atomic_store_explicit(&s->seen, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->frame, 0, memory_order_relaxed);
 	}
+	m->n = 0;
 	atomic_fetch_add(&site_gen, 1);
 	atomic_fetch_add_explicit(&fast_walks_redone, 1, memory_order_relaxed);
 }
@@ -488,16 +496,16 @@ __attribute__((noinline)) int gpr_inj_callsite(struct gpr_inj_tt *tt,
 		return GPR_WALK_NONE;
 #if defined(__x86_64__)
 	uintptr_t cfa = (uintptr_t)__builtin_dwarf_cfa();
+	struct gpr_inj_memo *m;
 	if (!no_fast_walk &&
-	    (memo_walk(tt, cfa, ip) || fast_walk(tt, cfa, ip))) {
+	    (memo_walk(tt, cfa, ip, &m) || fast_walk(tt, cfa, ip, &m))) {
 		if (++tt->fast_walks < VERIFY_EVERY)
 			return GPR_WALK_FAST;
 		tt->fast_walks = 0;
 		uintptr_t full = full_walk();
 		if (full == *ip)
 			return GPR_WALK_FAST;
-		relearn(&tt->memo);
-		tt->memo.n = 0;
+		relearn(m);
 		*ip = full;
 		return GPR_WALK_FULL;
 	}

@@ -15,7 +15,10 @@
 
 static _Atomic(struct gpr_inj_tt *) list;
 static pthread_key_t key;
-static __thread struct gpr_inj_tt *self;
+/* initial-exec: a plain load on every call, not a __tls_get_addr call
+ * (8 bytes of the static TLS space a dlopen'ed library may use) */
+static __thread struct gpr_inj_tt *self
+    __attribute__((tls_model("initial-exec")));
 
 static void retire(void *p)
 {
@@ -39,6 +42,7 @@ static void in_child(void)
 	gpr_inj_wait_thread_end(self);
 	gpr_inj_wait_thread_start(self);
 	memset(&self->memo, 0, sizeof(self->memo));
+	self->stack_lo = self->stack_hi = 0;
 }
 
 int gpr_inj_tt_init(void)
@@ -86,6 +90,7 @@ struct gpr_inj_tt *gpr_inj_tt_self(void)
 	memset(tt->ctx_key, 0, sizeof(tt->ctx_key));
 	memset(&tt->memo, 0, sizeof(tt->memo));
 	tt->fast_walks = 0;
+	tt->stack_lo = tt->stack_hi = 0;
 	gpr_inj_wait_thread_start(tt);
 	self = tt;
 	pthread_setspecific(key, tt);

@@ -83,6 +83,7 @@ static void flush(size_t n)
 static void drain(void)
 {
 	size_t n = 0;
+	gpr_inj_clock_sync();
 	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
 		int dead = atomic_load_explicit(
 			       &tt->state, memory_order_acquire) == GPR_TT_DEAD;
@@ -95,6 +96,8 @@ static void drain(void)
 			    &tt->ring[t & (GPR_RING_SIZE - 1)];
 			struct gpr_trace_rec *r = &wr.buf[n++];
 			*r = s->r;
+			r->t_ns = gpr_inj_clock_ns(s->r.t_ns);
+			r->dur_ns = gpr_inj_ticks_ns(s->r.dur_ns);
 			gpr_inj_resolve(s->ip, &r->lib, &r->site);
 			t++;
 			if (n == BATCH) {
