@@ -170,8 +170,8 @@ int gpureclaim_trace_live(struct gpureclaim_trace_live *rows, size_t cap,
 /* The functions' types, for pointers found with dlsym. */
 typedef int gpureclaim_trace_pause_fn(void);
 typedef int gpureclaim_trace_resume_fn(void);
-typedef int gpureclaim_trace_start_fn(
-    const struct gpureclaim_trace_start_opts *opts);
+typedef int
+gpureclaim_trace_start_fn(const struct gpureclaim_trace_start_opts *opts);
 typedef int gpureclaim_trace_stop_fn(char *path, size_t len);
 typedef int gpureclaim_trace_status_fn(struct gpureclaim_trace_status *st);
 typedef int gpureclaim_trace_live_fn(struct gpureclaim_trace_live *rows,

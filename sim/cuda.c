@@ -223,7 +223,7 @@ SIM_API(CUresult, cuDeviceGetCount, (int *count))
 	return r;
 }
 
-SIM_API(CUresult, cuDeviceGet, (CUdevice *dev, int ordinal))
+SIM_API(CUresult, cuDeviceGet, (CUdevice * dev, int ordinal))
 {
 	lock();
 	CUresult r = need_device(ordinal);
@@ -247,7 +247,7 @@ SIM_API(CUresult, cuDeviceGetName, (char *name, int len, CUdevice dev))
 	return r;
 }
 
-SIM_API(CUresult, cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev))
+SIM_API(CUresult, cuDeviceGetUuid, (CUuuid * uuid, CUdevice dev))
 {
 	static const unsigned char base[16] = {0x51, 0x11, 0xa0, 0x00, 0x00,
 					       0x00, 0x40, 0x00, 0x80, 0x00};
@@ -263,7 +263,7 @@ SIM_API(CUresult, cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev))
 	return r;
 }
 
-SIM_API(CUresult, cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev))
+SIM_API(CUresult, cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 {
 	return sim_cuDeviceGetUuid(uuid, dev);
 }
@@ -280,7 +280,7 @@ SIM_API(CUresult, cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))
 	return r;
 }
 
-SIM_API(CUresult, cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev))
+SIM_API(CUresult, cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))
 {
 	lock();
 	CUresult r = need_device(dev);
@@ -292,7 +292,8 @@ SIM_API(CUresult, cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev))
 	return r;
 }
 
-SIM_API(CUresult, cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags, int *active))
+SIM_API(CUresult, cuDevicePrimaryCtxGetState,
+	(CUdevice dev, unsigned int *flags, int *active))
 {
 	lock();
 	CUresult r = need_device(dev);
@@ -308,7 +309,7 @@ SIM_API(CUresult, cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags
 	return r;
 }
 
-SIM_API(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *ctx, CUdevice dev))
+SIM_API(CUresult, cuDevicePrimaryCtxRetain, (CUcontext * ctx, CUdevice dev))
 {
 	lock();
 	CUresult r = need_device(dev);
@@ -350,7 +351,8 @@ SIM_API(CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice dev))
 	return r;
 }
 
-SIM_API(CUresult, cuCtxCreate_v2, (CUcontext *ctx, unsigned int flags, CUdevice dev))
+SIM_API(CUresult, cuCtxCreate_v2,
+	(CUcontext * ctx, unsigned int flags, CUdevice dev))
 {
 	(void)flags;
 	lock();
@@ -406,7 +408,7 @@ SIM_API(CUresult, cuCtxSetCurrent, (CUcontext ctx))
 
 /* A per-thread read and no lock, as in the real driver (~13 ns there):
  * the tracer asks it on every allocation. */
-SIM_API(CUresult, cuCtxGetCurrent, (CUcontext *ctx))
+SIM_API(CUresult, cuCtxGetCurrent, (CUcontext * ctx))
 {
 	if (owner_forks != sim__forks() || !initialised)
 		return CUDA_ERROR_NOT_INITIALIZED;
@@ -416,7 +418,7 @@ SIM_API(CUresult, cuCtxGetCurrent, (CUcontext *ctx))
 	return CUDA_SUCCESS;
 }
 
-SIM_API(CUresult, cuCtxGetDevice, (CUdevice *dev))
+SIM_API(CUresult, cuCtxGetDevice, (CUdevice * dev))
 {
 	lock();
 	CUresult r = need_init();
@@ -511,7 +513,7 @@ CUresult sim__cuda_free(CUdeviceptr ptr)
 	return r;
 }
 
-SIM_API(CUresult, cuMemAlloc_v2, (CUdeviceptr *ptr, size_t size))
+SIM_API(CUresult, cuMemAlloc_v2, (CUdeviceptr * ptr, size_t size))
 {
 	lock();
 	CUresult r = sim__cuda_alloc(size, ptr);
@@ -527,7 +529,7 @@ SIM_API(CUresult, cuMemFree_v2, (CUdeviceptr ptr))
 	return r;
 }
 
-SIM_API(CUresult, cuMemGetInfo_v2, (size_t *free_bytes, size_t *total))
+SIM_API(CUresult, cuMemGetInfo_v2, (size_t * free_bytes, size_t *total))
 {
 	lock();
 	CUresult r = need_init();
@@ -612,14 +614,14 @@ static const struct sim__proc procs[] = {
     {"cuDeviceGetUuid", 11040, (void *)sim_cuDeviceGetUuid_v2, NULL},
     {"cuDeviceGetPCIBusId", 4010, (void *)sim_cuDeviceGetPCIBusId, NULL},
     {"cuDeviceTotalMem", 3020, (void *)sim_cuDeviceTotalMem_v2, NULL},
-    {"cuDevicePrimaryCtxGetState", 7000,
-     (void *)sim_cuDevicePrimaryCtxGetState, NULL},
+    {"cuDevicePrimaryCtxGetState", 7000, (void *)sim_cuDevicePrimaryCtxGetState,
+     NULL},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)sim_cuDevicePrimaryCtxRetain,
      NULL},
     {"cuDevicePrimaryCtxRelease", 11000,
      (void *)sim_cuDevicePrimaryCtxRelease_v2, NULL},
-    {"cuDevicePrimaryCtxReset", 11000,
-     (void *)sim_cuDevicePrimaryCtxReset_v2, NULL},
+    {"cuDevicePrimaryCtxReset", 11000, (void *)sim_cuDevicePrimaryCtxReset_v2,
+     NULL},
     {"cuCtxCreate", 3020, (void *)sim_cuCtxCreate_v2, NULL},
     {"cuCtxDestroy", 4000, (void *)sim_cuCtxDestroy_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)sim_cuCtxSetCurrent, NULL},

@@ -137,7 +137,8 @@ static int pool_ok(CUmemoryPool pool)
 	       sim__cuda_device((CUdevice)(p - 0x900)) == CUDA_SUCCESS;
 }
 
-SIM_API(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool * pool, CUdevice dev))
+SIM_API(CUresult, cuDeviceGetDefaultMemPool,
+	(CUmemoryPool * pool, CUdevice dev))
 {
 	lock();
 	CUresult r = sim__cuda_device(dev);
@@ -419,8 +420,8 @@ SIM_API(CUresult, cuMemFreeHost, (void *p))
 static const struct sim__proc procs[] = {
     {"cuMemAllocPitch", 3020, (void *)sim_cuMemAllocPitch_v2, NULL},
     {"cuMemAllocManaged", 6000, (void *)sim_cuMemAllocManaged, NULL},
-    {"cuDeviceGetDefaultMemPool", 11020,
-     (void *)sim_cuDeviceGetDefaultMemPool, NULL},
+    {"cuDeviceGetDefaultMemPool", 11020, (void *)sim_cuDeviceGetDefaultMemPool,
+     NULL},
     {"cuMemAllocAsync", 11020, (void *)sim_cuMemAllocAsync,
      (void *)sim_cuMemAllocAsync_ptsz},
     {"cuMemAllocFromPoolAsync", 11020, (void *)sim_cuMemAllocFromPoolAsync,

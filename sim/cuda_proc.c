@@ -68,7 +68,8 @@ static CUresult lookup(const char *symbol, void **pfn, int version,
 	const struct sim__proc *core = sim__cuda_procs(&n_core);
 	const struct sim__proc *mem = sim__cuda_mem_procs(&n_mem);
 	int known = 0;
-	const struct sim__proc *p = best(self, 2, symbol, version, NULL, &known);
+	const struct sim__proc *p =
+	    best(self, 2, symbol, version, NULL, &known);
 	p = best(core, n_core, symbol, version, p, &known);
 	p = best(mem, n_mem, symbol, version, p, &known);
 	*pfn = NULL;

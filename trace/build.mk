@@ -24,14 +24,36 @@ $(TRACE_TEST_DIR)/test_inject: $(BUILD)/obj/tests/trace/test_inject.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
+# The interposer on the simulated driver: a program linked with its
+# libcuda, and a library preloaded before the tracer (RTLD_NEXT).
+$(TRACE_TEST_DIR)/test_preload: $(BUILD)/obj/tests/trace/test_preload.o \
+		$(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TRACE_TEST_DIR)/test_linked: $(BUILD)/obj/tests/trace/test_linked.o \
+		$(BUILD)/sim/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(BUILD)/sim -l:libcuda.so.1 \
+		-Wl,-rpath,$(abspath $(BUILD)/sim)
+
+$(TRACE_TEST_DIR)/libnext.so: $(BUILD)/obj/tests/trace/next_lib.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^
+
 TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
-	$(TRACE_TEST_DIR)/libcupti-fake.so
+	$(TRACE_TEST_DIR)/libcupti-fake.so $(TRACE_TEST_DIR)/test_preload \
+	$(TRACE_TEST_DIR)/test_linked $(TRACE_TEST_DIR)/libnext.so
 ALL_TARGETS += $(TRACE_TESTS)
 
-test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace_churn
+test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(SIM_LIBS) $(BUILD)/gpureclaim \
+		$(BUILD)/bench/trace_churn
 	$(TRACE_TEST_DIR)/test_trace_log
 	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
+	$(TRACE_TEST_DIR)/test_preload $(abspath $(TRACE_LIB)) \
+		$(abspath $(BUILD)/sim) $(abspath $(TRACE_TEST_DIR)/test_linked) \
+		$(abspath $(TRACE_TEST_DIR)/libnext.so)
 	PYTHON=$(PYTHON) bash tests/trace/test_cli.sh $(BUILD)
 .PHONY: test-trace
 CHECK_RUNS += test-trace

@@ -559,6 +559,10 @@ static void check_basic(void)
 	CHECK(t.complete);
 	CHECK(t.hdr.dropped == 0);
 	CHECK(t.n_recs == 2 + 15 + 2 * THREADS * PAIRS);
+	/* the log says what recorded it: CUPTI, the interposer not preloaded */
+	const char *be = gpr_trace_meta(&t, "backend");
+	CHECK(be && strcmp(be, "cupti") == 0);
+	CHECK(gpr_trace_meta(&t, "wait") != NULL);
 	/* the 1 GiB free knows its size; it took >= 2 ms, device 0 */
 	const struct gpr_trace_rec *f = find(&t, 3, 0x7f0000000000);
 	CHECK(f && f->bytes == GiB && (f->flags & GPR_TRACE_R_SIZE_MAP));

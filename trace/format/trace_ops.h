@@ -145,7 +145,7 @@ enum gpr_trace_op {
 static inline enum gpr_trace_kind gpr_trace_op_kind_of(unsigned op)
 {
 	switch (op) {
-#define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries)                          \
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries)                 \
 	case GPR_OP_##op:                                                      \
 		return GPR_K_##kind;
 		GPR_TRACE_OPS(GPR_X_OP)

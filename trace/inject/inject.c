@@ -75,13 +75,13 @@ static void init_injection(void)
 	if (!gpr_inj_session_open() &&
 	    (inject_only || gpr_inj_cupti_attach(NULL) == 0)) {
 		if (gpr_inj_session_start(GPR_INJ_CUPTI, path, 1,
-					  "gpureclaim trace", NULL,
-					  NULL) < 0) {
+					  "gpureclaim trace", NULL, NULL) < 0) {
 			if (!inject_only)
 				gpr_inj_cupti_detach();
 		} else {
-			cupti_recording = !inject_only &&
-					  !getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
+			cupti_recording =
+			    !inject_only &&
+			    !getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
 		}
 	}
 	gpr_inj_session_unlock();
@@ -109,8 +109,8 @@ GPR_EXPORT int gpureclaim_trace_pause(void)
 {
 	int rc = 1;
 	gpr_inj_session_lock();
-	if (!session() || (gpr_inj_state.backend == GPR_INJ_CUPTI &&
-			   !cupti_recording)) {
+	if (!session() ||
+	    (gpr_inj_state.backend == GPR_INJ_CUPTI && !cupti_recording)) {
 		rc = -1;
 	} else if (!paused) {
 		atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
@@ -127,8 +127,8 @@ GPR_EXPORT int gpureclaim_trace_resume(void)
 {
 	int rc = 1;
 	gpr_inj_session_lock();
-	if (!session() || (gpr_inj_state.backend == GPR_INJ_CUPTI &&
-			   !cupti_recording)) {
+	if (!session() ||
+	    (gpr_inj_state.backend == GPR_INJ_CUPTI && !cupti_recording)) {
 		rc = -1;
 	} else if (paused) {
 		rc = 0;
@@ -168,15 +168,16 @@ static int exists(const char *path)
 	return access(path, F_OK) == 0 || errno != ENOENT;
 }
 
-GPR_EXPORT int gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
+GPR_EXPORT int
+gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
 {
 	if (!o || o->sz < offsetof(struct gpureclaim_trace_start_opts, cupti) ||
 	    !o->path || !*o->path)
 		return GPURECLAIM_TRACE_E_ARGS;
-	int has_why = o->sz >= offsetof(struct gpureclaim_trace_start_opts,
-					why_len) +
-				   sizeof(size_t) &&
-		      o->why && o->why_len;
+	int has_why =
+	    o->sz >= offsetof(struct gpureclaim_trace_start_opts, why_len) +
+			 sizeof(size_t) &&
+	    o->why && o->why_len;
 	const char *cupti =
 	    o->sz > offsetof(struct gpureclaim_trace_start_opts, cupti)
 		? o->cupti
@@ -199,8 +200,10 @@ GPR_EXPORT int gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *
 		snprintf(why, why_len, "already tracing to %s", open_log);
 		rc = GPURECLAIM_TRACE_E_ACTIVE;
 	} else if (exists(o->path)) {
-		snprintf(why, why_len, "%s exists: a trace log is never "
-			 "written over", o->path);
+		snprintf(why, why_len,
+			 "%s exists: a trace log is never "
+			 "written over",
+			 o->path);
 		rc = GPURECLAIM_TRACE_E_LOG;
 	} else if (o->backend == GPURECLAIM_TRACE_INTERPOSE && !live) {
 		snprintf(why, why_len,
@@ -323,8 +326,9 @@ GPR_EXPORT int gpureclaim_trace_live(struct gpureclaim_trace_live *rows,
 	for (size_t i = 0; i < l.n && i < cap; i++) {
 		const char *lib = gpr_inj_string(l.g[i].lib);
 		struct gpureclaim_trace_live r = {
-		    stride, l.g[i].device, l.g[i].kind,
-		    lib ? lib : "[unknown]", l.g[i].bytes, l.g[i].count};
+		    stride,	  l.g[i].device,
+		    l.g[i].kind,  lib ? lib : "[unknown]",
+		    l.g[i].bytes, l.g[i].count};
 		memcpy((char *)rows + i * stride, &r,
 		       stride < sizeof(r) ? stride : sizeof(r));
 	}

@@ -118,19 +118,19 @@ uint64_t gpr_inj_ticks_ns_fast(uint64_t ticks);
 
 /* The waiting-time reading at a call's entry (inject_wait.c). */
 struct gpr_inj_wait {
-	uint64_t rd0;	  /* run_delay at entry */
-	uint64_t csw0;	  /* getrusage gate: switches at entry */
-	uint32_t s0;	  /* perf gate: lock word at entry */
-	int ok;		  /* rd0 was read */
+	uint64_t rd0;  /* run_delay at entry */
+	uint64_t csw0; /* getrusage gate: switches at entry */
+	uint32_t s0;   /* perf gate: lock word at entry */
+	int ok;	       /* rd0 was read */
 };
 
 /* A call from its entry to its exit. */
 struct gpr_inj_inflight {
-	uint64_t t0;	    /* entry (a stamp: gpr_inj_stamp) */
-	uint64_t t1;	    /* exit (set by gpr_inj_rec_exit) */
-	uintptr_t ip;	    /* the caller (inject_site.c) */
-	uint64_t size;	    /* of the memory a free or release ends */
-	uint32_t meta;	    /* and where it was (GPR_INJ_META_*) */
+	uint64_t t0;   /* entry (a stamp: gpr_inj_stamp) */
+	uint64_t t1;   /* exit (set by gpr_inj_rec_exit) */
+	uintptr_t ip;  /* the caller (inject_site.c) */
+	uint64_t size; /* of the memory a free or release ends */
+	uint32_t meta; /* and where it was (GPR_INJ_META_*) */
 	int size_found;
 	uint64_t self_ticks; /* selftime: our code at entry (stamps) */
 	struct gpr_inj_wait wait;
@@ -184,8 +184,8 @@ struct gpr_inj_tt {
 	_Atomic uint32_t head; /* next slot the thread writes */
 	_Atomic int inside;    /* set while inside a recorded call */
 	uint32_t tid;
-	unsigned fast_walks; /* since the last verifying full walk */
-	unsigned memo_next;  /* the memo a new path replaces */
+	unsigned fast_walks;	      /* since the last verifying full walk */
+	unsigned memo_next;	      /* the memo a new path replaces */
 	uintptr_t stack_lo, stack_hi; /* 1, 1: unknown (inject_site.c) */
 	/* waiting time (inject_wait.c) */
 	volatile const void *pg; /* perf task-clock page */
@@ -311,8 +311,8 @@ void gpr_inj_rec_enter(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
  * At its exit: one record into the thread's ring. `ctx` is the call's
  * context where the front end knows it (CUPTI), NULL to ask the driver.
  */
-void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
-		      int op, const void *params, CUresult res, CUcontext ctx);
+void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f, int op,
+		      const void *params, CUresult res, CUcontext ctx);
 /* A context event (created, destroyed): one record, no duration. */
 void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx,
 		       int device);

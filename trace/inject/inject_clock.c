@@ -123,10 +123,11 @@ uint64_t gpr_inj_clock_ns(uint64_t stamp)
 	if (dt == 0)
 		return ck.ns0;
 	if (stamp >= ck.tsc0)
-		return ck.ns0 + (uint64_t)((unsigned __int128)(stamp - ck.tsc0) *
-					   dn / dt);
-	uint64_t back = (uint64_t)((unsigned __int128)(ck.tsc0 - stamp) * dn /
-				   dt);
+		return ck.ns0 +
+		       (uint64_t)((unsigned __int128)(stamp - ck.tsc0) * dn /
+				  dt);
+	uint64_t back =
+	    (uint64_t)((unsigned __int128)(ck.tsc0 - stamp) * dn / dt);
 	return back < ck.ns0 ? ck.ns0 - back : 0;
 }
 

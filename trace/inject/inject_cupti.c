@@ -155,8 +155,8 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 	} else {
 		struct gpr_inj_inflight *f = on_exit_cb(tt, op, cd);
 		if (gpr_inj_state.selftime && f)
-			gpr_inj_rec_selftime(tt, f->self_ticks + gpr_inj_stamp() -
-						     t0);
+			gpr_inj_rec_selftime(tt, f->self_ticks +
+						     gpr_inj_stamp() - t0);
 	}
 	atomic_store_explicit(&tt->inside, 0, memory_order_release);
 }
@@ -228,7 +228,8 @@ static int load_cupti(const char *path)
 		    why[0] ? why : "no libcupti found");
 		return -1;
 	}
-	*(void **)&api.subscribe = gpr_inj_real_dlsym(api.lib, "cuptiSubscribe");
+	*(void **)&api.subscribe =
+	    gpr_inj_real_dlsym(api.lib, "cuptiSubscribe");
 	*(void **)&api.subscribe_v2 =
 	    gpr_inj_real_dlsym(api.lib, "cuptiSubscribe_v2");
 	*(void **)&api.unsubscribe =
@@ -352,8 +353,8 @@ int gpr_inj_cupti_attach_counting(const char *path)
 void gpr_inj_cupti_counts(uint64_t *calls)
 {
 	for (int i = 0; i < GPR_TRACE_N_OPS; i++)
-		calls[i] = atomic_load_explicit(&api.counts[i],
-						memory_order_relaxed);
+		calls[i] =
+		    atomic_load_explicit(&api.counts[i], memory_order_relaxed);
 }
 
 void gpr_inj_cupti_detach(void)

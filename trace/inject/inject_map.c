@@ -71,8 +71,7 @@ static size_t hash(uint64_t k)
  */
 #define BUSY UINT64_MAX
 
-static void publish(struct slot *e, uint64_t size, uintptr_t ip,
-		    uint32_t meta)
+static void publish(struct slot *e, uint64_t size, uintptr_t ip, uint32_t meta)
 {
 	e->ip = ip;
 	e->meta = meta;
@@ -116,8 +115,8 @@ void gpr_inj_map_put(int which, uint64_t key, uint64_t size, uintptr_t ip,
 			}
 			continue;
 		}
-		if (!tomb && atomic_load_explicit(&e->size,
-						  memory_order_relaxed) == 0)
+		if (!tomb &&
+		    atomic_load_explicit(&e->size, memory_order_relaxed) == 0)
 			tomb = e;
 	}
 	uint64_t zero = 0;

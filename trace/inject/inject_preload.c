@@ -48,7 +48,8 @@
 
 static void *(*libc_dlsym)(void *, const char *);
 
-static void find_libc_dlsym(void)
+__attribute__((no_sanitize("address", "undefined"))) static void
+find_libc_dlsym(void)
 {
 	void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
 	if (!p)
@@ -104,10 +105,9 @@ static int start_now(void)
 	if (atomic_exchange(&autostart, 0) == 1 && !gpr_inj_session_open()) {
 		char path[4096];
 		gpr_inj_session_default_path(path, sizeof(path));
-		if (gpr_inj_session_start(GPR_INJ_INTERPOSE, path, 1,
-					  "gpureclaim trace",
-					  gpr_inj_preload_meta,
-					  atomic_load(&libcuda)) == 0 &&
+		if (gpr_inj_session_start(
+			GPR_INJ_INTERPOSE, path, 1, "gpureclaim trace",
+			gpr_inj_preload_meta, atomic_load(&libcuda)) == 0 &&
 		    crosscheck &&
 		    gpr_inj_cupti_attach_counting(
 			getenv("GPURECLAIM_CUPTI_LIBRARY")) < 0)
@@ -127,8 +127,8 @@ struct call {
 
 static inline int call_begin(struct call *c)
 {
-	if (atomic_load_explicit(&gpr_inj_state.active,
-				 memory_order_relaxed) != GPR_INJ_INTERPOSE &&
+	if (atomic_load_explicit(&gpr_inj_state.active, memory_order_relaxed) !=
+		GPR_INJ_INTERPOSE &&
 	    !start_now())
 		return 0;
 	struct gpr_inj_tt *tt = gpr_inj_tt_self();
@@ -294,8 +294,7 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 		return rec_##name(fn, GPR_TRACE_UNPAREN args);                 \
 	}
 
-#define GPR_INJ_NEXT(name)                                                     \
-	static void *next_##name##_find(void);
+#define GPR_INJ_NEXT(name) static void *next_##name##_find(void);
 
 #define GPR_INJ_MEM(name, op, ptype, proto, args, pinit)                       \
 	GPR_INJ_NEXT(name)                                                     \
@@ -338,7 +337,8 @@ struct entry {
 	void **real;
 	_Atomic long handed; /* how often given out */
 };
-#define GPR_INJ_ROW(op, name) {#name, (void *)wrap_##name, (void **)&real_##name, 0},
+#define GPR_INJ_ROW(op, name)                                                  \
+	{#name, (void *)wrap_##name, (void **)&real_##name, 0},
 static struct entry entries[] = {
 #define GPR_X_OP(op, name, kind, domain, cbid, cbid2, list)                    \
 	GPR_TRACE_EACH(GPR_INJ_ROW, op, list)
@@ -395,7 +395,8 @@ static void learn_driver(void *p)
 		return;
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (!*entries[i].real)
-			*entries[i].real = gpr_inj_real_dlsym(h, entries[i].name);
+			*entries[i].real =
+			    gpr_inj_real_dlsym(h, entries[i].name);
 	*(void **)&primary_state =
 	    gpr_inj_real_dlsym(h, "cuDevicePrimaryCtxGetState");
 	*(void **)&real_gpa = gpr_inj_real_dlsym(h, "cuGetProcAddress");
@@ -433,8 +434,8 @@ static void count_unknown(const char *name)
 			unknown[i].n++;
 			return;
 		}
-	if (n < MAX_UNKNOWN && atomic_compare_exchange_strong(&n_unknown, &n,
-							      n + 1)) {
+	if (n < MAX_UNKNOWN &&
+	    atomic_compare_exchange_strong(&n_unknown, &n, n + 1)) {
 		snprintf(unknown[n].name, sizeof(unknown[n].name), "%s", name);
 		unknown[n].n = 1;
 	}
@@ -471,7 +472,20 @@ static void *wrap(void *p, const char *name)
 	return p;
 }
 
-GPR_EXPORT void *dlsym(void *handle, const char *name)
+/*
+ * Not instrumented in a sanitizer build: a preloaded sanitizer runtime
+ * asks dlsym for the functions it intercepts while it starts, before its
+ * shadow memory exists. The pass-on must stay a tail call at every
+ * optimisation level (gcc makes sibling calls from -O2 on only).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GPR_TAIL_CALLS __attribute__((optimize("optimize-sibling-calls")))
+#else
+#define GPR_TAIL_CALLS
+#endif
+__attribute__((no_sanitize("address", "undefined")))
+GPR_TAIL_CALLS GPR_EXPORT void *
+dlsym(void *handle, const char *name)
 {
 	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u') {
 		if (!libc_dlsym)
@@ -480,7 +494,6 @@ GPR_EXPORT void *dlsym(void *handle, const char *name)
 	}
 	return wrap(gpr_inj_real_dlsym(handle, name), name);
 }
-
 
 static CUresult gpa_v2(gpa_v2_fn fn, const char *symbol, void **pfn,
 		       int version, cuuint64_t flags, int *status)
@@ -566,8 +579,8 @@ int gpr_inj_preload_live(void)
 	struct order o = {0, 0, 0};
 	if (!libc_dlsym)
 		find_libc_dlsym();
-	if (dladdr((const void *)gpr_inj_preload_live, &mine) &&
-	    libc_dlsym && dladdr((const void *)libc_dlsym, &libc)) {
+	if (dladdr((const void *)gpr_inj_preload_live, &mine) && libc_dlsym &&
+	    dladdr((const void *)libc_dlsym, &libc)) {
 		o.ours = (uintptr_t)mine.dli_fbase;
 		o.libc = (uintptr_t)libc.dli_fbase;
 		/* dlpi_addr is the load bias; the base of a shared object */
@@ -641,11 +654,10 @@ uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 		if (!mine && !cupti[op])
 			continue;
 		same &= mine == cupti[op];
-		int k = snprintf(line + at, LINE - at, "%s%s=%llu/%llu",
-				 at == head ? "" : ",",
-				 gpr_trace_op_name((unsigned)op),
-				 (unsigned long long)mine,
-				 (unsigned long long)cupti[op]);
+		int k = snprintf(
+		    line + at, LINE - at, "%s%s=%llu/%llu",
+		    at == head ? "" : ",", gpr_trace_op_name((unsigned)op),
+		    (unsigned long long)mine, (unsigned long long)cupti[op]);
 		if (k < 0 || (size_t)k >= LINE - at)
 			break;
 		at += (size_t)k;

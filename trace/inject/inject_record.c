@@ -46,8 +46,8 @@ void gpr_inj_rec_driver(void *libcuda)
  * thread for its last four contexts. */
 static int device_of(struct gpr_inj_tt *tt, CUcontext ctx)
 {
-	if (!ctx && (!drv.ctx_get_current ||
-		     drv.ctx_get_current(&ctx) != CUDA_SUCCESS))
+	if (!ctx &&
+	    (!drv.ctx_get_current || drv.ctx_get_current(&ctx) != CUDA_SUCCESS))
 		return GPR_TRACE_NO_DEVICE;
 	if (!ctx || !drv.ctx_get_device)
 		return GPR_TRACE_NO_DEVICE;
@@ -110,10 +110,11 @@ void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ticks)
 	gpr_inj_st_add(&tt->st.calls, 1);
 	gpr_inj_st_add(&tt->st.ns, ns);
 	uint64_t b = ns / 4;
-	_Atomic uint32_t *h = &tt->st.hist[b < GPR_SELF_BINS ? b : GPR_SELF_BINS];
-	atomic_store_explicit(
-	    h, atomic_load_explicit(h, memory_order_relaxed) + 1,
-	    memory_order_relaxed);
+	_Atomic uint32_t *h =
+	    &tt->st.hist[b < GPR_SELF_BINS ? b : GPR_SELF_BINS];
+	atomic_store_explicit(h,
+			      atomic_load_explicit(h, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 void gpr_inj_rec_enter(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
@@ -277,11 +278,11 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 	case GPR_MEMORY_NEW_HANDLE: {
 		if (!ok)
 			break;
-		int host = k == GPR_K_HOST_ALLOC ||
-			   (r->flags & GPR_TRACE_R_HOST) != 0;
-		gpr_inj_map_put(map_of(m), key, r->bytes, f->ip,
-				GPR_INJ_META(host ? -1 : r->device,
-					     live_kind(op, k)));
+		int host =
+		    k == GPR_K_HOST_ALLOC || (r->flags & GPR_TRACE_R_HOST) != 0;
+		gpr_inj_map_put(
+		    map_of(m), key, r->bytes, f->ip,
+		    GPR_INJ_META(host ? -1 : r->device, live_kind(op, k)));
 		break;
 	}
 	case GPR_MEMORY_NONE:
@@ -289,8 +290,8 @@ static void fill(int op, const void *p, int ok, struct gpr_trace_rec *r,
 	}
 }
 
-void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
-		      int op, const void *params, CUresult res, CUcontext ctx)
+void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f, int op,
+		      const void *params, CUresult res, CUcontext ctx)
 {
 	uint64_t t1 = gpr_inj_stamp();
 	uint64_t wait = 0;
@@ -326,8 +327,7 @@ void gpr_inj_rec_exit(struct gpr_inj_tt *tt, struct gpr_inj_inflight *f,
 		gpr_inj_writer_wake();
 }
 
-void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx,
-		       int device)
+void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx, int device)
 {
 	uintptr_t ip;
 	gpr_inj_callsite(tt, &ip);
@@ -377,17 +377,16 @@ void gpr_inj_selftime_report(void)
 			 "; of it stack walk %.0f, waiting-time reads %.0f",
 			 (double)gpr_inj_ticks_ns_fast(s.walk_ns) / n,
 			 (double)gpr_inj_ticks_ns_fast(s.wait_ns) / n);
-	gpr_inj_say("self time: %llu calls, median %.0f ns, p90 %.0f ns, "
-		    "mean %.0f ns per call in the tracer's own code (%s%s); "
-		    "clock %s; waiting time %s, %llu schedstat reads; stack "
-		    "walks: "
-		    "%llu fast, %llu full, %llu fast found wrong and redone",
-		    (unsigned long long)s.calls, p50, p90, (double)s.ns / n,
-		    gpr_inj_state.backend == GPR_INJ_INTERPOSE ? "interposer"
-							       : "CUPTI",
-		    parts, gpr_inj_clock_name(),
-		    gpr_inj_wait_name(gpr_inj_state.wait),
-		    (unsigned long long)s.reads, (unsigned long long)s.fast,
-		    (unsigned long long)s.full,
-		    (unsigned long long)gpr_inj_callsite_redone());
+	gpr_inj_say(
+	    "self time: %llu calls, median %.0f ns, p90 %.0f ns, "
+	    "mean %.0f ns per call in the tracer's own code (%s%s); "
+	    "clock %s; waiting time %s, %llu schedstat reads; stack "
+	    "walks: "
+	    "%llu fast, %llu full, %llu fast found wrong and redone",
+	    (unsigned long long)s.calls, p50, p90, (double)s.ns / n,
+	    gpr_inj_state.backend == GPR_INJ_INTERPOSE ? "interposer" : "CUPTI",
+	    parts, gpr_inj_clock_name(), gpr_inj_wait_name(gpr_inj_state.wait),
+	    (unsigned long long)s.reads, (unsigned long long)s.fast,
+	    (unsigned long long)s.full,
+	    (unsigned long long)gpr_inj_callsite_redone());
 }

@@ -69,9 +69,10 @@ int gpr_inj_session_start(int backend, const char *path, int shared,
 		return -1;
 	gpr_inj_callsite_exclude((const void *)gpr_inj_session_start);
 	const char *st = getenv("GPURECLAIM_TRACE_SELFTIME");
-	gpr_inj_state.selftime = !st			  ? GPR_INJ_SELFTIME_OFF
-				 : strcmp(st, "parts") == 0 ? GPR_INJ_SELFTIME_PARTS
-							    : GPR_INJ_SELFTIME_TOTAL;
+	gpr_inj_state.selftime = !st ? GPR_INJ_SELFTIME_OFF
+				 : strcmp(st, "parts") == 0
+				     ? GPR_INJ_SELFTIME_PARTS
+				     : GPR_INJ_SELFTIME_TOTAL;
 	gpr_inj_state.backend = backend;
 	gpr_inj_state.wait = gpr_inj_wait_probe();
 	gpr_inj_clock_start();
@@ -85,8 +86,8 @@ int gpr_inj_session_start(int backend, const char *path, int shared,
 	snprintf(b[2], sizeof(b[2]), "started_by=%s", started_by);
 	snprintf(b[3], sizeof(b[3]), "tracer=%s", GPR_VERSION_STRING);
 	snprintf(b[4], sizeof(b[4]), "clock=%s", gpr_inj_clock_name());
-	const char *kv[] = {"format=" GPR_TRACE_META_FORMAT, b[0], b[1], b[2],
-			    b[3], b[4]};
+	const char *kv[] = {
+	    "format=" GPR_TRACE_META_FORMAT, b[0], b[1], b[2], b[3], b[4]};
 	return gpr_inj_writer_start(path, shared, kv, 6, closing);
 }
 

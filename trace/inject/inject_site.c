@@ -442,7 +442,8 @@ memo_walk(struct gpr_inj_tt *tt, uintptr_t cfa, uintptr_t *caller,
 		if (m->n == 0 || m->cfa0 != cfa || m->gen != gen)
 			continue;
 		int i = 0;
-		while (i < m->n && *(const uintptr_t *)m->f[i].slot == m->f[i].ip)
+		while (i < m->n &&
+		       *(const uintptr_t *)m->f[i].slot == m->f[i].ip)
 			i++;
 		if (i == m->n) {
 			*caller = m->f[m->n - 1].ip;
