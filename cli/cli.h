@@ -66,4 +66,26 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
  */
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 
+/* ---------------- the tracer's pieces (cli/trace_find.c) ---------------- */
+
+/* The tracer library ($GPURECLAIM_TRACE_LIBRARY, else beside this
+ * executable or in ../lib, ../lib64), as an absolute path. 0 or -1. */
+int gpr_cli_find_tracer(char *out, size_t len);
+
+/*
+ * libcupti: $GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti wheel of the
+ * Python that cmd runs (or python3), the CUDA toolkit, $LD_LIBRARY_PATH,
+ * the system's library directory. *from says where. 0 or -1.
+ */
+int gpr_cli_find_cupti(char *const *cmd, char *out, size_t len,
+		       const char **from);
+
+/*
+ * The LD_PRELOAD that puts tracer first in front of old (NULL: none),
+ * after the sanitizer runtimes old names (they must stay first), without
+ * a second copy of the tracer. 0, or -1 when it does not fit in len.
+ */
+int gpr_cli_preload_value(const char *tracer, const char *old, char *out,
+			  size_t len);
+
 #endif /* GPR_CLI_H */

@@ -1,15 +1,18 @@
 /*
- * gpureclaim trace [-o FILE] [--] CMD ARGS...: runs CMD with the CUPTI
- * injection library (libgpureclaim_trace.so) so that every driver-level
+ * gpureclaim trace [-o FILE] [--backend B] [--] CMD ARGS...: runs CMD with
+ * the tracer (libgpureclaim_trace.so) so that every driver-level
  * allocation and free of every CUDA process it starts is logged, then
- * prints a summary of the log. CMD's exit status is returned (128 + the
- * signal when it was killed); its stdout and stderr are left alone, our
- * own lines on stderr start with "gpureclaim trace:".
+ * prints a summary of the log. The tracer sees the calls one of two ways
+ * (docs/trace.md, "Backends"): preloaded (LD_PRELOAD), it wraps the
+ * driver's entry points (the interposer, the default); loaded by the
+ * driver from CUDA_INJECTION64_PATH, it subscribes to CUPTI. CMD's exit
+ * status is returned (128 + the signal when it was killed); its stdout
+ * and stderr are left alone, our own lines on stderr start with
+ * "gpureclaim trace:".
  */
 #include "cli.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <glob.h>
 #include <limits.h>
@@ -22,12 +25,18 @@
 #include <unistd.h>
 
 #include "out/buf.h"
+#include "../trace/read/log_path.h"
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
 
+enum backend { B_AUTO, B_INTERPOSE, B_CUPTI };
+static const char *const backend_names[] = {"auto", "interpose", "cupti"};
+
 static struct env {
 	const char *output; /* -o, --output FILE */
+	int backend;	    /* --backend auto|interpose|cupti */
+	int dormant;	    /* --dormant: loaded, recording nothing */
 	int allow_untraced; /* --allow-untraced */
 	int quiet;	    /* -q, --quiet: no summary */
 	int full;	    /* --full: the whole report as summary */
@@ -38,243 +47,86 @@ static volatile sig_atomic_t child_pid;
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "USAGE: gpureclaim trace [-o FILE] [-q] [--full] "
-	       "[--allow-untraced] [--] CMD [ARGS...]\n"
-	       "\n"
-	       "Run CMD and log every driver-level GPU allocation and free "
-	       "(cuMemAlloc, cuMemFree,\n"
-	       "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
-	       "memory) with its size,\n"
-	       "device, thread, latency, CPU-wait time and calling library. "
-	       "Needs CUPTI (the CUDA\n"
-	       "toolkit's extras/CUPTI or the nvidia-cuda-cupti wheel).\n"
-	       "\n"
-	       "OPTIONS:\n"
-	       "    -o, --output FILE   the log (default "
-	       "./gpureclaim-<pid>.trace); other CUDA\n"
-	       "                        processes CMD starts write FILE.<pid>\n"
-	       "    -q, --quiet         no summary at the end\n"
-	       "    --full              the whole report as the summary\n"
-	       "    --allow-untraced    run CMD even when CUPTI cannot be "
-	       "found\n"
-	       "    -h, --help          show this help\n"
-	       "\n"
-	       "ENVIRONMENT:\n"
-	       "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
-	       "\n"
-	       "EXAMPLES:\n"
-	       "    gpureclaim trace -- python train.py --epochs 1\n"
-	       "    gpureclaim trace -o run.trace python -c 'import torch; "
-	       "torch.ones(1, device=\"cuda\")'\n"
-	       "    gpureclaim report run.trace --svg mem.svg\n"
-	       "\n"
-	       "Exit status: CMD's (128 + signal if it was killed); 1 when "
-	       "tracing cannot be set up,\n"
-	       "127 when CMD cannot be run, 2 on bad usage.\n");
+	    f,
+	    "USAGE: gpureclaim trace [-o FILE] [--backend "
+	    "auto|interpose|cupti] "
+	    "[--dormant]\n"
+	    "                        [-q] [--full] [--allow-untraced] [--] CMD "
+	    "[ARGS...]\n"
+	    "\n"
+	    "Run CMD and log every driver-level GPU allocation and free "
+	    "(cuMemAlloc, cuMemFree,\n"
+	    "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
+	    "memory, contexts) with\n"
+	    "its size, device, thread, latency, CPU-wait time and calling "
+	    "library.\n"
+	    "\n"
+	    "OPTIONS:\n"
+	    "    -o, --output FILE   the log (default "
+	    "./gpureclaim-<pid>.trace); "
+	    "other CUDA\n"
+	    "                        processes CMD starts write FILE.<pid>\n"
+	    "    --backend B         how the calls are seen: interpose (the "
+	    "tracer is preloaded\n"
+	    "                        and wraps the driver's entry points, "
+	    "about "
+	    "0.1 us a call),\n"
+	    "                        cupti (CUPTI callbacks, about 1 us a "
+	    "call; "
+	    "one CUPTI user\n"
+	    "                        per process), auto (the default: "
+	    "interpose, "
+	    "and CUPTI for\n"
+	    "                        a process the preload cannot enter, e.g. "
+	    "setuid)\n"
+	    "    --dormant           preload the tracer but record nothing: "
+	    "the program starts\n"
+	    "                        its own sessions (gpureclaim.trace() in "
+	    "Python)\n"
+	    "    -q, --quiet         no summary at the end\n"
+	    "    --full              the whole report as the summary\n"
+	    "    --allow-untraced    run CMD even when the backend cannot be "
+	    "set "
+	    "up\n"
+	    "    -h, --help          show this help\n"
+	    "\n"
+	    "ENVIRONMENT:\n"
+	    "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
+	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so to "
+	    "use\n"
+	    "\n"
+	    "EXAMPLES:\n"
+	    "    gpureclaim trace -- python train.py --epochs 1\n"
+	    "    gpureclaim trace -o run.trace python -c 'import torch; "
+	    "torch.ones(1, device=\"cuda\")'\n"
+	    "    gpureclaim trace --backend cupti -o run.trace -- ./app\n"
+	    "    gpureclaim trace --dormant -- jupyter lab\n"
+	    "    gpureclaim report run.trace --svg mem.svg\n"
+	    "\n"
+	    "Exit status: CMD's (128 + signal if it was killed); 1 when "
+	    "tracing cannot be set up,\n"
+	    "127 when CMD cannot be run, 2 on bad usage.\n");
 }
 
-static int is_file(const char *p)
+/* Whether cmd resolves (through PATH) to a set-user/group-ID program,
+ * which the dynamic loader runs without LD_PRELOAD. */
+static int setuid_program(const char *cmd)
 {
+	char p[PATH_MAX];
 	struct stat st;
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Directory of this executable, into dir (no trailing slash). */
-static int self_dir(char *dir, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", dir, len - 1);
-	if (n <= 0)
-		return -1;
-	dir[n] = '\0';
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
+	if (strchr(cmd, '/'))
+		return stat(cmd, &st) == 0 &&
+		       (st.st_mode & (S_ISUID | S_ISGID));
+	const char *path = getenv("PATH");
+	for (const char *d = path ? path : ""; *d;) {
+		size_t n = strcspn(d, ":");
+		snprintf(p, sizeof(p), "%.*s/%s", (int)n, d, cmd);
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+			return (st.st_mode & (S_ISUID | S_ISGID)) != 0;
+		d += n;
+		d += *d == ':';
+	}
 	return 0;
-}
-
-/* libgpureclaim_trace.so beside the CLI or in ../lib; absolute path. */
-static int find_injection(char *out, size_t len)
-{
-	const char *over = getenv("GPURECLAIM_TRACE_LIBRARY");
-	if (over && *over) {
-		if (!realpath(over, out) || !is_file(out))
-			return -1;
-		return 0;
-	}
-	char dir[PATH_MAX];
-	if (self_dir(dir, sizeof(dir)) < 0)
-		return -1;
-	const char *rel[] = {"", "/../lib", "/../lib64"};
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char p[PATH_MAX + 64];
-		snprintf(p, sizeof(p), "%s%s/libgpureclaim_trace.so", dir,
-			 rel[i]);
-		if (is_file(p) && realpath(p, out) && strlen(out) < len)
-			return 0;
-	}
-	return -1;
-}
-
-/* First file matching pattern (the highest version sorts last). */
-static int glob_last(const char *pattern, char *out, size_t len)
-{
-	glob_t g;
-	int found = 0;
-	if (glob(pattern, 0, NULL, &g) == 0) {
-		for (size_t i = g.gl_pathc; i-- > 0 && !found;)
-			if (is_file(g.gl_pathv[i]) &&
-			    strlen(g.gl_pathv[i]) < len) {
-				snprintf(out, len, "%s", g.gl_pathv[i]);
-				found = 1;
-			}
-		globfree(&g);
-	}
-	return found ? 0 : -1;
-}
-
-/*
- * Asks a Python interpreter for the CUPTI of the nvidia-cuda-cupti wheel
- * in its site-packages (CUDA 13: nvidia/cu13/lib, CUDA 12:
- * nvidia/cuda_cupti/lib). Nothing is imported but site and glob.
- */
-static int wheel_cupti(const char *python, char *out, size_t len)
-{
-	static const char code[] =
-	    "import glob,os,site,sys\n"
-	    "d=list(site.getsitepackages())+[site.getusersitepackages()]"
-	    "+sys.path\n"
-	    "for s in d:\n"
-	    " for sub in ('nvidia/cu13/lib','nvidia/cuda_cupti/lib'):\n"
-	    "  for f in sorted(glob.glob(os.path.join(s,sub,"
-	    "'libcupti.so*')),reverse=True):\n"
-	    "   print(os.path.realpath(f)); sys.exit(0)\n";
-	int fds[2];
-	if (pipe(fds) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDWR);
-		dup2(fds[1], 1);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 2);
-		}
-		close(fds[0]);
-		execlp(python, python, "-S", "-c", code, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	size_t got = 0;
-	ssize_t k;
-	while (got < len - 1 &&
-	       (k = read(fds[0], out + got, len - 1 - got)) != 0) {
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			break;
-		got += (size_t)k;
-	}
-	close(fds[0]);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	out[got] = '\0';
-	char *nl = strchr(out, '\n');
-	if (nl)
-		*nl = '\0';
-	return got > 0 && is_file(out) ? 0 : -1;
-}
-
-/*
- * Finds libcupti: $GPURECLAIM_CUPTI_LIBRARY, the wheel of the Python that
- * CMD runs (or python3), $CUDA_HOME / $CUDA_PATH, /usr/local/cuda*,
- * $LD_LIBRARY_PATH, the distribution's library directory. `from` says
- * where it was found.
- */
-static int find_cupti(char *const *cmd, char *out, size_t len,
-		      const char **from)
-{
-	const char *env_lib = getenv("GPURECLAIM_CUPTI_LIBRARY");
-	if (env_lib && *env_lib) {
-		*from = "GPURECLAIM_CUPTI_LIBRARY";
-		snprintf(out, len, "%s", env_lib);
-		return is_file(out) ? 0 : -1;
-	}
-	const char *base = strrchr(cmd[0], '/');
-	base = base ? base + 1 : cmd[0];
-	const char *python =
-	    strncmp(base, "python", 6) == 0 ? cmd[0] : "python3";
-	*from = "the nvidia-cuda-cupti wheel";
-	if (wheel_cupti(python, out, len) == 0)
-		return 0;
-	char pat[PATH_MAX];
-	const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"),
-			       "/usr/local/cuda"};
-	*from = "the CUDA toolkit";
-	for (size_t i = 0; i < sizeof(homes) / sizeof(homes[0]); i++) {
-		if (!homes[i] || !*homes[i])
-			continue;
-		snprintf(pat, sizeof(pat), "%s/extras/CUPTI/lib64/libcupti.so*",
-			 homes[i]);
-		if (glob_last(pat, out, len) == 0)
-			return 0;
-		snprintf(pat, sizeof(pat),
-			 "%s/targets/x86_64-linux/lib/libcupti.so*", homes[i]);
-		if (glob_last(pat, out, len) == 0)
-			return 0;
-	}
-	if (glob_last("/usr/local/cuda-*/extras/CUPTI/lib64/libcupti.so*", out,
-		      len) == 0)
-		return 0;
-	*from = "LD_LIBRARY_PATH";
-	const char *ld = getenv("LD_LIBRARY_PATH");
-	if (ld) {
-		char *copy = strdup(ld);
-		char *save = NULL;
-		int ok = -1;
-		for (char *d = copy ? strtok_r(copy, ":", &save) : NULL;
-		     d && ok < 0; d = strtok_r(NULL, ":", &save)) {
-			snprintf(pat, sizeof(pat), "%s/libcupti.so*", d);
-			ok = glob_last(pat, out, len);
-		}
-		free(copy);
-		if (ok == 0)
-			return 0;
-	}
-	*from = "the system library directory";
-	return glob_last("/usr/lib/x86_64-linux-gnu/libcupti.so*", out, len);
-}
-
-/*
- * Clears the way for the log: an old trace log at path is removed, any
- * other file is left alone (an error). 0 or -1 with a message.
- */
-static int prepare_output(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return 0;
-	if (S_ISREG(st.st_mode)) {
-		char magic[8] = {0};
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, magic, sizeof(magic)) : -1;
-		if (fd >= 0)
-			close(fd);
-		if ((n == 0 || (n == 8 && memcmp(magic, "GPRTRACE", 8) == 0)) &&
-		    unlink(path) == 0)
-			return 0;
-	}
-	fprintf(stderr,
-		"gpureclaim trace: %s exists and is not a trace log; not "
-		"overwriting it\n",
-		path);
-	return -1;
 }
 
 static void forward(int sig, siginfo_t *si, void *uc)
@@ -288,15 +140,19 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		kill((pid_t)child_pid, sig);
 }
 
-static void summary(const char *path)
+static void summary(const char *path, int backend)
 {
 	struct gpr_trace t;
 	char err[256];
 	if (access(path, F_OK) != 0) {
 		fprintf(stderr,
 			"gpureclaim trace: no trace was written to %s (CMD "
-			"did not use CUDA, or tracing failed: see above)\n",
-			path);
+			"did not use CUDA, or tracing failed: see above)%s\n",
+			path,
+			backend == B_INTERPOSE
+			    ? "; a program the preload cannot enter (static, "
+			      "setuid) needs --backend=cupti"
+			    : "");
 		return;
 	}
 	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
@@ -329,10 +185,126 @@ static void summary(const char *path)
 	}
 }
 
-int gpr_cli_trace(int argc, char **argv)
+/* The log's absolute path (CMD may change directory), or "" for the
+ * default name, which needs CMD's pid. 0, or -1 with a message. */
+static int output_path(char *out, size_t len)
+{
+	out[0] = '\0';
+	if (!env.output)
+		return 0;
+	if (env.output[0] == '/') {
+		snprintf(out, len, "%s", env.output);
+	} else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd))) {
+			fprintf(stderr, "gpureclaim trace: getcwd: %m\n");
+			return -1;
+		}
+		snprintf(out, len, "%.2000s/%.2000s", cwd, env.output);
+	}
+	char why[PATH_MAX + 80];
+	if (gpr_trace_clear_path(out, why, sizeof(why)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* The environment CMD gets (in the child, before exec). */
+static void child_env(int backend, const char *tracer, const char *cupti,
+		      const char *out)
+{
+	char def[PATH_MAX];
+	if (!out[0]) {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			snprintf(cwd, sizeof(cwd), ".");
+		snprintf(def, sizeof(def), "%.3000s/gpureclaim-%d.trace", cwd,
+			 (int)getpid());
+		out = def;
+	}
+	setenv("GPURECLAIM_TRACE_BACKEND", backend_names[backend], 1);
+	if (!env.dormant)
+		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+	else
+		setenv("GPURECLAIM_TRACE_DORMANT", "1", 1);
+	if (backend != B_CUPTI) {
+		char pre[8192];
+		if (gpr_cli_preload_value(tracer, getenv("LD_PRELOAD"), pre,
+					  sizeof(pre)) == 0)
+			setenv("LD_PRELOAD", pre, 1);
+	}
+	/* the CUPTI backend, or the fallback of auto */
+	if (cupti[0]) {
+		setenv("CUDA_INJECTION64_PATH", tracer, 1);
+		setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
+	}
+}
+
+/* Settles the backend and finds its pieces; the tracer's and CUPTI's
+ * paths ("" when not used). 1 traced, 0 not, -1 refused. */
+static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
+{
+	const char *from = "";
+	cupti[0] = '\0';
+	if (gpr_cli_find_tracer(tracer, PATH_MAX) < 0) {
+		fprintf(stderr,
+			"gpureclaim trace: libgpureclaim_trace.so not found "
+			"beside the gpureclaim binary or in ../lib (or at "
+			"$GPURECLAIM_TRACE_LIBRARY)\n");
+		return 0;
+	}
+	if (*backend != B_CUPTI && setuid_program(cmd[0])) {
+		fprintf(stderr,
+			"gpureclaim trace: %s is set-user/group-ID: the "
+			"dynamic loader ignores LD_PRELOAD there%s\n",
+			cmd[0],
+			*backend == B_AUTO ? "; using CUPTI"
+					   : "; nothing will "
+					     "be recorded");
+		if (*backend == B_AUTO)
+			*backend = B_CUPTI;
+	}
+	if (*backend == B_INTERPOSE || env.dormant) {
+		if (!env.quiet)
+			fprintf(stderr, "gpureclaim trace: interposer %s%s\n",
+				tracer, env.dormant ? " (dormant)" : "");
+		return 1;
+	}
+	int found = gpr_cli_find_cupti(cmd, cupti, PATH_MAX, &from) == 0;
+	if (!found)
+		cupti[0] = '\0';
+	if (*backend == B_AUTO) {
+		if (!env.quiet)
+			fprintf(stderr,
+				"gpureclaim trace: interposer %s; %s%s\n",
+				tracer,
+				found ? "CUPTI fallback "
+				      : "no CUPTI found for a fallback",
+				found ? cupti : "");
+		return 1;
+	}
+	if (!found) {
+		fprintf(stderr,
+			"gpureclaim trace: no CUPTI library found (looked at "
+			"$GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti "
+			"wheel, $CUDA_HOME and /usr/local/cuda*/extras/CUPTI/"
+			"lib64, $LD_LIBRARY_PATH); install one (pip install "
+			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n");
+		return 0;
+	}
+	if (!env.quiet)
+		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
+			from);
+	return 1;
+}
+
+static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"output", required_argument, NULL, 'o'},
+	    {"backend", required_argument, NULL, 'b'},
+	    {"dormant", no_argument, NULL, 'd'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"full", no_argument, NULL, 'f'},
 	    {"allow-untraced", no_argument, NULL, 'u'},
@@ -346,6 +318,21 @@ int gpr_cli_trace(int argc, char **argv)
 		case 'o':
 			env.output = optarg;
 			break;
+		case 'b':
+			env.backend = -1;
+			for (int i = 0; i < 3; i++)
+				if (strcmp(optarg, backend_names[i]) == 0)
+					env.backend = i;
+			if (env.backend < 0) {
+				fprintf(stderr,
+					"gpureclaim trace: --backend takes "
+					"auto, interpose or cupti\n");
+				return GPR_CLI_USAGE;
+			}
+			break;
+		case 'd':
+			env.dormant = 1;
+			break;
 		case 'q':
 			env.quiet = 1;
 			break;
@@ -357,68 +344,46 @@ int gpr_cli_trace(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return GPR_CLI_OK;
+			return -1;
 		default:
 			usage(stderr);
 			return GPR_CLI_USAGE;
 		}
+	}
+	if (env.dormant && env.backend == B_CUPTI) {
+		fprintf(stderr, "gpureclaim trace: --dormant preloads the "
+				"interposer; it does not go with "
+				"--backend=cupti\n");
+		return GPR_CLI_USAGE;
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "gpureclaim trace: no command given\n");
 		usage(stderr);
 		return GPR_CLI_USAGE;
 	}
-	char **cmd = argv + optind;
+	return 0;
+}
 
-	char inj[PATH_MAX], cupti[PATH_MAX];
-	const char *from = "";
-	int traced = 1;
-	if (find_injection(inj, sizeof(inj)) < 0) {
-		fprintf(stderr,
-			"gpureclaim trace: libgpureclaim_trace.so not found "
-			"beside the gpureclaim binary or in ../lib (or at "
-			"$GPURECLAIM_TRACE_LIBRARY)\n");
-		traced = 0;
-	} else if (find_cupti(cmd, cupti, sizeof(cupti), &from) < 0) {
-		fprintf(stderr,
-			"gpureclaim trace: no CUPTI library found (looked at "
-			"$GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti "
-			"wheel, $CUDA_HOME and /usr/local/cuda*/extras/CUPTI/"
-			"lib64, $LD_LIBRARY_PATH); install one (pip install "
-			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n");
-		traced = 0;
-	}
+int gpr_cli_trace(int argc, char **argv)
+{
+	int rc = parse(argc, argv);
+	if (rc)
+		return rc < 0 ? GPR_CLI_OK : rc;
+	char **cmd = argv + optind;
+	char tracer[PATH_MAX], cupti[PATH_MAX];
+	int backend = env.backend;
+	int traced = set_up(cmd, &backend, tracer, cupti);
 	if (!traced && !env.allow_untraced) {
 		fprintf(stderr, "gpureclaim trace: not running the command "
 				"untraced (--allow-untraced would)\n");
 		return GPR_CLI_ERROR;
 	}
-	if (traced && !env.quiet)
-		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
-			from);
 	if (!traced)
 		fprintf(stderr, "gpureclaim trace: running the command "
 				"untraced\n");
-
-	/* The log's absolute path: CMD may change directory. */
 	char out[PATH_MAX];
-	out[0] = '\0';
-	if (env.output) {
-		if (env.output[0] == '/')
-			snprintf(out, sizeof(out), "%s", env.output);
-		else {
-			char cwd[PATH_MAX];
-			if (!getcwd(cwd, sizeof(cwd))) {
-				fprintf(stderr, "gpureclaim trace: getcwd: "
-						"%m\n");
-				return GPR_CLI_ERROR;
-			}
-			snprintf(out, sizeof(out), "%.2000s/%.2000s", cwd,
-				 env.output);
-		}
-		if (traced && prepare_output(out) < 0)
-			return GPR_CLI_ERROR;
-	}
+	if (traced && !env.dormant && output_path(out, sizeof(out)) < 0)
+		return GPR_CLI_ERROR;
 
 	struct sigaction sa, old_int, old_term;
 	memset(&sa, 0, sizeof(sa));
@@ -437,21 +402,8 @@ int gpr_cli_trace(int argc, char **argv)
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
-		if (traced) {
-			char def[PATH_MAX];
-			if (!out[0]) {
-				char cwd[PATH_MAX];
-				if (!getcwd(cwd, sizeof(cwd)))
-					snprintf(cwd, sizeof(cwd), ".");
-				snprintf(def, sizeof(def),
-					 "%.3000s/gpureclaim-%d.trace", cwd,
-					 (int)getpid());
-			}
-			setenv("CUDA_INJECTION64_PATH", inj, 1);
-			setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
-			setenv("GPURECLAIM_TRACE_OUTPUT", out[0] ? out : def,
-			       1);
-		}
+		if (traced)
+			child_env(backend, tracer, cupti, out);
 		execvp(cmd[0], cmd);
 		int e = errno;
 		fprintf(stderr, "gpureclaim trace: cannot run %s: %s\n", cmd[0],
@@ -459,7 +411,7 @@ int gpr_cli_trace(int argc, char **argv)
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	child_pid = pid;
-	if (!out[0]) {
+	if (traced && !env.dormant && !out[0]) {
 		char cwd[PATH_MAX];
 		snprintf(out, sizeof(out), "%.3000s/gpureclaim-%d.trace",
 			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", (int)pid);
@@ -477,7 +429,7 @@ int gpr_cli_trace(int argc, char **argv)
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
-	if (traced && !env.quiet)
-		summary(out);
+	if (traced && !env.quiet && !env.dormant)
+		summary(out, backend);
 	return code;
 }

@@ -19,3 +19,6 @@ test-examples: $(EXAMPLE_BINS) $(SIM_LIBS)
 .PHONY: test-examples
 CHECK_RUNS += test-examples
 SAN_RUNS += test-examples
+
+# tests/trace/test_cli.sh traces release_demo on the sim
+test-trace: $(EXAMPLE_BINS)

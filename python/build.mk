@@ -33,3 +33,6 @@ test-python: $(PY_EXT) $(SIM_LIBS)
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: test-python
 CHECK_RUNS += test-python
+
+# tests/trace/test_cli.sh traces the seed scenario in Python on the sim
+test-trace: $(PY_EXT)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `gpureclaim trace` and `gpureclaim report` without a GPU: exit codes,
-# output left alone, CUPTI discovery errors, an end-to-end trace through
-# the fake CUPTI, the report's JSON and exports (validated by Python).
+# output left alone, backends and their discovery errors, an end-to-end
+# trace through the fake CUPTI and one through the interposer on the
+# simulated driver, the report's JSON and exports (validated by Python).
 # Usage: test_cli.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -19,6 +20,14 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 # The injection library must be found beside the CLI.
 [ -f "$B/libgpureclaim_trace.so" ] || { echo "no $B/libgpureclaim_trace.so"; exit 1; }
 cd "$T" || exit 1
+# A sanitizer build's tracer needs its runtimes first in every program it
+# is preloaded into (`gpureclaim trace` keeps them first); those programs
+# (sh, python3) are not ours: no leak report for them.
+SAN_PRELOAD=$(ldd "$B/libgpureclaim_trace.so" | awk '/lib(a|ub)san\.so/ {print $3}' | sort | paste -sd:)
+if [ -n "$SAN_PRELOAD" ]; then
+	export LD_PRELOAD=$SAN_PRELOAD
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
 
 # 1. exit code and output of the traced command unchanged
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'echo out; echo err >&2; exit 3' >o1 2>e1
@@ -26,7 +35,9 @@ rc=$?
 check "trace: exit code 3 propagates" '[ $rc -eq 3 ]'
 check "trace: stdout untouched" '[ "$(cat o1)" = out ]'
 check "trace: stderr of the command kept" 'grep -qx err e1'
-check "trace: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1"
+check "trace: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $B/libgpureclaim_trace.so; CUPTI fallback $FAKE' e1"
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- true 2>e1b
+check "trace --backend cupti: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1b"
 check "trace: no CUDA, no log, said so" 'grep -q "no trace was written" e1'
 
 # 2. killed by a signal: 128 + signal
@@ -34,15 +45,34 @@ GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- sh -c 'kill -TERM $$' 2>/dev/n
 rc=$?
 check "trace: killed by SIGTERM gives 143" '[ $rc -eq 143 ]'
 
-# 3. no CUPTI: refuse, unless --allow-untraced
-GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'touch ran; exit 3' 2>e3
+# 3. no CUPTI: --backend cupti refuses, unless --allow-untraced; auto
+# runs with the interposer alone
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --backend cupti -- sh -c 'touch ran; exit 3' 2>e3
 rc=$?
 check "trace: no CUPTI exits 1" '[ $rc -eq 1 ]'
 check "trace: no CUPTI, command not run" '[ ! -e ran ]'
 check "trace: no CUPTI message" 'grep -q "no CUPTI library found" e3'
-GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --allow-untraced -- sh -c 'exit 3' 2>/dev/null
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --backend cupti --allow-untraced -- sh -c 'exit 3' 2>/dev/null
 rc=$?
 check "trace: --allow-untraced runs it, exit 3" '[ $rc -eq 3 ]'
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'exit 4' 2>e3b
+rc=$?
+check "trace: auto without CUPTI runs, interposer alone" '[ $rc -eq 4 ] && grep -q "no CUPTI found for a fallback" e3b'
+"$GPR" trace --backend nope -- true 2>e3c
+rc=$?
+check "trace: a bad --backend is a usage error" '[ $rc -eq 2 ] && grep -q "auto, interpose or cupti" e3c'
+"$GPR" trace --dormant --backend cupti -- true 2>e3d
+rc=$?
+check "trace: --dormant with cupti is a usage error" '[ $rc -eq 2 ]'
+# the preload comes first, after a sanitizer's runtime, once
+"$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre1
+check "trace: LD_PRELOAD names the tracer" "grep -q '$B/libgpureclaim_trace.so' pre1"
+LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD:}/nonexistent/libother.so" "$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre2 2>/dev/null
+check "trace: an earlier LD_PRELOAD is kept, after the tracer" "grep -q '$B/libgpureclaim_trace.so:/nonexistent/libother.so' pre2"
+# a set-user-ID program ignores LD_PRELOAD: auto uses CUPTI, says so
+cp "$(type -P true)" ./suid-true && chmod u+s ./suid-true
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- ./suid-true 2>e3e
+check "trace: a setuid program gets CUPTI" 'grep -q "set-user/group-ID.*using CUPTI" e3e && grep -q "gpureclaim trace: CUPTI" e3e'
 
 # 4. command not found, usage errors
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- /nonexistent/cmd 2>/dev/null
@@ -61,7 +91,7 @@ rc=$?
 check "trace: will not overwrite a non-log" '[ $rc -eq 1 ] && [ "$(cat keep.txt)" = precious ]'
 
 # 6. end to end: a "CUDA program" that loads the injection as libcuda would
-GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o app.trace -- "$APP" --cuda-app >o6 2>e6
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -o app.trace -- "$APP" --cuda-app >o6 2>e6
 rc=$?
 check "trace app: exit code 5" '[ $rc -eq 5 ]'
 check "trace app: stdout untouched" '[ "$(cat o6)" = app-out ]'
@@ -69,11 +99,11 @@ check "trace app: log written, mode 0600" '[ "$(stat -c %a app.trace)" = 600 ]'
 check "trace app: summary printed" 'grep -q "Peak driver memory: 80.0 KiB" e6'
 check "trace app: caller is the app" 'grep -q "test_inject" e6'
 # a second run replaces the old log
-GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o app.trace -- "$APP" --cuda-app >/dev/null 2>e6b
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o app.trace -- "$APP" --cuda-app >/dev/null 2>e6b
 rc=$?
 check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && ! ls app.trace.* >/dev/null 2>&1'
 "$GPR" report app.trace --json >app.json
-check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
+check "report app: 20 records, by CUPTI" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20 or d[\"backend\"]!=\"cupti\")'"
 
 # 7. report of the synthetic sample: text, JSON, exports
 "$B/tests/trace/test_trace_log" --sample s.trace
@@ -135,18 +165,18 @@ check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
 CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
-	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
-	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
 	# GPURECLAIM_TRACE_INJECT_ONLY never touches CUPTI: a busy CUPTI goes unnoticed
-	FAKE_CUPTI_BUSY=holder GPURECLAIM_TRACE_INJECT_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o inj.trace -- "$CHURN" fake 500 >/dev/null 2>e9
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_TRACE_INJECT_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o inj.trace -- "$CHURN" fake 500 >/dev/null 2>e9
 	check "trace: GPURECLAIM_TRACE_INJECT_ONLY records no call" '[ "$(calls inj.trace)" = 0 ]'
 	check "trace: GPURECLAIM_TRACE_INJECT_ONLY leaves CUPTI alone" '! grep -q "already in use" e9'
-	FAKE_CUPTI_BUSY=holder GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o busy.trace -- "$CHURN" fake 500 >/dev/null 2>e10
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o busy.trace -- "$CHURN" fake 500 >/dev/null 2>e10
 	check "trace: a busy CUPTI is reported" 'grep -q "already in use by another tool (holder)" e10'
 	# the in-process A/B of bench/trace_ab.py: 4 traced blocks of 100+20 pairs recorded, 4 paused not
-	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o ab.trace -- "$CHURN" fake-ab 100 4 >ab.out 2>/dev/null
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o ab.trace -- "$CHURN" fake-ab 100 4 >ab.out 2>/dev/null
 	check "trace: fake-ab prints both medians" 'grep -q "^traced .* us/pair, paused .* us/pair (medians of 4 blocks of 100 pairs each)" ab.out'
 	check "trace: fake-ab records only the traced blocks" '[ "$(calls ab.trace)" = 960 ]'
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$CHURN" fake-ab 100 4 >/dev/null 2>e11
@@ -154,6 +184,36 @@ if [ -x "$CHURN" ]; then
 	check "trace: fake-ab untraced says so" '[ $rc -eq 2 ] && grep -q "run this under .gpureclaim trace." e11'
 else
 	bad "trace: $CHURN not built"
+fi
+
+# 10. the interposer on the simulated driver, no CUPTI anywhere: the C
+# example (the core's own dlopen/dlsym of the driver) and the seed
+# scenario in Python (the fake torch and cupy call the sim through ctypes)
+SIMENV=(GPURECLAIM_SIM="gpus=2;state=trace-cli-$$" LD_LIBRARY_PATH="$B/sim"
+	GPURECLAIM_CUDA_LIBRARY="$B/sim/libcuda.so.1"
+	GPURECLAIM_NVML_LIBRARY="$B/sim/libnvidia-ml.so.1"
+	GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so)
+env "${SIMENV[@]}" "$GPR" trace -o demo.trace -- "$B/examples/release_demo" >o10 2>e10
+rc=$?
+check "sim: release_demo traced, exit 0" '[ $rc -eq 0 ] && grep -q "released 1.5 GiB" o10'
+check "sim: summary by the interposer" 'grep -q "Recorded by the interposer" e10 && grep -q "held at the end: 256.0 MiB" e10'
+"$GPR" report demo.trace --json >demo.json
+check "sim: 4 allocations, 3 frees, 2 contexts" "$PY -c '
+import json
+d = json.load(open(\"demo.json\"))
+ops = {o[\"op\"]: o[\"calls\"] for o in d[\"operations\"]}
+assert ops == {\"cuMemAlloc_v2\": 4, \"cuMemFree_v2\": 3, \"context_created\": 2}, ops
+assert d[\"backend\"] == \"interpose\" and d[\"held_at_end_bytes\"] == 256 << 20, d
+assert {x[\"device\"] for x in d[\"devices\"]} == {0, 1}, d[\"devices\"]
+' 2>pyerr || { cat pyerr; false; }"
+if [ -d "$B/python/gpureclaim" ]; then
+	env "${SIMENV[@]}" PYTHONPATH="$B/python:$SRC/tests/python/fakes" \
+		"$GPR" trace -o seed.trace -- "$PY" "$SRC/examples/seed_scenario.py" >o11 2>e11
+	rc=$?
+	check "sim: the seed scenario traced, its output kept" '[ $rc -eq 0 ] && grep -q "^after gpureclaim.release(): 0.500 GiB (1.000 GiB returned)" o11'
+	check "sim: the seed scenario's summary" 'grep -q "Peak driver memory: 2.0 GiB" e11 && grep -q "held at the end: 0 B" e11'
+else
+	bad "sim: $B/python not built"
 fi
 
 cd / && rm -rf "$T"

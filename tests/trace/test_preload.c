@@ -73,7 +73,8 @@ static struct {
 	CUresult (*from_pool)(CUdeviceptr *, size_t, void *, void *);
 	CUresult (*from_pool_ptsz)(CUdeviceptr *, size_t, void *, void *);
 	CUresult (*trim)(void *, size_t);
-	CUresult (*create)(CUhandle *, size_t, const void *, unsigned long long);
+	CUresult (*create)(CUhandle *, size_t, const void *,
+			   unsigned long long);
 	CUresult (*mrelease)(CUhandle);
 	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
 			    unsigned long long);
@@ -319,8 +320,8 @@ static struct {
 
 static int start(const char *path, int backend, char *why, size_t len)
 {
-	struct gpureclaim_trace_start_opts o = {
-	    sizeof(o), path, backend, NULL, why, len};
+	struct gpureclaim_trace_start_opts o = {sizeof(o), path, backend,
+						NULL,	   why,	 len};
 	return tr.start(&o);
 }
 
@@ -349,7 +350,8 @@ static int scenario_dormant(const char *log1, const char *log2)
 	OK(cu.alloc(&before, MiB)); /* dormant: not recorded */
 	if (tr.status(&st) != 0 || st.session != 0 || st.interposer != 1)
 		return 61;
-	if (tr.live(rows, 8, &n) != -1 || tr.pause() != -1 || tr.stop(path, 512) != -1)
+	if (tr.live(rows, 8, &n) != -1 || tr.pause() != -1 ||
+	    tr.stop(path, 512) != -1)
 		return 62; /* nothing to query, pause or stop */
 	if (start(log1, GPURECLAIM_TRACE_AUTO, why, sizeof(why)) != 0)
 		return 63;
@@ -376,7 +378,8 @@ static int scenario_dormant(const char *log1, const char *log2)
 	int seen = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct gpureclaim_trace_live *r = &rows[i];
-		int mine = r->library && strcmp(r->library, "test_preload") == 0;
+		int mine =
+		    r->library && strcmp(r->library, "test_preload") == 0;
 		if (mine && r->device == 0 && r->kind == 0 &&
 		    r->bytes == 3 * MiB && r->count == 1)
 			seen |= 1;
@@ -411,7 +414,8 @@ static int scenario_dormant(const char *log1, const char *log2)
 		char w[256];
 		CUdeviceptr x;
 		cu.alloc(&x, MiB); /* the sim: a child has no context */
-		_exit(start(log2, 0, w, sizeof(w)) == GPURECLAIM_TRACE_E_FORKED &&
+		_exit(start(log2, 0, w, sizeof(w)) ==
+				  GPURECLAIM_TRACE_E_FORKED &&
 			      strstr(w, "forked")
 			  ? 0
 			  : 1);
@@ -678,7 +682,8 @@ static void check_linked(void)
 	struct gpr_trace t;
 	if (load(out, &t) < 0)
 		return;
-	CHECK(count(&t, "cuMemAlloc_v2") == 10 && count(&t, "cuMemFree_v2") == 10);
+	CHECK(count(&t, "cuMemAlloc_v2") == 10 &&
+	      count(&t, "cuMemFree_v2") == 10);
 	CHECK(count(&t, "context_created") == 1);
 	struct gpr_trace_stats s;
 	CHECK(gpr_trace_stats_compute(&t, &s) == 0 && s.held_end == 0 &&
@@ -708,10 +713,11 @@ static void check_dormant(void)
 	snprintf(log1, sizeof(log1), "%s/dormant1.trace", dir);
 	snprintf(log2, sizeof(log2), "%s/dormant2.trace", dir);
 	/* dormant: GPURECLAIM_TRACE_OUTPUT set, but nothing until start */
-	snprintf(env, sizeof(env),
-		 "GPURECLAIM_TRACE_DORMANT=1,GPURECLAIM_TRACE_OUTPUT=%s/no.trace,"
-		 "LOG1=%s,LOG2=%s",
-		 dir, log1, log2);
+	snprintf(
+	    env, sizeof(env),
+	    "GPURECLAIM_TRACE_DORMANT=1,GPURECLAIM_TRACE_OUTPUT=%s/no.trace,"
+	    "LOG1=%s,LOG2=%s",
+	    dir, log1, log2);
 	struct run r;
 	run("dormant", NULL, env, NULL, &r);
 	CHECK(exited(&r, 0));
@@ -731,7 +737,7 @@ static void check_dormant(void)
 		struct gpr_trace_stats s;
 		CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 		CHECK(s.unmatched_frees == 1); /* allocated before the start */
-		CHECK(s.held_end == 7 * MiB); /* 3 MiB + the 4 MiB pool */
+		CHECK(s.held_end == 7 * MiB);  /* 3 MiB + the 4 MiB pool */
 		gpr_trace_stats_free(&s);
 		gpr_trace_free(&t);
 	}
@@ -782,8 +788,8 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (!failures && system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
-	printf("test_preload: %s (%d failures)%s%s\n",
-	       failures ? "FAIL" : "ok", failures,
-	       failures ? "; files kept in " : "", failures ? dir : "");
+	printf("test_preload: %s (%d failures)%s%s\n", failures ? "FAIL" : "ok",
+	       failures, failures ? "; files kept in " : "",
+	       failures ? dir : "");
 	return failures ? 1 : 0;
 }
