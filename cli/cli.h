@@ -66,6 +66,17 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
  */
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 
+/* ---------------- progress (cli/util_progress.c) ---------------- */
+
+/*
+ * A progress line on stderr about `what` (a file name), shown after a
+ * second of work while stderr is a terminal: the phase, and how far the
+ * trace reader's replay has come. stop clears it. Not nested.
+ */
+void gpr_cli_progress_start(const char *what);
+void gpr_cli_progress_phase(const char *phase);
+void gpr_cli_progress_stop(void);
+
 /* ---------------- the tracer's pieces (cli/trace_find.c) ---------------- */
 
 /* The tracer library ($GPURECLAIM_TRACE_LIBRARY, else beside this

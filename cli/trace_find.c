@@ -235,7 +235,8 @@ int gpr_cli_preload_value(const char *tracer, const char *old, char *out,
 		for (const char *p = old ? old : ""; *p;) {
 			size_t n = strcspn(p, ": ");
 			if (n && (pass == 0) == sanitizer(p, n) &&
-			    !(strlen(tracer) == n && strncmp(p, tracer, n) == 0)) {
+			    !(strlen(tracer) == n &&
+			      strncmp(p, tracer, n) == 0)) {
 				int k = snprintf(out + at, len - at, "%s%.*s",
 						 at ? ":" : "", (int)n, p);
 				if (k < 0 || (size_t)k >= len - at)

@@ -144,6 +144,42 @@ assert \"evil\\u009b31m\\ufffd2J\\x1b[0m\\x7f caf\\u00e9\" in libs, libs
 assert json.loads(json.dumps(d)) == d
 ' 2>pyerr || { cat pyerr; false; }"
 
+# 7c. RMM's replay log: the golden files, written by hand from RMM's
+# format (tests/trace/golden), one per GPU; read back as RMM reads it
+"$B/tests/trace/test_trace_log" --rmm-sample rmm.trace
+TZ=UTC "$GPR" report rmm.trace --rmm-csv replay.csv --json >rmm.json 2>e7c
+rc=$?
+check "report --rmm-csv: exit 0, one file per GPU" '[ $rc -eq 0 ] && [ -f replay.dev0.csv ] && [ -f replay.dev1.csv ] && [ ! -e replay.csv ]'
+check "report --rmm-csv: GPU 0 as the golden file" "cmp replay.dev0.csv $SRC/tests/trace/golden/rmm.dev0.csv"
+check "report --rmm-csv: GPU 1 as the golden file" "cmp replay.dev1.csv $SRC/tests/trace/golden/rmm.dev1.csv"
+check "report --rmm-csv: says what it left out" 'grep -q "1 frees of memory allocated before tracing began left out" e7c'
+check "report --rmm-csv: RMM's parser and replay agree with the report" "$PY $SRC/tests/trace/check_rmm.py rmm.json replay.dev0.csv replay.dev1.csv >/dev/null 2>pyerr || { cat pyerr; false; }"
+# one GPU: the file as named
+"$GPR" report app.trace --rmm-csv one.csv --json >one.json 2>/dev/null
+check "report --rmm-csv: one GPU, one file" "[ -f one.csv ] && $PY $SRC/tests/trace/check_rmm.py one.json one.csv >/dev/null"
+
+# 7d. a large log: the size warning, --max-events, the progress line
+"$B/tests/trace/test_trace_log" --big big.trace 250000
+"$GPR" report big.trace --chrome full.json >/dev/null 2>e7d
+check "report: a timeline over 100 MB is said" 'grep -q "the timeline will be about .*--max-events" e7d'
+check "report: no progress line off a terminal" '! grep -q $(printf "\r") e7d'
+"$GPR" report big.trace --chrome capped.json --max-events 20000 >/dev/null 2>e7e
+rc=$?
+check "report --max-events: exit 0, says so, no warning" '[ $rc -eq 0 ] && grep -q "calls merged into counters" e7e && ! grep -q "will be about" e7e'
+check "report --max-events: events, peaks, last values" "$PY $SRC/tests/trace/check_timeline.py full.json capped.json 20000 >/dev/null 2>pyerr || { cat pyerr; false; }"
+"$GPR" report big.trace --max-events 20000 >/dev/null 2>e7f
+rc=$?
+check "report: --max-events without --chrome is a usage error" '[ $rc -eq 2 ]'
+"$GPR" report big.trace --chrome x.json --max-events 10 >/dev/null 2>e7g
+rc=$?
+check "report: --max-events below 1000 is a usage error" '[ $rc -eq 2 ]'
+if command -v script >/dev/null 2>&1; then
+	script -qec "$GPR report big.trace --chrome full2.json >/dev/null" /dev/null >tty.out 2>&1
+	check "report: a progress line on a terminal after a second" 'grep -q "gpureclaim report: big.trace: .*%" tty.out'
+else
+	bad "report: no script(1) to give the report a terminal"
+fi
+
 # 8. report errors
 "$GPR" report missing.trace 2>e8
 rc=$?

@@ -5,6 +5,8 @@
  * chunks) giving errors, never crashes (run under ASan in `make check`),
  * and the report's renderings of hostile strings.
  *
+ * `test_trace_log --rmm-sample FILE` writes the RMM export's golden log,
+ * `--big FILE N` a log of N calls.
  * `test_trace_log --sample FILE` writes the synthetic log to FILE for the
  * CLI test, `--hostile FILE` the log of hostile library and site names.
  */
@@ -125,6 +127,117 @@ static int write_sample(const char *path)
 {
 	struct gpr_trace_rec v[256];
 	return write_log(path, v, sample(v), 3);
+}
+
+/*
+ * The RMM export's golden log (tests/trace/golden/rmm.dev0.csv and
+ * rmm.dev1.csv, written by hand from RMM's format): one of each thing the
+ * export writes or leaves out. Started 2026-11-30 14:03:07 UTC.
+ */
+#define RMM_START_REAL 1796047387000000000ull
+static int write_rmm_sample(const char *path)
+{
+	struct gpr_trace_rec v[16];
+	size_t n = 0;
+	/* the four rows of RMM's own example */
+	v[n++] = rec(125800000, 11000, GPR_OP_MEM_ALLOC, S_TORCH,
+		     0x7f1c2a000000, 1 << 20);
+	v[n] = rec(125880000, 10000, GPR_OP_MEM_ALLOC_ASYNC, S_TORCH,
+		   0x7f1c2a200000, 2 << 20);
+	v[n++].aux = 0x55d3c8a0e2f0;
+	v[n] = rec(126004000, 5000, GPR_OP_MEM_FREE, S_TORCH, 0x7f1c2a000000,
+		   1 << 20);
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	v[n] = rec(126090000, 10000, GPR_OP_MEM_ALLOC, S_TORCH, 0, 80 * GiB);
+	v[n++].result = 2;
+	/* left out: a free of unknown memory, pinned host memory */
+	v[n++] = rec(126200000, 1000, GPR_OP_MEM_FREE, S_TORCH, 0x1234000, 0);
+	v[n++] = rec(126300000, 1000, GPR_OP_MEM_HOST_ALLOC, S_CUPY, 0x600000,
+		     1 << 20);
+	/* VMM: the handle is the pointer; the mapping is left out */
+	v[n] = rec(126400000, 1000, GPR_OP_MEM_CREATE, S_TORCH, 0, 2 << 20);
+	v[n++].aux = 0x77;
+	v[n] = rec(126500000, 1000, GPR_OP_MEM_MAP, S_TORCH, 0x7f3000000000,
+		   2 << 20);
+	v[n++].aux = 0x77;
+	v[n++] = rec(126600000, 1000, GPR_OP_MEM_UNMAP, S_TORCH, 0x7f3000000000,
+		     2 << 20);
+	v[n] = rec(126700000, 1000, GPR_OP_MEM_RELEASE, S_TORCH, 0, 2 << 20);
+	v[n++].aux = 0x77;
+	/* the stream-ordered free, on its stream */
+	v[n] = rec(126800000, 1000, GPR_OP_MEM_FREE_ASYNC, S_TORCH,
+		   0x7f1c2a200000, 2 << 20);
+	v[n++].aux = 0x55d3c8a0e2f0;
+	/* an address allocated again while held: its free was lost */
+	v[n++] = rec(126900000, 1000, GPR_OP_MEM_ALLOC, S_TORCH, 0x7f1c2a400000,
+		     4096);
+	v[n++] = rec(127000000, 1000, GPR_OP_MEM_ALLOC, S_TORCH, 0x7f1c2a400000,
+		     8192);
+	/* NCCL's host memory through VMM: not device memory */
+	v[n] = rec(127100000, 1000, GPR_OP_MEM_CREATE, S_TORCH, 0, 2 << 20);
+	v[n].aux = 0x78;
+	v[n].device = -1;
+	v[n++].flags |= GPR_TRACE_R_HOST;
+	/* another thread, GPU 1: the second file */
+	v[n] = rec(127200000, 1000, GPR_OP_MEM_ALLOC, S_CUPY, 0x7f2000000000,
+		   1 << 20);
+	v[n].tid = 48214;
+	v[n++].device = 1;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].tid == 42)
+			v[i].tid = 48213;
+	struct gpr_inj_tw w;
+	unlink(path);
+	int rc = gpr_inj_tw_open(&w, path, 4243, RMM_START_REAL, START);
+	if (rc < 0)
+		return rc;
+	const char *strs[] = {"libtorch_cuda.so", "cupy_backends.so",
+			      "libtorch_cuda.so!alloc+0x10",
+			      "cupy_backends.so+0x99"};
+	rc = gpr_inj_tw_strings(&w, strs, 4);
+	if (rc == 0)
+		rc = gpr_inj_tw_records(&w, v, n);
+	int rc2 = gpr_inj_tw_close(&w, START + 200000000, 0);
+	return rc ? rc : rc2;
+}
+
+/*
+ * A large log for the report's progress line, the timeline's size warning
+ * and --max-events: n calls on 4 threads from 3 libraries, allocations
+ * freed 64 calls later on the same thread, one in 1000 failing; distinct
+ * times, a microsecond apart.
+ */
+static int write_big(const char *path, size_t n)
+{
+	struct gpr_trace_rec *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return -1;
+	uint64_t live[4][64] = {{0}};
+	for (size_t i = 0; i < n; i++) {
+		unsigned th = (unsigned)(i % 4), k = (unsigned)(i / 8 % 64);
+		uint32_t lib = S_TORCH + (uint32_t)(i % 3 == 2);
+		uint64_t t = 1000 * (uint64_t)i, dur = 100 + (i % 97) * 10;
+		if (i / 4 % 2 == 0) {
+			uint64_t addr = 0x7f0000000000ull +
+					((uint64_t)i << 21); /* never reused */
+			v[i] = rec(t, dur, GPR_OP_MEM_ALLOC, lib, addr,
+				   (1u << 20) + (i % 7) * 4096);
+			if (i % 1000 == 0) {
+				v[i].result = 2;
+				v[i].addr = 0;
+			} else {
+				live[th][k] = addr;
+			}
+		} else {
+			uint64_t addr = live[th][k];
+			live[th][k] = 0;
+			v[i] = rec(t, dur, GPR_OP_MEM_FREE, lib, addr, 0);
+		}
+		v[i].tid = 100 + th;
+	}
+	int rc = write_log(path, v, n, 0);
+	free(v);
+	return rc;
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -890,6 +1003,13 @@ int main(int argc, char **argv)
 		return write_sample(argv[2]) == 0 ? 0 : 1;
 	if (argc == 3 && strcmp(argv[1], "--hostile") == 0)
 		return write_hostile(argv[2]) == 0 ? 0 : 1;
+	if (argc == 3 && strcmp(argv[1], "--rmm-sample") == 0)
+		return write_rmm_sample(argv[2]) == 0 ? 0 : 1;
+	if (argc == 4 && strcmp(argv[1], "--big") == 0)
+		return write_big(argv[2],
+				 (size_t)strtoull(argv[3], NULL, 10)) == 0
+			   ? 0
+			   : 1;
 	if (!mkdtemp(tmpdir)) {
 		perror("mkdtemp");
 		return 1;

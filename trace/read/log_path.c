@@ -21,7 +21,8 @@ int gpr_trace_clear_path(const char *path, char *why, size_t len)
 	}
 	if (S_ISREG(st.st_mode)) {
 		char magic[8] = {0};
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		int fd =
+		    open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		ssize_t n = fd >= 0 ? read(fd, magic, sizeof(magic)) : -1;
 		if (fd >= 0)
 			close(fd);
@@ -30,7 +31,7 @@ int gpr_trace_clear_path(const char *path, char *why, size_t len)
 		    unlink(path) == 0)
 			return 0;
 	}
-	snprintf(why, len, "%s exists and is not a trace log; not writing over it",
-		 path);
+	snprintf(why, len,
+		 "%s exists and is not a trace log; not writing over it", path);
 	return -1;
 }

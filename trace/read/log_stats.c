@@ -76,13 +76,20 @@ static struct gpr_trace_step free_step(const struct gpr_trace_rec *r,
 	return s;
 }
 
+struct gpr_trace_progress gpr_trace_progress;
+
 int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 		     struct gpr_trace_live **live, size_t *n_live)
 {
 	struct live_set ls = {0};
 	int rc = 0;
+	atomic_store_explicit(&gpr_trace_progress.total, t->n_recs,
+			      memory_order_relaxed);
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
+		if ((i & 0xffff) == 0)
+			atomic_store_explicit(&gpr_trace_progress.done, i,
+					      memory_order_relaxed);
 		enum gpr_trace_kind kind = gpr_trace_rec_kind(t, r);
 		struct gpr_trace_step s = {
 		    .r = r, .kind = kind, .owner = r->lib, .device = r->device};
