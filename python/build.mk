@@ -16,11 +16,15 @@ PY_PKG_FILES := $(wildcard python/gpureclaim/*.py python/gpureclaim/*.pyi \
 $(PY_EXT_OBJS): CFLAGS += -DPy_LIMITED_API=0x030B0000 -I$(PY_INCLUDE) \
 	-Wno-error=deprecated-declarations
 
-$(PY_EXT): $(PY_EXT_OBJS) $(CORE_OBJS) python/src/ext.map $(PY_PKG_FILES)
+# The extension renders trace logs with the trace reader's objects; the
+# tracer library goes beside it, where gpureclaim.trace looks for it.
+$(PY_EXT): $(PY_EXT_OBJS) $(CORE_OBJS) $(TRACE_READ_OBJS) python/src/ext.map \
+		$(PY_PKG_FILES) $(TRACE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--version-script=python/src/ext.map $(LDFLAGS) \
-		-o $@ $(PY_EXT_OBJS) $(CORE_OBJS) $(LDLIBS)
+		-o $@ $(PY_EXT_OBJS) $(CORE_OBJS) $(TRACE_READ_OBJS) $(LDLIBS)
 	@for f in $(PY_PKG_FILES); do ln -sf $(abspath .)/$$f $(PY_PKG_DIR)/; done
+	@ln -sf $(abspath $(TRACE_LIB)) $(PY_PKG_DIR)/libgpureclaim_trace.so
 
 python-ext: $(PY_EXT)
 .PHONY: python-ext

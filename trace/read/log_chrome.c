@@ -260,8 +260,8 @@ int gpr_trace_chrome_size(const struct gpr_trace *t,
 	struct sizing z = {0};
 	int rc = gpr_trace_replay(t, size_step, &z, NULL, NULL);
 	out->events = z.slices + z.instants + z.counters;
-	out->bytes = 512 + z.slices * SLICE_BYTES +
-		     z.instants * INSTANT_BYTES + z.counters * COUNTER_BYTES;
+	out->bytes = 512 + z.slices * SLICE_BYTES + z.instants * INSTANT_BYTES +
+		     z.counters * COUNTER_BYTES;
 	return rc;
 }
 
@@ -547,8 +547,9 @@ static int export_merged(struct chrome *c, uint64_t max_events,
 	uint64_t lo = UINT64_MAX, hi = 0;
 	for (size_t i = 0; i < t->n_recs; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
-		uint64_t end = r->t_ns + r->dur_ns < r->t_ns ? UINT64_MAX
-							     : r->t_ns + r->dur_ns;
+		uint64_t end = r->t_ns + r->dur_ns < r->t_ns
+				   ? UINT64_MAX
+				   : r->t_ns + r->dur_ns;
 		lo = r->t_ns < lo ? r->t_ns : lo;
 		hi = end > hi ? end : hi;
 	}

@@ -23,4 +23,12 @@ void gpr_trace_report_json(struct gpr__buf *b, const char *path,
 			   const struct gpr_trace *t,
 			   const struct gpr_trace_stats *s, int top);
 
+/*
+ * Appends the report as an HTML fragment (log_html.c): the text report in
+ * a <pre>, the SVG plot of log_export.h inline. 0 or GPR_E_NOMEM.
+ */
+int gpr_trace_report_html(struct gpr__buf *b, const char *path,
+			  const struct gpr_trace *t,
+			  const struct gpr_trace_stats *s, int top);
+
 #endif /* GPR_TRACE_LOG_REPORT_H */
