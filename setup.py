@@ -1,8 +1,10 @@
-"""Builds gpureclaim._gpureclaim: the extension's C files (python/src) and
-the core library's (src, src/driver, src/out) compiled into one abi3 module for the
-limited API of Python 3.11, so nothing else must be found at run time.
-Metadata lives in pyproject.toml; the version in the C header, its one
-place."""
+"""Builds gpureclaim._gpureclaim: the extension's C files (python/src), the
+core library's (src, src/driver, src/out) and the trace reader's
+(trace/read, trace/format) compiled into one abi3 module for the limited
+API of Python 3.11, so nothing else must be found at run time; and beside
+it the tracer library (trace/inject), which gpureclaim.trace loads when
+the program was not started under `gpureclaim trace`. Metadata lives in
+pyproject.toml; the version in the C header, its one place."""
 import glob
 import re
 
@@ -40,7 +42,8 @@ def header_version(path="include/gpureclaim.h"):
 
 sources = sorted(
     glob.glob("python/src/*.c") + glob.glob("src/*.c") + glob.glob("src/driver/*.c")
-    + glob.glob("src/out/*.c")
+    + glob.glob("src/out/*.c") + glob.glob("trace/read/*.c")
+    + glob.glob("trace/format/*.c")
 )
 
 ext = Extension(
@@ -54,7 +57,22 @@ ext = Extension(
     libraries=["dl", "pthread"],
     depends=sorted(glob.glob("include/*.h") + glob.glob("src/*.h")
                    + glob.glob("src/driver/*.h") + glob.glob("src/out/*.h")
-                   + glob.glob("python/src/*.h")),
+                   + glob.glob("python/src/*.h") + glob.glob("trace/*/*.h")),
 )
 
-setup(version=header_version(), ext_modules=[ext], cmdclass=cmdclass)
+# The tracer: a plain shared library (no module init), named
+# libgpureclaim_trace.abi3.so by setuptools; python/src/trace.c finds it.
+tracer = Extension(
+    "gpureclaim.libgpureclaim_trace",
+    sources=sorted(glob.glob("trace/inject/*.c") + glob.glob("trace/format/*.c")),
+    include_dirs=["include", "src", "src/driver"],
+    py_limited_api=True,
+    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden"],
+    extra_link_args=["-Wl,--version-script=trace/inject/libgpureclaim_trace.map",
+                     "-Wl,-z,nodelete"],
+    libraries=["dl", "pthread"],
+    depends=sorted(glob.glob("include/*.h") + glob.glob("trace/*/*.h")
+                   + glob.glob("src/driver/*.h")),
+)
+
+setup(version=header_version(), ext_modules=[ext, tracer], cmdclass=cmdclass)
