@@ -13,3 +13,11 @@ $(BUILD)/bench/nvml_cost: $(BUILD)/obj/bench/nvml_cost.o
 	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/bench/nvml_cost
+
+# A driver that does nothing, for the tracer's CPU figures
+# (bench/trace_cpu.sh): $(BUILD)/bench/fakecuda/libcuda.so.1.
+$(BUILD)/bench/fakecuda/libcuda.so.1: $(BUILD)/obj/bench/fakecuda.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 $(LDFLAGS) -o $@ $<
+
+ALL_TARGETS += $(BUILD)/bench/fakecuda/libcuda.so.1
