@@ -79,7 +79,8 @@ static int ab(pair_fn pair, long n, int blocks)
 {
 	/* as include/gpureclaim_trace.h shows: found when traced */
 	*(void **)&trace_pause = dlsym(RTLD_DEFAULT, "gpureclaim_trace_pause");
-	*(void **)&trace_resume = dlsym(RTLD_DEFAULT, "gpureclaim_trace_resume");
+	*(void **)&trace_resume =
+	    dlsym(RTLD_DEFAULT, "gpureclaim_trace_resume");
 	if (!trace_pause || !trace_resume || trace_pause() != 0 ||
 	    trace_resume() != 0) {
 		fprintf(stderr, "not traced: run this under `gpureclaim "

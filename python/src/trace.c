@@ -45,8 +45,8 @@ static void *tracer_fn(const char *name, int load, char *why, size_t len)
 			 "%.*s%slibgpureclaim_trace.so", dir, di.dli_fname,
 			 sep);
 		snprintf(paths[n++], sizeof(paths[0]),
-			 "%.*s%slibgpureclaim_trace.abi3.so", dir,
-			 di.dli_fname, sep);
+			 "%.*s%slibgpureclaim_trace.abi3.so", dir, di.dli_fname,
+			 sep);
 	}
 	for (int i = 0; i < n; i++) {
 		void *h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL);
@@ -63,8 +63,8 @@ static void *tracer_fn(const char *name, int load, char *why, size_t len)
 static const char *backend_name(int b)
 {
 	return b == GPURECLAIM_TRACE_INTERPOSE ? "interpose"
-	       : b == GPURECLAIM_TRACE_CUPTI	 ? "cupti"
-						 : "none";
+	       : b == GPURECLAIM_TRACE_CUPTI   ? "cupti"
+					       : "none";
 }
 
 static const char *const wait_names[] = {"none", "perf-gated",
@@ -137,7 +137,8 @@ PyObject *gpr_py_trace_stop(PyObject *module, PyObject *unused)
 	char path[4096] = "", why[8];
 	int rc = -1;
 	gpureclaim_trace_stop_fn *stop = NULL;
-	*(void **)&stop = tracer_fn("gpureclaim_trace_stop", 0, why, sizeof(why));
+	*(void **)&stop =
+	    tracer_fn("gpureclaim_trace_stop", 0, why, sizeof(why));
 	if (stop) {
 		Py_BEGIN_ALLOW_THREADS;
 		rc = stop(path, sizeof(path));
@@ -205,8 +206,8 @@ PyObject *gpr_py_trace_report(PyObject *module, PyObject *args)
 	if (rc < 0)
 		PyErr_Format(st->error, "%s: %s", path, err);
 	else
-		out = PyUnicode_DecodeUTF8(b.data ? b.data : "", (Py_ssize_t)b.len,
-					   "replace");
+		out = PyUnicode_DecodeUTF8(b.data ? b.data : "",
+					   (Py_ssize_t)b.len, "replace");
 	gpr__buf_free(&b);
 	return out;
 }

@@ -200,7 +200,7 @@ static int load_cupti(const char *path)
 {
 	if (api.lib)
 		return 0;
-	const char *env = getenv("GPURECLAIM_CUPTI_LIBRARY");
+	const char *env = secure_getenv("GPURECLAIM_CUPTI_LIBRARY");
 	char mapped[4096] = "";
 	if (!(path && *path) && !(env && *env))
 		mapped_cupti(mapped, sizeof(mapped));

@@ -84,7 +84,7 @@ static _Atomic uint64_t counts[GPR_TRACE_N_OPS];
 
 static void read_env(void)
 {
-	const char *out = getenv("GPURECLAIM_TRACE_OUTPUT");
+	const char *out = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
 	const char *be = getenv("GPURECLAIM_TRACE_BACKEND");
 	int on = out && *out && !(be && strcmp(be, "cupti") == 0) &&
 		 !getenv("GPURECLAIM_TRACE_DORMANT");
@@ -110,7 +110,7 @@ static int start_now(void)
 			gpr_inj_preload_meta, atomic_load(&libcuda)) == 0 &&
 		    crosscheck &&
 		    gpr_inj_cupti_attach_counting(
-			getenv("GPURECLAIM_CUPTI_LIBRARY")) < 0)
+			secure_getenv("GPURECLAIM_CUPTI_LIBRARY")) < 0)
 			crosscheck = 0;
 	}
 	gpr_inj_session_unlock();
@@ -353,7 +353,7 @@ static void *driver_sym(const char *name)
 {
 	void *h = atomic_load(&libcuda);
 	if (!h) {
-		const char *cuda = getenv("GPURECLAIM_CUDA_LIBRARY");
+		const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
 		h = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
 			   RTLD_NOLOAD | RTLD_LAZY);
 	}

@@ -29,7 +29,7 @@ void gpr_inj_rec_driver(void *libcuda)
 {
 	void *cu = libcuda;
 	if (!cu) {
-		const char *cuda = getenv("GPURECLAIM_CUDA_LIBRARY");
+		const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
 		cu = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
 			    RTLD_NOLOAD | RTLD_LAZY);
 	}

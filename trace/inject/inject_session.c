@@ -43,7 +43,7 @@ static int back_end(void)
 
 void gpr_inj_session_default_path(char *out, size_t len)
 {
-	const char *env = getenv("GPURECLAIM_TRACE_OUTPUT");
+	const char *env = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
 	if (env && *env)
 		snprintf(out, len, "%s", env);
 	else
