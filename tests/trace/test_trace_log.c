@@ -997,6 +997,136 @@ static void test_hostile_strings(void)
 	gpr_trace_free(&t);
 }
 
+/* A META chunk made by hand: tag, count, the payload as given. */
+static size_t meta_chunk(unsigned char *out, uint32_t count, const char *p)
+{
+	uint64_t len = strlen(p);
+	memcpy(out, "META", 4);
+	memcpy(out + 4, &count, 4);
+	memcpy(out + 8, &len, 8);
+	memcpy(out + 16, p, len);
+	return 16 + len;
+}
+
+/*
+ * META chunks (revision 1.1): what recorded a log, read back; a key given
+ * again replaces its value; malformed ones are errors with a reason; the
+ * report says what recorded the log, or that it does not say.
+ */
+static void test_meta(void)
+{
+	char path[256], err[256];
+	path_in_tmp(path, sizeof(path), "meta.trace");
+	struct gpr_inj_tw w;
+	unlink(path);
+	CHECK(gpr_inj_tw_open(&w, path, 7, 1700000000000000000ull, START) == 0);
+	const char *first[] = {"format=1.1", "backend=cupti", "wait=none"};
+	const char *later[] = {"backend=interpose", "wait=perf-gated",
+			       "entry_points=cuMemAlloc_v2=1"};
+	CHECK(gpr_inj_tw_meta(&w, first, 3) == 0);
+	struct gpr_trace_rec v[3];
+	v[0] = rec(1000, 500, GPR_OP_MEM_ALLOC, GPR_TRACE_NO_STRING,
+		   0x7f0000000000, GiB);
+	/* NCCL's host memory through VMM: host bytes, not GPU 0's */
+	v[1] =
+	    rec(2000, 500, GPR_OP_MEM_CREATE, GPR_TRACE_NO_STRING, 0, 2u << 20);
+	v[1].aux = 0x99;
+	v[1].device = -1;
+	v[1].flags |= GPR_TRACE_R_HOST;
+	v[2] = rec(3000, 500, GPR_OP_MEM_RELEASE, GPR_TRACE_NO_STRING, 0,
+		   2u << 20);
+	v[2].aux = 0x99;
+	CHECK(gpr_inj_tw_records(&w, v, 3) == 0);
+	CHECK(gpr_inj_tw_meta(&w, later, 3) == 0);
+	CHECK(gpr_inj_tw_close(&w, START + 10000, 0) == 0);
+	struct gpr_trace t;
+	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
+	CHECK(t.n_meta == 4);
+	CHECK(strcmp(gpr_trace_meta(&t, "backend"), "interpose") == 0);
+	CHECK(strcmp(gpr_trace_meta(&t, "wait"), "perf-gated") == 0);
+	CHECK(strcmp(gpr_trace_meta(&t, "format"), "1.1") == 0);
+	CHECK(gpr_trace_meta(&t, "clock") == NULL);
+	struct gpr_trace_stats s;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	CHECK(s.peak == GiB && s.host_peak == (2u << 20) && s.host_end == 0);
+	struct gpr__buf b = {0};
+	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
+	CHECK(strstr(gpr__buf_str(&b),
+		     "Recorded by the interposer (LD_PRELOAD); waiting time: "
+		     "schedstat, read after a switch the perf page shows\n"));
+	gpr__buf_reset(&b);
+	gpr_trace_report_json(&b, path, &t, &s, 10);
+	CHECK(strstr(gpr__buf_str(&b), "\"backend\":\"interpose\""));
+	CHECK(strstr(gpr__buf_str(&b), "\"entry_points\":\"cuMemAlloc_v2=1\""));
+	gpr__buf_free(&b);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+
+	/* a log without META: it does not say */
+	path_in_tmp(path, sizeof(path), "nometa.trace");
+	CHECK(write_sample(path) == 0);
+	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
+	CHECK(t.n_meta == 0 && gpr_trace_meta(&t, "backend") == NULL);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
+	CHECK(strstr(gpr__buf_str(&b), "Recorded by not named in the log"));
+	gpr__buf_free(&b);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+
+	/* malformed META chunks after a good log */
+	size_t len;
+	unsigned char *good = slurp(path, &len);
+	CHECK(good != NULL);
+	if (!good)
+		return;
+	struct {
+		uint32_t count;
+		const char *payload, *msg;
+	} bad[] = {
+	    {2, "a=1\n", "runs past its chunk"},
+	    {1, "Backend=x\n", "not key=value"},
+	    {1, "nokey\n", "not key=value"},
+	    {1, "=value\n", "not key=value"},
+	    {1, "a=1\nextra", "left over"},
+	    {1, "a=1", "runs past its chunk"},
+	    {300, "", "more than 256 META lines"},
+	};
+	unsigned char *buf = malloc(len + 8192);
+	for (size_t i = 0; buf && i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(buf, good, len);
+		/* the header says complete with its counts: keep them */
+		size_t n = meta_chunk(buf + len, bad[i].count, bad[i].payload);
+		err[0] = '\0';
+		CHECK(parse(buf, len + n, err, sizeof(err)) == GPR_E_FORMAT);
+		if (!strstr(err, bad[i].msg)) {
+			fprintf(stderr, "meta case %zu: '%s' lacks '%s'\n", i,
+				err, bad[i].msg);
+			failures++;
+		}
+	}
+	/* a NUL in a value is read as '?'; a value of 4096 bytes is fine */
+	if (buf) {
+		memcpy(buf, good, len);
+		char line[4200] = "k=";
+		memset(line + 2, 'v', 4096);
+		line[4098] = '\n';
+		line[4099] = '\0';
+		size_t n = meta_chunk(buf + len, 1, line);
+		CHECK(gpr_trace_parse(buf, len + n, &t, err, sizeof(err)) == 0);
+		CHECK(t.n_meta == 1 && strlen(gpr_trace_meta(&t, "k")) == 4096);
+		gpr_trace_free(&t);
+		memcpy(buf, good, len);
+		n = meta_chunk(buf + len, 1, "k=a?b\n");
+		buf[len + 16 + 3] = '\0';
+		CHECK(gpr_trace_parse(buf, len + n, &t, err, sizeof(err)) == 0);
+		CHECK(strcmp(gpr_trace_meta(&t, "k"), "a?b") == 0);
+		gpr_trace_free(&t);
+	}
+	free(buf);
+	free(good);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--sample") == 0)
@@ -1022,6 +1152,7 @@ int main(int argc, char **argv)
 	test_reuse_after_dropped_free();
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
+	test_meta();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
