@@ -322,8 +322,6 @@ void gpr_inj_rec_event(struct gpr_inj_tt *tt, int op, CUcontext ctx,
 void gpr_inj_rec_driver(void *libcuda);
 /* selftime: adds one call's own time (a difference of stamps). */
 void gpr_inj_rec_selftime(struct gpr_inj_tt *tt, uint64_t ticks);
-/* One stderr line: the session's selftime, summed over the threads. */
-void gpr_inj_selftime_report(void);
 
 /* ---- inject_writer.c ---- */
 /* The META lines a session's log ends with, into kv (at most max, their
@@ -348,6 +346,14 @@ void gpr_inj_writer_wake(void);
 int gpr_inj_writer_path(char *out, size_t len);
 /* 1 in a child forked while a log was open. */
 int gpr_inj_writer_forked(void);
+
+/* ---- inject_dl.c: the C library's dlsym (our own export hooks it) ---- */
+void *(*gpr_inj_libc_dlsym(void))(void *, const char *);
+void *gpr_inj_real_dlsym(void *handle, const char *name);
+
+/* ---- inject_selftime.c ---- */
+/* One stderr line: the session's selftime, summed over the threads. */
+void gpr_inj_selftime_report(void);
 
 /* ---- inject_session.c: a session, from start to stop ---- */
 /*
@@ -379,8 +385,6 @@ uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 			      size_t len);
 /* The driver's handle, once a look-up has shown it (NULL before). */
 void *gpr_inj_preload_libcuda(void);
-/* glibc's dlsym (our own export hooks the name). */
-void *gpr_inj_real_dlsym(void *handle, const char *name);
 
 /* ---- inject_cupti.c: the CUPTI front end ---- */
 /* Loads CUPTI (path, else the one mapped, else the usual names),

@@ -44,26 +44,6 @@
 
 #include "inject_entries.h"
 
-/* ---- the C library's dlsym ---- */
-
-static void *(*libc_dlsym)(void *, const char *);
-
-__attribute__((no_sanitize("address", "undefined"))) static void
-find_libc_dlsym(void)
-{
-	void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-	if (!p)
-		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-	*(void **)&libc_dlsym = p;
-}
-
-void *gpr_inj_real_dlsym(void *handle, const char *name)
-{
-	if (!libc_dlsym)
-		find_libc_dlsym();
-	return libc_dlsym ? libc_dlsym(handle, name) : NULL;
-}
-
 /* ---- the driver ---- */
 
 static _Atomic(void *) libcuda; /* the driver's handle, once seen */
@@ -487,11 +467,8 @@ __attribute__((no_sanitize("address", "undefined")))
 GPR_TAIL_CALLS GPR_EXPORT void *
 dlsym(void *handle, const char *name)
 {
-	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u') {
-		if (!libc_dlsym)
-			find_libc_dlsym();
-		return libc_dlsym(handle, name); /* a tail call */
-	}
+	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u')
+		return gpr_inj_libc_dlsym()(handle, name); /* a tail call */
 	return wrap(gpr_inj_real_dlsym(handle, name), name);
 }
 
@@ -577,8 +554,7 @@ int gpr_inj_preload_live(void)
 		return v;
 	Dl_info mine, libc;
 	struct order o = {0, 0, 0};
-	if (!libc_dlsym)
-		find_libc_dlsym();
+	void *(*libc_dlsym)(void *, const char *) = gpr_inj_libc_dlsym();
 	if (dladdr((const void *)gpr_inj_preload_live, &mine) && libc_dlsym &&
 	    dladdr((const void *)libc_dlsym, &libc)) {
 		o.ours = (uintptr_t)mine.dli_fbase;
