@@ -78,9 +78,18 @@ static void usage(FILE *f)
 	       "usage.\n");
 }
 
+/* What an export writes: one of the reader's renderings of t. */
+struct export
+{
+	const struct gpr_trace *t;
+	int device;			    /* --rmm-csv: the GPU */
+	struct gpr_trace_rmm_counts rmm;    /* --rmm-csv: what it left out */
+	uint64_t merged;		    /* --chrome: calls merged */
+	int (*fn)(struct export *, FILE *); /* the rendering */
+};
+
 /* Writes one export to path; 0 or GPR_CLI_ERROR with a message. */
-static int export_to(const char *path, const struct gpr_trace *t,
-		     int (*fn)(const struct gpr_trace *, FILE *))
+static int export_to(const char *path, struct export *x)
 {
 	FILE *f = fopen(path, "w");
 	if (!f) {
@@ -88,7 +97,7 @@ static int export_to(const char *path, const struct gpr_trace *t,
 			path);
 		return GPR_CLI_ERROR;
 	}
-	int rc = fn(t, f);
+	int rc = x->fn(x, f);
 	if (fclose(f) != 0 && rc == 0)
 		rc = GPR_E_IO;
 	if (rc < 0) {
@@ -97,6 +106,21 @@ static int export_to(const char *path, const struct gpr_trace *t,
 		return GPR_CLI_ERROR;
 	}
 	return 0;
+}
+
+static int svg(struct export *x, FILE *f)
+{
+	return gpr_trace_export_svg(x->t, f);
+}
+
+static int chrome(struct export *x, FILE *f)
+{
+	return gpr_trace_export_chrome_max(x->t, f, env.max_events, &x->merged);
+}
+
+static int rmm(struct export *x, FILE *f)
+{
+	return gpr_trace_export_rmm(x->t, x->device, f, &x->rmm);
 }
 
 /* path with ".dev<N>" before its extension, as RMM's _append_id. */
@@ -110,36 +134,24 @@ static void device_path(const char *path, int dev, char *out, size_t len)
 	snprintf(out, len, "%.*s.dev%d%s", (int)(dot - path), path, dev, dot);
 }
 
-/* One device's RMM log into path; 0 or GPR_CLI_ERROR with a message. */
+/* One device's RMM log into path, and what it left out. */
 static int rmm_file(const char *path, const struct gpr_trace *t, int dev)
 {
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "gpureclaim report: cannot write %s: %m\n",
-			path);
+	struct export x = {.t = t, .device = dev, .fn = rmm};
+	if (export_to(path, &x))
 		return GPR_CLI_ERROR;
-	}
-	struct gpr_trace_rmm_counts c;
-	int rc = gpr_trace_export_rmm(t, dev, f, &c);
-	if (fclose(f) != 0 && rc == 0)
-		rc = GPR_E_IO;
-	if (rc < 0) {
-		fprintf(stderr, "gpureclaim report: writing %s failed: %s\n",
-			path, gpr_strerror(rc));
-		return GPR_CLI_ERROR;
-	}
 	fprintf(stderr, "gpureclaim report: wrote %s: GPU %d, %" PRIu64 " rows",
-		path, dev, c.rows);
-	if (c.implied)
+		path, dev, x.rmm.rows);
+	if (x.rmm.implied)
 		fprintf(stderr,
 			" (%" PRIu64 " frees missing from the log added)",
-			c.implied);
-	if (c.unmatched)
+			x.rmm.implied);
+	if (x.rmm.unmatched)
 		fprintf(stderr,
 			"; %" PRIu64
 			" frees of memory allocated before tracing "
 			"began left out",
-			c.unmatched);
+			x.rmm.unmatched);
 	fputs("\n", stderr);
 	return 0;
 }
@@ -197,26 +209,14 @@ static int export_chrome(const char *path, const struct gpr_trace *t)
 			(double)size.events / 1e6, cap,
 			(double)cap * per / 1e6);
 	}
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "gpureclaim report: cannot write %s: %m\n",
-			path);
+	struct export x = {.t = t, .fn = chrome};
+	if (export_to(path, &x))
 		return GPR_CLI_ERROR;
-	}
-	uint64_t merged = 0;
-	int rc = gpr_trace_export_chrome_max(t, f, env.max_events, &merged);
-	if (fclose(f) != 0 && rc == 0)
-		rc = GPR_E_IO;
-	if (rc < 0) {
-		fprintf(stderr, "gpureclaim report: writing %s failed: %s\n",
-			path, gpr_strerror(rc));
-		return GPR_CLI_ERROR;
-	}
-	if (merged)
+	if (x.merged)
 		fprintf(stderr,
 			"gpureclaim report: %s: %" PRIu64 " calls merged into "
 			"counters to keep to about %" PRIu64 " events\n",
-			path, merged, env.max_events);
+			path, x.merged, env.max_events);
 	return 0;
 }
 
@@ -326,7 +326,8 @@ int gpr_cli_report(int argc, char **argv)
 	}
 	if (env.svg) {
 		gpr_cli_progress_phase("writing the plot");
-		ret |= export_to(env.svg, &t, gpr_trace_export_svg);
+		struct export x = {.t = &t, .fn = svg};
+		ret |= export_to(env.svg, &x);
 	}
 	if (env.rmm) {
 		gpr_cli_progress_phase("writing the RMM log");

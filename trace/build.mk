@@ -9,6 +9,7 @@ TRACE_TEST_DIR := $(BUILD)/tests/trace
 
 # The reader with the log writer; the output toolkit from the static core.
 $(TRACE_TEST_DIR)/test_trace_log: $(BUILD)/obj/tests/trace/test_trace_log.o \
+		$(BUILD)/obj/tests/trace/check.o \
 		$(TRACE_READ_OBJS) $(BUILD)/obj/trace/inject/log_write.o \
 		$(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
@@ -20,14 +21,16 @@ $(TRACE_TEST_DIR)/libcupti-fake.so: $(BUILD)/obj/tests/trace/fake_cupti.o
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(TRACE_TEST_DIR)/test_inject: $(BUILD)/obj/tests/trace/test_inject.o \
-		$(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
+		$(BUILD)/obj/tests/trace/check.o $(TRACE_READ_OBJS) \
+		$(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 # The interposer on the simulated driver: a program linked with its
 # libcuda, and a library preloaded before the tracer (RTLD_NEXT).
 $(TRACE_TEST_DIR)/test_preload: $(BUILD)/obj/tests/trace/test_preload.o \
-		$(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
+		$(BUILD)/obj/tests/trace/check.o $(TRACE_READ_OBJS) \
+		$(BUILD)/libgpureclaim.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -20,19 +20,10 @@
 #include <unistd.h>
 
 #include "../../trace/inject/cupti_abi.h"
+#include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "gpureclaim_trace.h"
-
-static int failures;
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 #define GiB (1024ull * 1024 * 1024)
 #define THREADS 4
@@ -469,13 +460,8 @@ static int scenario_failterm(void)
 
 /* ---------------- the checking side ---------------- */
 
-struct run {
-	int status;
-	char err[8192];
-};
-
 static void run(const char *scenario, const char *out, const char *extra_env,
-		struct run *r)
+		struct gpr_test_run *r)
 {
 	char errpath[512];
 	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", dir, scenario);
@@ -502,20 +488,7 @@ static void run(const char *scenario, const char *out, const char *extra_env,
 		_exit(99);
 	}
 	waitpid(pid, &r->status, 0);
-	FILE *f = fopen(errpath, "r");
-	size_t n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
-	r->err[n] = '\0';
-	if (f)
-		fclose(f);
-}
-
-static int exited(const struct run *r, int code)
-{
-	if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == code)
-		return 1;
-	fprintf(stderr, "status %#x, expected exit %d; stderr: %s\n", r->status,
-		code, r->err);
-	return 0;
+	gpr_test_run_stderr(r, errpath);
 }
 
 static size_t count_op(const struct gpr_trace *t, uint32_t op)
@@ -535,26 +508,16 @@ static const struct gpr_trace_rec *find(const struct gpr_trace *t, uint32_t op,
 	return NULL;
 }
 
-static int load(const char *path, struct gpr_trace *t)
-{
-	char err[256];
-	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
-		return 0;
-	fprintf(stderr, "%s: %s\n", path, err);
-	failures++;
-	return -1;
-}
-
 static void check_basic(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/basic.trace", dir);
 	run("basic", out, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	CHECK(r.err[0] == '\0'); /* nothing said when all goes well */
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	CHECK(t.complete);
 	CHECK(t.hdr.dropped == 0);
@@ -628,17 +591,17 @@ static long fast_walks(const char *err)
 static void check_sites_run(const char *name, const char *env, int want_fast)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/%s.trace", dir, name);
 	run("sites", out, env, &r);
-	CHECK(exited(&r, 10));
+	CHECK(gpr_test_exited(&r, 10));
 	long fast = fast_walks(r.err);
 	if (want_fast)
 		CHECK(fast > SITE_CALLS / 2);
 	else
 		CHECK(fast == 0);
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	static const char *const names[] = {"!site_a+", "!site_b+", "!site_c+"};
 	size_t right[3] = {0, 0, 0};
@@ -681,15 +644,15 @@ static void check_sites(void)
 static void check_pause(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/pause.trace", dir);
 	run("pause", out, NULL, &r);
-	CHECK(exited(&r, 11));
+	CHECK(gpr_test_exited(&r, 11));
 	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
 			    "another tool (other-tool); tracing stays "
 			    "paused") != NULL);
 	struct gpr_trace t;
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		size_t kept = 0, paused = 0;
 		for (size_t i = 0; i < t.n_recs; i++) {
 			uint64_t a = t.recs[i].addr;
@@ -702,19 +665,19 @@ static void check_pause(void)
 	}
 	snprintf(out, sizeof(out), "%s/pause-sub.trace", dir);
 	run("pause", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1", &r);
-	CHECK(exited(&r, 12));
+	CHECK(gpr_test_exited(&r, 12));
 }
 
 /* A fast walk misled by a stale word repeats at most 256 times. */
 static void check_stale(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/stale.trace", dir);
 	run("stale", out, "GPURECLAIM_TRACE_SELFTIME=1", &r);
-	CHECK(exited(&r, 13));
+	CHECK(gpr_test_exited(&r, 13));
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	size_t right = 0, total = 0;
 	for (size_t i = 0; i < t.n_recs; i++) {
@@ -737,16 +700,16 @@ static void check_stale(void)
 static void check_busy(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/busy.trace", dir);
 	run("calls", out, "FAKE_CUPTI_BUSY=nsys-fake", &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
 			    "another tool (nsys-fake); this run is not "
 			    "traced") != NULL);
 	CHECK(access(out, F_OK) != 0);
 	run("calls", out, "FAKE_CUPTI_BUSY=-", &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "already in use by another tool (e.g. "
 			    "torch.profiler or nsys)") != NULL);
 	CHECK(access(out, F_OK) != 0);
@@ -754,16 +717,16 @@ static void check_busy(void)
 
 static void check_failures(void)
 {
-	struct run r;
+	struct gpr_test_run r;
 	run("calls", "/nonexistent-dir/x.trace", NULL, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: cannot create "
 			    "/nonexistent-dir/x.trace") != NULL);
 	char out[512];
 	snprintf(out, sizeof(out), "%s/nocupti.trace", dir);
 	run("calls", out, "GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so",
 	    &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: cannot load CUPTI") != NULL);
 	CHECK(access(out, F_OK) != 0);
 	/* a symlink in the way is never followed */
@@ -777,7 +740,7 @@ static void check_failures(void)
 	}
 	CHECK(symlink(target, out) == 0);
 	run("calls", out, NULL, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	char buf[16] = "";
 	tf = fopen(target, "r");
 	if (tf) {
@@ -790,7 +753,7 @@ static void check_failures(void)
 	/* the file size limit: a message, the program finishes */
 	snprintf(out, sizeof(out), "%s/big.trace", dir);
 	run("bigwrite", out, NULL, &r);
-	CHECK(exited(&r, 6));
+	CHECK(gpr_test_exited(&r, 6));
 	CHECK(strstr(r.err, "gpureclaim-trace: writing") != NULL);
 	CHECK(strstr(r.err, "tracing stopped, the program continues") != NULL);
 }
@@ -806,13 +769,13 @@ static double mono_s(void)
 static void check_signal_behaviour(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/sigmask.trace", dir);
 	run("sigmask", out, NULL, &r);
-	CHECK(exited(&r, 9));
+	CHECK(gpr_test_exited(&r, 9));
 	snprintf(out, sizeof(out), "%s/eintr.trace", dir);
 	run("eintr", out, NULL, &r);
-	CHECK(exited(&r, 8));
+	CHECK(gpr_test_exited(&r, 8));
 	snprintf(out, sizeof(out), "%s/failterm.trace", dir);
 	double t0 = mono_s();
 	run("failterm", out, NULL, &r);
@@ -827,28 +790,29 @@ static void check_signal_behaviour(void)
 static void check_signals(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	struct gpr_trace t;
 	snprintf(out, sizeof(out), "%s/term.trace", dir);
 	run("sigterm", out, NULL, &r);
 	CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM);
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 100);
 		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/int.trace", dir);
 	run("handler", out, NULL, &r);
-	CHECK(exited(&r, 7)); /* the program's handler ran, exit code kept */
-	if (load(out, &t) == 0) {
+	CHECK(gpr_test_exited(
+	    &r, 7)); /* the program's handler ran, exit code kept */
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 11);
 		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/fork.trace", dir);
 	run("fork", out, NULL, &r);
-	CHECK(exited(&r, 0));
-	if (load(out, &t) == 0) {
+	CHECK(gpr_test_exited(&r, 0));
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 20); /* none from the child, none twice */
 		CHECK(find(&t, 0, 0x7f9000000000) == NULL);
@@ -919,10 +883,11 @@ int main(int argc, char **argv)
 	check_signal_behaviour();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (!failures && system(cmd) != 0)
+	if (!gpr_test_failures && system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
-	printf("test_inject: %s (%d failures)%s%s\n", failures ? "FAIL" : "ok",
-	       failures, failures ? "; files kept in " : "",
-	       failures ? dir : "");
-	return failures ? 1 : 0;
+	printf("test_inject: %s (%d failures)%s%s\n",
+	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures,
+	       gpr_test_failures ? "; files kept in " : "",
+	       gpr_test_failures ? dir : "");
+	return gpr_test_failures ? 1 : 0;
 }

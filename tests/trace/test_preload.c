@@ -26,19 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "gpureclaim_trace.h"
-
-static int failures;
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 #define MiB (1024ull * 1024)
 
@@ -445,11 +436,6 @@ static int scenario_dormant(const char *log1, const char *log2)
 
 /* ---------------- the checking side ---------------- */
 
-struct run {
-	int status;
-	char err[8192];
-};
-
 /* The sanitizer runtimes this test runs under, which must come first in
  * LD_PRELOAD, ASan's before all ("" in a normal build). */
 static void sanitizers(char *out, size_t len)
@@ -474,7 +460,7 @@ static void sanitizers(char *out, size_t len)
 }
 
 static void run(const char *scenario, const char *exe, const char *env,
-		const char *preload_first, struct run *r)
+		const char *preload_first, struct gpr_test_run *r)
 {
 	char errpath[512];
 	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", dir, scenario);
@@ -517,34 +503,11 @@ static void run(const char *scenario, const char *exe, const char *env,
 		_exit(99);
 	}
 	waitpid(pid, &r->status, 0);
-	FILE *f = fopen(errpath, "r");
-	size_t n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
-	r->err[n] = '\0';
-	if (f)
-		fclose(f);
+	gpr_test_run_stderr(r, errpath);
 	char shm[128];
 	snprintf(shm, sizeof(shm), "/dev/shm/gpureclaim-sim-%d-preload-%d",
 		 (int)getuid(), (int)pid);
 	unlink(shm);
-}
-
-static int exited(const struct run *r, int code)
-{
-	if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == code)
-		return 1;
-	fprintf(stderr, "status %#x, expected exit %d; stderr: %s\n", r->status,
-		code, r->err);
-	return 0;
-}
-
-static int load(const char *path, struct gpr_trace *t)
-{
-	char err[256];
-	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
-		return 0;
-	fprintf(stderr, "%s: %s\n", path, err);
-	failures++;
-	return -1;
 }
 
 static size_t count(const struct gpr_trace *t, const char *op)
@@ -568,12 +531,12 @@ static const struct gpr_trace_rec *first(const struct gpr_trace *t,
 static void check_every_operation(const char *name, const char *out,
 				  const char *exe_env)
 {
-	struct run r;
+	struct gpr_test_run r;
 	run(name, NULL, exe_env, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	CHECK(r.err[0] == '\0'); /* nothing said when all goes well */
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	CHECK(t.complete && t.hdr.dropped == 0);
 	const char *be = gpr_trace_meta(&t, "backend");
@@ -646,7 +609,7 @@ static void check_dlsym_gpa(void)
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
 	check_every_operation("gpa", out, env);
 	struct gpr_trace t;
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		const char *ep = gpr_trace_meta(&t, "entry_points");
 		/* by dlsym, then through itself, as the runtime does */
 		CHECK(ep && strstr(ep, "cuGetProcAddress_v2=2"));
@@ -658,13 +621,13 @@ static void check_dlsym_gpa(void)
 		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_SELFTIME=1,"
 		 "GPURECLAIM_TRACE_WAIT=getrusage",
 		 out);
-	struct run r;
+	struct gpr_test_run r;
 	run("dlsym", NULL, env, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	CHECK(strstr(r.err, "gpureclaim-trace: self time: ") &&
 	      strstr(r.err, " median ") && strstr(r.err, "(interposer)") &&
 	      strstr(r.err, "getrusage-gated"));
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		const char *w = gpr_trace_meta(&t, "wait");
 		CHECK(w && strcmp(w, "getrusage-gated") == 0);
 		gpr_trace_free(&t);
@@ -674,13 +637,13 @@ static void check_dlsym_gpa(void)
 static void check_linked(void)
 {
 	char out[512], env[700];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/linked.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
 	run("linked", linked_app, env, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	CHECK(count(&t, "cuMemAlloc_v2") == 10 &&
 	      count(&t, "cuMemFree_v2") == 10);
@@ -696,14 +659,14 @@ static void check_linked(void)
 
 static void check_next_nocuda(void)
 {
-	struct run r;
+	struct gpr_test_run r;
 	run("next", NULL, NULL, next_lib, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	char out[512], env[700];
 	snprintf(out, sizeof(out), "%s/nocuda.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
 	run("nocuda", NULL, env, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	CHECK(access(out, F_OK) != 0);
 }
 
@@ -718,14 +681,14 @@ static void check_dormant(void)
 	    "GPURECLAIM_TRACE_DORMANT=1,GPURECLAIM_TRACE_OUTPUT=%s/no.trace,"
 	    "LOG1=%s,LOG2=%s",
 	    dir, log1, log2);
-	struct run r;
+	struct gpr_test_run r;
 	run("dormant", NULL, env, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	char no[600];
 	snprintf(no, sizeof(no), "%s/no.trace", dir);
 	CHECK(access(no, F_OK) != 0);
 	struct gpr_trace t;
-	if (load(log1, &t) == 0) {
+	if (gpr_test_load(log1, &t) == 0) {
 		CHECK(t.complete);
 		const char *by = gpr_trace_meta(&t, "started_by");
 		CHECK(by && strcmp(by, "program") == 0);
@@ -741,7 +704,7 @@ static void check_dormant(void)
 		gpr_trace_stats_free(&s);
 		gpr_trace_free(&t);
 	}
-	if (load(log2, &t) == 0) {
+	if (gpr_test_load(log2, &t) == 0) {
 		CHECK(t.complete && t.n_recs == 2);
 		gpr_trace_free(&t);
 	}
@@ -786,10 +749,11 @@ int main(int argc, char **argv)
 	check_dormant();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (!failures && system(cmd) != 0)
+	if (!gpr_test_failures && system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
-	printf("test_preload: %s (%d failures)%s%s\n", failures ? "FAIL" : "ok",
-	       failures, failures ? "; files kept in " : "",
-	       failures ? dir : "");
-	return failures ? 1 : 0;
+	printf("test_preload: %s (%d failures)%s%s\n",
+	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures,
+	       gpr_test_failures ? "; files kept in " : "",
+	       gpr_test_failures ? dir : "");
+	return gpr_test_failures ? 1 : 0;
 }

@@ -18,21 +18,12 @@
 
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_export.h"
+#include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "../../trace/inject/log_write.h"
 #include "gpureclaim.h"
 #include "out/text.h"
-
-static int failures;
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 #define GiB (1024ull * 1024 * 1024)
 #define START 1000000000ull /* start_mono_ns of the synthetic log */
@@ -476,7 +467,7 @@ static void test_malformed(void)
 		if (!strstr(err, cases[i].msg)) {
 			fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err,
 				cases[i].msg);
-			failures++;
+			gpr_test_failures++;
 		}
 	}
 	/* a record naming a string that does not exist */
@@ -605,17 +596,6 @@ static void check_held_never_negative(const struct gpr_trace *t)
 }
 
 /* Loads path into t; 0, or -1 (counted as a failure). */
-static int load(const char *path, struct gpr_trace *t)
-{
-	char err[256];
-	if (gpr_trace_load(path, t, err, sizeof(err)) != 0) {
-		fprintf(stderr, "load %s: %s\n", path, err);
-		CHECK(!"load");
-		return -1;
-	}
-	return 0;
-}
-
 /* The Chrome export of t, NUL-terminated (malloc'ed), or NULL. */
 static char *chrome_of(const struct gpr_trace *t, const char *name)
 {
@@ -703,7 +683,7 @@ static void test_reuse_after_dropped_free(void)
 	struct gpr_trace_rec v[16];
 	CHECK(write_log(path, v, reuse_log(v), 4) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
@@ -840,7 +820,7 @@ static void test_free_of_dropped_alloc(void)
 	v[n++] = rec(5000, 100, 3, S_TORCH, 0x7f0000000000, GiB);
 	CHECK(write_log(path, v, n, 2) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
@@ -1084,8 +1064,10 @@ static void test_meta(void)
 		uint32_t count;
 		const char *payload, *msg;
 	} bad[] = {
-	    {2, "a=1\n", "runs past its chunk"},
-	    {1, "Backend=x\n", "not key=value"},
+	    {2, "a=1\n",
+	     "META chunk at offset 15797: a line runs past its "
+	     "chunk (line 2)"},
+	    {1, "Backend=x\n", "not key=value (line 1)"},
 	    {1, "nokey\n", "not key=value"},
 	    {1, "=value\n", "not key=value"},
 	    {1, "a=1\nextra", "left over"},
@@ -1102,7 +1084,7 @@ static void test_meta(void)
 		if (!strstr(err, bad[i].msg)) {
 			fprintf(stderr, "meta case %zu: '%s' lacks '%s'\n", i,
 				err, bad[i].msg);
-			failures++;
+			gpr_test_failures++;
 		}
 	}
 	/* a NUL in a value is read as '?'; a value of 4096 bytes is fine */
@@ -1157,7 +1139,7 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
-	printf("test_trace_log: %s (%d failures)\n", failures ? "FAIL" : "ok",
-	       failures);
-	return failures ? 1 : 0;
+	printf("test_trace_log: %s (%d failures)\n",
+	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures);
+	return gpr_test_failures ? 1 : 0;
 }

@@ -6,8 +6,6 @@
  */
 #include "log_meta.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,20 +13,6 @@
 #include "../format/trace_format.h"
 
 #define MAX_KEY 64
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 static int key_ok(const unsigned char *k, size_t len)
 {
@@ -86,40 +70,39 @@ static int put(struct gpr_trace_kv **kv, uint32_t *n, const unsigned char *k,
 }
 
 int gpr_trace_meta_chunk(const unsigned char *p, uint64_t plen, uint32_t count,
-			 size_t at, uint32_t *lines, struct gpr_trace_kv **into,
-			 uint32_t *n, char *err, size_t errlen)
+			 uint32_t *lines, struct gpr_trace_kv **into,
+			 uint32_t *n, const char **why, uint32_t *line)
 {
-	if (count > GPR_TRACE_MAX_META - *lines)
-		return fail(err, errlen, GPR_E_FORMAT,
-			    "corrupt: more than %d META lines",
-			    GPR_TRACE_MAX_META);
+	*line = 0;
+	if (count > GPR_TRACE_MAX_META - *lines) {
+		*why = "more than 256 META lines in the log";
+		return GPR_E_FORMAT;
+	}
 	uint64_t q = 0;
 	for (uint32_t i = 0; i < count; i++) {
-		const unsigned char *line = p + q;
-		const unsigned char *nl = memchr(line, '\n', plen - q);
-		if (!nl)
-			return fail(err, errlen, GPR_E_FORMAT,
-				    "corrupt: META chunk at offset %zu: line "
-				    "%u runs past its chunk",
-				    at, i + 1);
-		size_t len = (size_t)(nl - line);
-		const unsigned char *eq = memchr(line, '=', len);
-		size_t klen = eq ? (size_t)(eq - line) : 0;
-		if (!eq || !key_ok(line, klen) ||
-		    len - klen - 1 > GPR_TRACE_MAX_STRING)
-			return fail(err, errlen, GPR_E_FORMAT,
-				    "corrupt: META chunk at offset %zu: line "
-				    "%u is not key=value",
-				    at, i + 1);
-		if (into && put(into, n, line, klen, eq + 1, len - klen - 1))
-			return fail(err, errlen, GPR_E_NOMEM, "out of memory");
+		const unsigned char *at = p + q;
+		const unsigned char *nl = memchr(at, '\n', plen - q);
+		*line = i + 1;
+		if (!nl) {
+			*why = "a line runs past its chunk";
+			return GPR_E_FORMAT;
+		}
+		size_t len = (size_t)(nl - at);
+		const unsigned char *eq = memchr(at, '=', len);
+		size_t klen = eq ? (size_t)(eq - at) : 0;
+		if (!eq || !key_ok(at, klen) ||
+		    len - klen - 1 > GPR_TRACE_MAX_STRING) {
+			*why = "a line is not key=value";
+			return GPR_E_FORMAT;
+		}
+		if (into && put(into, n, at, klen, eq + 1, len - klen - 1))
+			return GPR_E_NOMEM;
 		q += len + 1;
 	}
-	if (q != plen)
-		return fail(err, errlen, GPR_E_FORMAT,
-			    "corrupt: META chunk at offset %zu has %llu bytes "
-			    "left over",
-			    at, (unsigned long long)(plen - q));
+	if (q != plen) {
+		*why = "bytes are left over after its lines";
+		return GPR_E_FORMAT;
+	}
 	*lines += count;
 	return 0;
 }

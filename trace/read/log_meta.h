@@ -17,12 +17,12 @@ struct gpr_trace_kv {
  * Checks one META chunk's payload (count lines in plen bytes) and, with
  * `into` non-NULL, adds its lines to *into / *n (a key given again
  * replaces the value). *lines counts the lines of every chunk so far, for
- * the GPR_TRACE_MAX_META bound. 0, or GPR_E_FORMAT / GPR_E_NOMEM with a
- * reason in err.
+ * the GPR_TRACE_MAX_META bound. 0, or GPR_E_FORMAT with *why what is wrong
+ * and *line (from 1) where, or GPR_E_NOMEM.
  */
 int gpr_trace_meta_chunk(const unsigned char *p, uint64_t plen, uint32_t count,
-			 size_t at, uint32_t *lines, struct gpr_trace_kv **into,
-			 uint32_t *n, char *err, size_t errlen);
+			 uint32_t *lines, struct gpr_trace_kv **into,
+			 uint32_t *n, const char **why, uint32_t *line);
 
 void gpr_trace_meta_free(struct gpr_trace_kv *kv, uint32_t n);
 

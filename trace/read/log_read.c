@@ -139,11 +139,18 @@ static int walk(const unsigned char *b, size_t len, struct gpr_trace *t,
 					    at, (unsigned long long)(plen - q));
 			ns += count;
 		} else if (memcmp(ch, "META", 4) == 0) {
+			const char *why = "";
+			uint32_t line;
 			int rc = gpr_trace_meta_chunk(
-			    p, plen, count, at, &meta_lines,
-			    copy ? &t->meta : NULL, &t->n_meta, err, errlen);
+			    p, plen, count, &meta_lines, copy ? &t->meta : NULL,
+			    &t->n_meta, &why, &line);
+			if (rc == GPR_E_NOMEM)
+				return fail(err, errlen, rc, "out of memory");
 			if (rc < 0)
-				return rc;
+				return fail(err, errlen, rc,
+					    "corrupt: META chunk at offset "
+					    "%zu: %s (line %u)",
+					    at, why, line);
 		}
 		/* Other tags: chunks of a later minor revision; skipped. */
 		off += plen;

@@ -1,0 +1,34 @@
+/* What the trace test programs share (check.h). */
+#include "check.h"
+
+#include <sys/wait.h>
+
+int gpr_test_failures;
+
+void gpr_test_run_stderr(struct gpr_test_run *r, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
+	r->err[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
+int gpr_test_exited(const struct gpr_test_run *r, int code)
+{
+	if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == code)
+		return 1;
+	fprintf(stderr, "status %#x, expected exit %d; stderr: %s\n", r->status,
+		code, r->err);
+	return 0;
+}
+
+int gpr_test_load(const char *path, struct gpr_trace *t)
+{
+	char err[256];
+	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
+		return 0;
+	fprintf(stderr, "%s: %s\n", path, err);
+	gpr_test_failures++;
+	return -1;
+}
