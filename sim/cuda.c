@@ -70,6 +70,7 @@ static void forget_process(void)
 	nallocs = 0;
 	current = NULL;
 	owner = getpid();
+	sim__pools_forget();
 }
 
 static void lock(void)
@@ -159,10 +160,49 @@ static void ctx_deactivate(struct CUctx_st *c)
 	nallocs = j;
 	c->live = 0;
 	c->refs = 0;
-	nctx[dev]--;
+	if (--nctx[dev] == 0)
+		held[dev] -= sim__pools_drop(dev);
 	publish(dev, nctx[dev], held[dev], 0);
 	if (current == c)
 		current = NULL;
+}
+
+void sim__cuda_lock(void)
+{
+	lock();
+}
+
+void sim__cuda_unlock(void)
+{
+	unlock();
+}
+
+int sim__cuda_current(int *dev)
+{
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r)
+		*dev = current->dev;
+	return r;
+}
+
+int sim__cuda_device(int dev)
+{
+	return need_device(dev);
+}
+
+int sim__cuda_charge(int dev, int64_t delta)
+{
+	if (delta < 0) {
+		held[dev] -= (uint64_t)-delta;
+		publish(dev, nctx[dev], held[dev], 0);
+		return CUDA_SUCCESS;
+	}
+	CUresult r = publish(dev, nctx[dev], held[dev] + (uint64_t)delta, 1);
+	if (!r)
+		held[dev] += (uint64_t)delta;
+	return r;
 }
 
 SIM_EXPORT CUresult cuInit(unsigned int flags)
