@@ -279,8 +279,8 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr,
 					  void *value)
 {
 	sim__cuda_lock();
-	CUresult r = pool_valid(pool) && value ? CUDA_SUCCESS
-					       : CUDA_ERROR_INVALID_VALUE;
+	CUresult r =
+	    pool_valid(pool) && value ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	uint64_t v = 0;
 	switch (r ? 0 : attr) {
 	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
@@ -323,8 +323,7 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr,
 
 /* Only MEMPOOL_HANDLE: the pool of an allocation in use, NULL for any
  * other pointer (cuMemAlloc_v2's). */
-SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr,
-					  CUdeviceptr ptr)
+SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
 {
 	sim__cuda_lock();
 	int dev;
@@ -370,10 +369,10 @@ SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
 {
 	sim__cuda_lock();
 	const struct props_head *h = prop;
-	CUresult r = handle && h && size && flags == 0 &&
-			     size % SIM_GRANULE == 0
-			 ? CUDA_SUCCESS
-			 : CUDA_ERROR_INVALID_VALUE;
+	CUresult r =
+	    handle && h && size && flags == 0 && size % SIM_GRANULE == 0
+		? CUDA_SUCCESS
+		: CUDA_ERROR_INVALID_VALUE;
 	int dev = -1;
 	if (!r && h->location_type == LOCATION_DEVICE)
 		dev = h->location_id;

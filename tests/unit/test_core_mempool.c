@@ -120,8 +120,8 @@ static void t_pool_of_other_memory_and_inactive_gpus(void **state)
 	sim_setup("gpus=2");
 	struct cu c = load();
 	assert_int_equal(sim_cuda_open_device(c.lib, 0), 0);
-	int (*ctx_calls)(void) = (int (*)(void))sim_sym(c.lib,
-							"gprsim_ctx_calls");
+	int (*ctx_calls)(void) =
+	    (int (*)(void))sim_sym(c.lib, "gprsim_ctx_calls");
 	gpr_ctx *ctx = NULL;
 	assert_int_equal(gpr_open(NULL, &ctx), 0);
 	unsigned long long plain = 0;
