@@ -22,9 +22,8 @@ typedef int cu_retain_fn(void **, int);
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *arg)
 {
 	struct gpr_py_state *st = gpr_py_state(module);
-	const char *want = PyUnicode_Check(arg)
-			       ? PyUnicode_AsUTF8AndSize(arg, NULL)
-			       : NULL;
+	const char *want =
+	    PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, NULL) : NULL;
 	if (!want)
 		return PyErr_Format(PyExc_TypeError,
 				    "_context_probe(uuid): a str");

@@ -56,8 +56,7 @@ static gpureclaim_trace_live_fn *find_tracer(void)
 		return fn;
 	/* the driver loads $CUDA_INJECTION64_PATH with local symbols */
 	const char *path = secure_getenv("CUDA_INJECTION64_PATH");
-	void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD)
-				  : NULL;
+	void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
 	if (lib) {
 		*(void **)&fn = dlsym(lib, "gpureclaim_trace_live");
 		dlclose(lib); /* still loaded: the driver holds it */
@@ -81,8 +80,7 @@ static int reported(struct gpr_py_xgpu *g, const char *owner)
 	return 0;
 }
 
-static void classify(const char *library, const char **name,
-		     const char **owner)
+static void classify(const char *library, const char **name, const char **owner)
 {
 	*name = library;
 	*owner = NULL;
@@ -218,8 +216,8 @@ static int trace_parts(struct gpr_py_xgpu *g, int *traced, PyObject *owned,
 
 /* ---------------------------------------------------------- context */
 
-static struct gpr_py_context *context_slot(struct gpr_py_state *st,
-					   int device, const char *uuid)
+static struct gpr_py_context *context_slot(struct gpr_py_state *st, int device,
+					   const char *uuid)
 {
 	for (int i = 0; i < GPR_PY_SLOTS; i++)
 		if (st->contexts[i].used && st->contexts[i].device == device &&
@@ -284,9 +282,8 @@ static int64_t run_probe(const char *uuid, char *why, size_t len)
 	PyObject *sys = sp ? PyImport_ImportModule("sys") : NULL;
 	PyObject *exe = sys ? gpr_py_attr(sys, "executable") : NULL;
 	PyObject *run = sp ? gpr_py_attr(sp, "run") : NULL;
-	PyObject *args = exe ? Py_BuildValue("([Osss])", exe, "-c", probe_code,
-					     uuid)
-			     : NULL;
+	PyObject *args =
+	    exe ? Py_BuildValue("([Osss])", exe, "-c", probe_code, uuid) : NULL;
 	PyObject *kw = args ? Py_BuildValue("{s:O,s:O,s:O,s:i}", "env", env,
 					    "capture_output", Py_True, "text",
 					    Py_True, "timeout", 120)
@@ -351,8 +348,9 @@ static int context_part(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 			if (!st->contexts[i].used)
 				ctx = &st->contexts[i];
 		if (!ctx)
-			return gpr_py_xnote(g, "GPU %d: too many GPUs to keep "
-					       "their context sizes",
+			return gpr_py_xnote(g,
+					    "GPU %d: too many GPUs to keep "
+					    "their context sizes",
 					    g->device);
 		ctx->used = 1;
 		ctx->device = g->device;
@@ -405,21 +403,20 @@ int gpr_py_explain_rest(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 		: "the driver's figure minus every part above: the context, "
 		  "loaded modules and allocations no framework reports "
 		  "(trace the process to split them by library)";
-	PyObject *d = Py_BuildValue("{s:O,s:O,s:O}", "traced",
-				    traced ? Py_True : Py_False,
-				    "framework_bytes_in_trace", owned,
-				    "host_bytes_in_trace", host);
-	*rest = d ? gpr_py_part_dict(&(struct gpr_py_part){
-			.kind = "rest",
-			.source = source,
-			.bytes = bytes,
-			.known = known,
-			.exact = known,
-			.evidence = "residual",
-			.hint = "process_exit",
-			.how = how,
-			.detail = d})
-		  : NULL;
+	PyObject *d = Py_BuildValue(
+	    "{s:O,s:O,s:O}", "traced", traced ? Py_True : Py_False,
+	    "framework_bytes_in_trace", owned, "host_bytes_in_trace", host);
+	*rest =
+	    d ? gpr_py_part_dict(&(struct gpr_py_part){.kind = "rest",
+						       .source = source,
+						       .bytes = bytes,
+						       .known = known,
+						       .exact = known,
+						       .evidence = "residual",
+						       .hint = "process_exit",
+						       .how = how,
+						       .detail = d})
+	      : NULL;
 	Py_XDECREF(d);
 	rc = *rest ? 0 : -1;
 done:

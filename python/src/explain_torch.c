@@ -582,13 +582,13 @@ static int unattributed_part(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 	snprintf(how, sizeof how,
 		 "unattributed live block(s) of %lld / %lld bytes, the size "
 		 "of a cuBLAS / cuBLASLt workspace (%s), %s: a workspace, an "
-		 "autograd saved tensor or any tensor held in C++. Torch's "
-		 "workspace map: %s. To know, record allocator history with "
-		 "stacks=\"all\"%s",
+		 "autograd saved tensor or any tensor held in C++ (%s). To "
+		 "know, record allocator history with stacks=\"all\"%s",
 		 (long long)x->ws_size, (long long)x->lt_size, x->from,
 		 s->ok ? "that no Python tensor points into"
 		       : "not checked against the Python heap",
-		 x->map_why[0] ? x->map_why : "not read", survived);
+		 x->map_why[0] ? x->map_why : "Torch's workspace map not read",
+		 survived);
 	PyObject *blocks = blocks_of(x, L_UNATTR);
 	PyObject *scan = scan_detail(s);
 	PyObject *at =

@@ -52,8 +52,7 @@ static int graph_pool(PyObject *g, struct gpr_py_pool_id *id)
 	return ok ? 0 : -1;
 }
 
-static int add(void **arr, size_t *n, size_t *cap, size_t elem,
-	       const void *v)
+static int add(void **arr, size_t *n, size_t *cap, size_t elem, const void *v)
 {
 	if (*n == *cap) {
 		size_t c = *cap ? *cap * 2 : 256;
@@ -112,8 +111,8 @@ int gpr_py_scan_heap(struct gpr_py_scan *s)
 	PyObject *gc = PyImport_ImportModule("gc");
 	PyObject *tensor = torch ? torch_type(torch, "_C.TensorBase") : NULL;
 	PyObject *graph = torch ? torch_type(torch, "cuda.CUDAGraph") : NULL;
-	PyObject *objs = gc && tensor ? gpr_py_call(gc, "get_objects", NULL)
-				      : NULL;
+	PyObject *objs =
+	    gc && tensor ? gpr_py_call(gc, "get_objects", NULL) : NULL;
 	int rc = 0;
 	if (!objs || !PyList_Check(objs)) {
 		snprintf(s->why, sizeof s->why, "%s",

@@ -2,7 +2,8 @@
  * Torch's cuBLAS and cuBLASLt workspaces, read from Torch's own maps: the
  * only exact source of which caching-allocator blocks are workspaces
  * (Python has no getter). libtorch_cuda.so exports
- *   at::cuda::WorkspaceMapWithMutex &at::cuda::cublas_handle_stream_to_workspace();
+ *   at::cuda::WorkspaceMapWithMutex
+ * &at::cuda::cublas_handle_stream_to_workspace();
  *   ... cublaslt_handle_stream_to_workspace();
  * each a std::map<std::tuple<void *, void *>, V> keyed by (cuBLAS handle,
  * stream) followed by a std::shared_mutex (ATen/cuda/CUDAContextLight.h),
