@@ -41,6 +41,8 @@ struct gpr_py_ws_release {
 struct gpr_py_rmm_pool {
 	int used;
 	int device;
+	uintptr_t owner; /* the resource object it belongs to: a pool found
+			    for a resource since replaced is not read */
 	uint64_t pool;
 	uint64_t trimmed_to;
 };
@@ -146,6 +148,7 @@ PyObject *gpr_py_cupy(char *why, size_t len);	    /* cupy */
 PyObject *gpr_py_numba(char *why, size_t len);	    /* Numba's driver */
 PyObject *gpr_py_jax(char *why, size_t len);	    /* the started backends */
 PyObject *gpr_py_mlx(char *why, size_t len);	    /* mlx.core */
+PyObject *gpr_py_rmm(char *why, size_t len);	    /* rmm.mr */
 
 /* The JAX device of CUDA ordinal `device` in one backend (new reference),
  * or NULL, no error set. */
@@ -299,6 +302,32 @@ int gpr_py_explain_jax(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_mps(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_rmm(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+
+/* ---------------- RMM (rmm.c, explain_rmm.c, rel_rmm.c) ---------------- */
+
+/*
+ * The resource RMM's Python layer set for one GPU, walked down its
+ * upstream_mr links: the adaptors that count (statistics, tracking), the
+ * first PoolMemoryResource, and the leaf. Found through
+ * rmm.mr.get_log_filenames(), never get_per_device_resource() of a GPU
+ * without one (that inserts a default resource).
+ */
+struct gpr_py_rmm_chain {
+	PyObject *top, *leaf, *pool, *stats, *tracking; /* new refs or NULL */
+	int async;	 /* the leaf is a CudaAsyncMemoryResource */
+	PyObject *names; /* list of the resources' class names */
+};
+/* 1 with *c filled, 0 when the GPU has no resource set, -1 on error. */
+int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c);
+void gpr_py_rmm_chain_free(struct gpr_py_rmm_chain *c);
+/* The live bytes the counting adaptors give; 0 with *live, or -1 (none). */
+int gpr_py_rmm_live(const struct gpr_py_rmm_chain *c, int64_t *live);
+/* The async pool release() found for resource `leaf` on `device`, or
+ * NULL. */
+struct gpr_py_rmm_pool *gpr_py_rmm_pool(struct gpr_py_state *st, int device,
+					PyObject *leaf);
+
+extern const struct gpr_releaser gpr_py_rmm_releaser;
 
 /* ---------------- the frameworks (frameworks.c, rel_*.c) ---------------- */
 
