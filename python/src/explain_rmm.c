@@ -23,29 +23,32 @@ static int async_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 {
 	struct gpr_py_rmm_pool *p = gpr_py_rmm_pool(c->st, g->device, leaf);
 	uint64_t reserved = 0, used = 0;
-	int err = p ? gpr_pool_bytes(c->st->ctx, p->pool, &reserved, &used)
-		    : -1;
+	int err =
+	    p ? gpr_pool_bytes(c->st->ctx, p->pool, &reserved, &used) : -1;
 	if (err) {
-		return gpr_py_xadd(g, &(struct gpr_py_part){
-					  .kind = "live",
-					  .source = "rmm",
-					  .bytes = live,
-					  .known = live_known,
-					  .exact = 1,
-					  .advice = "free_arrays",
-					  .how = "the statistics/tracking "
-						 "adaptor's live bytes",
-					  .detail = d}) ||
-			       gpr_py_xadd(g, &(struct gpr_py_part){
-				   .kind = "releasable",
-				   .source = "rmm (CUDA async pool)",
-				   .known = 0,
-				   .advice = "release",
-				   .how = "the reserve of RMM's CUDA async "
-					  "pool: read once a release() has "
-					  "found the pool (Python does not "
-					  "expose its handle); in the rest "
-					  "until then"})
+		return gpr_py_xadd(g,
+				   &(struct gpr_py_part){
+				       .kind = "live",
+				       .source = "rmm",
+				       .bytes = live,
+				       .known = live_known,
+				       .exact = 1,
+				       .advice = "free_arrays",
+				       .how = "the statistics/tracking "
+					      "adaptor's live bytes",
+				       .detail = d}) ||
+			       gpr_py_xadd(
+				   g,
+				   &(struct gpr_py_part){
+				       .kind = "releasable",
+				       .source = "rmm (CUDA async pool)",
+				       .known = 0,
+				       .advice = "release",
+				       .how = "the reserve of RMM's CUDA async "
+					      "pool: read once a release() has "
+					      "found the pool (Python does not "
+					      "expose its handle); in the rest "
+					      "until then"})
 			   ? -1
 			   : 0;
 	}
@@ -58,25 +61,29 @@ static int async_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 			 : "the pool's reserve above its bytes in use "
 			   "(cuMemPoolGetAttribute RESERVED - USED): "
 			   "release() trims it");
-	return gpr_py_xadd(g, &(struct gpr_py_part){
-			      .kind = "live",
-			      .source = "rmm",
-			      .bytes = (int64_t)used,
-			      .known = 1,
-			      .exact = 1,
-			      .evidence = "driver_pool",
-			      .advice = "free_arrays",
-			      .how = "USED_MEM_CURRENT of RMM's CUDA async pool",
-			      .detail = d}) ||
-		       gpr_py_xadd(g, &(struct gpr_py_part){
-			   .kind = trimmed ? "fragmented" : "releasable",
-			   .source = "rmm (CUDA async pool)",
-			   .bytes = (int64_t)(reserved - used),
-			   .known = 1,
-			   .exact = 1,
-			   .evidence = "driver_pool",
-			   .advice = trimmed ? NULL : "release",
-			   .how = how})
+	return gpr_py_xadd(
+		   g,
+		   &(struct gpr_py_part){
+		       .kind = "live",
+		       .source = "rmm",
+		       .bytes = (int64_t)used,
+		       .known = 1,
+		       .exact = 1,
+		       .evidence = "driver_pool",
+		       .advice = "free_arrays",
+		       .how = "USED_MEM_CURRENT of RMM's CUDA async pool",
+		       .detail = d}) ||
+		       gpr_py_xadd(
+			   g,
+			   &(struct gpr_py_part){
+			       .kind = trimmed ? "fragmented" : "releasable",
+			       .source = "rmm (CUDA async pool)",
+			       .bytes = (int64_t)(reserved - used),
+			       .known = 1,
+			       .exact = 1,
+			       .evidence = "driver_pool",
+			       .advice = trimmed ? NULL : "release",
+			       .how = how})
 		   ? -1
 		   : 0;
 }
@@ -129,13 +136,13 @@ int gpr_py_explain_rmm(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	if (found == 1) {
 		int64_t live = 0, size = -1;
 		int live_known = gpr_py_rmm_live(&ch, &live) == 0;
-		if (ch.pool && gpr_py_call_i64(ch.pool, "pool_size", &size,
-					       NULL))
+		if (ch.pool &&
+		    gpr_py_call_i64(ch.pool, "pool_size", &size, NULL))
 			PyErr_Clear();
-		PyObject *d = Py_BuildValue("{s:O,s:L,s:L}", "chain", ch.names,
-					    "pool_size", (long long)size,
-					    "current_bytes",
-					    (long long)(live_known ? live : -1));
+		PyObject *d =
+		    Py_BuildValue("{s:O,s:L,s:L}", "chain", ch.names,
+				  "pool_size", (long long)size, "current_bytes",
+				  (long long)(live_known ? live : -1));
 		if (!d)
 			rc = -1;
 		else if (ch.pool)

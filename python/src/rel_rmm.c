@@ -30,15 +30,16 @@ static int held(void *data, int device, struct gpr_held *out)
 	int found = mr ? gpr_py_rmm_chain(mr, device, &ch) : 0;
 	int64_t live = 0, size = 0;
 	uint64_t reserved = 0, used = 0;
-	struct gpr_py_rmm_pool *p =
-	    found == 1 && ch.async ? gpr_py_rmm_pool(st, device, ch.leaf) : NULL;
+	struct gpr_py_rmm_pool *p = found == 1 && ch.async
+					? gpr_py_rmm_pool(st, device, ch.leaf)
+					: NULL;
 	if (found == 1 && ch.pool && gpr_py_rmm_live(&ch, &live) == 0 &&
 	    gpr_py_call_i64(ch.pool, "pool_size", &size, NULL) == 0) {
 		out->live = (uint64_t)live;
 		out->cached = size > live ? (uint64_t)(size - live) : 0;
 		out->known = 1;
-	} else if (p && gpr_pool_bytes(st->ctx, p->pool, &reserved, &used) ==
-			    0) {
+	} else if (p &&
+		   gpr_pool_bytes(st->ctx, p->pool, &reserved, &used) == 0) {
 		out->live = used;
 		out->cached = reserved - used;
 		out->known = 1;
@@ -99,8 +100,8 @@ static struct gpr_py_rmm_pool *find_pool(struct gpr_py_state *st,
 }
 
 /* Trims the async pool with `device` current in RMM. */
-static int trim(struct gpr_py_state *st, PyObject *leaf, int device,
-		char *note, size_t note_sz)
+static int trim(struct gpr_py_state *st, PyObject *leaf, int device, char *note,
+		size_t note_sz)
 {
 	PyObject *gpu = gpr_py_imported("rmm._cuda.gpu");
 	int64_t prev = -1;
@@ -133,8 +134,8 @@ static int trim(struct gpr_py_state *st, PyObject *leaf, int device,
 		PyThreadState *ts = PyEval_SaveThread();
 		err = gpr_pool_trim(st->ctx, device, p->pool, 0);
 		if (!err)
-			err = gpr_pool_bytes(st->ctx, p->pool, &reserved,
-					     &used);
+			err =
+			    gpr_pool_bytes(st->ctx, p->pool, &reserved, &used);
 		PyEval_RestoreThread(ts);
 		if (err) {
 			PyErr_Format(PyExc_RuntimeError,

@@ -43,7 +43,8 @@ int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c)
 		return -1;
 	PyObject *r = Py_NewRef(c->top);
 	for (int depth = 0; r && depth < 32; depth++) {
-		PyObject *name = gpr_py_attr((PyObject *)Py_TYPE(r), "__name__");
+		PyObject *name =
+		    gpr_py_attr((PyObject *)Py_TYPE(r), "__name__");
 		if (name && PyList_Append(c->names, name)) {
 			Py_DECREF(name);
 			Py_DECREF(r);
