@@ -20,6 +20,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_POOLS 64
 #define MAX_PHYS 4096
@@ -45,6 +46,7 @@ struct chunk {
 struct CUmemPoolHandle_st {
 	int dev;
 	int live;
+	unsigned epoch; /* sim__cuda_epoch(dev) at creation */
 	uint64_t threshold;
 	uint64_t reserved_high, used_high;
 	struct chunk *chunks;
@@ -54,6 +56,7 @@ struct CUmemPoolHandle_st {
 struct phys {
 	unsigned long long handle; /* 0: free slot */
 	int dev;		   /* -1: host memory, not on a GPU */
+	unsigned epoch;
 	uint64_t size;
 };
 
@@ -61,17 +64,39 @@ static struct CUmemPoolHandle_st pools[MAX_POOLS];
 static struct phys phys[MAX_PHYS];
 static unsigned long long next_handle = 1;
 static CUdeviceptr next_ptr[SIM_MAX_GPUS];
+static pid_t owner; /* the process the tables describe */
 
-void sim__pools_forget(void)
+/*
+ * Takes the library's lock and brings the tables up to date: a forked
+ * child starts with none (cuda.c forgets its own), and what a GPU's last
+ * context took with it (sim__cuda_epoch) is gone.
+ */
+static void lock(void)
 {
-	for (int i = 0; i < MAX_POOLS; i++)
-		free(pools[i].chunks);
-	memset(pools, 0, sizeof pools);
-	memset(phys, 0, sizeof phys);
-	next_handle = 1;
-	/* apart from cuMemAlloc_v2's pointers, which start at (i + 1) << 40 */
-	for (int i = 0; i < SIM_MAX_GPUS; i++)
-		next_ptr[i] = ((CUdeviceptr)(i + 1) << 40) + (1ULL << 39);
+	sim__cuda_lock();
+	if (owner != getpid()) {
+		for (int i = 0; i < MAX_POOLS; i++)
+			free(pools[i].chunks);
+		memset(pools, 0, sizeof pools);
+		memset(phys, 0, sizeof phys);
+		next_handle = 1;
+		/* apart from cuMemAlloc_v2's, which start at (i + 1) << 40 */
+		for (int i = 0; i < SIM_MAX_GPUS; i++)
+			next_ptr[i] =
+			    ((CUdeviceptr)(i + 1) << 40) + (1ULL << 39);
+		owner = getpid();
+	}
+	for (int i = 0; i < MAX_POOLS; i++) {
+		struct CUmemPoolHandle_st *p = &pools[i];
+		if (p->live && p->epoch != sim__cuda_epoch(p->dev)) {
+			free(p->chunks);
+			memset(p, 0, sizeof *p);
+		}
+	}
+	for (int i = 0; i < MAX_PHYS; i++)
+		if (phys[i].handle && phys[i].dev >= 0 &&
+		    phys[i].epoch != sim__cuda_epoch(phys[i].dev))
+			phys[i].handle = 0;
 }
 
 static uint64_t reserved(const struct CUmemPoolHandle_st *p)
@@ -89,25 +114,6 @@ static uint64_t used(const struct CUmemPoolHandle_st *p)
 		if (p->chunks[i].state != CHUNK_FREE)
 			n += p->chunks[i].size;
 	return n;
-}
-
-uint64_t sim__pools_drop(int dev)
-{
-	uint64_t bytes = 0;
-	for (int i = 0; i < MAX_POOLS; i++) {
-		struct CUmemPoolHandle_st *p = &pools[i];
-		if (!p->live || p->dev != dev)
-			continue;
-		bytes += reserved(p);
-		free(p->chunks);
-		memset(p, 0, sizeof *p);
-	}
-	for (int i = 0; i < MAX_PHYS; i++)
-		if (phys[i].handle && phys[i].dev == dev) {
-			bytes += phys[i].size;
-			phys[i].handle = 0;
-		}
-	return bytes;
 }
 
 static int pool_valid(const struct CUmemPoolHandle_st *p)
@@ -149,7 +155,7 @@ static void observe_frees(int dev)
 
 SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 {
-	sim__cuda_lock();
+	lock();
 	const struct props_head *h = props;
 	CUresult r = pool && h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (!r && h->location_type != LOCATION_DEVICE)
@@ -166,6 +172,7 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 		memset(p, 0, sizeof *p);
 		p->dev = h->location_id;
 		p->live = 1;
+		p->epoch = sim__cuda_epoch(p->dev);
 		*pool = p;
 	}
 	sim__cuda_unlock();
@@ -174,7 +181,7 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 
 SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-	sim__cuda_lock();
+	lock();
 	CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (!r) {
 		sim__cuda_charge(pool->dev, -(int64_t)reserved(pool));
@@ -189,7 +196,7 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size,
 					    CUmemoryPool pool, CUstream stream)
 {
 	(void)stream;
-	sim__cuda_lock();
+	lock();
 	int dev;
 	CUresult r = sim__cuda_current(&dev);
 	if (!r && (!ptr || size == 0 || !pool_valid(pool)))
@@ -253,7 +260,7 @@ static struct chunk *chunk_at(CUdeviceptr ptr,
 SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
 {
 	(void)stream;
-	sim__cuda_lock();
+	lock();
 	struct CUmemPoolHandle_st *p;
 	struct chunk *c = chunk_at(ptr, &p);
 	CUresult r = c && c->ptr == ptr && c->state == CHUNK_USED
@@ -267,7 +274,7 @@ SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
 
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
-	sim__cuda_lock();
+	lock();
 	CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (!r)
 		trim(pool, keep);
@@ -278,7 +285,7 @@ SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr,
 					  void *value)
 {
-	sim__cuda_lock();
+	lock();
 	CUresult r =
 	    pool_valid(pool) && value ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	uint64_t v = 0;
@@ -310,7 +317,7 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr,
 SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr,
 					  void *value)
 {
-	sim__cuda_lock();
+	lock();
 	CUresult r = pool_valid(pool) && value &&
 			     attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
 			 ? CUDA_SUCCESS
@@ -325,7 +332,7 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr,
  * other pointer (cuMemAlloc_v2's). */
 SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
 {
-	sim__cuda_lock();
+	lock();
 	int dev;
 	CUresult r = sim__cuda_current(&dev);
 	if (!r && (!data || attr != CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE))
@@ -341,7 +348,7 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
 
 SIM_EXPORT CUresult cuCtxSynchronize(void)
 {
-	sim__cuda_lock();
+	lock();
 	int dev;
 	CUresult r = sim__cuda_current(&dev);
 	if (!r)
@@ -355,7 +362,7 @@ SIM_EXPORT CUresult cuCtxSynchronize(void)
 SIM_EXPORT CUresult cuStreamSynchronize(CUstream stream)
 {
 	(void)stream;
-	sim__cuda_lock();
+	lock();
 	int dev;
 	CUresult r = sim__cuda_current(&dev);
 	if (!r)
@@ -367,7 +374,7 @@ SIM_EXPORT CUresult cuStreamSynchronize(CUstream stream)
 SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
 				const void *prop, unsigned long long flags)
 {
-	sim__cuda_lock();
+	lock();
 	const struct props_head *h = prop;
 	CUresult r =
 	    handle && h && size && flags == 0 && size % SIM_GRANULE == 0
@@ -387,7 +394,9 @@ SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
 	if (!r && dev >= 0)
 		r = sim__cuda_charge(dev, (int64_t)size);
 	if (!r) {
-		*slot = (struct phys){next_handle++, dev, (uint64_t)size};
+		*slot = (struct phys){next_handle++, dev,
+				      dev >= 0 ? sim__cuda_epoch(dev) : 0,
+				      (uint64_t)size};
 		*handle = slot->handle;
 	}
 	sim__cuda_unlock();
@@ -396,7 +405,7 @@ SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
 
 SIM_EXPORT CUresult cuMemRelease(unsigned long long handle)
 {
-	sim__cuda_lock();
+	lock();
 	CUresult r = CUDA_ERROR_INVALID_VALUE;
 	for (int i = 0; handle && i < MAX_PHYS; i++) {
 		if (phys[i].handle != handle)

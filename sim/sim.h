@@ -146,13 +146,12 @@ int sim__cuda_device(int dev);
 
 /* Under the lock: puts `delta` bytes on (or, negative, takes them off)
  * this process's figure on `dev`; growing fails with
- * CUDA_ERROR_OUT_OF_MEMORY past the GPU's total. */
+ * CUDA_ERROR_OUT_OF_MEMORY past the GPU's total. The bytes put there go
+ * when the GPU's last context does. */
 int sim__cuda_charge(int dev, int64_t delta);
 
-/* mempool.c, under the lock: forget every pool and physical allocation (a
- * forked child); drop those of `dev` (its last context went), returning
- * the bytes they held there. */
-void sim__pools_forget(void);
-uint64_t sim__pools_drop(int dev);
+/* Under the lock: how many times `dev` lost its last context in this
+ * process; what was charged before a change is gone. */
+unsigned sim__cuda_epoch(int dev);
 
 #endif /* GPR_SIM_H */

@@ -195,6 +195,31 @@ static void t_sim_threshold_and_physical_memory(void **state)
 	gpr_close(ctx);
 }
 
+/* A GPU's pools go with its last context, their bytes too. */
+static void t_sim_pools_go_with_the_context(void **state)
+{
+	(void)state;
+	sim_setup("gpus=1;context=0");
+	struct cu c = load();
+	assert_int_equal(sim_cuda_open_device(c.lib, 0), 0);
+	gpr_ctx *ctx = NULL;
+	assert_int_equal(gpr_open(NULL, &ctx), 0);
+	CUmemoryPool pool = keeping_pool(&c, 0);
+	CUdeviceptr a;
+	assert_int_equal(c.alloc(&a, 4 * MiB, pool, NULL), 0);
+	int (*release)(int) =
+	    (int (*)(int))sim_sym(c.lib, "cuDevicePrimaryCtxRelease_v2");
+	assert_int_equal(release(0), 0);
+	uint64_t b = 1;
+	int rc = gpr_process_bytes(ctx, 0, &b); /* not listed, or 0 bytes */
+	assert_true(rc == GPR_E_NO_PER_PROCESS || (rc == 0 && b == 0));
+	assert_int_equal(sim_cuda_open_device(c.lib, 0), 0);
+	assert_int_equal(c.alloc(&a, 4 * MiB, pool, NULL),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(figure(ctx, 0), 0);
+	gpr_close(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -202,6 +227,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_pool_of_other_memory_and_inactive_gpus),
 	    cmocka_unit_test(t_not_loaded),
 	    cmocka_unit_test(t_sim_threshold_and_physical_memory),
+	    cmocka_unit_test(t_sim_pools_go_with_the_context),
 	};
 	return gpr_test_main(argc, argv, "core-mempool", tests,
 			     sizeof tests / sizeof tests[0]);
