@@ -152,19 +152,8 @@ int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 		Py_DECREF(r);
 	}
 	rc = parts(g, cupy);
-	if (prev != g->device) {
-		PyObject *type, *value, *tb;
-		PyErr_Fetch(&type, &value, &tb);
-		PyObject *r =
-		    gpr_py_call(rt, "setDevice", "(L)", (long long)prev);
-		if (!r && !type)
-			rc = -1;
-		else if (!r)
-			PyErr_Clear();
-		Py_XDECREF(r);
-		if (type)
-			PyErr_Restore(type, value, tb);
-	}
+	if (prev != g->device)
+		rc = gpr_py_set_device_back(rt, prev, rc);
 done:
 	Py_XDECREF(rt);
 	Py_DECREF(cupy);

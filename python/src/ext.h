@@ -131,6 +131,13 @@ void gpr_py_error_note(char *buf, size_t len, const char *prefix);
  * GPR_ERRORS table says which), with the handle's detail; returns NULL. */
 PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what);
 
+/*
+ * obj.setDevice(prev): puts back a framework's current device after work
+ * whose result is rc, keeping the exception that work left (if any);
+ * returns rc, or -1 when only the restore failed (its error set).
+ */
+int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc);
+
 /* 1 if obj is True, 0 if False or None; else -1 with an error set. */
 int gpr_py_truth(PyObject *obj);
 

@@ -147,18 +147,8 @@ static int trim(struct gpr_py_state *st, PyObject *leaf, int device, char *note,
 			p->trimmed_to = reserved;
 		}
 	}
-	if (prev != device) {
-		PyObject *type, *value, *tb;
-		PyErr_Fetch(&type, &value, &tb);
-		r = gpr_py_call(gpu, "setDevice", "(L)", (long long)prev);
-		if (!r && !type)
-			rc = -1;
-		else if (!r)
-			PyErr_Clear();
-		Py_XDECREF(r);
-		if (type)
-			PyErr_Restore(type, value, tb);
-	}
+	if (prev != device)
+		rc = gpr_py_set_device_back(gpu, prev, rc);
 	Py_DECREF(gpu);
 	return rc;
 }

@@ -16,19 +16,7 @@ GiB = 1 << 30
 CONTEXT = 512 * MiB  # the sim's default context size
 
 HELPERS = """
-def parts(e, dev=0):
-    [g] = [g for g in e.gpus if g.device == dev]
-    out = {}
-    for p in g.parts:
-        out[p.kind + ":" + p.source] = out.get(p.kind + ":" + p.source, 0) + p.bytes
-    return out
-
-def check(e):
-    for g in e.gpus:
-        assert sum(p.bytes for p in g.parts if p.known) == g.driver, g
-        if g.source == "driver":
-            assert g.driver == gpureclaim.process_memory()[g.device], g
-    return e
+from scenario import parts, check
 """
 
 

@@ -13,19 +13,7 @@ MiB = 1 << 20
 CONTEXT = 512 * MiB
 
 HELPERS = """
-def parts(e, dev=0):
-    [g] = [g for g in e.gpus if g.device == dev]
-    out = {}
-    for p in g.parts:
-        out[p.kind + ":" + p.source] = out.get(p.kind + ":" + p.source, 0) + p.bytes
-    return out
-
-def check(e):
-    for g in e.gpus:
-        assert sum(p.bytes for p in g.parts if p.known) == g.driver, g
-        if g.source == "driver":
-            assert g.driver == gpureclaim.process_memory()[g.device], g
-    return e
+from scenario import parts, check
 
 def ws_addresses(e):
     return sorted(b["address"] for p in e.gpus[0].parts if p.kind == "workspace"

@@ -7,18 +7,7 @@ MiB = 1 << 20
 CONTEXT = 512 * MiB
 
 HELPERS = """
-def parts(e, dev=0):
-    [g] = [g for g in e.gpus if g.device == dev]
-    out = {}
-    for p in g.parts:
-        k = p.kind + ":" + p.source
-        out[k] = out.get(k, 0) + p.bytes if p.known else None
-    return out
-
-def check(e):
-    for g in e.gpus:
-        assert sum(p.bytes for p in g.parts if p.known) == g.driver, g
-    return e
+from scenario import parts, check
 """
 
 
