@@ -171,6 +171,8 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused);
 PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
 PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
+/* gpus(*, host=False) -> list of dicts (gpus.c) */
+PyObject *gpr_py_gpus(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_after_fork_child(PyObject *module, PyObject *unused);
 
 /* ---------------- explain (explain*.c) ---------------- */
