@@ -60,15 +60,17 @@ def per_rank(d):
     return {w["id"]: w for w in d["workers"]}
 
 
-def test_all_ranks_get_the_exact_aggregate_and_dst_only_gets_it(tmp_path):
+def test_all_ranks_get_the_exact_aggregate_and_a_raising_rank_is_listed(tmp_path):
     plan = {"0": [["cupy", 0, 8 * MiB, 64 * MiB]],
             "1": [["cupy", 0, 0, 32 * MiB]],  # shares GPU 0 with rank 0
             "2": [["cupy", 1, 16 * MiB, 48 * MiB]]}
     drops = {0: 64 * MiB, 1: 32 * MiB, 2: 48 * MiB}
     keeps = {0: 8 * MiB, 1: 0, 2: 16 * MiB}
-    steps = {"plan": plan, "calls": [["release", {}],
-                                     ["explain", {"dst": 1}],
-                                     ["ps", {}]]}
+    steps = [["load", plan], ["release", {}], ["explain", {"dst": 1}],
+             ["ps", {}],
+             ["load", {"0": [["cupy", 0, 0, 16 * MiB]],
+                       "2": [["cupy", 1, 0, 8 * MiB]]}],
+             ["misbehave", {"1": "raise"}], ["release", {}]]
     out, _ = run_world(tmp_path, 3, steps)
     reports = [out[r][0]["report"] for r in range(3)]
     assert reports[0]["workers"] == reports[1]["workers"] == reports[2]["workers"]
@@ -106,26 +108,22 @@ def test_all_ranks_get_the_exact_aggregate_and_dst_only_gets_it(tmp_path):
     u = out[2][2]["report"]
     assert [g["uuid"] for g in u["gpus"]] == [UUID(0), UUID(1)]
     assert u["totals"]["held"] == 3 * CONTEXT + sum(keeps.values())
-
-
-def test_a_raising_rank_is_listed_and_a_killed_one_breaks_only_the_gather(tmp_path):
-    plan = {"0": [["cupy", 0, 0, 64 * MiB]], "1": [["cupy", 0, 0, 32 * MiB]],
-            "2": [["cupy", 1, 0, 16 * MiB]]}
-    steps = {"plan": plan, "misbehave": {"1": "raise"},
-             "calls": [["release", {}]]}
-    out, _ = run_world(tmp_path, 3, steps)
-    d = out[0][0]["report"]
+    # rank 1's release raises: it is listed, the others' bytes are exact
+    d = out[0][3]["report"]
     ranks = per_rank(d)
     assert ranks["rank 1"]["status"] == "error"
     assert "simulated" in ranks["rank 1"]["reason"]
-    assert ranks["rank 0"]["released"] == 64 * MiB
-    assert ranks["rank 2"]["released"] == 16 * MiB
-    assert d["totals"]["released"] == 80 * MiB and d["failed"] == ["rank 1"]
+    assert ranks["rank 0"]["released"] == 16 * MiB
+    assert ranks["rank 2"]["released"] == 8 * MiB
+    assert d["totals"]["released"] == 24 * MiB and d["failed"] == ["rank 1"]
 
+
+def test_a_killed_rank_breaks_only_the_gather(tmp_path):
     # rank 2 dies inside its release: the others' all-gather fails, and
     # each returns its own exact record with the others listed
-    steps = {"plan": plan, "misbehave": {"2": "kill"},
-             "calls": [["release", {}]]}
+    plan = {"0": [["cupy", 0, 0, 64 * MiB]], "1": [["cupy", 0, 0, 32 * MiB]],
+            "2": [["cupy", 1, 0, 16 * MiB]]}
+    steps = [["load", plan], ["misbehave", {"2": "kill"}], ["release", {}]]
     out, codes = run_world(tmp_path, 3, steps, pg_timeout=20, kill_after={2})
     assert codes[2] == -9
     for r, drop in ((0, 64 * MiB), (1, 32 * MiB)):
@@ -142,8 +140,8 @@ def test_a_raising_rank_is_listed_and_a_killed_one_breaks_only_the_gather(tmp_pa
 def test_a_hanging_rank_is_listed_after_the_process_group_timeout(tmp_path):
     plan = {"0": [["cupy", 0, 0, 64 * MiB]], "1": [["cupy", 1, 0, 32 * MiB]]}
     flag = str(tmp_path / "never")
-    steps = {"plan": plan, "misbehave": {"1": "hang:" + flag},
-             "calls": [["release", {}]]}
+    steps = [["load", plan], ["misbehave", {"1": "hang:" + flag}],
+             ["release", {}]]
     out, codes = run_world(tmp_path, 2, steps, pg_timeout=3, kill_after={1})
     (res,) = out[0]
     d = res["report"]

@@ -103,8 +103,14 @@ def _gpu(g: Optional[dict], device: Any, **fields) -> WorkerGPU:
         nvml_index=g.get("nvml_index"), **fields)
 
 
-def _worker(kind: str, t0: float, gpus: list, *, released=None, source=None,
-            notes=()) -> Worker:
+def _worker(kind: str, t0: float, gpus: list, *, raw: list, released=None,
+            source=None, notes=()) -> Worker:
+    """The record; `raw` (_c.gpus()'s entries) adds a note for each GPU
+    that NVML could not name (counted per worker, not by UUID)."""
+    notes = list(notes) + [
+        f"GPU {'?' if g['device'] is None else g['device']}: no UUID "
+        f"({g['error']}): counted for this worker alone"
+        for g in raw if g.get("error")]
     return Worker(kind=kind, id="", host=socket.gethostname(),
                   pid=os.getpid(), status="ok", reason="", released=released,
                   source=source, elapsed=time.perf_counter() - t0,
@@ -119,8 +125,8 @@ def release_record(rel, gpus: list[dict], t0: float) -> Worker:
                 before=g.before if g.known else None, released=g.released,
                 used=g.used, total=g.total)
            for g in rel.gpus]
-    return _worker("release", t0, out, released=rel.bytes, source=rel.source,
-                   notes=rel.notes)
+    return _worker("release", t0, out, raw=gpus, released=rel.bytes,
+                   source=rel.source, notes=rel.notes)
 
 
 def explain_record(exp, gpus: list[dict], t0: float) -> Worker:
@@ -132,7 +138,7 @@ def explain_record(exp, gpus: list[dict], t0: float) -> Worker:
                 consistent=g.consistent)
            for g in exp.gpus]
     sources = sorted({g.source for g in exp.gpus})
-    return _worker("explain", t0, out,
+    return _worker("explain", t0, out, raw=gpus,
                    source=",".join(sources) if sources else None,
                    notes=exp.notes)
 
@@ -143,7 +149,7 @@ def usage_record(gpus: list[dict], t0: float, notes=()) -> Worker:
     out = [_gpu(g, g["device"], held=g["held"],
                 processes=tuple(tuple(p) for p in g["processes"]))
            for g in gpus]
-    return _worker("ps", t0, out, source="driver", notes=notes)
+    return _worker("ps", t0, out, raw=gpus, source="driver", notes=notes)
 
 
 def metrics_record(gpus: list[dict]) -> dict[str, Any]:
