@@ -35,3 +35,11 @@ test-python: $(PY_EXT) $(SIM_LIBS)
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: test-python
 CHECK_RUNS += test-python
+
+# gpureclaim.cluster on real engines (a Dask LocalCluster, gloo ranks, a
+# local Ray) whose workers sit on the simulated driver (tests/cluster).
+test-cluster: $(PY_EXT) $(SIM_LIBS)
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cluster
+.PHONY: test-cluster
+CHECK_RUNS += test-cluster
