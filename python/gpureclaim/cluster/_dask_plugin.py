@@ -3,6 +3,8 @@ in its metrics (imports distributed: load it through
 ``gpureclaim.cluster.dask.GPUMetricsPlugin``)."""
 from __future__ import annotations
 
+import time
+
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from . import _records
@@ -15,6 +17,20 @@ def _reading() -> dict:
         return _records.metrics_record(c.gpus())
     except Exception:  # no driver, a forked child: nothing to show
         return _records.metrics_record([])
+
+
+class _Reading:
+    """One reading shared by the metrics of one heartbeat (the worker asks
+    for them one after the other), taken afresh at the next."""
+
+    def __init__(self):
+        self.at, self.value = -1.0, {}
+
+    def get(self, key: str) -> object:
+        now = time.monotonic()
+        if now - self.at > 0.1:
+            self.value, self.at = _reading(), now
+        return self.value[key]
 
 
 class GPUMetricsPlugin(WorkerPlugin):
@@ -35,22 +51,11 @@ class GPUMetricsPlugin(WorkerPlugin):
     name = "gpureclaim-gpu-metrics"
 
     def setup(self, worker) -> None:
-        keys = _records.metrics_record([])
-        for key in keys:
-            worker.metrics[key] = _Metric(key)
-        self._keys = tuple(keys)
+        reading = _Reading()
+        self._keys = tuple(_records.metrics_record([]))
+        for key in self._keys:
+            worker.metrics[key] = lambda w, key=key: reading.get(key)
 
     def teardown(self, worker) -> None:
         for key in getattr(self, "_keys", ()):
             worker.metrics.pop(key, None)
-
-
-class _Metric:
-    """One metric key, read afresh at each heartbeat (a few NVML queries,
-    well under a millisecond)."""
-
-    def __init__(self, key: str):
-        self.key = key
-
-    def __call__(self, worker) -> object:
-        return _reading()[self.key]
