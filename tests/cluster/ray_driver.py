@@ -2,7 +2,6 @@
 dashboard on for the State API), actors on the simulated driver with the
 fake frameworks. Prints one line: RESULT {json}."""
 import json
-import os
 import sys
 import time
 

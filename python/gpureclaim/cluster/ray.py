@@ -122,7 +122,7 @@ def _call(kind, actors, pg, timeout, kwargs):
         handles += [h for i, h in enumerate(more)
                     if _actor_id(h, i) not in ids]
     refs = []
-    for i, h in enumerate(handles):
+    for h in handles:
         call = getattr(h, "__ray_call__", None)
         if call is None:
             raise TypeError(f"{h!r} is not a Ray actor handle (or this "
