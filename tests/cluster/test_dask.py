@@ -6,6 +6,7 @@ Each worker allocates known byte counts, keeps some and drops the rest;
 the cluster's figures must be the sums of the workers' own, exactly, per
 worker and per GPU, with a GPU shared by three workers counted once.
 """
+import asyncio
 import json
 import logging
 import os
@@ -196,6 +197,17 @@ def test_workers_argument_and_bad_arguments(dask_cluster, loaded):
     r = gcl.dask.release(dask_cluster, collect="sometimes", workers=a[:2])
     assert [w.status for w in r.workers] == ["error", "error"]
     assert all("collect must be" in w.reason for w in r.workers)
+
+
+def test_an_asynchronous_client_gets_an_awaitable(dask_cluster, loaded):
+    async def go():
+        async with distributed.Client(dask_cluster.scheduler.address,
+                                      asynchronous=True) as client:
+            return await gcl.dask.ps(client, timeout=30)
+
+    u = asyncio.run(go())
+    assert isinstance(u, gcl.ClusterUsage) and len(u.ok_workers) == 4
+    assert u.held == gcl.dask.ps(dask_cluster).held
 
 
 def test_metrics_plugin_reports_each_process_own_bytes(dask_cluster, loaded):

@@ -171,6 +171,15 @@ def failure(kind: str, id: str, status: str, reason: str, host: str = "?",
                   finished=time.time(), gpus=(), notes=())
 
 
+def check_timeout(timeout) -> None:
+    """The engines' timeout= argument: seconds (> 0) or None."""
+    if timeout is not None and (isinstance(timeout, bool) or
+                                not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds "
+                         f"or None, not {timeout!r}")
+
+
 def with_id(rec: Worker, id: str) -> Worker:
     return replace(rec, id=id)
 

@@ -236,8 +236,12 @@ class ClusterReport:
 
     # ---- text and HTML
 
-    def _summary(self) -> str:
+    def _headline(self) -> str:
         raise NotImplementedError
+
+    def _summary(self) -> str:
+        return self._headline() + (f"; {len(self.failed)} without a report"
+                                    if self.failed else "")
 
     def _tables(self) -> list:
         """[(title, head, rows)] of the report."""
@@ -341,12 +345,10 @@ class ClusterRelease(ClusterReport):
     def _totals(self):
         return dict(super()._totals(), released=self.bytes)
 
-    def _summary(self) -> str:
-        s = (f"{human_bytes(self.bytes)} returned by "
-             f"{len(self.ok_workers)} of {len(self.workers)} workers on "
-             f"{len(self.gpus)} GPU(s) in {_ms(self.elapsed)}")
-        return s + (f"; {len(self.failed)} without a report"
-                    if self.failed else "")
+    def _headline(self) -> str:
+        return (f"{human_bytes(self.bytes)} returned by "
+                f"{len(self.ok_workers)} of {len(self.workers)} workers on "
+                f"{len(self.gpus)} GPU(s) in {_ms(self.elapsed)}")
 
     def _tables(self):
         gpus = [self._gpu_ident(g) + [
@@ -389,11 +391,9 @@ class ClusterExplanation(ClusterReport):
     def _totals(self):
         return dict(super()._totals(), parts=self.parts)
 
-    def _summary(self) -> str:
-        s = (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
-             f"{human_bytes(self.held)} on {len(self.gpus)} GPU(s)")
-        return s + (f"; {len(self.failed)} without a report"
-                    if self.failed else "")
+    def _headline(self) -> str:
+        return (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
+                f"{human_bytes(self.held)} on {len(self.gpus)} GPU(s)")
 
     def _tables(self):
         heads = [_PART_HEAD[k] for k in PART_KINDS]
@@ -426,13 +426,11 @@ class ClusterUsage(ClusterReport):
 
     kind = "ps"
 
-    def _summary(self) -> str:
-        s = (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
-             f"{human_bytes(self.held)}; {len(self.gpus)} GPU(s) on "
-             f"{len(self.hosts)} host(s), {human_bytes(self.used)} of "
-             f"{human_bytes(self.total)} in use")
-        return s + (f"; {len(self.failed)} without a report"
-                    if self.failed else "")
+    def _headline(self) -> str:
+        return (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
+                f"{human_bytes(self.held)}; {len(self.gpus)} GPU(s) on "
+                f"{len(self.hosts)} host(s), {human_bytes(self.used)} of "
+                f"{human_bytes(self.total)} in use")
 
     def _tables(self):
         gpus = [self._gpu_ident(g) + [

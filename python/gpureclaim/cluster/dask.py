@@ -57,11 +57,7 @@ def ps(client, *, workers: Optional[Iterable[str]] = None,
 
 
 def _check(workers, timeout) -> Optional[list]:
-    if timeout is not None and (isinstance(timeout, bool) or
-                                not isinstance(timeout, (int, float))
-                                or not timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds "
-                         f"or None, not {timeout!r}")
+    _records.check_timeout(timeout)
     if workers is None:
         return None
     if isinstance(workers, str):

@@ -105,11 +105,7 @@ def _pg_actors(pg, kind: str):
 def _call(kind, actors, pg, timeout, kwargs):
     import ray
 
-    if timeout is not None and (isinstance(timeout, bool) or
-                                not isinstance(timeout, (int, float))
-                                or not timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds "
-                         f"or None, not {timeout!r}")
+    _records.check_timeout(timeout)
     if actors is None and pg is None:
         raise TypeError("pass actors= (actor handles) and/or "
                         "placement_group=")
