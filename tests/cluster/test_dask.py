@@ -295,6 +295,13 @@ def test_failed_timed_out_and_killed_workers_never_hide_the_others(tmp_path):
         assert r.worker(a[0]).status == "ok"
         assert r.worker(a[3]).status == "dead"
         assert "not a worker of this scheduler" in r.worker(a[3]).reason
+        # a worker where gpureclaim cannot be imported: the call fails while
+        # the worker unpickles it, and says so
+        client.run(workload.hide_module, "gpureclaim.cluster._records",
+                   workers=[a[0]])
+        r = gcl.dask.release(client, workers=[a[0]], timeout=10)
+        assert r.worker(a[0]).status == "error"
+        assert "gpureclaim.cluster._records" in r.worker(a[0]).reason
     finally:
         open(flag, "w").close()
         client.close()

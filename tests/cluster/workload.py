@@ -98,5 +98,13 @@ def make_release_kill():
     return os.getpid()
 
 
+def hide_module(name):
+    """Makes `name` unimportable in this process, as where it is not
+    installed (None in sys.modules stops its import)."""
+    import sys
+
+    sys.modules[name] = None
+
+
 def pid():
     return os.getpid()
