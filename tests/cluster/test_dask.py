@@ -17,7 +17,9 @@ import time
 import distributed
 import pytest
 import workload
-from conftest import HERE, PY_PATH, GiB, MiB, patched_environ, remove_state, sim_env
+from simenv import (HERE, PY_PATH, GiB, MiB, patched_environ, remove_state,
+                    sim_env)
+from simenv import sim_state  # noqa: F401  (a fixture)
 
 import gpureclaim.cluster as gcl
 
@@ -45,7 +47,7 @@ def start_cluster(state, n=4):
 
 
 @pytest.fixture(scope="module")
-def dask_cluster(sim_state):
+def dask_cluster(sim_state):  # noqa: F811
     cluster, client = start_cluster(sim_state)
     try:
         yield client

@@ -13,7 +13,7 @@ import uuid
 
 import distributed
 import pytest
-from conftest import (FAKES, HERE, PY_PATH, ROOT, cupy_only_fakes,
+from simenv import (FAKES, HERE, PY_PATH, ROOT, cupy_only_fakes,
                       patched_environ, remove_state, sim_env)
 
 ADDRESS = "tcp://10.0.0.5:8786"  # the address the examples show

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import uuid
 
-from conftest import HERE, MiB, remove_state, sim_env
+from simenv import HERE, MiB, remove_state, sim_env
 
 UUID = "GPU-5111a000-0000-4000-8000-00000000000{}".format
 CONTEXT = 512 * MiB

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import uuid
 
-from conftest import FAKES, GiB, MiB, remove_state, sim_env
+from simenv import FAKES, GiB, MiB, remove_state, sim_env
 
 from gpureclaim.cluster import ClusterExplanation, ClusterRelease, human_bytes
 from gpureclaim.cluster._records import Worker, WorkerGPU, WorkerPart, failure

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import uuid
 
-from conftest import HERE, GiB, MiB, cupy_only_fakes, remove_state, sim_env
+from simenv import HERE, GiB, MiB, cupy_only_fakes, remove_state, sim_env
 
 UUID = "GPU-5111a000-0000-4000-8000-00000000000{}".format
 CONTEXT = 512 * MiB

@@ -1,4 +1,5 @@
-"""The cluster tests run real engines (a distributed.LocalCluster, spawned
+"""What the cluster tests share (imported by name: tests/cluster is on
+sys.path). The cluster tests run real engines (a distributed.LocalCluster, spawned
 torch.distributed ranks, a local Ray) whose worker processes sit on the
 simulated driver with the fake frameworks.
 
@@ -64,6 +65,9 @@ def remove_state(state):
 
 @pytest.fixture(scope="module")
 def sim_state():
+    """A GPURECLAIM_SIM state of its own for a test module's cluster (a
+    test module imports this fixture: no conftest.py here, so that
+    tests/python's conftest module keeps its name)."""
     state = "cluster-" + uuid.uuid4().hex[:12]
     yield state
     remove_state(state)
