@@ -189,6 +189,8 @@ def test_workers_argument_and_bad_arguments(dask_cluster, loaded):
     assert [g.uuid for g in r.gpus] == [UUID(1)]
     r = gcl.dask.release(dask_cluster, workers=a[1])
     assert [w.id for w in r.workers] == [a[1]]
+    r = gcl.dask.ps(dask_cluster, workers=[a[0], a[0]])
+    assert [w.id for w in r.workers] == [a[0]]
     with pytest.raises(ValueError, match="timeout"):
         gcl.dask.release(dask_cluster, timeout=0)
     with pytest.raises(TypeError, match="worker addresses"):

@@ -62,7 +62,7 @@ def _check(workers, timeout) -> Optional[list]:
         return None
     if isinstance(workers, str):
         return [workers]
-    out = list(workers)
+    out = list(dict.fromkeys(workers))  # each worker asked once
     if not all(isinstance(w, str) for w in out):
         raise TypeError("workers must be worker addresses (strings)")
     return out
