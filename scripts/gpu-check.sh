@@ -2,13 +2,15 @@
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
 # need with that machine's compiler, then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build hw-ps hw-release hw-explain hw-trace bench-ps
-#           bench-release bench-explain bench-trace
+#   stages: env build hw-ps hw-release hw-explain hw-trace hw-cluster
+#           bench-ps bench-release bench-explain bench-trace
+# hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
+# fills it where PyPI can be reached) and needs 2 GPUs.
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -28,6 +30,14 @@ for s in $stages; do
 			$B/bench/trace_churn python-ext \
 			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 		tail -3 "$OUT/build.txt" ;;
+	hw-cluster)
+		# the workers and ranks must not use NVLink multicast on this machine
+		log "$s"
+		python3 -c 'import distributed' 2>/dev/null ||
+			python3 -m pip install -q --no-index --find-links .whl distributed 2>&1 | tail -3
+		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
+			tee "$OUT/$s.txt" | tail -80 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
