@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define GPR_CLI_OK 0
@@ -48,6 +50,36 @@ int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap);
 
 /* Width of the terminal on fd; 0 when fd is not a terminal. */
 int gpr_cli_term_width(int fd);
+
+/* ---------------- files written for the user (cli/util_file.c) --------- */
+
+/* An output being written: to a temporary file beside `path` until commit. */
+struct gpr_cli_out {
+	const char *path; /* as the user named it */
+	char *tmp;	  /* the temporary file, NULL once committed */
+	FILE *f;	  /* write the contents here */
+};
+
+/*
+ * Opens the output `path` of subcommand `cmd`. Refused (a message on
+ * stderr, -1): the file `input` (device and inode), a directory or any
+ * other non-regular file, a symbolic link (with force: the link itself is
+ * replaced, never followed), and without force a file that is not ours
+ * to replace: another user's, or one that neither is empty nor begins
+ * with `signature` (how our exports begin). 0 with o->f open otherwise.
+ */
+int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
+		     const char *signature, int force,
+		     const struct stat *input);
+
+/* Closes o and renames it over its path; 0, or -1 with a message. */
+int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd);
+
+/* Closes o and removes the temporary file; the path is left untouched. */
+void gpr_cli_out_abort(struct gpr_cli_out *o);
+
+/* 1 if the two paths name the same file (or would, once created). */
+int gpr_cli_out_same(const char *a, const char *b);
 
 /* ---------------- processes (cli/util_proc.c) ---------------- */
 
