@@ -74,8 +74,7 @@ static const char *refusal(const char *path, const struct stat *lst,
 		       "replaces it)";
 	struct stat st;
 	int ours = fstat(fd, &st) == 0 && st.st_dev == lst->st_dev &&
-		   st.st_ino == lst->st_ino &&
-		   begins_with(fd, &st, signature);
+		   st.st_ino == lst->st_ino && begins_with(fd, &st, signature);
 	close(fd);
 	return ours ? NULL
 		    : "exists and is not an export of gpureclaim (--force "
@@ -83,8 +82,7 @@ static const char *refusal(const char *path, const struct stat *lst,
 }
 
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
-		     const char *signature, int force,
-		     const struct stat *input)
+		     const char *signature, int force, const struct stat *input)
 {
 	memset(o, 0, sizeof(*o));
 	o->path = path;

@@ -4,12 +4,19 @@ GPURECLAIM_BIN: the tool (default build/gpureclaim); GPR_SIM_DIR: the folder
 holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim).
 Each test gets its own sim state (a file under /dev/shm), removed after.
 """
+import fcntl
 import itertools
 import json
 import os
 import pathlib
+import pty
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 
 import pytest
 
@@ -80,6 +87,39 @@ class Sim:
                               capture_output=True, text=True,
                               timeout=timeout)
         return Result(proc)
+
+    def run_on_tty(self, *args, cols=80, rows=24, seconds=0.0, env=None):
+        """Runs the tool with stdout on a pseudo-terminal of cols x rows;
+        with `seconds`, stops it with SIGINT after that long (--watch).
+        Returns (exit code, what the terminal received, stderr)."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ,
+                    struct.pack("HHHH", rows, cols, 0, 0))
+        proc = subprocess.Popen([str(BIN), *args], env=env or self.env(),
+                                stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        deadline = time.monotonic() + seconds if seconds else None
+        while True:
+            wait = 0.05
+            if deadline and time.monotonic() >= deadline:
+                proc.send_signal(signal.SIGINT)
+                deadline = None
+            ready, _, _ = select.select([master], [], [], wait)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None and not deadline:
+                break
+        os.close(master)
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        return proc.wait(timeout=10), out.decode(), err
 
     def spawn_alloc(self, gpu, *sizes):
         """A child that holds a context on `gpu` and allocations of

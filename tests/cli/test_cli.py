@@ -96,7 +96,9 @@ def test_ps_extra_processes_sorted_by_bytes(sim):
 
     text = sim.run("ps").out
     (row,) = [line for line in text.splitlines() if "4000000" in line]
-    assert row.split() == ["4000000", "-", "3.0", "GiB", "3.8%", "?"]
+    # gone from this (the host's) pid namespace: exited, memory held
+    assert row.split() == ["4000000", "-", "3.0", "GiB", "3.8%", "<exited>"]
+    assert ghost["state"] == "exited" and init["state"] == "alive"
 
 
 def test_ps_shows_a_hostile_command_line_safely(sim):
@@ -132,7 +134,7 @@ def test_ps_json_is_one_complete_document(sim):
     r = sim.run("ps", "--json")
     assert r.rc == 0 and r.out.endswith("\n") and r.out.count("\n") == 1
     doc = r.json()
-    assert set(doc) == {"gpus"}
+    assert set(doc) == {"time", "unix_time", "host", "driver_version", "gpus"}
     for i, gpu in enumerate(doc["gpus"]):
         assert gpu["index"] == i
         assert gpu["name"] == 'Test GPU "x"'
