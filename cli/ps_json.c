@@ -26,10 +26,9 @@ static void when(struct gpr__json *j, const struct timespec *ts)
 	snprintf(iso + n, sizeof(iso) - n, ".%03ldZ", ts->tv_nsec / 1000000);
 	gpr__json_kv_str(j, "time", iso);
 	gpr__json_key(j, "unix_time");
-	gpr__json_ufixed(j,
-			 (uint64_t)ts->tv_sec * 1000 +
-			     (uint64_t)ts->tv_nsec / 1000000,
-			 3);
+	gpr__json_ufixed(
+	    j, (uint64_t)ts->tv_sec * 1000 + (uint64_t)ts->tv_nsec / 1000000,
+	    3);
 }
 
 static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,

@@ -35,9 +35,8 @@ void gpr_cli_ps_describe(int err, const char *detail, char *out, size_t len)
 double gpr_cli_ps_share(const struct gpr_cli_ps_gpu *g,
 			const struct gpr_cli_ps_row *r)
 {
-	return g->info.total
-		   ? 100.0 * (double)r->bytes / (double)g->info.total
-		   : 0.0;
+	return g->info.total ? 100.0 * (double)r->bytes / (double)g->info.total
+			     : 0.0;
 }
 
 /* Largest figure first, hidden figures last, then by pid. */

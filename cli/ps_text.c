@@ -121,9 +121,8 @@ static void gpu_line(struct out *o, const struct gpr_cli_ps_gpu *g)
 		 gpr__fmt_bytes(i->used, used, sizeof(used)),
 		 gpr__fmt_bytes(i->total, total, sizeof(total)),
 		 gpr__fmt_bytes(i->free, fr, sizeof(fr)));
-	int room = o->width ? o->width - (int)strlen(label) -
-				  (int)strlen(figures)
-			    : 0;
+	int room =
+	    o->width ? o->width - (int)strlen(label) - (int)strlen(figures) : 0;
 	int name = gpr__text_len(i->name);
 	sgr(o, SGR_BOLD);
 	gpr__buf_puts(&o->line, label);
@@ -154,8 +153,8 @@ static int user_width(const struct gpr_cli_ps_gpu *g, size_t rows)
 {
 	int uw = 4;
 	for (size_t p = 0; p < rows; p++) {
-		int l = g->rows[p].user_known ? gpr__text_len(g->rows[p].user)
-					      : 1;
+		int l =
+		    g->rows[p].user_known ? gpr__text_len(g->rows[p].user) : 1;
 		if (l > uw)
 			uw = l;
 	}
@@ -196,8 +195,8 @@ static void more_line(struct out *o, size_t n, const char *one,
 {
 	char count[64];
 	sgr(o, SGR_DIM);
-	gpr__buf_printf(&o->line, "  +%s", gpr__fmt_count(n, one, many, count,
-							   sizeof(count)));
+	gpr__buf_printf(&o->line, "  +%s",
+			gpr__fmt_count(n, one, many, count, sizeof(count)));
 	gpr__buf_puts(&o->line, hint);
 	sgr(o, SGR_RESET);
 	end_line(o);
@@ -281,8 +280,7 @@ static void gpu_block(struct out *o, const struct gpr_cli_ps_gpu *g,
 			row_line(o, g, &g->rows[p], uw);
 	}
 	if (show < g->n)
-		more_line(o, g->n - show, "more process", "more processes",
-			  "");
+		more_line(o, g->n - show, "more process", "more processes", "");
 }
 
 void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,

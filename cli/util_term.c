@@ -26,5 +26,6 @@ int gpr_cli_color(const char *mode, int fd)
 		return -1;
 	const char *no = getenv("NO_COLOR");
 	const char *term = getenv("TERM");
-	return isatty(fd) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+	return isatty(fd) && !(no && *no) &&
+	       !(term && strcmp(term, "dumb") == 0);
 }

@@ -212,6 +212,10 @@ def test_nvml_path_missing(sim):
     r = sim.run("ps", "--json", env=env)
     assert_runtime_error(r, "NVIDIA driver not found",
                          "/nonexistent/libnvidia-ml.so.1")
+    # every message names a path once (issue 16 item 12)
+    assert r.err.count("/nonexistent/libnvidia-ml.so.1") == 1, r
+    r = sim.run("version", env=env)
+    assert r.out.count("/nonexistent/libnvidia-ml.so.1") == 1, r
 
 
 def test_no_driver_at_all(sim):
