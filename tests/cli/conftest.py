@@ -65,6 +65,7 @@ class Sim:
         self.state = f"cli-{os.getpid()}-{next(_counter)}"
         self.config = ""
         self.children = []
+        self.sleepers = []
         request.addfinalizer(self.close)
 
     def configure(self, config=""):
@@ -121,6 +122,19 @@ class Sim:
         proc.stderr.close()
         return proc.wait(timeout=10), out.decode(), err
 
+    def spawn_sleeper(self, *args):
+        """A Python child that sleeps with `args` (str or bytes) as the rest
+        of its command line, for `extra=GPU:PID:SIZE`; returns its Popen
+        once it runs. Killed when the test ends."""
+        child = subprocess.Popen(
+            [sys.executable.encode(), b"-c",
+             b"import time; print('up', flush=True); time.sleep(60)",
+             *(a.encode() if isinstance(a, str) else a for a in args)],
+            stdout=subprocess.PIPE)
+        self.sleepers.append(child)
+        assert child.stdout.readline() == b"up\n"
+        return child
+
     def spawn_alloc(self, gpu, *sizes):
         """A child that holds a context on `gpu` and allocations of
         `sizes` bytes; returns its Popen once it holds them."""
@@ -141,6 +155,10 @@ class Sim:
         return child
 
     def close(self):
+        for child in self.sleepers:
+            child.kill()
+            child.wait()
+            child.stdout.close()
         for child in self.children:
             try:
                 child.stdin.close()

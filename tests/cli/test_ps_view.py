@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -268,25 +267,17 @@ def test_bidi_override_in_a_command_line(sim):
     """U+202E (RIGHT-TO-LEFT OVERRIDE) in another user's command line
     would make a terminal show the rest reversed: shown as '?', and
     escaped in JSON."""
-    child = subprocess.Popen(
-        [sys.executable, "-c",
-         "import time; print('up', flush=True); time.sleep(60)",
-         "evil\u202efdp.exe", "\u2066iso\u2069", "\u05d0ok"],
-        stdout=subprocess.PIPE)
-    try:
-        assert child.stdout.readline() == b"up\n"
-        sim.configure(f"gpus=1;extra=0:{child.pid}:1GiB")
-        r = subprocess.run([str(BIN), "ps"], env=sim.env(),
-                           capture_output=True, timeout=30)
-        out = r.stdout.decode()
-        assert "\u202e" not in out and "\u2066" not in out, out
-        assert "evil?fdp.exe ?iso? \u05d0ok" in out, out
-        r = subprocess.run([str(BIN), "ps", "--json"], env=sim.env(),
-                           capture_output=True, timeout=30)
-        assert b"\xe2\x80\xae" not in r.stdout
-        assert b"evil\\u202efdp.exe \\u2066iso\\u2069" in r.stdout
-        cmd = proc_of(gpu_of(json.loads(r.stdout), 0), child.pid)["command"]
-        assert cmd.endswith("evil\u202efdp.exe \u2066iso\u2069 \u05d0ok")
-    finally:
-        child.kill()
-        child.wait()
+    child = sim.spawn_sleeper("evil\u202efdp.exe", "\u2066iso\u2069",
+                              "\u05d0ok")
+    sim.configure(f"gpus=1;extra=0:{child.pid}:1GiB")
+    r = subprocess.run([str(BIN), "ps"], env=sim.env(),
+                       capture_output=True, timeout=30)
+    out = r.stdout.decode()
+    assert "\u202e" not in out and "\u2066" not in out, out
+    assert "evil?fdp.exe ?iso? \u05d0ok" in out, out
+    r = subprocess.run([str(BIN), "ps", "--json"], env=sim.env(),
+                       capture_output=True, timeout=30)
+    assert b"\xe2\x80\xae" not in r.stdout
+    assert b"evil\\u202efdp.exe \\u2066iso\\u2069" in r.stdout
+    cmd = proc_of(gpu_of(json.loads(r.stdout), 0), child.pid)["command"]
+    assert cmd.endswith("evil\u202efdp.exe \u2066iso\u2069 \u05d0ok")

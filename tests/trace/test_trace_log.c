@@ -772,6 +772,26 @@ static void test_free_of_dropped_alloc(void)
 }
 
 /*
+ * A closed log of pid `pid`: strs (string ids from GPR_TRACE_N_OPS on),
+ * then v, ending `end` ns after the start, `dropped` records lost.
+ */
+static int write_named(const char *path, uint32_t pid, const char *const *strs,
+		       uint32_t n_strs, const struct gpr_trace_rec *v, size_t n,
+		       uint64_t end, uint32_t dropped)
+{
+	struct gpr_inj_tw w;
+	unlink(path);
+	int rc = gpr_inj_tw_open(&w, path, pid, 1700000000000000000ull, START);
+	if (rc < 0)
+		return rc;
+	rc = gpr_inj_tw_strings(&w, strs, n_strs);
+	if (rc == 0)
+		rc = gpr_inj_tw_records(&w, v, n);
+	int rc2 = gpr_inj_tw_close(&w, START + end, dropped);
+	return rc ? rc : rc2;
+}
+
+/*
  * Library and site names as a hostile log may hold them: C1 controls
  * encoded in UTF-8 (U+009B is CSI, U+0085 NEL), a raw 0x9b (CSI to an 8-bit
  * terminal), ESC and DEL, overlong forms, next to text that must survive
@@ -796,16 +816,7 @@ static int write_hostile(const char *path)
 	v[1].site = H_EVIL;
 	v[2] = rec(3000, 100, 0, H_CAFE, 0x7f0000200000, 1 << 18);
 	v[2].site = H_LONG;
-	struct gpr_inj_tw w;
-	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, 4243, 1700000000000000000ull, START);
-	if (rc < 0)
-		return rc;
-	rc = gpr_inj_tw_strings(&w, hostile_strs, 4);
-	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, 3);
-	int rc2 = gpr_inj_tw_close(&w, START + 10000, 0);
-	return rc ? rc : rc2;
+	return write_named(path, 4243, hostile_strs, 4, v, 3, 10000, 0);
 }
 
 /*
@@ -834,16 +845,7 @@ static int write_cases(const char *path)
 		   4096);
 	for (size_t i = 0; i < 5; i++)
 		v[i].site = GPR_TRACE_NO_STRING; /* rec() names the sample's */
-	struct gpr_inj_tw w;
-	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, 4244, 1700000000000000000ull, START);
-	if (rc < 0)
-		return rc;
-	rc = gpr_inj_tw_strings(&w, case_strs, 2);
-	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, 5);
-	int rc2 = gpr_inj_tw_close(&w, START + 2000000000ull, 1);
-	return rc ? rc : rc2;
+	return write_named(path, 4244, case_strs, 2, v, 5, 2000000000ull, 1);
 }
 
 /* Valid UTF-8, no control (C0, DEL, C1) but newlines: safe to print. */
