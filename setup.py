@@ -1,8 +1,10 @@
 """Builds gpureclaim._gpureclaim: the extension's C files (python/src) and
 the core library's (src, src/driver, src/out) compiled into one abi3 module for the
 limited API of Python 3.11, so nothing else must be found at run time.
-Metadata lives in pyproject.toml."""
+Metadata lives in pyproject.toml; the version in the C header, its one
+place."""
 import glob
+import re
 
 from setuptools import Extension, setup
 
@@ -25,6 +27,17 @@ if _bdist_wheel is not None:
 
     cmdclass["bdist_wheel"] = bdist_wheel
 
+
+
+def header_version(path="include/gpureclaim.h"):
+    """MAJOR.MINOR.PATCH from the header's GPR_VERSION_* defines."""
+    with open(path) as f:
+        text = f.read()
+    return ".".join(
+        re.search(rf"^#define GPR_VERSION_{part} (\d+)$", text, re.M).group(1)
+        for part in ("MAJOR", "MINOR", "PATCH"))
+
+
 sources = sorted(
     glob.glob("python/src/*.c") + glob.glob("src/*.c") + glob.glob("src/driver/*.c")
     + glob.glob("src/out/*.c")
@@ -44,4 +57,4 @@ ext = Extension(
                    + glob.glob("python/src/*.h")),
 )
 
-setup(ext_modules=[ext], cmdclass=cmdclass)
+setup(version=header_version(), ext_modules=[ext], cmdclass=cmdclass)

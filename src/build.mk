@@ -19,6 +19,6 @@ ALL_TARGETS += $(BUILD)/libgpureclaim.a $(BUILD)/libgpureclaim.so
 
 # Exported symbols are exactly the gpr_* functions of the public header.
 check-exports: $(BUILD)/libgpureclaim.so
-	@bash scripts/check-exports.sh $(BUILD)/libgpureclaim.so include/gpureclaim.h
+	@bash scripts/check-exports.sh $(BUILD)/libgpureclaim.so include/gpureclaim.h src/libgpureclaim.map
 CHECK_RUNS += check-exports
 .PHONY: check-exports

@@ -1,6 +1,6 @@
 /*
- * The handle: options, the lazy opening of the CUDA driver and NVML, the
- * ordinal-to-NVML-index cache, logging, fork detection.
+ * The handle: options, the lazy opening of the CUDA driver and NVML, and
+ * gpr_cuda_loaded, the one query that needs nothing else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,23 +10,6 @@
 #include "ctx.h"
 
 static atomic_uint_fast64_t next_id = 1;
-
-int gpr__opts_copy(void *dst, size_t dst_sz, const void *src, size_t src_sz)
-{
-	memset(dst, 0, dst_sz);
-	if (!src)
-		return 0;
-	if (src_sz < sizeof(size_t))
-		return GPR_E_INVAL;
-	if (src_sz > dst_sz) {
-		const unsigned char *tail = (const unsigned char *)src + dst_sz;
-		for (size_t i = 0; i < src_sz - dst_sz; i++)
-			if (tail[i])
-				return GPR_E_INVAL;
-	}
-	memcpy(dst, src, src_sz < dst_sz ? src_sz : dst_sz);
-	return 0;
-}
 
 static char *dup_or_env(const char *s, const char *env)
 {
@@ -66,6 +49,7 @@ int gpr_open(const struct gpr_opts *opts, gpr_ctx **out)
 	pthread_mutex_init(&ctx->init_lock, NULL);
 	pthread_mutex_init(&ctx->map_lock, NULL);
 	pthread_mutex_init(&ctx->release_lock, NULL);
+	pthread_mutex_init(&ctx->reg_lock, NULL);
 	atomic_init(&ctx->cuda_ready, 0);
 	atomic_init(&ctx->nvml_state, 0);
 	for (int i = 0; i < GPR__MAP_CAP; i++)
@@ -90,15 +74,11 @@ void gpr_close(gpr_ctx *ctx)
 		pthread_mutex_destroy(&ctx->init_lock);
 		pthread_mutex_destroy(&ctx->map_lock);
 		pthread_mutex_destroy(&ctx->release_lock);
+		pthread_mutex_destroy(&ctx->reg_lock);
 	}
 	free(ctx->cuda_path);
 	free(ctx->nvml_path);
 	free(ctx);
-}
-
-int gpr__forked(const gpr_ctx *ctx)
-{
-	return getpid() != ctx->pid;
 }
 
 int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen)
@@ -115,6 +95,21 @@ int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen)
 	}
 	pthread_mutex_unlock(&ctx->init_lock);
 	return rc;
+}
+
+int gpr__cuda_count(gpr_ctx *ctx, int *count)
+{
+	char err[GPR__ERRLEN] = "";
+	*count = 0;
+	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	if (rc)
+		return rc == GPR_E_NOT_LOADED
+			   ? rc
+			   : gpr__fail(ctx, rc, "CUDA driver: %s", err);
+	rc = gpr__cuda_device_count(&ctx->cuda, count, err, sizeof err);
+	if (rc)
+		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+	return 0;
 }
 
 int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
@@ -148,71 +143,15 @@ int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen)
 	return st;
 }
 
-static int lookup_index(gpr_ctx *ctx, int ordinal, int *index, char *err,
-			size_t errlen)
-{
-	char id[128];
-	int rc =
-	    gpr__cuda_uuid(&ctx->cuda, ordinal, id, sizeof id, err, errlen);
-	if (rc == 0 &&
-	    gpr__nvml_index_by_uuid(&ctx->nvml, id, index, err, errlen) == 0)
-		return 0;
-	rc = gpr__cuda_pci_bus_id(&ctx->cuda, ordinal, id, sizeof id, err,
-				  errlen);
-	if (rc)
-		return rc;
-	rc = gpr__nvml_index_by_pci(&ctx->nvml, id, index, err, errlen);
-	if (rc == GPR_E_NOT_FOUND) {
-		/* NVML answered and no GPU matches: kept as -1 for good */
-		*index = -1;
-		return 0;
-	}
-	/* 0, or NVML failing now: then nothing is cached, a later call asks
-	 * again */
-	return rc;
-}
-
-int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
-		       size_t errlen)
-{
-	if (ordinal < 0)
-		return GPR_E_RANGE;
-	if (ordinal >= GPR__MAP_CAP)
-		return lookup_index(ctx, ordinal, index, err, errlen);
-	pthread_mutex_lock(&ctx->map_lock);
-	int rc = 0;
-	if (ctx->nvml_of[ordinal] == GPR__MAP_UNKNOWN) {
-		int idx = -1;
-		rc = lookup_index(ctx, ordinal, &idx, err, errlen);
-		if (rc == 0)
-			ctx->nvml_of[ordinal] = idx;
-	}
-	*index = rc ? -1 : ctx->nvml_of[ordinal];
-	pthread_mutex_unlock(&ctx->map_lock);
-	return rc;
-}
-
-void gpr__log(const gpr_ctx *ctx, int level, const char *fmt, ...)
-{
-	if (!ctx || !ctx->log || level > ctx->log_level)
-		return;
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	ctx->log(ctx->log_user, level, msg);
-}
-
 int gpr_cuda_loaded(gpr_ctx *ctx)
 {
 	if (!ctx)
 		return GPR_E_INVAL;
-	if (gpr__forked(ctx))
-		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
-				 (long)ctx->pid);
+	int rc = gpr__fork_check(ctx);
+	if (rc)
+		return rc;
 	char err[GPR__ERRLEN] = "";
-	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
+	rc = gpr__ensure_cuda(ctx, err, sizeof err);
 	if (rc == GPR_E_NOT_LOADED)
 		return 0;
 	if (rc)

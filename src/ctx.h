@@ -1,9 +1,23 @@
 /*
  * The handle and what the core's files share about it. Internal (gpr__
  * prefix). Locks, from outermost to innermost: release_lock (one release,
- * register or unregister at a time), then init_lock (lazy driver and NVML
- * open) or map_lock (CUDA ordinal to NVML index cache); queries take only
- * the inner two, for microseconds, so they never wait on a release.
+ * register or unregister at a time), then reg_lock (the releaser array
+ * while it changes, and readers of it outside a release), init_lock (lazy
+ * driver and NVML open) or map_lock (CUDA ordinal to NVML index cache);
+ * queries take only the inner ones, for microseconds, so they never wait on
+ * a release.
+ *
+ * The files, each calling only those listed after it (no loops):
+ *   release.c   one release: visits, passes, collection, accounting
+ *   devices.c   which CUDA GPUs this process holds a context on
+ *   gpus.c      GPUs as NVML sees them (gpr_gpu_*, memory figures)
+ *   figure.c    this process in NVML's lists: the per-process figure
+ *   gpu_map.c   CUDA ordinal <-> NVML index, both ways, cached
+ *   registry.c  the releasers and the "inside a release" marker
+ *   ctx.c       the handle: options, lazy driver and NVML open
+ *   log.c       the log callback and gpr_last_error
+ *   report.c    the report object;  sized.c  structs that grow;
+ *   errors.c    codes, names, messages, version
  */
 #ifndef GPR_CTX_H
 #define GPR_CTX_H
@@ -14,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "gpureclaim.h"
 #include "driver.h"
@@ -24,7 +39,8 @@
 
 struct gpr__releaser {
 	char *name;
-	struct gpr_releaser r; /* r.name points to name */
+	char *device_name;     /* NULL: a CUDA releaser */
+	struct gpr_releaser r; /* r.name, r.device_name point to the above */
 };
 
 struct gpr_ctx {
@@ -51,29 +67,18 @@ struct gpr_ctx {
 	int nvml_of[GPR__MAP_CAP]; /* NVML index, -1 unmatched, MAP_UNKNOWN */
 
 	pthread_mutex_t release_lock;
+	pthread_mutex_t reg_lock;
 	struct gpr__releaser *rel;
 	size_t n_rel, cap_rel;
 };
 
 /* 1 in a child forked after the handle was opened. */
-int gpr__forked(const gpr_ctx *ctx);
+static inline int gpr__forked(const gpr_ctx *ctx)
+{
+	return getpid() != ctx->pid;
+}
 
-/*
- * Finds libcuda among the loaded libraries (looked up again on each call
- * until found, since a framework may load it after gpr_open; kept after).
- * 0 when loaded, GPR_E_NOT_LOADED, or GPR_E_BAD_LIBRARY (err says why).
- */
-int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen);
-
-/* Loads and initialises NVML once per handle; 0 or the sticky error. */
-int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen);
-
-/*
- * The NVML index of CUDA ordinal `ordinal` (UUID first, then PCI bus id),
- * -1 if no NVML GPU matches. Needs CUDA and NVML open.
- */
-int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
-		       size_t errlen);
+/* ---------------- log.c ---------------- */
 
 /* Records the detail of an error for gpr_last_error in this thread; returns
  * err so callers can `return gpr__fail(ctx, rc, "...")`. */
@@ -84,12 +89,45 @@ int gpr__fail(const gpr_ctx *ctx, int err, const char *fmt, ...)
 void gpr__log(const gpr_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* GPR_E_FORKED (recorded for gpr_last_error) in a forked child, else 0. */
+int gpr__fork_check(const gpr_ctx *ctx);
+
+/* ---------------- sized.c ---------------- */
+
 /*
- * Copies a caller's options struct of size `src_sz` into `dst` of our
- * size: a shorter struct leaves the later fields zero, a longer one is
- * accepted only if the fields we do not know are zero (libbpf's rule).
+ * Copies a caller's input struct of size `src_sz` into `dst` of our size:
+ * a shorter struct leaves the later fields zero, a longer one is accepted
+ * only if the fields we do not know are zero (libbpf's rule).
  */
 int gpr__opts_copy(void *dst, size_t dst_sz, const void *src, size_t src_sz);
+
+/*
+ * Copies our output struct `src` (src_sz bytes) to the caller's `dst` of
+ * *dst_sz bytes: the common part, the caller's unknown tail zeroed; *dst_sz
+ * becomes the bytes filled. GPR_E_INVAL for a NULL or zero size.
+ */
+int gpr__out_copy(void *dst, size_t *dst_sz, const void *src, size_t src_sz);
+
+/* ---------------- ctx.c ---------------- */
+
+/*
+ * Finds libcuda among the loaded libraries (looked up again on each call
+ * until found, since a framework may load it after gpr_open; kept after).
+ * 0 when loaded, GPR_E_NOT_LOADED, or GPR_E_BAD_LIBRARY (err says why).
+ */
+int gpr__ensure_cuda(gpr_ctx *ctx, char *err, size_t errlen);
+
+/*
+ * gpr__ensure_cuda, then the CUDA device count (0 when not initialised):
+ * 0, GPR_E_NOT_LOADED (not recorded: no driver is no failure here), or the
+ * error, recorded for gpr_last_error.
+ */
+int gpr__cuda_count(gpr_ctx *ctx, int *count);
+
+/* Loads and initialises NVML once per handle; 0 or the sticky error. */
+int gpr__ensure_nvml(gpr_ctx *ctx, char *err, size_t errlen);
+
+/* ---------------- registry.c ---------------- */
 
 /* Per-thread marker of the releases in progress on this thread. */
 struct gpr__release_frame {
@@ -104,11 +142,26 @@ int gpr__in_release(const gpr_ctx *ctx);
 /* Calls every releaser's destroy and empties the registry (gpr_close). */
 void gpr__registry_clear(gpr_ctx *ctx);
 
+/* ---------------- gpu_map.c ---------------- */
+
 /*
- * Our pid's entry in one GPU's NVML process list, as one scan read it: a
- * release reuses the scan that found its GPUs as the "before" figure
- * instead of asking NVML again (~0.35 ms a GPU on an H200).
+ * The NVML index of CUDA ordinal `ordinal` (UUID first, then PCI bus id),
+ * -1 if no NVML GPU matches. Needs CUDA and NVML open.
  */
+int gpr__nvml_index_of(gpr_ctx *ctx, int ordinal, int *index, char *err,
+		       size_t errlen);
+
+/* The CUDA ordinal (of `count`) whose NVML index is `index`, -1 if none.
+ * Needs CUDA and NVML open. */
+int gpr__ordinal_of(gpr_ctx *ctx, int count, int index);
+
+/* Checks that CUDA is usable and `device` is one of its ordinals; records
+ * the failure for gpr_last_error. */
+int gpr__check_ordinal(gpr_ctx *ctx, int device);
+
+/* ---------------- figure.c ---------------- */
+
+/* Our pid's entry in one GPU's NVML process list, as one read found it. */
 struct gpr__mine {
 	int read;   /* the list was read (rc 0) */
 	int found;  /* our pid is in it */
@@ -116,21 +169,13 @@ struct gpr__mine {
 	uint64_t bytes;
 };
 
-/*
- * The CUDA ordinals on which this process holds a context (*devs malloc'ed,
- * *n entries, *count the CUDA device count). GPR_E_NOT_LOADED when libcuda
- * is not loaded; 0 with *n = 0 when it is not initialised. GPUs that cannot
- * be queried are skipped, each with a note in `notes` (may be NULL).
- * With `mine` non-NULL, *mine gets the scan of every NVML index
- * (malloc'ed, *n_mine entries; NULL and 0 where NVML is unavailable).
- */
-int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
-			gpr_report *notes, struct gpr__mine **mine,
-			int *n_mine);
+/* Reads NVML GPU `index`'s process list and keeps our pid's entry. */
+int gpr__read_mine(gpr_ctx *ctx, int index, struct gpr__mine *m, char *err,
+		   size_t errlen);
 
-/* The driver's figure for this process on one CUDA ordinal. */
+/* The driver's figure for this process on one device. */
 enum gpr__figure_state {
-	GPR__FIG_KNOWN,	 /* bytes is NVML's per-process figure */
+	GPR__FIG_KNOWN,	 /* bytes is the driver's per-process figure */
 	GPR__FIG_ERROR,	 /* NVML missing or failing: rc says which */
 	GPR__FIG_ABSENT, /* our pid is not in the list */
 	GPR__FIG_HIDDEN	 /* listed without a figure (MIG) */
@@ -146,9 +191,30 @@ struct gpr__figure {
 /*
  * The figure of CUDA ordinal `ordinal`. `mine` (n_mine entries by NVML
  * index, may be NULL) is a scan already made: where it read the GPU's list,
- * NVML is not asked again.
+ * NVML is not asked again (a release reuses the scan that found its GPUs as
+ * the "before" figure: ~0.35 ms a GPU on an H200).
  */
 void gpr__process_figure(gpr_ctx *ctx, int ordinal, struct gpr__figure *f,
 			 const struct gpr__mine *mine, int n_mine);
+
+/* ---------------- gpus.c ---------------- */
+
+/* NVML's memory figures of NVML GPU `index` (used, free, total), 0 or a
+ * GPR_E_* code. */
+int gpr__gpu_memory(gpr_ctx *ctx, int index, struct gpr__nvml_gpu *out);
+
+/* ---------------- devices.c ---------------- */
+
+/*
+ * The CUDA ordinals on which this process holds a context (*devs malloc'ed,
+ * *n entries, *count the CUDA device count). GPR_E_NOT_LOADED when libcuda
+ * is not loaded; 0 with *n = 0 when it is not initialised. GPUs that cannot
+ * be queried are skipped, each with a note in `notes` (may be NULL).
+ * With `mine` non-NULL, *mine gets the scan of every NVML index
+ * (malloc'ed, *n_mine entries; NULL and 0 where NVML is unavailable).
+ */
+int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
+			gpr_report *notes, struct gpr__mine **mine,
+			int *n_mine);
 
 #endif /* GPR_CTX_H */

@@ -8,27 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ctx.h"
 #include "report.h"
 
 #define WHY (GPR__ERRLEN + 64)
-
-/* Marks the ordinal whose NVML index is `index`; 1 if one matched. */
-static int mark_index(gpr_ctx *ctx, int count, int index, int *in)
-{
-	char err[GPR__ERRLEN];
-	for (int d = 0; d < count; d++) {
-		int idx = -1;
-		if (gpr__nvml_index_of(ctx, d, &idx, err, sizeof err) == 0 &&
-		    idx == index) {
-			in[d] = 1;
-			return 1;
-		}
-	}
-	return 0;
-}
 
 /* The union with NVML's lists; NVML missing only loses non-primary ones. */
 static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY],
@@ -47,39 +31,23 @@ static void add_nvml(gpr_ctx *ctx, int count, int *in, char (*why)[WHY],
 		*mine = calloc((size_t)nn, sizeof **mine);
 		*n_mine = *mine ? nn : 0;
 	}
-	uint32_t me = (uint32_t)getpid();
 	for (int i = 0; i < nn; i++) {
-		struct gpr__nvml_proc *procs = NULL;
-		size_t np = 0;
-		if (gpr__nvml_processes(&ctx->nvml, i, &procs, &np, err,
-					sizeof err)) {
+		struct gpr__mine m;
+		int rc = gpr__read_mine(ctx, i, &m, err, sizeof err);
+		int d = rc || m.found ? gpr__ordinal_of(ctx, count, i) : -1;
+		if (rc) {
 			gpr__log(ctx, GPR_LOG_WARN,
 				 "NVML GPU %d: process list: %s", i, err);
-			for (int d = 0; d < count; d++) {
-				int idx = -1;
-				char e2[GPR__ERRLEN];
-				if (gpr__nvml_index_of(ctx, d, &idx, e2,
-						       sizeof e2) == 0 &&
-				    idx == i && !why[d][0])
-					snprintf(why[d], sizeof why[d],
-						 "NVML process list: %s", err);
-			}
+			if (d >= 0 && !why[d][0])
+				snprintf(why[d], sizeof why[d],
+					 "NVML process list: %s", err);
 			continue;
 		}
-		struct gpr__mine m = {.read = 1};
-		for (size_t k = 0; k < np; k++) {
-			if (procs[k].pid != me)
-				continue;
-			m.found = 1;
-			if (procs[k].bytes == GPR_NVML_VALUE_NOT_AVAILABLE)
-				m.hidden = 1;
-			else
-				m.bytes += procs[k].bytes;
-		}
-		free(procs);
 		if (mine && *mine)
 			(*mine)[i] = m;
-		if (m.found && !mark_index(ctx, count, i, in))
+		if (d >= 0)
+			in[d] = 1;
+		else if (m.found)
 			gpr__log(ctx, GPR_LOG_DEBUG,
 				 "NVML GPU %d lists us but no CUDA ordinal "
 				 "matches it",
@@ -98,15 +66,10 @@ int gpr__devices_in_use(gpr_ctx *ctx, int **devs, int *n, int *count,
 	*n = 0;
 	*count = 0;
 	char err[GPR__ERRLEN] = "";
-	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
-	if (rc)
-		return rc == GPR_E_NOT_LOADED
-			   ? rc
-			   : gpr__fail(ctx, rc, "CUDA driver: %s", err);
 	int cnt = 0;
-	rc = gpr__cuda_device_count(&ctx->cuda, &cnt, err, sizeof err);
+	int rc = gpr__cuda_count(ctx, &cnt);
 	if (rc)
-		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+		return rc;
 	*count = cnt;
 	if (cnt <= 0)
 		return 0;
@@ -152,11 +115,11 @@ int gpr_devices_in_use(gpr_ctx *ctx, int *devices, int cap, int *n)
 	if (!ctx || !n || cap < 0 || (cap > 0 && !devices))
 		return GPR_E_INVAL;
 	*n = 0;
-	if (gpr__forked(ctx))
-		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
-				 (long)ctx->pid);
+	int rc = gpr__fork_check(ctx);
+	if (rc)
+		return rc;
 	int *devs = NULL, count = 0, k = 0;
-	int rc = gpr__devices_in_use(ctx, &devs, &k, &count, NULL, NULL, NULL);
+	rc = gpr__devices_in_use(ctx, &devs, &k, &count, NULL, NULL, NULL);
 	if (rc == GPR_E_NOT_LOADED)
 		return 0;
 	if (rc)
@@ -173,19 +136,14 @@ int gpr_primary_context_active(gpr_ctx *ctx, int device, int *active)
 	if (!ctx || !active || device < 0)
 		return GPR_E_INVAL;
 	*active = 0;
-	if (gpr__forked(ctx))
-		return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
-				 (long)ctx->pid);
+	int rc = gpr__fork_check(ctx);
+	if (rc)
+		return rc;
 	char err[GPR__ERRLEN] = "";
-	int rc = gpr__ensure_cuda(ctx, err, sizeof err);
-	if (rc == GPR_E_NOT_LOADED)
-		return 0;
-	if (rc)
-		return gpr__fail(ctx, rc, "CUDA driver: %s", err);
 	int count = 0;
-	rc = gpr__cuda_device_count(&ctx->cuda, &count, err, sizeof err);
+	rc = gpr__cuda_count(ctx, &count);
 	if (rc)
-		return gpr__fail(ctx, rc, "cuDeviceGetCount: %s", err);
+		return rc == GPR_E_NOT_LOADED ? 0 : rc;
 	if (count == 0)
 		return 0; /* not initialised: no context anywhere */
 	if (device >= count)

@@ -2,12 +2,22 @@
  * gpr_release: visit the GPUs this process has opened, run the releasers,
  * measure what the driver got back.
  *
- * The number is the drop of NVML's per-process figure (what nvidia-smi
- * lists for this pid), never the drop of cuMemGetInfo's free memory, which
- * moves with every other process on the GPU. Where NVML has no per-process
- * figure for a visited GPU (MIG, a pid namespace, no NVML) the allocators'
- * own counters are summed instead and the report says so.
+ * The number is the drop of the driver's per-process figure: NVML's on a
+ * CUDA GPU (what nvidia-smi lists for this pid), a releaser's figure() on a
+ * GPU that CUDA does not see (Metal's per-process total); never the drop
+ * of cuMemGetInfo's free memory, which moves with every other process on
+ * the GPU. Where a visited GPU has no such figure (MIG, a pid namespace, no
+ * NVML) the allocators' own counters are summed instead and the report says
+ * so.
+ *
+ * Order, and why: the figures and each releaser's held() are read first;
+ * then the collector runs, when asked to or when a releaser reports live
+ * bytes (a release returns only cached blocks: live ones may be garbage in
+ * a reference cycle, and a pass before the collection would be repeated
+ * after it); then one pass of every releaser; then the figures and held()
+ * again.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +26,21 @@
 #include "ctx.h"
 #include "report.h"
 
+/* A GPU the release visits: a CUDA GPU, or one CUDA does not see. */
 struct visit {
-	int dev;
+	int dev;	    /* CUDA ordinal, or GPR_DEVICE_NAMED */
+	const char *name;   /* a named GPU's name (the registry's copy) */
+	size_t figure_from; /* named: the releaser whose figure() answered */
 	struct gpr__figure before, after;
+};
+
+#define NO_FIGURE SIZE_MAX
+
+/* One releaser on one visited GPU, or its once step: a report row. */
+struct cell {
+	size_t rel; /* index in the registry */
+	int visit;  /* index in run.v; -1: a CUDA releaser's once step */
+	int dev;    /* what held() and release() get */
 };
 
 struct run {
@@ -26,11 +48,12 @@ struct run {
 	struct gpr_release_opts o;
 	gpr_report *r;
 	struct visit *v;
-	int nv;
-	struct gpr__mine *mine; /* the scan that found the GPUs */
+	int nv, nv_cuda; /* CUDA GPUs first, then named ones */
+	struct cell *c;
+	size_t nc;
+	size_t row0;		/* report row of cell 0 */
+	struct gpr__mine *mine; /* the scan that found the CUDA GPUs */
 	int n_mine;
-	size_t row0; /* first releaser row: releaser i, visit j at
-			row0 + i * (nv + 1) + j; j == nv is the once step */
 };
 
 static double now(void)
@@ -40,14 +63,14 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static struct gpr__rrow *row(struct run *x, size_t i, int j)
+static const struct gpr__releaser *rel_of(struct run *x, size_t k)
 {
-	return &x->r->rel[x->row0 + i * (size_t)(x->nv + 1) + (size_t)j];
+	return &x->ctx->rel[x->c[k].rel];
 }
 
-static int dev_of(struct run *x, int j)
+static struct gpr__rrow *row(struct run *x, size_t k)
 {
-	return j == x->nv ? GPR_DEVICE_ONCE : x->v[j].dev;
+	return &x->r->rel[x->row0 + k];
 }
 
 /* A releaser's held(): zero with known = 0 when it cannot tell. */
@@ -61,22 +84,21 @@ static struct gpr_held held(const struct gpr__releaser *e, int dev)
 
 static void read_held(struct run *x, int after)
 {
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		for (int j = 0; j <= x->nv; j++) {
-			struct gpr_held h = held(&x->ctx->rel[i], dev_of(x, j));
-			if (after)
-				row(x, i, j)->after = h;
-			else
-				row(x, i, j)->before = h;
-		}
+	for (size_t k = 0; k < x->nc; k++) {
+		struct gpr_held h = held(rel_of(x, k), x->c[k].dev);
+		if (after)
+			row(x, k)->after = h;
+		else
+			row(x, k)->before = h;
+	}
 }
 
-static void release_one(struct run *x, size_t i, int j)
+static void release_one(struct run *x, size_t k)
 {
-	const struct gpr__releaser *e = &x->ctx->rel[i];
+	const struct gpr__releaser *e = rel_of(x, k);
 	if (!e->r.release)
 		return;
-	int dev = dev_of(x, j);
+	int dev = x->c[k].dev;
 	char where[32];
 	if (dev == GPR_DEVICE_ONCE)
 		snprintf(where, sizeof where, "the once-per-call step");
@@ -86,7 +108,7 @@ static void release_one(struct run *x, size_t i, int j)
 	int rc = e->r.release(e->r.data, dev, note, sizeof note);
 	note[sizeof note - 1] = '\0';
 	if (rc < 0) {
-		struct gpr__rrow *w = row(x, i, j);
+		struct gpr__rrow *w = row(x, k);
 		if (!w->status)
 			w->status = rc;
 		gpr__report_note(x->r, "%s: release on %s failed: %s", e->name,
@@ -98,28 +120,22 @@ static void release_one(struct run *x, size_t i, int j)
 	}
 }
 
-/*
- * Every releaser on every visited GPU, then every releaser's once step;
- * with `only` (one flag a row, as row()), just the flagged rows.
- */
-static void pass(struct run *x, const unsigned char *only)
+/* Every releaser on every visited CUDA GPU, then every once step (the
+ * releasers of named GPUs have only that one), in registration order. */
+static void pass(struct run *x)
 {
-	size_t w = (size_t)x->nv + 1;
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		for (int j = 0; j < x->nv; j++)
-			if (!only || only[i * w + (size_t)j])
-				release_one(x, i, j);
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		if (!only || only[i * w + (size_t)x->nv])
-			release_one(x, i, x->nv);
+	for (size_t k = 0; k < x->nc; k++)
+		if (x->c[k].dev != GPR_DEVICE_ONCE)
+			release_one(x, k);
+	for (size_t k = 0; k < x->nc; k++)
+		if (x->c[k].dev == GPR_DEVICE_ONCE)
+			release_one(x, k);
 }
 
-static void collect(struct run *x)
+static void run_collector(struct run *x, int (*fn)(void *user))
 {
-	if (!x->o.collect_fn)
-		return;
 	double t = now();
-	int rc = x->o.collect_fn(x->o.collect_user);
+	int rc = fn(x->o.collect_user);
 	x->r->collect_seconds += now() - t;
 	x->r->collected = 1;
 	if (rc < 0)
@@ -127,45 +143,128 @@ static void collect(struct run *x)
 }
 
 /*
- * 1 if a releaser still holds live bytes on a visited GPU. `again` (one
- * flag a row) marks the rows the collector can change: a releaser that
- * holds nothing live on a GPU gets nothing back there from a collection,
- * so the pass after it skips that row. Once steps and releasers that
- * cannot tell are always run again.
+ * 1 if a releaser reports live bytes on a visited GPU: in the figures read
+ * before (fresh = 0), or asked again of the releasers that reported some
+ * (fresh = 1).
  */
-static int live_left(struct run *x, unsigned char *again)
+static int live(struct run *x, int fresh)
 {
-	size_t w = (size_t)x->nv + 1;
-	int any = 0;
-	for (size_t i = 0; i < x->ctx->n_rel; i++) {
-		for (int j = 0; j < x->nv; j++) {
-			struct gpr_held h = held(&x->ctx->rel[i], x->v[j].dev);
-			any |= h.live > 0;
-			if (again)
-				again[i * w + (size_t)j] = !h.known || h.live;
-		}
-		if (again)
-			again[i * w + (size_t)x->nv] = 1;
+	for (size_t k = 0; k < x->nc; k++) {
+		if (x->c[k].visit < 0 || !row(x, k)->before.live)
+			continue;
+		if (!fresh || held(rel_of(x, k), x->c[k].dev).live)
+			return 1;
 	}
-	return any;
+	return 0;
 }
 
-/* Before: from the scan that found the GPUs; after: asked anew. */
+static void collect(struct run *x)
+{
+	if (!x->o.collect_fn || x->o.collect == GPR_COLLECT_NEVER)
+		return;
+	if (x->o.collect == GPR_COLLECT_AUTO) {
+		if (!live(x, 0))
+			return;
+		if (x->o.collect_young_fn) {
+			run_collector(x, x->o.collect_young_fn);
+			if (!live(x, 1))
+				return;
+		}
+	}
+	run_collector(x, x->o.collect_fn);
+}
+
+/* A named GPU's figure from releaser i; the enum gpr_figure answer. */
+static int named_figure(struct run *x, size_t i, struct gpr__figure *f)
+{
+	const struct gpr__releaser *e = &x->ctx->rel[i];
+	memset(f, 0, sizeof *f);
+	f->nvml_index = -1;
+	f->state = GPR__FIG_ERROR;
+	if (!e->r.figure) {
+		snprintf(f->why, sizeof f->why, "%s: no figure", e->name);
+		return GPR_FIGURE_UNKNOWN;
+	}
+	char why[256] = "";
+	uint64_t bytes = 0;
+	int rc = e->r.figure(e->r.data, &bytes, why, sizeof why);
+	why[sizeof why - 1] = '\0';
+	if (rc == GPR_FIGURE_KNOWN) {
+		f->known = 1;
+		f->state = GPR__FIG_KNOWN;
+		f->bytes = bytes;
+		return rc;
+	}
+	if (rc < 0) {
+		f->rc = rc;
+		snprintf(f->why, sizeof f->why, "%s: %s", e->name,
+			 why[0] ? why : gpr_strerror(rc));
+		return GPR_FIGURE_UNKNOWN; /* in use, unreadable */
+	}
+	snprintf(f->why, sizeof f->why, "%s", why[0] ? why : e->name);
+	return rc == GPR_FIGURE_UNUSED ? rc : GPR_FIGURE_UNKNOWN;
+}
+
+/*
+ * The named GPUs in use, each with the figure of the first releaser that
+ * reads it; in_use[i] marks the releasers that run there.
+ */
+static void choose_named(struct run *x, unsigned char *in_use)
+{
+	for (size_t i = 0; i < x->ctx->n_rel; i++) {
+		const struct gpr__releaser *e = &x->ctx->rel[i];
+		if (!e->device_name)
+			continue;
+		struct gpr__figure f;
+		if (named_figure(x, i, &f) == GPR_FIGURE_UNUSED)
+			continue;
+		in_use[i] = 1;
+		struct visit *v = NULL;
+		for (int j = x->nv_cuda; j < x->nv && !v; j++)
+			if (strcmp(x->v[j].name, e->device_name) == 0)
+				v = &x->v[j];
+		if (!v) {
+			v = &x->v[x->nv++];
+			memset(v, 0, sizeof *v);
+			v->dev = GPR_DEVICE_NAMED;
+			v->name = e->device_name;
+			v->figure_from = NO_FIGURE;
+			v->before = f;
+		}
+		if (f.known && v->figure_from == NO_FIGURE) {
+			v->before = f;
+			v->figure_from = i;
+		}
+	}
+}
+
+/* Before (CUDA): from the scan that found the GPUs; after: asked anew. */
 static void read_figures(struct run *x, int after)
 {
-	for (int j = 0; j < x->nv; j++)
-		gpr__process_figure(x->ctx, x->v[j].dev,
-				    after ? &x->v[j].after : &x->v[j].before,
+	for (int j = 0; j < x->nv; j++) {
+		struct visit *v = &x->v[j];
+		if (v->dev == GPR_DEVICE_NAMED) {
+			if (!after)
+				continue; /* read when the GPU was chosen */
+			if (v->figure_from == NO_FIGURE)
+				v->after = v->before;
+			else
+				named_figure(x, v->figure_from, &v->after);
+			continue;
+		}
+		gpr__process_figure(x->ctx, v->dev,
+				    after ? &v->after : &v->before,
 				    after ? NULL : x->mine, x->n_mine);
+	}
 }
 
-/* Bytes the allocators say they gave back on GPU j (known rows only). */
+/* Bytes the allocators say they gave back on visit j (known rows only). */
 static int64_t allocator_drop(struct run *x, int j)
 {
 	int64_t sum = 0;
-	for (size_t i = 0; i < x->ctx->n_rel; i++) {
-		const struct gpr__rrow *w = row(x, i, j);
-		if (w->known)
+	for (size_t k = 0; k < x->nc; k++) {
+		const struct gpr__rrow *w = row(x, k);
+		if (x->c[k].visit == j && w->known)
 			sum += (int64_t)(w->before.live + w->before.cached) -
 			       (int64_t)(w->after.live + w->after.cached);
 	}
@@ -174,11 +273,10 @@ static int64_t allocator_drop(struct run *x, int j)
 
 static void account(struct run *x)
 {
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		for (int j = 0; j <= x->nv; j++) {
-			struct gpr__rrow *w = row(x, i, j);
-			w->known = w->before.known && w->after.known;
-		}
+	for (size_t k = 0; k < x->nc; k++) {
+		struct gpr__rrow *w = row(x, k);
+		w->known = w->before.known && w->after.known;
+	}
 	int all = 1;
 	for (int j = 0; j < x->nv; j++)
 		if (!x->v[j].before.known || !x->v[j].after.known)
@@ -197,19 +295,22 @@ static void account(struct run *x)
 		g->released = all ? (int64_t)g->before - (int64_t)g->after
 				  : allocator_drop(x, j);
 		total += g->released;
+		char label[64];
+		if (v->name)
+			snprintf(label, sizeof label, "%s", v->name);
+		else
+			snprintf(label, sizeof label, "%d", v->dev);
 		if (!g->known) {
 			const char *why =
 			    v->before.known ? v->after.why : v->before.why;
 			gpr__report_note(x->r,
-					 "GPU %d: no driver figure (%s): "
+					 "GPU %s: no driver figure (%s): "
 					 "bytes from the allocators' counters",
-					 v->dev, why);
+					 label, why);
 		}
-		char err[GPR__ERRLEN] = "";
 		struct gpr__nvml_gpu m;
 		if (g->nvml_index >= 0 &&
-		    gpr__nvml_memory(&x->ctx->nvml, g->nvml_index, &m, err,
-				     sizeof err) == 0) {
+		    gpr__gpu_memory(x->ctx, g->nvml_index, &m) == 0) {
 			g->used = m.used;
 			g->free = m.free;
 			g->total = m.total;
@@ -218,13 +319,10 @@ static void account(struct run *x)
 	x->r->bytes = total;
 }
 
-/* The GPUs to visit: those in use, or the requested ones among them. */
-static int choose(struct run *x, const int *inuse, int n_in, int count)
+/* The CUDA GPUs to visit: those in use, or the requested ones among them. */
+static void choose_cuda(struct run *x, const int *inuse, int n_in, int count)
 {
 	int want = x->o.devices ? x->o.n_devices : n_in;
-	x->v = calloc((size_t)(want ? want : 1), sizeof *x->v);
-	if (!x->v)
-		return GPR_E_NOMEM;
 	for (int k = 0; k < want; k++) {
 		int d = x->o.devices ? x->o.devices[k] : inuse[k];
 		int dup = 0, used = 0;
@@ -248,18 +346,31 @@ static int choose(struct run *x, const int *inuse, int n_in, int count)
 		else
 			x->v[x->nv++].dev = d;
 	}
-	return 0;
+	x->nv_cuda = x->nv;
 }
 
-static int run(struct run *x)
+/* Room in x->v for `cuda` CUDA GPUs and every named GPU there may be. */
+static int room(struct run *x, int cuda)
+{
+	x->v = calloc((size_t)cuda + x->ctx->n_rel + 1, sizeof *x->v);
+	return x->v ? 0 : GPR_E_NOMEM;
+}
+
+/*
+ * The CUDA GPUs in use (visits and the scan), or a note saying why there
+ * are none. *cuda = 1 when the driver is loaded and initialised: the CUDA
+ * releasers then run, at least their once steps.
+ */
+static int find_cuda(struct run *x, int *cuda)
 {
 	int *inuse = NULL, n_in = 0, count = 0;
+	*cuda = 0;
 	int rc = gpr__devices_in_use(x->ctx, &inuse, &n_in, &count, x->r,
 				     &x->mine, &x->n_mine);
 	if (rc == GPR_E_NOT_LOADED) {
 		gpr__report_note(x->r, "CUDA driver not loaded in this "
 				       "process: no GPU memory to release");
-		return 0;
+		return room(x, 0);
 	}
 	if (rc)
 		return rc;
@@ -267,39 +378,75 @@ static int run(struct run *x)
 		free(inuse);
 		gpr__report_note(x->r, "CUDA driver loaded but not initialised "
 				       "(no cuInit): no GPU memory to release");
-		return 0;
+		return room(x, 0);
 	}
-	rc = choose(x, inuse, n_in, count);
+	*cuda = 1;
+	rc = room(x, x->o.devices ? x->o.n_devices : n_in);
+	if (!rc)
+		choose_cuda(x, inuse, n_in, count);
 	free(inuse);
 	if (rc)
 		return rc;
 	if (!x->o.devices && x->nv == 0)
 		gpr__report_note(x->r,
 				 "no GPU holds a context of this process");
-	for (int j = 0; j < x->nv; j++)
-		if (!gpr__report_add_gpu(x->r))
-			return GPR_E_NOMEM;
-	x->row0 = x->r->n_rel;
-	for (size_t i = 0; i < x->ctx->n_rel; i++)
-		for (int j = 0; j <= x->nv; j++)
-			if (!gpr__report_add_releaser(x->r, x->ctx->rel[i].name,
-						      dev_of(x, j)))
-				return GPR_E_NOMEM;
+	return 0;
+}
 
+/* The report rows: one per visit, one per cell. */
+static int plan(struct run *x, int cuda, const unsigned char *named_in)
+{
+	size_t n_rel = x->ctx->n_rel;
+	x->c = calloc(n_rel * ((size_t)x->nv_cuda + 1) + 1, sizeof *x->c);
+	if (!x->c)
+		return GPR_E_NOMEM;
+	for (size_t i = 0; i < n_rel; i++) {
+		const struct gpr__releaser *e = &x->ctx->rel[i];
+		if (!e->device_name && cuda) {
+			for (int j = 0; j < x->nv_cuda; j++)
+				x->c[x->nc++] =
+				    (struct cell){i, j, x->v[j].dev};
+			x->c[x->nc++] = (struct cell){i, -1, GPR_DEVICE_ONCE};
+		} else if (e->device_name && named_in[i]) {
+			int j = x->nv_cuda;
+			while (strcmp(x->v[j].name, e->device_name) != 0)
+				j++;
+			x->c[x->nc++] = (struct cell){i, j, GPR_DEVICE_ONCE};
+		}
+	}
+	for (int j = 0; j < x->nv; j++) {
+		struct gpr_report_gpu *g = gpr__report_add_gpu(x->r);
+		if (!g)
+			return GPR_E_NOMEM;
+		if (x->v[j].name && !(g->name = strdup(x->v[j].name)))
+			return GPR_E_NOMEM;
+	}
+	x->row0 = x->r->n_rel;
+	for (size_t k = 0; k < x->nc; k++)
+		if (!gpr__report_add_releaser(x->r, rel_of(x, k)->name,
+					      x->c[k].dev))
+			return GPR_E_NOMEM;
+	return 0;
+}
+
+static int run(struct run *x)
+{
+	int cuda = 0;
+	unsigned char *named_in = calloc(x->ctx->n_rel + 1, 1);
+	if (!named_in)
+		return GPR_E_NOMEM;
+	int rc = find_cuda(x, &cuda);
+	if (!rc) {
+		choose_named(x, named_in);
+		rc = plan(x, cuda, named_in);
+	}
+	free(named_in);
+	if (rc)
+		return rc;
 	read_figures(x, 0);
 	read_held(x, 0);
-	if (x->o.collect == GPR_COLLECT_ALWAYS)
-		collect(x);
-	pass(x, NULL);
-	if (x->o.collect == GPR_COLLECT_AUTO && x->o.collect_fn) {
-		unsigned char *again =
-		    calloc(x->ctx->n_rel * ((size_t)x->nv + 1) + 1, 1);
-		if (live_left(x, again)) {
-			collect(x);
-			pass(x, again);
-		}
-		free(again);
-	}
+	collect(x);
+	pass(x);
 	read_figures(x, 1);
 	read_held(x, 1);
 	account(x);
@@ -342,7 +489,7 @@ int gpr_release(gpr_ctx *ctx, const struct gpr_release_opts *opts,
 	if (gpr__in_release(ctx)) {
 		gpr_report_free(x.r);
 		return gpr__fail(ctx, GPR_E_BUSY,
-				 "gpr_release from inside a release");
+				 "gpr_release called from inside a releaser");
 	}
 	struct gpr__release_frame frame;
 	pthread_mutex_lock(&ctx->release_lock);
@@ -351,6 +498,7 @@ int gpr_release(gpr_ctx *ctx, const struct gpr_release_opts *opts,
 	gpr__release_leave(&frame);
 	pthread_mutex_unlock(&ctx->release_lock);
 	free(x.v);
+	free(x.c);
 	free(x.mine);
 	x.r->seconds = now() - t0;
 	if (!rc && x.r->oom)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctx.h"
 #include "report.h"
 
 gpr_report *gpr__report_new(void)
@@ -90,6 +91,8 @@ void gpr_report_free(gpr_report *r)
 		free(r->rel[i].name);
 	for (size_t i = 0; i < r->n_notes; i++)
 		free(r->notes[i]);
+	for (size_t i = 0; i < r->n_gpus; i++)
+		free((char *)r->gpus[i].name);
 	free(r->rel);
 	free(r->notes);
 	free(r->gpus);
@@ -123,14 +126,14 @@ size_t gpr_report_gpu_count(const gpr_report *r)
 	return r ? r->n_gpus : 0;
 }
 
-int gpr_report_gpu(const gpr_report *r, size_t i, struct gpr_report_gpu *out)
+int gpr_report_gpu_sz(const gpr_report *r, size_t i, struct gpr_report_gpu *out,
+		      size_t *sz)
 {
-	if (!r || !out)
+	if (!r || !out || !sz)
 		return GPR_E_INVAL;
 	if (i >= r->n_gpus)
 		return GPR_E_RANGE;
-	*out = r->gpus[i];
-	return 0;
+	return gpr__out_copy(out, sz, &r->gpus[i], sizeof r->gpus[i]);
 }
 
 size_t gpr_report_releaser_count(const gpr_report *r)
@@ -138,21 +141,23 @@ size_t gpr_report_releaser_count(const gpr_report *r)
 	return r ? r->n_rel : 0;
 }
 
-int gpr_report_releaser(const gpr_report *r, size_t i,
-			struct gpr_report_releaser *out)
+int gpr_report_releaser_sz(const gpr_report *r, size_t i,
+			   struct gpr_report_releaser *out, size_t *sz)
 {
-	if (!r || !out)
+	if (!r || !out || !sz)
 		return GPR_E_INVAL;
 	if (i >= r->n_rel)
 		return GPR_E_RANGE;
 	const struct gpr__rrow *row = &r->rel[i];
-	out->name = row->name;
-	out->device = row->device;
-	out->known = row->known;
-	out->before = row->before;
-	out->after = row->after;
-	out->status = row->status;
-	return 0;
+	struct gpr_report_releaser x;
+	memset(&x, 0, sizeof x);
+	x.name = row->name;
+	x.device = row->device;
+	x.known = row->known;
+	x.before = row->before;
+	x.after = row->after;
+	x.status = row->status;
+	return gpr__out_copy(out, sz, &x, sizeof x);
 }
 
 size_t gpr_report_note_count(const gpr_report *r)

@@ -50,7 +50,10 @@ static void gpus(struct gpr__json *j, const gpr_report *r)
 		const struct gpr_report_gpu *g = &r->gpus[i];
 		int mem = g->total > 0;
 		gpr__json_object(j);
-		gpr__json_kv_i64(j, "device", g->device);
+		if (g->name) /* a GPU CUDA does not see: its name */
+			gpr__json_kv_str(j, "device", g->name);
+		else
+			gpr__json_kv_i64(j, "device", g->device);
 		gpr__json_kv_i64(j, "nvml_index", g->nvml_index);
 		gpr__json_kv_bool(j, "known", g->known);
 		gpr__json_kv_i64(j, "released", g->released);

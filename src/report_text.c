@@ -47,7 +47,10 @@ static void gpus(struct gpr__buf *b, const gpr_report *r)
 	for (size_t i = 0; i < r->n_gpus; i++) {
 		const struct gpr_report_gpu *g = &r->gpus[i];
 		int mem = g->total > 0;
-		gpr__buf_printf(b, "%-4d", g->device);
+		if (g->name) /* a GPU CUDA does not see: its name */
+			gpr__text_put(b, g->name, 4, 1);
+		else
+			gpr__buf_printf(b, "%-4d", g->device);
 		cell(b, 1, g->released, 11);
 		cell(b, g->known, (int64_t)g->before, 11);
 		cell(b, g->known, (int64_t)g->after, 11);

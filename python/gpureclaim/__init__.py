@@ -25,7 +25,6 @@ initialises CUDA and never opens a context.
 from __future__ import annotations
 
 import html as _html
-import os as _os
 from dataclasses import asdict as _asdict
 from dataclasses import dataclass as _dataclass
 from typing import Any, Callable, Iterable, Optional, Union
@@ -55,10 +54,6 @@ __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
 Error = _c.Error
-
-# A child forked while another thread was inside release() must not inherit
-# the extension's lock in its held state.
-_os.register_at_fork(after_in_child=_c._after_fork_child)
 
 
 def _gb(n: Optional[int]) -> str:
@@ -137,7 +132,7 @@ class Release:
         releasers: per releaser and GPU, before and after
             (:class:`ReleaserRow`).
         elapsed: seconds the call took.
-        collected: whether ``gc.collect()`` ran.
+        collected: whether the garbage collector ran.
         collect_seconds: seconds it took.
         notes: everything skipped or failed, one sentence each.
     """
@@ -327,10 +322,12 @@ def release(
 
     Args:
         devices: CUDA ordinals to visit, or None for all in use.
-        collect: ``"auto"`` runs ``gc.collect()`` only when a framework
-            still reports live bytes after its cache was emptied (an object
-            in a reference cycle, or a live array), then empties again;
-            ``True`` always, ``False`` never.
+        collect: ``"auto"`` runs the garbage collector only when a
+            framework reports live bytes (an object in a reference cycle,
+            or a live array), before the caches are emptied: the young
+            generations first (``gc.collect(1)``), a full ``gc.collect()``
+            only if live bytes remain; ``True`` a full one always,
+            ``False`` never.
         workspaces: also free Torch's cuBLAS/cuBLASLt workspaces (they are
             re-created, at a cost, by the next matmul).
         verbose: print one line per GPU, e.g.
@@ -387,10 +384,11 @@ def register(
     ``release(device)`` is called once per visited GPU with its CUDA
     ordinal (the GPU is not made current for you); ``held(device)`` returns
     the bytes the pool holds there, live and cached; ``live(device)`` the
-    bytes in live allocations (with ``collect="auto"`` live bytes after a
-    first pass make the garbage collector run). An exception in a callback
-    becomes a note of the report; the other releasers still run. Callbacks
-    must not call :func:`release`, :func:`register` or :func:`unregister`.
+    bytes in live allocations (with ``collect="auto"`` live bytes make the
+    garbage collector run before the pools are emptied). An exception in a
+    callback becomes a note of the report; the other releasers still run.
+    Callbacks must not call :func:`release`, :func:`register` or
+    :func:`unregister` (they raise :class:`Error`).
 
     Raises ValueError if ``name`` is taken (the built-in names too).
     """

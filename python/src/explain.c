@@ -1,19 +1,18 @@
 /*
  * explain(): where this process's GPU memory goes. For each GPU on which
  * the process holds a context (the GPUs release() visits; nothing is
- * opened), the framework explainers (explain_torch.c, explain_cupy.c,
- * explain_jax.c) add the parts they can measure, then the driver's
+ * opened), the explainers of the framework table (frameworks.c) add the
+ * parts they can measure, then the driver's
  * per-process figure is read and the rest is what no part accounts for:
  * the context, loaded modules, allocations no framework reports. The rest
  * is never clamped: a negative one is flagged as an inconsistency. Where
  * the driver has no per-process figure the total is the sum of the parts
  * (source "allocators"). On Apple silicon one more entry, "mps", splits
- * Metal's per-process total the same way.
+ * Metal's per-process total (the Metal releasers' figure(), as a release
+ * reads it) the same way.
  */
 #include "ext.h"
 
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,49 +22,6 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
-		 int64_t bytes, int known, const char *how, PyObject *detail)
-{
-	PyObject *d = Py_BuildValue("{s:s,s:s,s:L,s:O,s:s,s:O}", "kind", kind,
-				    "source", source, "bytes", (long long)bytes,
-				    "known", known ? Py_True : Py_False, "how",
-				    how, "detail", detail ? detail : Py_None);
-	int rc = d ? PyList_Append(g->parts, d) : -1;
-	Py_XDECREF(d);
-	if (rc == 0 && known)
-		g->sum += bytes;
-	return rc;
-}
-
-int gpr_py_xnote(struct gpr_py_xgpu *g, const char *fmt, ...)
-{
-	char buf[640];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	PyObject *s =
-	    PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
-	int rc = s ? PyList_Append(g->notes, s) : -1;
-	Py_XDECREF(s);
-	return rc;
-}
-
-int64_t gpr_py_xint(PyObject *dict, const char *key)
-{
-	if (!dict || !PyDict_Check(dict))
-		return -1;
-	PyObject *v = PyDict_GetItemString(dict, key); /* borrowed */
-	if (!v || !PyLong_Check(v))
-		return -1;
-	long long x = PyLong_AsLongLong(v);
-	if (x == -1 && PyErr_Occurred()) {
-		PyErr_Clear();
-		return -1;
-	}
-	return x;
 }
 
 /* The GPUs with a context of this process, into out[GPR_PY_MAX_DEVICES]. */
@@ -78,17 +34,6 @@ static int in_use(struct gpr_py_state *st, int *out, int *n)
 		*n = GPR_PY_MAX_DEVICES;
 	return rc;
 }
-
-typedef int (*explainer)(struct gpr_py_xcall *, struct gpr_py_xgpu *);
-
-static const struct {
-	const char *name;
-	explainer fn;
-} explainers[] = {
-    {"torch", gpr_py_explain_torch},
-    {"cupy", gpr_py_explain_cupy},
-    {"jax", gpr_py_explain_jax},
-};
 
 /* The GPU's entry: driver figure, parts, rest (new reference). */
 static PyObject *gpu_entry(struct gpr_py_xgpu *g, PyObject *device,
@@ -114,6 +59,34 @@ static PyObject *gpu_entry(struct gpr_py_xgpu *g, PyObject *device,
 	    (long long)rest, "consistent", rest >= 0 ? Py_True : Py_False);
 }
 
+/*
+ * The explainers of one kind of framework ("cuda" or "metal") on g; a
+ * failing one becomes a note. *present (may be NULL) = 1 if one of them is
+ * active.
+ */
+static int explain_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
+			 const char *kind, const char *label, int *present)
+{
+	char msg[600], prefix[64];
+	if (present)
+		*present = 0;
+	for (size_t i = 0; i < gpr_py_n_frameworks; i++) {
+		const struct gpr_py_framework *f = &gpr_py_frameworks[i];
+		if (strcmp(f->kind, kind) != 0 || !f->explain)
+			continue;
+		if (present)
+			*present |= gpr_py_active(f, NULL, 0);
+		if (f->explain(c, g) == 0)
+			continue;
+		snprintf(prefix, sizeof prefix, "%s: GPU %s", f->releaser->name,
+			 label);
+		gpr_py_error_note(msg, sizeof msg, prefix);
+		if (gpr_py_xnote(g, "%s", msg))
+			return -1;
+	}
+	return 0;
+}
+
 static int explain_gpu(struct gpr_py_xcall *c, int device, PyObject *notes,
 		       PyObject *gpus)
 {
@@ -121,17 +94,11 @@ static int explain_gpu(struct gpr_py_xcall *c, int device, PyObject *notes,
 	g.parts = PyList_New(0);
 	if (!g.parts)
 		return -1;
-	char msg[600], prefix[64];
+	char label[16];
+	snprintf(label, sizeof label, "%d", device);
 	int rc = -1;
-	for (size_t i = 0; i < sizeof explainers / sizeof explainers[0]; i++) {
-		if (explainers[i].fn(c, &g) == 0)
-			continue;
-		snprintf(prefix, sizeof prefix, "%s: GPU %d",
-			 explainers[i].name, device);
-		gpr_py_error_note(msg, sizeof msg, prefix);
-		if (gpr_py_xnote(&g, "%s", msg))
-			goto done;
-	}
+	if (explain_parts(c, &g, "cuda", label, NULL))
+		goto done;
 	uint64_t bytes = 0;
 	PyThreadState *ts = PyEval_SaveThread();
 	int err = gpr_process_bytes(c->st->ctx, device, &bytes);
@@ -144,8 +111,6 @@ static int explain_gpu(struct gpr_py_xcall *c, int device, PyObject *notes,
 			 "cannot be shown",
 			 device, gpr_strerror(err)))
 		goto done;
-	char label[16];
-	snprintf(label, sizeof label, "%d", device);
 	PyObject *dev = PyLong_FromLong(device);
 	PyObject *e = dev ? gpu_entry(&g, dev, label, !err, (int64_t)bytes,
 				      err ? "allocators" : "driver")
@@ -158,61 +123,45 @@ done:
 	return rc;
 }
 
-/* The "mps" entry on Apple silicon: Metal's per-process total split. */
-static int explain_metal(PyObject *notes, PyObject *gpus)
+/* Metal's per-process total: the first Metal releaser's figure(), as a
+ * release reads it; 1 if one answered. */
+static int metal_figure(struct gpr_py_state *st, int64_t *bytes)
 {
-	static const struct {
-		const struct gpr_py_metal *fw;
-		const char *source;
-	} fws[] = {{&gpr_py_rel_mps, "torch.mps"}, {&gpr_py_rel_mlx, "mlx"}};
-	struct gpr_py_xgpu g = {.device = -1, .notes = notes};
-	char why[96];
-	int present = 0, known = 0, rc = -1;
-	int64_t driver = 0;
-	const char *source = "allocators";
+	char why[256];
+	for (size_t i = 0; i < gpr_py_n_frameworks; i++) {
+		const struct gpr_releaser *r = gpr_py_frameworks[i].releaser;
+		uint64_t b = 0;
+		if (strcmp(gpr_py_frameworks[i].kind, "metal") == 0 &&
+		    r->figure &&
+		    r->figure(st, &b, why, sizeof why) == GPR_FIGURE_KNOWN) {
+			*bytes = (int64_t)b;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The "mps" entry on Apple silicon: Metal's per-process total split. */
+static int explain_metal(struct gpr_py_xcall *c, PyObject *notes,
+			 PyObject *gpus)
+{
+	struct gpr_py_xgpu g = {.device = GPR_DEVICE_NAMED, .notes = notes};
 	g.parts = PyList_New(0);
 	if (!g.parts)
 		return -1;
-	for (size_t i = 0; i < 2; i++) {
-		if (!fws[i].fw->status(why, sizeof why))
-			continue;
-		present = 1;
-		struct gpr_held h = {0};
-		if (fws[i].fw->held(&h)) {
-			gpr_py_error_note(why, sizeof why, fws[i].source);
-			if (gpr_py_xnote(&g, "%s", why))
-				goto done;
-			continue;
-		}
-		int is_mps = fws[i].fw == &gpr_py_rel_mps;
-		if (!known && fws[i].fw->driver_bytes(&driver) == 1) {
-			known = 1;
-			source = is_mps ? "metal" : "allocators";
-		}
-		PyErr_Clear();
-		if (!h.known)
-			continue;
-		if (gpr_py_xpart(&g, "live", fws[i].source, (int64_t)h.live, 1,
-				 is_mps ? "torch.mps.current_allocated_memory()"
-					: "mx.get_active_memory()",
-				 NULL))
-			goto done;
-		/* Torch's MPS cache is not reported apart from MLX's
-		 * buffers: it stays in the rest. */
-		if (!is_mps &&
-		    gpr_py_xpart(&g, "releasable", "mlx", (int64_t)h.cached, 1,
-				 "mx.get_cache_memory()", NULL))
-			goto done;
-	}
+	int present = 0, rc = -1;
+	if (explain_parts(c, &g, "metal", GPR_PY_METAL_DEVICE, &present))
+		goto done;
 	rc = 0;
 	if (!present)
 		goto done;
+	int64_t driver = 0;
+	int known = metal_figure(c->st, &driver);
+	PyObject *dev = PyUnicode_FromString(GPR_PY_METAL_DEVICE);
 	/* MLX alone: its counters are the figure, nothing is left over. */
-	if (known && strcmp(source, "allocators") == 0)
-		driver = g.sum;
-	PyObject *dev = PyUnicode_FromString("mps");
-	PyObject *e =
-	    dev ? gpu_entry(&g, dev, "mps", known, driver, source) : NULL;
+	PyObject *e = dev ? gpu_entry(&g, dev, GPR_PY_METAL_DEVICE, known,
+				      driver, known ? "metal" : "allocators")
+			  : NULL;
 	Py_XDECREF(dev);
 	rc = e ? PyList_Append(gpus, e) : -1;
 	Py_XDECREF(e);
@@ -286,7 +235,7 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 		if (visit && explain_gpu(&c, have[j], notes, gpus))
 			goto done;
 	}
-	if (n_want < 0 && explain_metal(notes, gpus))
+	if (n_want < 0 && explain_metal(&c, notes, gpus))
 		goto done;
 	out = Py_BuildValue("{s:O,s:O,s:d}", "gpus", gpus, "notes", notes,
 			    "elapsed", now() - t0);

@@ -104,7 +104,7 @@ static int parts(struct gpr_py_xgpu *g, PyObject *cupy)
 
 int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 {
-	PyObject *cupy = gpr_py_imported("cupy");
+	PyObject *cupy = gpr_py_cupy(NULL, 0);
 	if (!cupy)
 		return 0;
 	int rc = -1;

@@ -30,23 +30,6 @@
 #define TOP 5	   /* pinned segments named */
 #define STREAMS 64 /* distinct streams tracked for workspaces */
 
-/* torch.cuda if torch is imported and CUDA initialised (new ref). */
-static PyObject *torch_cuda(void)
-{
-	PyObject *torch = gpr_py_imported("torch");
-	PyObject *cuda = torch ? gpr_py_attr(torch, "cuda") : NULL;
-	Py_XDECREF(torch);
-	if (!cuda)
-		return NULL;
-	PyObject *r = gpr_py_call(cuda, "is_initialized", NULL);
-	int init = gpr_py_truth(r);
-	Py_XDECREF(r);
-	PyErr_Clear();
-	if (init != 1)
-		Py_CLEAR(cuda);
-	return cuda;
-}
-
 struct pinned {
 	long long segment, size, free, live, largest, largest_at;
 	long nlive;
@@ -180,9 +163,9 @@ static int scan_segment(struct scan *s, PyObject *seg)
 	PyObject *blocks = PyDict_GetItemString(seg, "blocks");
 	if (!blocks || !PyList_Check(blocks))
 		return 0;
-	struct pinned p = {.segment = gpr_py_xint(seg, "address"),
-			   .size = gpr_py_xint(seg, "total_size")};
-	long long stream = gpr_py_xint(seg, "stream");
+	struct pinned p = {.segment = gpr_py_item_i64(seg, "address"),
+			   .size = gpr_py_item_i64(seg, "total_size")};
+	long long stream = gpr_py_item_i64(seg, "stream");
 	Py_ssize_t n = PyList_Size(blocks);
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *b = PyList_GetItem(blocks, i);
@@ -191,7 +174,7 @@ static int scan_segment(struct scan *s, PyObject *seg)
 				      : NULL;
 		if (!state || !PyUnicode_Check(state))
 			continue;
-		long long size = gpr_py_xint(b, "size");
+		long long size = gpr_py_item_i64(b, "size");
 		if (size < 0)
 			continue;
 		if (PyUnicode_CompareWithASCIIString(state, "inactive") == 0) {
@@ -202,7 +185,7 @@ static int scan_segment(struct scan *s, PyObject *seg)
 		p.nlive++;
 		if (size > p.largest) {
 			p.largest = size;
-			p.largest_at = gpr_py_xint(b, "address");
+			p.largest_at = gpr_py_item_i64(b, "address");
 		}
 		if (PyUnicode_CompareWithASCIIString(state,
 						     "active_allocated") == 0)
@@ -232,7 +215,7 @@ static int scan_snapshot(struct gpr_py_xcall *c, PyObject *cuda, int device,
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *seg = PyList_GetItem(snap, i);
 		if (seg && PyDict_Check(seg) &&
-		    gpr_py_xint(seg, "device") == device)
+		    gpr_py_item_i64(seg, "device") == device)
 			scan_segment(s, seg);
 	}
 	return 0;
@@ -262,16 +245,17 @@ static int64_t workspace_size(PyObject *cuda, int device, char *from,
 	}
 	PyObject *cap =
 	    gpr_py_call(cuda, "get_device_capability", "(i)", device);
-	long major = -1, minor = -1;
-	if (cap && PyTuple_Check(cap) && PyTuple_Size(cap) == 2) {
-		major = PyLong_AsLong(PyTuple_GetItem(cap, 0));
-		minor = PyLong_AsLong(PyTuple_GetItem(cap, 1));
-	}
+	int64_t major = -1, minor = -1;
+	if (cap && PyTuple_Check(cap) && PyTuple_Size(cap) == 2 &&
+	    (gpr_py_i64(PyTuple_GetItem(cap, 0), &major) ||
+	     gpr_py_i64(PyTuple_GetItem(cap, 1), &minor)))
+		major = -1;
 	Py_XDECREF(cap);
 	PyErr_Clear();
 	if (major < 0)
 		return 0;
-	snprintf(from, len, "Torch's default for sm_%ld%ld", major, minor);
+	snprintf(from, len, "Torch's default for sm_%lld%lld", (long long)major,
+		 (long long)minor);
 	return major == 9 && minor == 0 ? 32 << 20
 					: 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
@@ -363,18 +347,20 @@ static int plans(struct gpr_py_xgpu *g)
 	Py_DECREF(cache);
 	PyObject *size = one ? gpr_py_attr(one, "size") : NULL;
 	Py_XDECREF(one);
-	long n = size ? PyLong_AsLong(size) : -1;
+	int64_t n = -1;
+	if (size && gpr_py_i64(size, &n))
+		n = -1;
 	Py_XDECREF(size);
 	PyErr_Clear();
 	if (n <= 0)
 		return 0;
 	char how[300];
 	snprintf(how, sizeof how,
-		 "%ld plan(s) in torch.backends.cuda.cufft_plan_cache[%d]; "
+		 "%lld plan(s) in torch.backends.cuda.cufft_plan_cache[%d]; "
 		 "Torch does not report their memory (cuFFT takes it from the "
 		 "driver): it is counted in the rest",
-		 n, g->device);
-	PyObject *d = Py_BuildValue("{s:l}", "plans", n);
+		 (long long)n, g->device);
+	PyObject *d = Py_BuildValue("{s:L}", "plans", (long long)n);
 	int rc = d ? gpr_py_xpart(g, "workspace", "cuFFT plans (torch)", 0, 0,
 				  how, d)
 		   : -1;
@@ -384,16 +370,17 @@ static int plans(struct gpr_py_xgpu *g)
 
 int gpr_py_explain_torch(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 {
-	PyObject *cuda = torch_cuda();
+	PyObject *cuda = gpr_py_torch_cuda(NULL, 0);
 	if (!cuda)
 		return 0;
 	int rc = -1;
 	int64_t alloc = -1, reserved = -1, split = -1;
 	PyObject *stats = gpr_py_call(cuda, "memory_stats", "(i)", g->device);
 	if (stats) {
-		alloc = gpr_py_xint(stats, "allocated_bytes.all.current");
-		reserved = gpr_py_xint(stats, "reserved_bytes.all.current");
-		split = gpr_py_xint(stats, "inactive_split_bytes.all.current");
+		alloc = gpr_py_item_i64(stats, "allocated_bytes.all.current");
+		reserved = gpr_py_item_i64(stats, "reserved_bytes.all.current");
+		split =
+		    gpr_py_item_i64(stats, "inactive_split_bytes.all.current");
 		Py_DECREF(stats);
 	} else {
 		PyErr_Clear();

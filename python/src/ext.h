@@ -6,8 +6,8 @@
  * Threads and the GIL: every gpr_* call is made with the GIL released. The
  * core calls the releasers back on the thread that called gpr_release, with
  * the GIL released; each callback takes it with PyGILState_Ensure. Releases
- * of one module serialize on `lock`, taken with the GIL released so that a
- * waiting thread never blocks the one inside a release.
+ * serialize on the core's release lock, waited for with the GIL released,
+ * so a waiting thread never blocks the one inside a release.
  */
 #ifndef GPR_PY_EXT_H
 #define GPR_PY_EXT_H
@@ -15,16 +15,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "gpureclaim.h"
-
-/* The options of the release in progress, read by the releasers. */
-struct gpr_py_call {
-	int workspaces; /* also free cuBLAS workspaces (Torch) */
-};
 
 /* Module state: one per module object (PEP 489), no C globals. */
 struct gpr_py_state {
@@ -32,12 +26,14 @@ struct gpr_py_state {
 	int open_error;	      /* GPR_E_* of a failed gpr_open */
 	PyObject *error;      /* gpureclaim.Error */
 	PyObject *gc_collect; /* gc.collect */
-	PyObject *users;      /* {name: (release, held, live)}, for listing */
-	pthread_mutex_t lock; /* one release at a time */
-	int busy;	      /* a release holds lock (read with the GIL) */
-	pthread_t owner;      /* the thread that holds it, if busy */
-	struct gpr_py_call call; /* valid while lock is held */
 };
+
+/* The options of the release running on this thread (release.c), read by
+ * the releasers it calls back; zeros outside a release. */
+struct gpr_py_call {
+	int workspaces; /* also free cuBLAS workspaces (Torch) */
+};
+const struct gpr_py_call *gpr_py_call_options(void);
 
 /* ---------------- helpers (pyutil.c) ---------------- */
 
@@ -54,7 +50,18 @@ PyObject *gpr_py_attr(PyObject *obj, const char *dotted);
  * NULL); new reference or NULL with an error set. */
 PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...);
 
+/* An int (or an object with __index__) as an int64: 0, or -1 with an error
+ * set (also for obj NULL without an error). The one conversion. */
+int gpr_py_i64(PyObject *obj, int64_t *out);
+
 /* obj.name(*args) converted to an int64; 0 or -1 with an error set. */
+int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
+		    const char *fmt, ...);
+
+/* dict[key] as an int64 (-1 and no error if dict is not a dict, the key
+ * is absent or its value not an int). */
+int64_t gpr_py_item_i64(PyObject *dict, const char *key);
+
 /*
  * 1 if this process holds the primary context of CUDA ordinal `device`, so
  * that the CUDA runtime can make it current without creating a context;
@@ -73,9 +80,6 @@ int gpr_py_primary_active(struct gpr_py_state *st, int device);
  */
 int gpr_py_parse_devices(PyObject *obj, const char *fn, int *out, int *n);
 
-int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
-		    const char *fmt, ...);
-
 /*
  * Writes "<prefix>: <ExcType>: <message>" of the pending exception into
  * buf (clearing the exception); prefix may be "" (then no "<prefix>: "),
@@ -84,96 +88,33 @@ int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
  */
 void gpr_py_error_note(char *buf, size_t len, const char *prefix);
 
-/* Raises the Python exception for a GPR_E_* code, with the handle's
- * detail; returns NULL. */
+/* Raises the Python exception for a GPR_E_* code (its kind in the
+ * GPR_ERRORS table says which), with the handle's detail; returns NULL. */
 PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what);
 
 /* 1 if obj is True, 0 if False or None; else -1 with an error set. */
 int gpr_py_truth(PyObject *obj);
 
-/* ---------------- releasers ---------------- */
+/* ---------------- probes (probe.c) ---------------- */
 
 /*
- * One framework. `status` says whether the framework is active in this
- * process and, either way, why (into why[len]); it never imports or
- * initialises anything. `c` is the core's vtable (data: the state).
+ * Whether a framework is active in this process, for its releaser and its
+ * explainer alike: its handle (a new reference) when it is, else NULL;
+ * either way why[len] says why (why may be NULL). A probe never imports or
+ * initialises anything and leaves no error set.
  */
-struct gpr_py_framework {
-	const char *name;
-	int (*status)(struct gpr_py_state *st, char *why, size_t len);
-	struct gpr_releaser c; /* name, held, release filled; data by init */
-};
+PyObject *gpr_py_torch_cuda(char *why, size_t len); /* torch.cuda */
+PyObject *gpr_py_torch_mps(char *why, size_t len);  /* torch.mps */
+PyObject *gpr_py_cupy(char *why, size_t len);	    /* cupy */
+PyObject *gpr_py_numba(char *why, size_t len);	    /* Numba's driver */
+PyObject *gpr_py_jax(char *why, size_t len);	    /* the started backends */
+PyObject *gpr_py_mlx(char *why, size_t len);	    /* mlx.core */
 
-extern const struct gpr_py_framework gpr_py_rel_torch;
-extern const struct gpr_py_framework gpr_py_rel_cupy;
-extern const struct gpr_py_framework gpr_py_rel_numba;
-extern const struct gpr_py_framework gpr_py_rel_jax;
+/* The JAX device of CUDA ordinal `device` in one backend (new reference),
+ * or NULL, no error set. */
+PyObject *gpr_py_jax_device(PyObject *backend, int device);
 
-/* Registers the CUDA frameworks above with the core (at module exec). */
-int gpr_py_register_builtin(struct gpr_py_state *st);
-
-/* ---------------- Metal (rel_mps.c, rel_mlx.c, metal.c) ---------------- */
-
-/*
- * An allocator on Apple silicon. The core's accounting reads NVML, which
- * Metal lacks, so the extension runs these itself (metal.c) and reads
- * Metal's per-process figure around them.
- */
-struct gpr_py_metal {
-	const char *name;
-	int (*status)(char *why, size_t len);
-	/* Metal's per-process total, if this framework can read it. */
-	int (*driver_bytes)(int64_t *out); /* 1 read, 0 cannot, -1 error */
-	int (*held)(struct gpr_held *out); /* 0 or -1 with an error set */
-	int (*release)(void);		   /* 0 or -1 with an error set */
-};
-
-extern const struct gpr_py_metal gpr_py_rel_mps;
-extern const struct gpr_py_metal gpr_py_rel_mlx;
-
-/*
- * The result of the Metal pass, merged into the report by release.c.
- * Everything filled by metal.c; rows and notes are Python lists.
- */
-struct gpr_py_metal_result {
-	int present; /* a Metal framework is active */
-	int known;   /* before and after read */
-	int64_t before, after;
-	/* whose figure: torch.mps (Metal's per-process total), else MLX */
-	const struct gpr_py_metal *figure;
-	int collected;
-	double collect_seconds;
-};
-
-/* Reads Metal's figure before the release (GIL held); 0 or -1 (error). */
-int gpr_py_metal_begin(struct gpr_py_metal_result *m);
-
-/*
- * Empties the Metal caches, collects garbage when `collect` asks for it
- * (AUTO: live bytes remain and `collected` is 0: the CUDA pass did not
- * collect already), and reads the figure again. Appends releaser rows to
- * `rows` and notes to `notes`. GIL held. 0 or -1 with an error set.
- */
-int gpr_py_metal_end(struct gpr_py_state *st, struct gpr_py_metal_result *m,
-		     int collect, int collected, PyObject *rows,
-		     PyObject *notes);
-
-/* ---------------- user releasers (rel_user.c) ---------------- */
-
-/* register(name, release, held=None, live=None) / unregister(name) */
-PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw);
-PyObject *gpr_py_unregister(PyObject *module, PyObject *args);
-
-/* ---------------- module functions (release.c, query.c) ---------------- */
-
-struct gpr_py_state *gpr_py_state(PyObject *module);
-PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);
-PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused);
-PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
-PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
-PyObject *gpr_py_after_fork_child(PyObject *module, PyObject *unused);
-
-/* ---------------- explain (explain*.c) ---------------- */
+/* ---------------- explain (explain*.c; the parts: explain_part.c) ------ */
 
 /*
  * One GPU being explained. Each framework's explainer appends parts to
@@ -181,7 +122,7 @@ PyObject *gpr_py_after_fork_child(PyObject *module, PyObject *unused);
  * gpr_py_xnote; explain.c then sets the rest against the driver's figure.
  */
 struct gpr_py_xgpu {
-	int device;
+	int device;	 /* CUDA ordinal; GPR_DEVICE_NAMED: Metal */
 	PyObject *parts; /* list of part dicts */
 	PyObject *notes; /* the call's notes, shared by every GPU */
 	int64_t sum;	 /* of the parts' bytes */
@@ -206,22 +147,83 @@ int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
 /* Appends a note (printf format); 0 or -1 with an error set. */
 int gpr_py_xnote(struct gpr_py_xgpu *g, const char *fmt, ...);
 
-/* dict[key] as an int64 (-1 and no error if absent or not an int). */
-int64_t gpr_py_xint(PyObject *dict, const char *key);
+/* An explainer: adds its framework's parts for g (a CUDA GPU, or the
+ * Metal entry), if the framework is active; never imports or initialises
+ * anything. 0, or -1 with an error set (explain.c turns it into a note). */
+typedef int (*gpr_py_explainer)(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 
-/*
- * The explainers: each adds its framework's parts for GPU g->device, if
- * the framework is imported and started; never imports or initialises
- * anything. 0, or -1 with an error set (explain.c turns it into a note).
- */
 int gpr_py_explain_torch(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_jax(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+int gpr_py_explain_mps(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 
-/* explain(devices=None) -> dict (explain.c). */
+/* ---------------- the frameworks (frameworks.c, rel_*.c) ---------------- */
+
+/* The releasers (rel_*.c, mps.c, mlx.c): the core's vtables; data, where
+ * not set here, is the module state, set at registration. Metal's name
+ * their GPU "mps" (gpr_releaser.device_name). */
+extern const struct gpr_releaser gpr_py_torch_releaser;
+extern const struct gpr_releaser gpr_py_cupy_releaser;
+extern const struct gpr_releaser gpr_py_numba_releaser;
+extern const struct gpr_releaser gpr_py_jax_releaser;
+extern const struct gpr_releaser gpr_py_mps_releaser;
+extern const struct gpr_releaser gpr_py_mlx_releaser;
+
+/* The name of the GPU the Metal releasers share. */
+#define GPR_PY_METAL_DEVICE "mps"
+
+/*
+ * A framework on that GPU (rel_metal.c): its probe, its counters (live and
+ * cached bytes; 0, or -1 with an error set) and its empty call (a new
+ * reference, or NULL with an error set). Its releaser's data; the shared
+ * held() and release() below drive it at the once step.
+ */
+struct gpr_py_metal_fw {
+	PyObject *(*probe)(char *why, size_t len);
+	int (*counters)(PyObject *handle, int64_t *live, int64_t *cached);
+	PyObject *(*empty)(PyObject *handle);
+};
+int gpr_py_metal_held(void *fw, int device, struct gpr_held *out);
+int gpr_py_metal_release(void *fw, int device, char *note, size_t note_sz);
+
+/*
+ * One framework: its kind ("cuda" or "metal"), its probe, its releaser
+ * (whose name is the framework's, as releasers() lists it) and its
+ * explainer (NULL: nothing to explain). The one list of frameworks.
+ */
+struct gpr_py_framework {
+	const char *kind;
+	PyObject *(*probe)(char *why, size_t len);
+	const struct gpr_releaser *releaser;
+	gpr_py_explainer explain;
+};
+extern const struct gpr_py_framework gpr_py_frameworks[];
+extern const size_t gpr_py_n_frameworks;
+
+/* The framework of that releaser name, or NULL (a user's releaser). */
+const struct gpr_py_framework *gpr_py_framework(const char *name);
+
+/* 1 if the framework is active here (its probe answers); why filled. */
+int gpr_py_active(const struct gpr_py_framework *f, char *why, size_t len);
+
+/* Registers every framework's releaser with the core (at module exec). */
+int gpr_py_register_builtin(struct gpr_py_state *st);
+
+/* ---------------- module functions ---------------- */
+
+/* The module's state (pyutil.c). */
+struct gpr_py_state *gpr_py_state(PyObject *module);
+/* release.c */
+PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);
+/* query.c */
+PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused);
+PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
+PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
+/* rel_user.c: register(name, release, held=None, live=None) / unregister */
+PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw);
+PyObject *gpr_py_unregister(PyObject *module, PyObject *args);
+/* explain.c: explain(devices=None) -> dict */
 PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw);
-
-/* The gc.collect callback of gpr_release_opts (collect_user: the state). */
-int gpr_py_collect(void *user);
 
 #endif /* GPR_PY_EXT_H */

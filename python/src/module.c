@@ -1,15 +1,13 @@
 /*
  * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
  * multi-phase init, state per module object). The functions live in
- * release.c, query.c, rel_user.c and explain.c; the documented API in
- * __init__.py.
+ * release.c, query.c, rel_user.c and explain.c, the frameworks in
+ * frameworks.c (one table) with their probes (probe.c), releasers (rel_*.c,
+ * mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the documented
+ * API in __init__.py. No file calls back into this one: the method files
+ * sit below it, the helpers (pyutil.c) below them.
  */
 #include "ext.h"
-
-struct gpr_py_state *gpr_py_state(PyObject *module)
-{
-	return PyModule_GetState(module);
-}
 
 static PyObject *version(PyObject *module, PyObject *unused)
 {
@@ -36,8 +34,6 @@ static PyMethodDef methods[] = {
      "register(name, release, held=None, live=None)"},
     {"unregister", gpr_py_unregister, METH_VARARGS, "unregister(name)"},
     {"version", version, METH_NOARGS, "version of the C library"},
-    {"_after_fork_child", gpr_py_after_fork_child, METH_NOARGS,
-     "resets the release lock in a forked child"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -46,7 +42,7 @@ static int add_errors(PyObject *m)
 	PyObject *d = PyDict_New();
 	if (!d)
 		return -1;
-#define GPR_X_ADD(name, value, msg)                                            \
+#define GPR_X_ADD(name, value, kind, msg)                                      \
 	do {                                                                   \
 		PyObject *v = Py_BuildValue("(is)", value, msg);               \
 		if (!v || PyDict_SetItemString(d, #name, v)) {                 \
@@ -66,17 +62,12 @@ static int add_errors(PyObject *m)
 static int module_exec(PyObject *m)
 {
 	struct gpr_py_state *st = gpr_py_state(m);
-	if (pthread_mutex_init(&st->lock, NULL)) {
-		PyErr_SetString(PyExc_RuntimeError, "pthread_mutex_init");
-		return -1;
-	}
 	st->error =
 	    PyErr_NewException("gpureclaim.Error", PyExc_RuntimeError, NULL);
-	st->users = PyDict_New();
 	PyObject *gc = PyImport_ImportModule("gc");
 	st->gc_collect = gc ? PyObject_GetAttrString(gc, "collect") : NULL;
 	Py_XDECREF(gc);
-	if (!st->error || !st->users || !st->gc_collect)
+	if (!st->error || !st->gc_collect)
 		return -1;
 	if (PyModule_AddObjectRef(m, "Error", st->error) ||
 	    PyModule_AddIntConstant(m, "DEVICE_ONCE", GPR_DEVICE_ONCE) ||
@@ -101,7 +92,6 @@ static int traverse(PyObject *m, visitproc visit, void *arg)
 		return 0;
 	Py_VISIT(st->error);
 	Py_VISIT(st->gc_collect);
-	Py_VISIT(st->users);
 	return 0;
 }
 
@@ -112,7 +102,6 @@ static int clear(PyObject *m)
 		return 0;
 	Py_CLEAR(st->error);
 	Py_CLEAR(st->gc_collect);
-	Py_CLEAR(st->users);
 	return 0;
 }
 
@@ -125,7 +114,6 @@ static void free_module(void *p)
 	clear(m);
 	gpr_close(st->ctx); /* destroys the user releasers (takes the GIL) */
 	st->ctx = NULL;
-	pthread_mutex_destroy(&st->lock);
 }
 
 static PyModuleDef_Slot slots[] = {

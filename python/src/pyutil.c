@@ -1,6 +1,7 @@
 /*
  * Small helpers over the limited API: sys.modules look-ups that never
- * import, attribute paths, calls, and exceptions turned into report notes.
+ * import, attribute paths, calls, the one int64 conversion, and exceptions
+ * turned into report notes or raised from GPR_E_* codes.
  */
 #include "ext.h"
 
@@ -9,6 +10,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+struct gpr_py_state *gpr_py_state(PyObject *module)
+{
+	return PyModule_GetState(module);
+}
 
 PyObject *gpr_py_imported(const char *name)
 {
@@ -95,6 +101,20 @@ PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...)
 	return r;
 }
 
+int gpr_py_i64(PyObject *obj, int64_t *out)
+{
+	if (!obj) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "no value");
+		return -1;
+	}
+	long long v = PyLong_AsLongLong(obj);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	*out = (int64_t)v;
+	return 0;
+}
+
 int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
 		    const char *fmt, ...)
 {
@@ -102,14 +122,22 @@ int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
 	va_start(ap, fmt);
 	PyObject *r = vcall(obj, name, fmt, ap);
 	va_end(ap);
-	if (!r)
+	int rc = gpr_py_i64(r, out);
+	Py_XDECREF(r);
+	return rc;
+}
+
+int64_t gpr_py_item_i64(PyObject *dict, const char *key)
+{
+	if (!dict || !PyDict_Check(dict))
 		return -1;
-	long long v = PyLong_AsLongLong(r);
-	Py_DECREF(r);
-	if (v == -1 && PyErr_Occurred())
+	PyObject *v = PyDict_GetItemString(dict, key); /* borrowed */
+	int64_t x = -1;
+	if (!v || !PyLong_Check(v) || gpr_py_i64(v, &x)) {
+		PyErr_Clear();
 		return -1;
-	*out = (int64_t)v;
-	return 0;
+	}
+	return x;
 }
 
 int gpr_py_truth(PyObject *obj)
@@ -158,21 +186,29 @@ void gpr_py_error_note(char *buf, size_t len, const char *prefix)
 PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what)
 {
 	const char *detail = st && st->ctx ? gpr_last_error(st->ctx) : "";
-	PyObject *type = st ? st->error : PyExc_RuntimeError;
+	PyObject *runtime = st ? st->error : PyExc_RuntimeError;
+	PyObject *type = runtime;
+	/* the kind column of GPR_ERRORS says which exception */
+#define KIND_NONE runtime
+#define KIND_RUNTIME runtime
+#define KIND_ARG PyExc_ValueError
+#define KIND_LOOKUP PyExc_KeyError
+#define KIND_MEMORY PyExc_MemoryError
 	switch (err) {
-	case GPR_E_INVAL:
-	case GPR_E_RANGE:
-	case GPR_E_EXISTS:
-		type = PyExc_ValueError;
+#define GPR_X_TYPE(name, value, kind, msg)                                     \
+	case value:                                                            \
+		type = KIND_##kind;                                            \
 		break;
-	case GPR_E_NOMEM:
-		return PyErr_NoMemory();
-	case GPR_E_NOT_FOUND:
-		type = PyExc_KeyError;
-		break;
-	default:
-		break;
+		GPR_ERRORS(GPR_X_TYPE)
+#undef GPR_X_TYPE
 	}
+#undef KIND_NONE
+#undef KIND_RUNTIME
+#undef KIND_ARG
+#undef KIND_LOOKUP
+#undef KIND_MEMORY
+	if (type == PyExc_MemoryError)
+		return PyErr_NoMemory();
 	if (detail && *detail)
 		PyErr_Format(type, "%s: %s (%s)", what, gpr_strerror(err),
 			     detail);

@@ -1,36 +1,10 @@
 /*
- * The queries: devices_in_use(), process_memory(), releasers(), and the
- * fork hook. None of them opens a context or initialises the driver.
+ * The queries: devices_in_use(), process_memory(), releasers(). None of
+ * them opens a context or initialises the driver.
  */
 #include "ext.h"
 
 #include <stdlib.h>
-
-static const struct gpr_py_framework *const cuda_frameworks[] = {
-    &gpr_py_rel_torch,
-    &gpr_py_rel_cupy,
-    &gpr_py_rel_numba,
-    &gpr_py_rel_jax,
-};
-#define N_CUDA (sizeof cuda_frameworks / sizeof cuda_frameworks[0])
-
-static const struct gpr_py_metal *const metal_frameworks[] = {
-    &gpr_py_rel_mps,
-    &gpr_py_rel_mlx,
-};
-#define N_METAL (sizeof metal_frameworks / sizeof metal_frameworks[0])
-
-int gpr_py_register_builtin(struct gpr_py_state *st)
-{
-	for (size_t i = 0; i < N_CUDA; i++) {
-		struct gpr_releaser r = cuda_frameworks[i]->c;
-		r.data = st;
-		int rc = gpr_register(st->ctx, &r);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
 
 /* The GPUs in use, into a PyMem buffer; *n set. 0 or a GPR_E_* code. */
 static int in_use(struct gpr_py_state *st, int **out, int *n)
@@ -115,6 +89,31 @@ static int add(PyObject *list, const char *name, const char *kind, int active,
 	return rc;
 }
 
+/* The users' releasers: those the core lists that are no framework's (in
+ * a forked child, none: the parent's list is off limits). */
+static int add_users(struct gpr_py_state *st, PyObject *list)
+{
+	size_t n = 0;
+	int rc = gpr_releaser_count(st->ctx, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		char *name = NULL;
+		rc = gpr_releaser_name(st->ctx, i, &name);
+		if (rc == GPR_E_RANGE) /* unregistered meanwhile */
+			return 0;
+		int bad =
+		    rc == 0 && !gpr_py_framework(name) &&
+		    add(list, name, "user", 1, "registered with register()");
+		gpr_free(name);
+		if (bad)
+			return -1;
+	}
+	if (rc && rc != GPR_E_FORKED) {
+		gpr_py_raise(st, rc, "releasers");
+		return -1;
+	}
+	return 0;
+}
+
 PyObject *gpr_py_releasers(PyObject *module, PyObject *unused)
 {
 	(void)unused;
@@ -123,37 +122,16 @@ PyObject *gpr_py_releasers(PyObject *module, PyObject *unused)
 	PyObject *list = PyList_New(0);
 	if (!list)
 		return NULL;
-	for (size_t i = 0; i < N_CUDA; i++) {
-		int a = cuda_frameworks[i]->status(st, why, sizeof why);
-		if (add(list, cuda_frameworks[i]->name, "cuda", a, why))
+	for (size_t i = 0; i < gpr_py_n_frameworks; i++) {
+		const struct gpr_py_framework *f = &gpr_py_frameworks[i];
+		int a = gpr_py_active(f, why, sizeof why);
+		if (add(list, f->releaser->name, f->kind, a, why))
 			goto fail;
 	}
-	for (size_t i = 0; i < N_METAL; i++) {
-		int a = metal_frameworks[i]->status(why, sizeof why);
-		if (add(list, metal_frameworks[i]->name, "metal", a, why))
-			goto fail;
-	}
-	PyObject *key, *val;
-	Py_ssize_t pos = 0;
-	while (PyDict_Next(st->users, &pos, &key, &val)) {
-		const char *name = PyUnicode_AsUTF8AndSize(key, NULL);
-		if (!name ||
-		    add(list, name, "user", 1, "registered with register()"))
-			goto fail;
-	}
+	if (st->ctx && add_users(st, list))
+		goto fail;
 	return list;
 fail:
 	Py_DECREF(list);
 	return NULL;
-}
-
-PyObject *gpr_py_after_fork_child(PyObject *module, PyObject *unused)
-{
-	(void)unused;
-	struct gpr_py_state *st = gpr_py_state(module);
-	/* Only this thread exists in the child: a lock another thread held
-	 * at fork would never be released. */
-	pthread_mutex_init(&st->lock, NULL);
-	st->busy = 0;
-	Py_RETURN_NONE;
 }

@@ -13,15 +13,6 @@
 
 #include <stdio.h>
 
-static int status(struct gpr_py_state *st, char *why, size_t len)
-{
-	(void)st;
-	PyObject *cupy = gpr_py_imported("cupy");
-	snprintf(why, len, cupy ? "cupy imported" : "cupy not imported");
-	Py_XDECREF(cupy);
-	return cupy != NULL;
-}
-
 /*
  * Makes `device` current in CuPy's runtime; *prev is the device it
  * replaced. Returns the runtime module (new ref) for leave(); NULL with an
@@ -115,7 +106,7 @@ static int held(void *data, int device, struct gpr_held *out)
 		return 0;
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
-	PyObject *cupy = gpr_py_imported("cupy");
+	PyObject *cupy = gpr_py_cupy(NULL, 0);
 	if (!cupy)
 		goto done;
 	int64_t prev = -1;
@@ -261,7 +252,7 @@ static int release(void *data, int device, char *note, size_t note_sz)
 	struct gpr_py_state *st = data;
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
-	PyObject *cupy = gpr_py_imported("cupy");
+	PyObject *cupy = gpr_py_cupy(NULL, 0);
 	if (cupy) {
 		rc = device == GPR_DEVICE_ONCE
 			 ? release_once(cupy, note, note_sz)
@@ -272,11 +263,9 @@ static int release(void *data, int device, char *note, size_t note_sz)
 	return rc;
 }
 
-const struct gpr_py_framework gpr_py_rel_cupy = {
+const struct gpr_releaser gpr_py_cupy_releaser = {
+    .sz = sizeof(struct gpr_releaser),
     .name = "cupy",
-    .status = status,
-    .c = {.sz = sizeof(struct gpr_releaser),
-	  .name = "cupy",
-	  .held = held,
-	  .release = release},
+    .held = held,
+    .release = release,
 };

@@ -9,40 +9,6 @@
 
 #include <stdio.h>
 
-/* numba's driver object if initialised (new ref), else NULL and why. */
-static PyObject *numba_driver(char *why, size_t len)
-{
-	PyObject *nc = gpr_py_imported("numba.cuda");
-	if (!nc) {
-		snprintf(why, len, "numba.cuda not imported");
-		return NULL;
-	}
-	Py_DECREF(nc);
-	PyObject *mod = gpr_py_imported("numba.cuda.cudadrv.driver");
-	PyObject *drv = mod ? gpr_py_attr(mod, "driver") : NULL;
-	Py_XDECREF(mod);
-	PyObject *init = drv ? gpr_py_attr(drv, "is_initialized") : NULL;
-	int ok = init ? PyObject_IsTrue(init) : 0;
-	Py_XDECREF(init);
-	PyErr_Clear();
-	if (ok != 1) {
-		snprintf(why, len,
-			 "numba.cuda imported, driver not initialised");
-		Py_XDECREF(drv);
-		return NULL;
-	}
-	snprintf(why, len, "numba.cuda driver initialised");
-	return drv;
-}
-
-static int status(struct gpr_py_state *st, char *why, size_t len)
-{
-	(void)st;
-	PyObject *drv = numba_driver(why, len);
-	Py_XDECREF(drv);
-	return drv != NULL;
-}
-
 /* 1 if this thread has a current CUDA context in Numba's view. */
 static int has_context(PyObject *drv)
 {
@@ -79,10 +45,9 @@ static int release(void *data, int device, char *note, size_t note_sz)
 	(void)data;
 	if (device != GPR_DEVICE_ONCE)
 		return 0;
-	char why[64];
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
-	PyObject *drv = numba_driver(why, sizeof why);
+	PyObject *drv = gpr_py_numba(NULL, 0);
 	if (!drv)
 		goto done;
 	int active = has_context(drv);
@@ -118,10 +83,8 @@ done:
 	return rc;
 }
 
-const struct gpr_py_framework gpr_py_rel_numba = {
+const struct gpr_releaser gpr_py_numba_releaser = {
+    .sz = sizeof(struct gpr_releaser),
     .name = "numba",
-    .status = status,
-    .c = {.sz = sizeof(struct gpr_releaser),
-	  .name = "numba",
-	  .release = release},
+    .release = release,
 };

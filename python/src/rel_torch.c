@@ -11,59 +11,13 @@
 
 #include <stdio.h>
 
-/* torch.cuda if torch is imported and CUDA initialised there (new ref);
- * NULL with why filled otherwise, no error set. */
-static PyObject *torch_cuda(char *why, size_t len)
-{
-	PyObject *torch = gpr_py_imported("torch");
-	if (!torch) {
-		snprintf(why, len, "torch not imported");
-		return NULL;
-	}
-	PyObject *cuda = gpr_py_attr(torch, "cuda");
-	Py_DECREF(torch);
-	if (!cuda) {
-		snprintf(why, len, "torch has no torch.cuda");
-		return NULL;
-	}
-	PyObject *r = gpr_py_call(cuda, "is_initialized", NULL);
-	int init = gpr_py_truth(r);
-	Py_XDECREF(r);
-	if (init <= 0) {
-		PyErr_Clear();
-		snprintf(why, len, "torch imported, CUDA not initialised");
-		Py_DECREF(cuda);
-		return NULL;
-	}
-	snprintf(why, len, "torch.cuda initialised");
-	return cuda;
-}
-
-static int status(struct gpr_py_state *st, char *why, size_t len)
-{
-	(void)st;
-	PyObject *cuda = torch_cuda(why, len);
-	Py_XDECREF(cuda);
-	return cuda != NULL;
-}
-
 /* stats["<key>"]["all"]["current"] of a nested stats dict; -1 if absent. */
 static int64_t nested_current(PyObject *stats, const char *key)
 {
 	PyObject *k = PyDict_GetItemString(stats, key); /* borrowed */
 	PyObject *all =
 	    k && PyDict_Check(k) ? PyDict_GetItemString(k, "all") : NULL;
-	PyObject *cur = all && PyDict_Check(all)
-			    ? PyDict_GetItemString(all, "current")
-			    : NULL;
-	if (!cur || !PyLong_Check(cur))
-		return -1;
-	long long v = PyLong_AsLongLong(cur);
-	if (v == -1 && PyErr_Occurred()) {
-		PyErr_Clear();
-		return -1;
-	}
-	return v;
+	return gpr_py_item_i64(all, "current");
 }
 
 /*
@@ -106,13 +60,12 @@ static int torch_memory(PyObject *cuda, int device, int64_t *alloc,
 static int held(void *data, int device, struct gpr_held *out)
 {
 	(void)data;
-	char why[64];
 	out->known = 0;
 	if (device < 0)
 		return 0;
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
-	PyObject *cuda = torch_cuda(why, sizeof why);
+	PyObject *cuda = gpr_py_torch_cuda(NULL, 0);
 	int64_t alloc = 0, reserved = 0;
 	if (cuda) {
 		if (torch_memory(cuda, device, &alloc, &reserved)) {
@@ -176,14 +129,15 @@ static int clear_workspaces(char *note, size_t note_sz)
  * previous device through MaybeExchangeDevice, which does not create a
  * context on a previous device that has none (torch.cuda.set_device would).
  */
-static int release_device(struct gpr_py_state *st, PyObject *cuda, int device,
-			  char *note, size_t note_sz)
+static int release_device(PyObject *cuda, int device, char *note,
+			  size_t note_sz)
 {
-	int64_t reserved = 0;
-	if (gpr_py_call_i64(cuda, "memory_reserved", &reserved, "(i)", device))
+	int workspaces = gpr_py_call_options()->workspaces;
+	int64_t alloc = 0, reserved = 0;
+	if (torch_memory(cuda, device, &alloc, &reserved))
 		goto fail;
 	/* Nothing reserved there: leave Torch's device alone. */
-	if (reserved == 0 && !st->call.workspaces)
+	if (reserved == 0 && !workspaces)
 		return 0;
 	PyObject *guard = gpr_py_call(cuda, "device", "(i)", device);
 	PyObject *r = guard ? gpr_py_call(guard, "__enter__", NULL) : NULL;
@@ -193,7 +147,7 @@ static int release_device(struct gpr_py_state *st, PyObject *cuda, int device,
 	}
 	Py_DECREF(r);
 	int rc = 0;
-	if (st->call.workspaces && clear_workspaces(note, note_sz))
+	if (workspaces && clear_workspaces(note, note_sz))
 		rc = -1;
 	r = rc ? NULL : gpr_py_call(cuda, "empty_cache", NULL);
 	if (r) {
@@ -226,26 +180,23 @@ fail:
 
 static int release(void *data, int device, char *note, size_t note_sz)
 {
-	struct gpr_py_state *st = data;
-	char why[64];
+	(void)data;
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
-	PyObject *cuda = torch_cuda(why, sizeof why);
+	PyObject *cuda = gpr_py_torch_cuda(NULL, 0);
 	if (cuda) {
 		rc = device == GPR_DEVICE_ONCE
 			 ? release_once(cuda, note, note_sz)
-			 : release_device(st, cuda, device, note, note_sz);
+			 : release_device(cuda, device, note, note_sz);
 		Py_DECREF(cuda);
 	}
 	PyGILState_Release(g);
 	return rc;
 }
 
-const struct gpr_py_framework gpr_py_rel_torch = {
+const struct gpr_releaser gpr_py_torch_releaser = {
+    .sz = sizeof(struct gpr_releaser),
     .name = "torch",
-    .status = status,
-    .c = {.sz = sizeof(struct gpr_releaser),
-	  .name = "torch",
-	  .held = held,
-	  .release = release},
+    .held = held,
+    .release = release,
 };

@@ -32,14 +32,14 @@ static void destroy(void *data)
 static int bytes_of(PyObject *fn, int device, uint64_t *out)
 {
 	PyObject *r = PyObject_CallFunction(fn, "(i)", device);
-	if (!r)
-		return -1;
-	long long v = PyLong_AsLongLong(r);
-	Py_DECREF(r);
-	if (v == -1 && PyErr_Occurred())
+	int64_t v = 0;
+	int rc = gpr_py_i64(r, &v);
+	Py_XDECREF(r);
+	if (rc)
 		return -1;
 	if (v < 0) {
-		PyErr_Format(PyExc_ValueError, "returned %lld bytes", v);
+		PyErr_Format(PyExc_ValueError, "returned %lld bytes",
+			     (long long)v);
 		return -1;
 	}
 	*out = (uint64_t)v;
@@ -144,12 +144,6 @@ PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw)
 					    name);
 		return gpr_py_raise(st, rc, "register");
 	}
-	PyObject *entry = PyTuple_Pack(3, rel, h, l);
-	if (!entry || PyDict_SetItem(st->users, name, entry)) {
-		Py_XDECREF(entry);
-		return NULL;
-	}
-	Py_DECREF(entry);
 	Py_RETURN_NONE;
 }
 
@@ -159,23 +153,24 @@ PyObject *gpr_py_unregister(PyObject *module, PyObject *args)
 	PyObject *name;
 	if (!PyArg_ParseTuple(args, "U:unregister", &name))
 		return NULL;
-	if (PyDict_GetItemWithError(st->users, name) == NULL) {
-		if (!PyErr_Occurred())
-			PyErr_Format(PyExc_KeyError,
-				     "unregister(): no releaser named %R was "
-				     "registered with register()",
-				     name);
-		return NULL;
-	}
 	const char *cname = PyUnicode_AsUTF8AndSize(name, NULL);
 	if (!cname)
 		return NULL;
-	PyThreadState *ts = PyEval_SaveThread();
-	int rc = gpr_unregister(st->ctx, cname);
-	PyEval_RestoreThread(ts);
+	/* the frameworks' releasers are not the user's to remove */
+	int rc = gpr_py_framework(cname) ? GPR_E_NOT_FOUND : 0;
+	if (!rc && !st->ctx)
+		return gpr_py_raise(st, st->open_error, "unregister");
+	if (!rc) {
+		PyThreadState *ts = PyEval_SaveThread();
+		rc = gpr_unregister(st->ctx, cname);
+		PyEval_RestoreThread(ts);
+	}
+	if (rc == GPR_E_NOT_FOUND)
+		return PyErr_Format(PyExc_KeyError,
+				    "unregister(): no releaser named %R was "
+				    "registered with register()",
+				    name);
 	if (rc)
 		return gpr_py_raise(st, rc, "unregister");
-	if (PyDict_DelItem(st->users, name))
-		return NULL;
 	Py_RETURN_NONE;
 }

@@ -160,6 +160,6 @@ emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.elapsed).__
 """)
     assert r["types"] == ["int", "float", "float", "bool", "list"]
     assert r["gpu"] == [0, True, 2 << 20]
-    assert r["version"] == "0.1.0"
+    assert r["version"] == "0.2.0"
     names = {tuple(x) for x in r["rows"]}
     assert ("torch", 0) in names and ("torch", -1) in names

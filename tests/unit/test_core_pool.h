@@ -33,7 +33,8 @@ struct pool {
 	int fail_dev;	    /* release(fail_dev) fails; -99: never */
 	int sleep_ms;	    /* each release(dev) sleeps this long */
 	atomic_int entered; /* release calls started */
-	atomic_int inside;  /* releases running now */
+	atomic_int held_calls;
+	atomic_int inside; /* releases running now */
 	atomic_int max_inside;
 	gpr_ctx *reenter; /* if set, release calls back into it */
 	int reenter_rc[3];
@@ -77,6 +78,7 @@ static inline void sleep_ms(int ms)
 static int pool_held(void *data, int dev, struct gpr_held *out)
 {
 	struct pool *p = data;
+	atomic_fetch_add(&p->held_calls, 1);
 	memset(out, 0, sizeof *out);
 	out->known = 1;
 	for (int i = 0; i < p->n; i++) {
@@ -140,6 +142,16 @@ static inline struct gpr_releaser pool_releaser(struct pool *p,
 				 .release = pool_release,
 				 .destroy = pool_destroy};
 	return r;
+}
+
+/* A new handle with p registered as `name`. */
+static inline gpr_ctx *pool_ctx(struct pool *p, const char *name)
+{
+	gpr_ctx *ctx = NULL;
+	assert_int_equal(gpr_open(NULL, &ctx), 0);
+	struct gpr_releaser rel = pool_releaser(p, name);
+	assert_int_equal(gpr_register(ctx, &rel), 0);
+	return ctx;
 }
 
 /* The size the sim (and the driver) charges: 2 MiB granules. */

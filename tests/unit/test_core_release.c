@@ -210,9 +210,9 @@ static void t_collect_auto(void **state)
 	assert_int_equal(g.calls, 0);
 	assert_int_equal(collected, 0);
 	/*
-	 * a live block that only the collector frees (a reference cycle);
-	 * a second pool with nothing live is not visited again after the
-	 * collection, but its once step is
+	 * a live block that only the collector frees (a reference cycle): the
+	 * collection runs before the one pass, so each releaser runs once on
+	 * GPU 0 and once in its once step, the idle pool as well
 	 */
 	struct pool idle;
 	pool_init(&idle, p.lib);
@@ -224,8 +224,8 @@ static void t_collect_auto(void **state)
 			 (int64_t)rounded(64 * MiB + 1));
 	assert_int_equal(g.calls, 1);
 	assert_int_equal(collected, 1);
-	assert_int_equal(atomic_load(&p.entered) - entered, 4); /* 2 passes */
-	assert_int_equal(atomic_load(&idle.entered), 3); /* GPU 0, once x2 */
+	assert_int_equal(atomic_load(&p.entered) - entered, 2); /* one pass */
+	assert_int_equal(atomic_load(&idle.entered), 2); /* GPU 0, once */
 	assert_int_equal(gpr_unregister(ctx, "idle"), 0);
 	/* a block still live after collecting: one collection, not a loop */
 	g.calls = 0;
@@ -669,6 +669,137 @@ static void t_nvml_reads(void **state)
 	gpr_close(ctx);
 }
 
+struct young {
+	struct gc *full; /* the full collector's state */
+	int calls;
+	int frees; /* 1: the young collection frees full->block */
+};
+
+static int collect_young(void *user)
+{
+	struct young *y = user;
+	struct gc *g = y->full;
+	y->calls++;
+	if (y->frees && g->block >= 0 && g->p->b[g->block].state == BLK_LIVE)
+		pool_drop(g->p, g->block);
+	return 0;
+}
+
+static int collect_full(void *user)
+{
+	return collect(((struct young *)user)->full);
+}
+
+/*
+ * AUTO with a young collector: it runs first; where it frees every live
+ * byte the full one does not run, else the full one follows. ALWAYS runs
+ * the full one only.
+ */
+static void t_collect_young(void **state)
+{
+	(void)state;
+	sim_setup("gpus=1");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
+	struct gc g = {&p, 0, -1};
+	struct young y = {&g, 0, 1};
+	struct gpr_release_opts o = {.sz = sizeof o,
+				     .collect_fn = collect_full,
+				     .collect_young_fn = collect_young,
+				     .collect_user = &y};
+	gpr_report *r = NULL;
+	/* the young collection frees the cycle: no full collection */
+	g.block = pool_alloc(&p, 0, 8 * MiB);
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(gpr_report_bytes(r), 8 * MiB);
+	assert_int_equal(gpr_report_collected(r, NULL), 1);
+	assert_int_equal(y.calls, 1);
+	assert_int_equal(g.calls, 0);
+	gpr_report_free(r);
+	/* it does not: the full one runs after it */
+	y.calls = g.calls = 0;
+	y.frees = 0;
+	g.block = pool_alloc(&p, 0, 8 * MiB);
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(gpr_report_bytes(r), 8 * MiB);
+	assert_int_equal(y.calls, 1);
+	assert_int_equal(g.calls, 1);
+	gpr_report_free(r);
+	/* nothing live: neither runs */
+	y.calls = g.calls = 0;
+	pool_drop(&p, pool_alloc(&p, 0, 2 * MiB));
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(gpr_report_collected(r, NULL), 0);
+	assert_int_equal(y.calls + g.calls, 0);
+	gpr_report_free(r);
+	/* ALWAYS: the full one, not the young one */
+	o.collect = GPR_COLLECT_ALWAYS;
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(y.calls, 0);
+	assert_int_equal(g.calls, 1);
+	gpr_report_free(r);
+	gpr_close(ctx);
+}
+
+/*
+ * What one release costs in calls, on two GPUs with a collector set: each
+ * releaser's held() twice a row (before and after), the pass once, NVML's
+ * list twice a GPU. With live bytes, the collection comes first and only
+ * the rows that held live bytes are asked again after the young one.
+ */
+static void t_release_calls(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2");
+	struct pool p;
+	pool_init(&p, sim_cuda_load());
+	fill(&p); /* cached on both GPUs, one block live on GPU 1 */
+	gpr_ctx *ctx = pool_ctx(&p, "pool");
+	int n = 0, devs[2];
+	assert_int_equal(gpr_devices_in_use(ctx, devs, 2, &n), 0); /* NVML up */
+	void *nvml =
+	    dlopen(sim_path("libnvidia-ml.so.1"), RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(nvml);
+	int (*lists)(void) =
+	    (int (*)(void))sim_sym(nvml, "gprsim_nvml_list_calls");
+	struct gc g = {&p, 0, -1};
+	struct young y = {&g, 0, 0};
+	struct gpr_release_opts o = {.sz = sizeof o,
+				     .collect_fn = collect_full,
+				     .collect_young_fn = collect_young,
+				     .collect_user = &y};
+	/* the live block on GPU 1 is really live: both collections run */
+	int l0 = lists(), h0 = atomic_load(&p.held_calls),
+	    e0 = atomic_load(&p.entered);
+	gpr_report *r = NULL;
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	gpr_report_free(r);
+	assert_int_equal(y.calls, 1);
+	assert_int_equal(g.calls, 1);
+	/* 3 rows (GPU 0, GPU 1, once) x before/after, + the live row once */
+	assert_int_equal(atomic_load(&p.held_calls) - h0, 3 * 2 + 1);
+	assert_int_equal(atomic_load(&p.entered) - e0, 3);
+	assert_int_equal(lists() - l0, 2 * 2);
+	/* nothing live (the collector dropped it): no collection, held()
+	 * before and after only */
+	g.block = 4; /* fill()'s live block */
+	collect(&g);
+	y.calls = g.calls = 0;
+	l0 = lists();
+	h0 = atomic_load(&p.held_calls);
+	e0 = atomic_load(&p.entered);
+	assert_int_equal(gpr_release(ctx, &o, &r), 0);
+	assert_int_equal(gpr_report_bytes(r), (int64_t)rounded(8 * MiB));
+	gpr_report_free(r);
+	assert_int_equal(y.calls + g.calls, 0);
+	assert_int_equal(atomic_load(&p.held_calls) - h0, 3 * 2);
+	assert_int_equal(atomic_load(&p.entered) - e0, 3);
+	assert_int_equal(lists() - l0, 2 * 2);
+	dlclose(nvml);
+	gpr_close(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +818,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_render),
 	    cmocka_unit_test(t_json_locale),
 	    cmocka_unit_test(t_nvml_reads),
+	    cmocka_unit_test(t_collect_young),
+	    cmocka_unit_test(t_release_calls),
 	};
 	return gpr_test_main(argc, argv, "core-release", tests,
 			     sizeof tests / sizeof tests[0]);

@@ -1,8 +1,9 @@
 /*
- * gpr_last_error: the detail of the last error, per handle per thread.
- * Each thread keeps a few slots keyed by the handle's id (never reused, so
- * a new handle at a freed handle's address does not inherit its text); a
- * thread using more handles than slots loses the oldest detail ("" then).
+ * What the library says: messages to the handle's log callback, and
+ * gpr_last_error, the detail of the last error per handle per thread. Each
+ * thread keeps a few slots keyed by the handle's id (never reused, so a new
+ * handle at a freed handle's address does not inherit its text); a thread
+ * using more handles than slots loses the oldest detail ("" then).
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,18 @@ static struct slot *find(uint64_t id)
 	return NULL;
 }
 
+void gpr__log(const gpr_ctx *ctx, int level, const char *fmt, ...)
+{
+	if (!ctx || !ctx->log || level > ctx->log_level)
+		return;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ctx->log(ctx->log_user, level, msg);
+}
+
 int gpr__fail(const gpr_ctx *ctx, int err, const char *fmt, ...)
 {
 	if (!ctx)
@@ -48,6 +61,14 @@ int gpr__fail(const gpr_ctx *ctx, int err, const char *fmt, ...)
 	va_end(ap);
 	gpr__log(ctx, GPR_LOG_DEBUG, "%s: %s", gpr_strerror(err), s->text);
 	return err;
+}
+
+int gpr__fork_check(const gpr_ctx *ctx)
+{
+	if (!gpr__forked(ctx))
+		return 0;
+	return gpr__fail(ctx, GPR_E_FORKED, "handle opened by pid %ld",
+			 (long)ctx->pid);
 }
 
 const char *gpr_last_error(const gpr_ctx *ctx)
