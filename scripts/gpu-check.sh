@@ -43,7 +43,8 @@ for s in $stages; do
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"
+		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		# the targets: traced against paused in one process; then the
 		# process-level comparison with _record_memory_history

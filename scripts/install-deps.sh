@@ -9,6 +9,8 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# the docs' and helps' examples pipe JSON through jq; tests run them
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
 # clang's sanitizer and libFuzzer runtimes
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
