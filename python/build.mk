@@ -10,6 +10,7 @@ PY_EXT_SRCS := $(wildcard python/src/*.c)
 PY_EXT_OBJS := $(PY_EXT_SRCS:%.c=$(BUILD)/obj/%.o)
 PY_PKG_FILES := $(wildcard python/gpureclaim/*.py python/gpureclaim/*.pyi \
 	python/gpureclaim/py.typed)
+PY_SUBPKGS := $(patsubst %/__init__.py,%,$(wildcard python/gpureclaim/*/__init__.py))
 
 # PyErr_Fetch is soft-deprecated from 3.12 on (its replacement is not in
 # the 3.11 limited API): a warning there must not fail the build.
@@ -21,6 +22,7 @@ $(PY_EXT): $(PY_EXT_OBJS) $(CORE_OBJS) python/src/ext.map $(PY_PKG_FILES)
 	$(CC) -shared -Wl,--version-script=python/src/ext.map $(LDFLAGS) \
 		-o $@ $(PY_EXT_OBJS) $(CORE_OBJS) $(LDLIBS)
 	@for f in $(PY_PKG_FILES); do ln -sf $(abspath .)/$$f $(PY_PKG_DIR)/; done
+	@for d in $(PY_SUBPKGS); do ln -sfn $(abspath .)/$$d $(PY_PKG_DIR)/; done
 
 python-ext: $(PY_EXT)
 .PHONY: python-ext
@@ -34,3 +36,11 @@ test-python: $(PY_EXT) $(SIM_LIBS) $(FAKE_TORCH_LIBS) $(FAKE_TRACER)
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: test-python
 CHECK_RUNS += test-python
+
+# gpureclaim.cluster on real engines (a Dask LocalCluster, gloo ranks, a
+# local Ray) whose workers sit on the simulated driver (tests/cluster).
+test-cluster: $(PY_EXT) $(SIM_LIBS)
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cluster
+.PHONY: test-cluster
+CHECK_RUNS += test-cluster

@@ -2,15 +2,17 @@
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
 # need with that machine's compiler, then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build rmm hw-ps hw-release hw-explain hw-trace bench-ps
-#           bench-release bench-explain bench-trace
-# `rmm` installs rmm-cu13 from the wheels of scripts/gpu-wheels-rmm.sh
-# (.whl/, carried) into build/gpu/pydeps, on the path of the later stages.
+#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster
+#           bench-ps bench-release bench-explain bench-trace
+# hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
+# fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
+# rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
+# stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -38,12 +40,21 @@ for s in $stages; do
 			$B/bench/trace_churn python-ext \
 			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 		tail -3 "$OUT/build.txt" ;;
+	hw-cluster)
+		# the workers and ranks must not use NVLink multicast on this machine
+		log "$s"
+		python3 -c 'import distributed' 2>/dev/null ||
+			python3 -m pip install -q --no-index --find-links .whl distributed 2>&1 | tail -3
+		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
+			tee "$OUT/$s.txt" | tail -80 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"
+		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		# the targets: traced against paused in one process; then the
 		# process-level comparison with _record_memory_history

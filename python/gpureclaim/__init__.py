@@ -50,6 +50,16 @@ __all__ = [
     "unregister",
 ]
 
+
+def __getattr__(name: str) -> Any:
+    # gpureclaim.cluster (Dask, torch.distributed, Ray) loads on first use.
+    if name == "cluster":
+        import importlib
+
+        return importlib.import_module(".cluster", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).

@@ -398,6 +398,8 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused);
 PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
 PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
+/* gpus.c: gpus(*, host=False) -> list of dicts */
+PyObject *gpr_py_gpus(PyObject *module, PyObject *args, PyObject *kw);
 /* rel_user.c: register(name, release, held=None, live=None) / unregister */
 PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_unregister(PyObject *module, PyObject *args);

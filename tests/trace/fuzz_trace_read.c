@@ -49,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	struct gpr_trace_stats s;
 	if (gpr_trace_stats_compute(&t, &s) == 0) {
+		if (null)
+			gpr_trace_export_svg(&t, &s, null);
 		struct gpr__buf b = {0};
 		gpr_trace_report_text(&b, "fuzz.trace", &t, &s, 10, 0);
 		if (!b.oom)
@@ -62,7 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (null) {
 		gpr_trace_export_chrome(&t, null);
-		gpr_trace_export_svg(&t, null);
 	}
 	gpr_trace_free(&t);
 	return 0;
