@@ -573,7 +573,12 @@ static int unattributed_part(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 		return 0;
 	const struct gpr_py_scan *s = &c->scan;
 	const struct gpr_py_ws_release *r = released(c->st, g->device);
-	char how[1024], survived[160] = "";
+	char how[1024], survived[160] = "", frozen[120] = "";
+	if (s->ok && s->frozen > 0)
+		snprintf(frozen, sizeof frozen,
+			 " (gc.freeze() froze %lld objects, which the scan "
+			 "cannot see)",
+			 (long long)s->frozen);
 	if (x->survived && r)
 		snprintf(survived, sizeof survived,
 			 "; %d of them survived release(workspaces=True): "
@@ -581,12 +586,13 @@ static int unattributed_part(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 			 x->survived);
 	snprintf(how, sizeof how,
 		 "unattributed live block(s) of %lld / %lld bytes, the size "
-		 "of a cuBLAS / cuBLASLt workspace (%s), %s: a workspace, an "
+		 "of a cuBLAS / cuBLASLt workspace (%s), %s%s: a workspace, an "
 		 "autograd saved tensor or any tensor held in C++ (%s). To "
 		 "know, record allocator history with stacks=\"all\"%s",
 		 (long long)x->ws_size, (long long)x->lt_size, x->from,
 		 s->ok ? "that no Python tensor points into"
 		       : "not checked against the Python heap",
+		 frozen,
 		 x->map_why[0] ? x->map_why : "Torch's workspace map not read",
 		 survived);
 	PyObject *blocks = blocks_of(x, L_UNATTR);

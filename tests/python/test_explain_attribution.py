@@ -113,6 +113,23 @@ emit(dict(p1=parts(e1), p2=parts(e2), how=u.how, advice=u.advice,
     assert all(a[0] != "unattributed" for a in r["adv"])
 
 
+def test_frozen_objects_are_not_seen_and_it_says_so(scenario):
+    r = run(scenario, """
+import torch
+a = torch.empty(4 << 20, device="cuda")
+torch.matmul(a, a)
+user = torch.empty(32 << 20, device="cuda")
+gc.freeze()                                   # user's tensor now frozen
+e = check(gpureclaim.explain())
+[u] = [p for p in e.gpus[0].parts if p.kind == "unattributed"]
+emit(dict(p=parts(e), how=u.how, frozen=u.detail["scan"]["frozen"], advice=u.advice))
+""", env={"FAKE_TORCH_LAYOUT": ""})
+    # the scan cannot clear the frozen tensor: unattributed, no advice
+    assert r["p"]["unattributed:torch"] == 2 * 32 * MiB
+    assert r["frozen"] > 0 and "gc.freeze() froze" in r["how"]
+    assert r["advice"] == ""
+
+
 def test_a_malformed_or_busy_map_is_discarded_with_a_note(scenario):
     r = run(scenario, """
 import torch
