@@ -12,8 +12,9 @@ $(BUILD)/gpureclaim: $(CLI_OBJS) $(TRACE_READ_OBJS) $(BUILD)/libgpureclaim.a
 
 ALL_TARGETS += $(BUILD)/gpureclaim
 
-# pytest runs the built tool against the simulated driver.
-test-cli: $(BUILD)/gpureclaim $(SIM_LIBS)
+# pytest runs the built tool against the simulated driver (and the trace
+# reader's test program writes the sample log report's examples read).
+test-cli: $(BUILD)/gpureclaim $(SIM_LIBS) $(TRACE_TEST_DIR)/test_trace_log
 	GPURECLAIM_BIN=$(abspath $(BUILD)/gpureclaim) \
 	GPR_SIM_DIR=$(abspath $(BUILD)/sim) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cli

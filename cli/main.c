@@ -36,26 +36,53 @@ static const struct command *find(const char *name)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "USAGE: gpureclaim <command> [options]\n"
-		   "\n"
-		   "See and give back the GPU memory of processes.\n"
-		   "\n"
-		   "COMMANDS:\n");
+	fprintf(f,
+		"USAGE: gpureclaim <command> [options]\n"
+		"       gpureclaim help <command>\n"
+		"\n"
+		"See which processes hold GPU memory, and record where a "
+		"program's GPU\n"
+		"memory goes. No command gives memory back: only the process "
+		"that holds\n"
+		"it can, by calling gpureclaim.release_cached_memory() in "
+		"Python\n"
+		"(docs/python.md) or gpr_release() in C (docs/c-api.md).\n"
+		"\n"
+		"COMMANDS:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "    %-9s %s\n", commands[i].name,
 			commands[i].summary);
+	fprintf(f, "    %-9s %s\n", "help", "show a command's options");
 	fprintf(f, "\n"
 		   "OPTIONS:\n"
-		   "    -h, --help     show this help\n"
-		   "    --version      show the version\n"
+		   "    -h, --help [COMMAND]   show this help, or a command's\n"
+		   "    -V, --version          show the version\n"
 		   "\n"
 		   "EXAMPLES:\n"
 		   "    gpureclaim ps                 # who holds memory on "
 		   "each GPU\n"
 		   "    gpureclaim ps --json -i 0     # GPU 0, as JSON\n"
+		   "    gpureclaim trace -- python train.py   # log its "
+		   "allocations\n"
 		   "    gpureclaim help ps            # a command's options\n"
 		   "\n"
 		   "Exit status: 0 ok, 1 runtime error, 2 bad usage.\n");
+}
+
+/* The help of command `name` (`gpureclaim help ps`, `gpureclaim --help ps`),
+ * the same text as `gpureclaim ps --help`. */
+static int command_help(const char *name)
+{
+	const struct command *c = find(name);
+	if (!c) {
+		fprintf(stderr,
+			"gpureclaim: unknown command '%s' (see "
+			"'gpureclaim --help')\n",
+			name);
+		return GPR_CLI_USAGE;
+	}
+	char *hargv[] = {(char *)c->name, "--help", NULL};
+	return c->run(2, hargv);
 }
 
 int main(int argc, char **argv)
@@ -65,29 +92,23 @@ int main(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	const char *cmd = argv[1];
-	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		if (argc > 3) {
+			fprintf(stderr,
+				"gpureclaim: %s takes one command, not also "
+				"'%s'\n",
+				cmd, argv[3]);
+			return GPR_CLI_USAGE;
+		}
+		if (argc == 3 && strcmp(argv[2], "help") != 0)
+			return command_help(argv[2]);
 		usage(stdout);
 		return GPR_CLI_OK;
 	}
-	if (strcmp(cmd, "--version") == 0) {
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
-	}
-	if (strcmp(cmd, "help") == 0) {
-		if (argc < 3) {
-			usage(stdout);
-			return GPR_CLI_OK;
-		}
-		const struct command *c = find(argv[2]);
-		if (!c) {
-			fprintf(stderr,
-				"gpureclaim: unknown command '%s' (see "
-				"'gpureclaim --help')\n",
-				argv[2]);
-			return GPR_CLI_USAGE;
-		}
-		char *hargv[] = {(char *)c->name, "--help", NULL};
-		return c->run(2, hargv);
 	}
 	const struct command *c = find(cmd);
 	if (!c) {

@@ -10,6 +10,7 @@ PY_EXT_SRCS := $(wildcard python/src/*.c)
 PY_EXT_OBJS := $(PY_EXT_SRCS:%.c=$(BUILD)/obj/%.o)
 PY_PKG_FILES := $(wildcard python/gpureclaim/*.py python/gpureclaim/*.pyi \
 	python/gpureclaim/py.typed)
+PY_SUBPKGS := $(patsubst %/__init__.py,%,$(wildcard python/gpureclaim/*/__init__.py))
 
 # PyErr_Fetch is soft-deprecated from 3.12 on (its replacement is not in
 # the 3.11 limited API): a warning there must not fail the build.
@@ -25,6 +26,7 @@ $(PY_EXT): $(PY_EXT_OBJS) $(CORE_OBJS) $(TRACE_READ_OBJS) python/src/ext.map \
 		-o $@ $(PY_EXT_OBJS) $(CORE_OBJS) $(TRACE_READ_OBJS) $(LDLIBS)
 	@for f in $(PY_PKG_FILES); do ln -sf $(abspath .)/$$f $(PY_PKG_DIR)/; done
 	@ln -sf $(abspath $(TRACE_LIB)) $(PY_PKG_DIR)/libgpureclaim_trace.so
+	@for d in $(PY_SUBPKGS); do ln -sfn $(abspath .)/$$d $(PY_PKG_DIR)/; done
 
 python-ext: $(PY_EXT)
 .PHONY: python-ext
@@ -32,11 +34,20 @@ ALL_TARGETS += $(PY_EXT)
 
 # Each test runs its scenario in a fresh interpreter on the simulated
 # driver (which reads GPURECLAIM_SIM once).
-test-python: $(PY_EXT) $(SIM_LIBS)
+test-python: $(PY_EXT) $(SIM_LIBS) $(FAKE_TORCH_LIBS) $(FAKE_TRACER)
 	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		GPR_FAKES_BUILD=$(abspath $(BUILD)/tests) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: test-python
 CHECK_RUNS += test-python
+
+# gpureclaim.cluster on real engines (a Dask LocalCluster, gloo ranks, a
+# local Ray) whose workers sit on the simulated driver (tests/cluster).
+test-cluster: $(PY_EXT) $(SIM_LIBS)
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cluster
+.PHONY: test-cluster
+CHECK_RUNS += test-cluster
 
 # tests/trace/test_cli.sh traces the seed scenario in Python on the sim
 test-trace: $(PY_EXT)

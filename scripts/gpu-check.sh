@@ -2,8 +2,12 @@
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
 # need with that machine's compiler, then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build hw-ps hw-release hw-explain hw-trace bench-ps
-#           bench-release bench-explain bench-trace bench-trace-ab
+#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster
+#           bench-ps bench-release bench-explain bench-trace bench-trace-ab
+# hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
+# fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
+# rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
+# stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
 # bench-trace: the tracer's cost, process against process (untraced,
 # interposed, CUPTI, dormant; 7 interleaved rounds of the torch, C and MLP
 # loops; the tracer's own time per call; the verdicts against the
@@ -14,7 +18,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace bench-trace-ab}
+stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace bench-trace-ab}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -27,6 +31,14 @@ for s in $stages; do
 		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
 		  gcc --version | head -1; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+	rmm)
+		log rmm
+		want="rmm-cu13 librmm-cu13 rapids-logger"
+		python3 -c 'import cuda.bindings' 2>/dev/null || want="$want cuda-bindings cuda-pathfinder"
+		python3 -m pip install --quiet --no-index --find-links .whl --no-deps \
+			--target "$B/pydeps" $want 2>&1 | tail -5
+		export PYTHONPATH=$PWD/$B/pydeps${PYTHONPATH:+:$PYTHONPATH}
+		python3 -c 'import rmm; print("rmm", rmm.__version__)' 2>&1 | tee "$OUT/rmm.txt" ;;
 	build)
 		log build
 		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
@@ -34,12 +46,21 @@ for s in $stages; do
 			$B/bench/trace_churn python-ext \
 			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 		tail -3 "$OUT/build.txt" ;;
+	hw-cluster)
+		# the workers and ranks must not use NVLink multicast on this machine
+		log "$s"
+		python3 -c 'import distributed' 2>/dev/null ||
+			python3 -m pip install -q --no-index --find-links .whl distributed 2>&1 | tail -3
+		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
+			tee "$OUT/$s.txt" | tail -80 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"
+		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		log "$s"
 		python3 bench/trace_bench.py "$B" "${ROUNDS:-7}" "${N:-20000}" 2>&1 | tee "$OUT/$s.txt" ;;

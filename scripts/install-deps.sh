@@ -5,10 +5,13 @@ set -euo pipefail
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# the docs' and helps' examples pipe JSON through jq; tests run them
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
 # clang's sanitizer and libFuzzer runtimes
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
@@ -36,6 +39,18 @@ fi
 if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
 	echo "install-deps: pip install pytest"
 	"$PYTHON" -m pip install -q pytest
+fi
+# The cluster tests (tests/cluster) run the real engines: Dask, the CPU
+# build of torch (torch.distributed on gloo) and Ray with its State API.
+# Versions as tested; on this project's machines pip takes them (torch
+# 2.13.0+cpu included) from the local wheel store, about 1 MiB from PyPI.
+cluster=()
+"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || cluster+=("distributed==2026.8.0")
+"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || cluster+=("torch==2.13.0")
+"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || cluster+=("ray[default]==2.60.0")
+if [ ${#cluster[@]} -gt 0 ]; then
+	echo "install-deps: pip install ${cluster[*]}"
+	"$PYTHON" -m pip install -q "${cluster[@]}"
 fi
 if ! "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
 	echo "install-deps: Python.h not found for $PYTHON; install python3-dev" >&2

@@ -4,8 +4,9 @@
 # symbols stay hidden, so each library has its own copy.
 SIM_COMMON_OBJS := $(BUILD)/obj/sim/config.o $(BUILD)/obj/sim/state.o \
 	$(BUILD)/obj/sim/lock.o
-SIM_CUDA_OBJS := $(BUILD)/obj/sim/cuda.o $(BUILD)/obj/sim/cuda_mem.o \
-	$(BUILD)/obj/sim/cuda_proc.o $(SIM_COMMON_OBJS)
+SIM_CUDA_OBJS := $(BUILD)/obj/sim/cuda.o $(BUILD)/obj/sim/mempool.o \
+	$(BUILD)/obj/sim/cuda_mem.o $(BUILD)/obj/sim/cuda_proc.o \
+	$(SIM_COMMON_OBJS)
 SIM_NVML_OBJS := $(BUILD)/obj/sim/nvml.o $(SIM_COMMON_OBJS)
 
 SIM_LIBS := $(BUILD)/sim/libcuda.so.1 $(BUILD)/sim/libnvidia-ml.so.1

@@ -11,7 +11,6 @@
  * parent's contexts.
  */
 #include "sim.h"
-#include "sim_cuda.h"
 
 #include "cuda_abi.h"
 
@@ -52,6 +51,10 @@ static struct alloc *allocs;
 static size_t nallocs, allocs_cap;
 static struct sim__state state = SIM_STATE_INIT;
 static __thread struct CUctx_st *current;
+/* bytes mempool.c put on each GPU's figure, and how many times the GPU
+ * lost its last context (which takes them) */
+static uint64_t charged[SIM_MAX_GPUS];
+static unsigned epoch[SIM_MAX_GPUS];
 
 static const struct sim__config *cfg;
 
@@ -74,24 +77,23 @@ static void forget_process(void)
 	current = NULL;
 	owner = getpid();
 	owner_forks = sim__forks();
+	memset(charged, 0, sizeof charged);
+	memset(epoch, 0, sizeof epoch);
 }
 
-void sim__cuda_lock(void)
+static void lock(void)
 {
 	sim__lock();
 	if (!cfg)
 		cfg = sim__config();
-	if (owner_forks != sim__forks())
+	if (owner_forks != sim__forks()) /* not getpid: no system call */
 		forget_process();
 }
 
-void sim__cuda_unlock(void)
+static void unlock(void)
 {
 	sim__unlock();
 }
-
-#define lock sim__cuda_lock
-#define unlock sim__cuda_unlock
 
 static CUresult need_init(void)
 {
@@ -166,10 +168,60 @@ static void ctx_deactivate(struct CUctx_st *c)
 	nallocs = j;
 	c->live = 0;
 	c->refs = 0;
-	nctx[dev]--;
+	if (--nctx[dev] == 0) { /* mempool.c's memory on it goes too */
+		held[dev] -= charged[dev];
+		charged[dev] = 0;
+		epoch[dev]++;
+	}
 	publish(dev, nctx[dev], held[dev], 0);
 	if (current == c)
 		current = NULL;
+}
+
+void sim__cuda_lock(void)
+{
+	lock();
+}
+
+void sim__cuda_unlock(void)
+{
+	unlock();
+}
+
+int sim__cuda_current(int *dev)
+{
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r)
+		*dev = current->dev;
+	return r;
+}
+
+int sim__cuda_device(int dev)
+{
+	return need_device(dev);
+}
+
+int sim__cuda_charge(int dev, int64_t delta)
+{
+	if (delta < 0) {
+		held[dev] -= (uint64_t)-delta;
+		charged[dev] -= (uint64_t)-delta;
+		publish(dev, nctx[dev], held[dev], 0);
+		return CUDA_SUCCESS;
+	}
+	CUresult r = publish(dev, nctx[dev], held[dev] + (uint64_t)delta, 1);
+	if (!r) {
+		held[dev] += (uint64_t)delta;
+		charged[dev] += (uint64_t)delta;
+	}
+	return r;
+}
+
+unsigned sim__cuda_epoch(int dev)
+{
+	return epoch[dev];
 }
 
 SIM_API(CUresult, cuInit, (unsigned int flags))
@@ -432,42 +484,12 @@ SIM_API(CUresult, cuCtxGetDevice, (CUdevice * dev))
 	return r;
 }
 
-CUresult sim__cuda_charge(int dev, uint64_t bytes)
-{
-	if (bytes > cfg->memory)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult r = publish(dev, nctx[dev], held[dev] + bytes, 1);
-	if (!r)
-		held[dev] += bytes;
-	return r;
-}
-
-void sim__cuda_uncharge(int dev, uint64_t bytes)
-{
-	held[dev] -= bytes;
-	publish(dev, nctx[dev], held[dev], 0);
-}
-
-CUresult sim__cuda_current(int *dev)
+int sim__cuda_alloc(uint64_t size, uint64_t *out)
 {
 	CUresult r = need_init();
 	if (!r && !ctx_valid(current))
 		r = CUDA_ERROR_INVALID_CONTEXT;
-	if (!r)
-		*dev = current->dev;
-	return r;
-}
-
-CUresult sim__cuda_device(CUdevice dev)
-{
-	return need_device(dev);
-}
-
-CUresult sim__cuda_alloc(uint64_t size, CUdeviceptr *ptr)
-{
-	int dev = 0;
-	CUresult r = sim__cuda_current(&dev);
-	if (!r && (!ptr || size == 0))
+	if (!r && (!out || size == 0))
 		r = CUDA_ERROR_INVALID_VALUE;
 	uint64_t bytes = 0;
 	if (!r) {
@@ -485,18 +507,22 @@ CUresult sim__cuda_alloc(uint64_t size, CUdeviceptr *ptr)
 			allocs_cap = cap;
 		}
 	}
+	int dev = r ? 0 : current->dev;
+	if (!r && bytes > cfg->memory)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (!r)
-		r = sim__cuda_charge(dev, bytes);
+		r = publish(dev, nctx[dev], held[dev] + bytes, 1);
 	if (!r) {
+		held[dev] += bytes;
 		allocs[nallocs++] =
 		    (struct alloc){next_ptr[dev], bytes, current};
-		*ptr = next_ptr[dev];
+		*out = next_ptr[dev];
 		next_ptr[dev] += bytes;
 	}
 	return r;
 }
 
-CUresult sim__cuda_free(CUdeviceptr ptr)
+int sim__cuda_free(uint64_t ptr)
 {
 	CUresult r = need_init();
 	size_t i = 0;
@@ -506,9 +532,9 @@ CUresult sim__cuda_free(CUdeviceptr ptr)
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (!r) {
 		int dev = allocs[i].ctx->dev;
-		uint64_t bytes = allocs[i].bytes;
+		held[dev] -= allocs[i].bytes;
 		allocs[i] = allocs[--nallocs];
-		sim__cuda_uncharge(dev, bytes);
+		publish(dev, nctx[dev], held[dev], 0);
 	}
 	return r;
 }
@@ -516,7 +542,10 @@ CUresult sim__cuda_free(CUdeviceptr ptr)
 SIM_API(CUresult, cuMemAlloc_v2, (CUdeviceptr * ptr, size_t size))
 {
 	lock();
-	CUresult r = sim__cuda_alloc(size, ptr);
+	uint64_t p = 0;
+	CUresult r = sim__cuda_alloc(size, ptr ? &p : NULL);
+	if (!r)
+		*ptr = p;
 	unlock();
 	return r;
 }

@@ -1,4 +1,6 @@
 """python -m gpureclaim demo | explain SCRIPT [ARGS]
+       python -m gpureclaim {ps,release,explain} --dask ADDRESS (a Dask
+       cluster's report: gpureclaim/cluster/_cli.py, docs/cluster.md)
 
 explain: runs SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) and prints
 gpureclaim.explain() when it ends, also when it raises (the traceback
@@ -171,6 +173,12 @@ def _explain(argv):
 
 
 def main(argv):
+    if argv[:1] in (["ps"], ["release"]) or (
+            argv[:1] == ["explain"] and argv[1:2]
+            and argv[1].startswith("--dask")):
+        from gpureclaim.cluster._cli import main as cluster_main
+
+        return cluster_main(argv[0], argv[1:])
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
     if len(argv) >= 2 and argv[0] == "_demo-run":
@@ -178,8 +186,9 @@ def main(argv):
         return 0
     if argv[:1] == ["demo"]:
         return _demo()
-    print("usage: python -m gpureclaim demo | explain SCRIPT [ARGS...]",
-          file=sys.stderr)
+    print("usage: python -m gpureclaim demo | explain SCRIPT [ARGS...]\n"
+          "       python -m gpureclaim {ps,release,explain} --dask ADDRESS "
+          "[--json] [--help]", file=sys.stderr)
     return 2
 
 

@@ -264,3 +264,36 @@ emit(dict(during=during, after=after))
     assert kind == 0 and nbytes == 4 << 20 and count == 1
     assert lib  # the caller's library, as the report names it
     assert r["after"][0] == -1  # no session, nothing known
+
+
+def test_explain_splits_the_rest_with_the_real_tracer(scenario, tmp_path):
+    """Issue 13's explain() finds this tracer's live query by dlsym and
+    books NCCL-style cuMemCreate memory on the host as host memory."""
+    log = tmp_path / "explain.trace"
+    r = scenario(f"""
+import ctypes, torch, simcuda
+from scenario import parts, check
+lib = simcuda.lib()
+class Props(ctypes.Structure):   # CUmemAllocationProp's head
+    _fields_ = [("type", ctypes.c_int), ("ht", ctypes.c_int), ("lt", ctypes.c_int),
+                ("id", ctypes.c_int), ("rest", ctypes.c_ubyte * 72)]
+x = torch.empty(64 << 20, device="cuda")   # before the session: not in it
+simcuda.set_current(0)
+with gpureclaim.trace({str(log)!r}) as t:
+    h, hh = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+    assert lib.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(6 << 20),
+                           ctypes.byref(Props(1, 0, 1, 0)), ctypes.c_ulonglong(0)) == 0
+    assert lib.cuMemCreate(ctypes.byref(hh), ctypes.c_size_t(8 << 20),
+                           ctypes.byref(Props(1, 0, 3, 0)), ctypes.c_ulonglong(0)) == 0
+    e = check(gpureclaim.explain())
+    rest = e.gpus[0].parts[-1].detail
+emit(dict(backend=t.backend, p=parts(e), rest=rest))
+""", env=DORMANT)
+    assert r["backend"] == "interpose"
+    rest = r["rest"]
+    assert rest["traced"] is True
+    # the calls came through ctypes: libffi is the calling library
+    [(lib, host)] = rest["host_bytes_in_trace"].items()
+    assert lib.startswith("libffi") and host == 8 << 20, rest
+    assert r["p"]["unreported:" + lib] == 6 << 20, r["p"]
+    assert r["p"]["live:torch"] == 64 << 20

@@ -51,6 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	struct gpr_trace_stats s;
 	if (gpr_trace_stats_compute(&t, &s) == 0) {
+		if (null)
+			gpr_trace_export_svg(&t, &s, null);
 		struct gpr__buf b = {0};
 		gpr_trace_report_text(&b, "fuzz.trace", &t, &s, 10, 0);
 		if (!b.oom)
@@ -67,7 +69,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (null) {
 		gpr_trace_export_chrome(&t, null);
 		gpr_trace_export_chrome_max(&t, null, 1000, NULL);
-		gpr_trace_export_svg(&t, null);
 		int devs[8], rc;
 		uint64_t unknown;
 		size_t n = gpr_trace_rmm_devices(&t, devs, 8, &unknown, &rc);

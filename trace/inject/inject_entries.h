@@ -22,9 +22,6 @@
 
 #include "cupti_abi.h"
 
-typedef void *CUstream;
-typedef void *CUmemoryPool;
-
 /* GPR_INJ_MEM(name, op, params type, (prototype), (call args), (params)) */
 
 #define GPR_INJ_ENTRY_cuMemAlloc_v2(op)                                        \

@@ -37,11 +37,6 @@ static void us(struct gpr__json *j, const char *key, uint64_t ns_since_start)
 	gpr__json_ufixed(j, ns_since_start, 3);
 }
 
-static uint64_t since(const struct gpr_trace *t, uint64_t ns)
-{
-	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
-}
-
 /* A number as the string "0x..." (JSON has no hexadecimal). */
 static void hex(struct gpr__json *j, const char *key, uint64_t v)
 {
@@ -95,7 +90,7 @@ static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
 	gpr__json_kv_str(j, "name", "free not in the log");
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
-	us(j, "ts", since(t, gpr_trace_key(t, r)));
+	us(j, "ts", gpr_trace_since_start(t, gpr_trace_key(t, r)));
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "bytes", d < 0 ? -(uint64_t)d : 0);
@@ -121,7 +116,7 @@ static void slice(struct chrome *c, const struct gpr_trace_rec *r)
 	gpr__json_kv_str(j, "name", gpr_trace_str(t, r->op, "?"));
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
-	us(j, "ts", since(t, r->t_ns));
+	us(j, "ts", gpr_trace_since_start(t, r->t_ns));
 	us(j, "dur", r->dur_ns);
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
@@ -161,7 +156,7 @@ static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
 	}
 	c->v[i] = gpr_trace_sadd(c->v[i], s->dev_delta);
 	c->total = gpr_trace_sadd(c->total, s->dev_delta);
-	uint64_t ts = since(c->t, gpr_trace_key(c->t, s->r));
+	uint64_t ts = gpr_trace_since_start(c->t, gpr_trace_key(c->t, s->r));
 	char name[300];
 	snprintf(name, sizeof(name), "device bytes: %s",
 		 gpr_trace_str(c->t, s->owner, "[unknown]"));
@@ -399,7 +394,7 @@ static void counter_args(struct chrome *c, const char *name, uint64_t ts,
 	gpr__json_kv_str(j, "ph", "C");
 	gpr__json_kv_str(j, "name", name);
 	gpr__json_kv_u64(j, "pid", c->t->hdr.pid);
-	us(j, "ts", since(c->t, ts));
+	us(j, "ts", gpr_trace_since_start(c->t, ts));
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, k1, v1);
@@ -424,9 +419,11 @@ static int merge_write(struct merge *m)
 			const struct point *p = &m->points[k * m->buckets + b];
 			if (!p->seen)
 				continue;
-			counter(c, name, since(c->t, p->max_t), p->max);
+			counter(c, name, gpr_trace_since_start(c->t, p->max_t),
+				p->max);
 			if (p->last_t != p->max_t || p->last != p->max)
-				counter(c, name, since(c->t, p->last_t),
+				counter(c, name,
+					gpr_trace_since_start(c->t, p->last_t),
 					p->last);
 			int rc = chrome_flush(c, 0);
 			if (rc)

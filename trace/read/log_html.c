@@ -41,7 +41,7 @@ int gpr_trace_report_html(struct gpr__buf *b, const char *path,
 	char *svg = NULL;
 	size_t svg_len = 0;
 	FILE *f = open_memstream(&svg, &svg_len);
-	int rc = f ? gpr_trace_export_svg(t, f) : GPR_E_NOMEM;
+	int rc = f ? gpr_trace_export_svg(t, s, f) : GPR_E_NOMEM;
 	if (f && fclose(f) != 0 && rc == 0)
 		rc = GPR_E_NOMEM;
 	if (rc == 0) {

@@ -152,7 +152,7 @@ int gpr_trace_export_rmm(const struct gpr_trace *t, int device, FILE *f,
 {
 	memset(counts, 0, sizeof(*counts));
 	struct rmm m = {.t = t, .device = device, .f = f, .c = counts};
-	fputs("Thread,Time,Action,Pointer,Size,Stream\n", f);
+	fputs(GPR_TRACE_RMM_SIGNATURE, f);
 	int rc = gpr_trace_replay(t, step, &m, NULL, NULL);
 	if (rc == 0 && (fflush(f) != 0 || ferror(f)))
 		rc = GPR_E_IO;

@@ -13,6 +13,13 @@
 
 #include "log_read.h"
 
+/*
+ * The first line of every RMM log, ours and RMM's alike (the format has
+ * no room for a mark of ours): `gpureclaim report --rmm-csv` replaces a
+ * file that begins so without --force.
+ */
+#define GPR_TRACE_RMM_SIGNATURE "Thread,Time,Action,Pointer,Size,Stream\n"
+
 /* What an export left out, and why. */
 struct gpr_trace_rmm_counts {
 	uint64_t rows;	    /* written, header not counted */
