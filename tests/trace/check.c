@@ -1,6 +1,7 @@
 /* What the trace test programs share (check.h). */
 #include "check.h"
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 int gpr_test_failures;
@@ -31,4 +32,17 @@ int gpr_test_load(const char *path, struct gpr_trace *t)
 	fprintf(stderr, "%s: %s\n", path, err);
 	gpr_test_failures++;
 	return -1;
+}
+
+int gpr_test_finish(const char *name, const char *dir)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (!gpr_test_failures && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	printf("%s: %s (%d failures)%s%s\n", name,
+	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures,
+	       gpr_test_failures ? "; files kept in " : "",
+	       gpr_test_failures ? dir : "");
+	return gpr_test_failures ? 1 : 0;
 }

@@ -37,4 +37,10 @@ int gpr_test_exited(const struct gpr_test_run *r, int code);
 /* Loads the log at path; a failure is counted and said. 0 or -1. */
 int gpr_test_load(const char *path, struct gpr_trace *t);
 
+/*
+ * The end of a test program `name`: removes its scratch directory dir when
+ * all passed (kept to look at otherwise), says how it went; the exit code.
+ */
+int gpr_test_finish(const char *name, const char *dir);
+
 #endif /* GPR_TEST_TRACE_CHECK_H */

@@ -883,13 +883,5 @@ int main(int argc, char **argv)
 	check_failures();
 	check_signals();
 	check_signal_behaviour();
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (!gpr_test_failures && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-	printf("test_inject: %s (%d failures)%s%s\n",
-	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures,
-	       gpr_test_failures ? "; files kept in " : "",
-	       gpr_test_failures ? dir : "");
-	return gpr_test_failures ? 1 : 0;
+	return gpr_test_finish("test_inject", dir);
 }

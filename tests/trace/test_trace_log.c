@@ -1186,11 +1186,5 @@ int main(int argc, char **argv)
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
 	test_meta();
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmpdir);
-	printf("test_trace_log: %s (%d failures)\n",
-	       gpr_test_failures ? "FAIL" : "ok", gpr_test_failures);
-	return gpr_test_failures ? 1 : 0;
+	return gpr_test_finish("test_trace_log", tmpdir);
 }
