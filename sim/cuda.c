@@ -446,6 +446,33 @@ SIM_API(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
 	return r;
 }
 
+/*
+ * The older ABIs of four of these calls, which the real driver still
+ * exports and answers for a look-up at an older version (the CUDA
+ * runtime asks for cuDevicePrimaryCtxRelease and cuDevicePrimaryCtxReset
+ * at 7000): the same calls here, as other functions.
+ */
+SIM_API(CUresult, cuDevicePrimaryCtxRelease, (CUdevice dev))
+{
+	return sim_cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+SIM_API(CUresult, cuDevicePrimaryCtxReset, (CUdevice dev))
+{
+	return sim_cuDevicePrimaryCtxReset_v2(dev);
+}
+
+SIM_API(CUresult, cuCtxCreate,
+	(CUcontext * ctx, unsigned int flags, CUdevice dev))
+{
+	return sim_cuCtxCreate_v2(ctx, flags, dev);
+}
+
+SIM_API(CUresult, cuCtxDestroy, (CUcontext ctx))
+{
+	return sim_cuCtxDestroy_v2(ctx);
+}
+
 SIM_API(CUresult, cuCtxSetCurrent, (CUcontext ctx))
 {
 	lock();
@@ -647,11 +674,17 @@ static const struct sim__proc procs[] = {
      NULL},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)sim_cuDevicePrimaryCtxRetain,
      NULL},
+    {"cuDevicePrimaryCtxRelease", 7000, (void *)sim_cuDevicePrimaryCtxRelease,
+     NULL},
     {"cuDevicePrimaryCtxRelease", 11000,
      (void *)sim_cuDevicePrimaryCtxRelease_v2, NULL},
+    {"cuDevicePrimaryCtxReset", 7000, (void *)sim_cuDevicePrimaryCtxReset,
+     NULL},
     {"cuDevicePrimaryCtxReset", 11000, (void *)sim_cuDevicePrimaryCtxReset_v2,
      NULL},
+    {"cuCtxCreate", 2000, (void *)sim_cuCtxCreate, NULL},
     {"cuCtxCreate", 3020, (void *)sim_cuCtxCreate_v2, NULL},
+    {"cuCtxDestroy", 2000, (void *)sim_cuCtxDestroy, NULL},
     {"cuCtxDestroy", 4000, (void *)sim_cuCtxDestroy_v2, NULL},
     {"cuCtxSetCurrent", 4000, (void *)sim_cuCtxSetCurrent, NULL},
     {"cuCtxGetCurrent", 4000, (void *)sim_cuCtxGetCurrent, NULL},

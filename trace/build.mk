@@ -56,7 +56,8 @@ test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(SIM_LIBS) $(BUILD)/gpureclaim \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
 	$(TRACE_TEST_DIR)/test_preload $(abspath $(TRACE_LIB)) \
 		$(abspath $(BUILD)/sim) $(abspath $(TRACE_TEST_DIR)/test_linked) \
-		$(abspath $(TRACE_TEST_DIR)/libnext.so)
+		$(abspath $(TRACE_TEST_DIR)/libnext.so) \
+		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
 	PYTHON=$(PYTHON) bash tests/trace/test_cli.sh $(BUILD)
 .PHONY: test-trace
 CHECK_RUNS += test-trace

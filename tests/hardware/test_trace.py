@@ -290,9 +290,12 @@ print("done")
 @pytest.mark.parametrize("alloc_conf", ["", "expandable_segments:True"])
 def test_interposer_sees_what_cupti_sees(tmp_path, alloc_conf):
     """The interposer records, CUPTI counts beside it: per operation the
-    same numbers, so no allocation reaches the driver by a private path.
-    Caching off (one driver call per tensor), and with expandable segments
-    (c10's VMM calls through cudaGetDriverEntryPoint)."""
+    same numbers, so no allocation reaches the driver by a private path,
+    context events included (the runtime's primary context). Caching off
+    (one driver call per tensor), and with expandable segments (c10's VMM
+    calls through cudaGetDriverEntryPoint). Every answer the driver gave
+    for an entry point of the table was wrapped: the runtime's look-ups of
+    cuDevicePrimaryCtxRelease/Reset at version 7000 get the older ABIs."""
     env = {"GPURECLAIM_TRACE_CROSSCHECK": "1",
            "PYTORCH_NO_CUDA_MEMORY_CACHING": "" if alloc_conf else "1",
            "PYTORCH_CUDA_ALLOC_CONF": alloc_conf}
@@ -301,6 +304,8 @@ def test_interposer_sees_what_cupti_sees(tmp_path, alloc_conf):
     assert r.returncode == 0, r.stderr
     line = [x for x in r.stderr.splitlines() if "crosscheck" in x]
     assert line and line[0].endswith("the same"), line
+    assert "context_created=1/1" in line[0], line
+    assert "unknown driver answers" not in r.stderr, r.stderr
     recs = read_log(out)
     allocs = [x for x in recs if x["op"] in ("cuMemAlloc_v2", "cuMemCreate")
               and x["result"] == 0]

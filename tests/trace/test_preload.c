@@ -8,16 +8,22 @@
  *            (as ctypes, NCCL, JAX find them), one call of each operation
  *            or more; the log has every operation, bytes balance;
  *   gpa      the same through cuGetProcAddress, fetched through itself
- *            as the CUDA runtime does, per-thread-stream (_ptsz) variants
- *            asked with flags 2;
+ *            and asked at the versions the CUDA runtime asks (the older
+ *            ABIs of cuDevicePrimaryCtxRelease and _Reset at 7000),
+ *            per-thread-stream (_ptsz) variants asked with flags 2;
  *   linked   a program linked with the sim's libcuda (calls through the
  *            PLT reach the exported entry points);
  *   next     dlsym(RTLD_NEXT) still answers relative to its caller;
  *   dormant  preloaded, not recording: the program starts and stops
  *            sessions (gpureclaim_trace.h), queries what is held, forks;
- *   nocuda   a process that never calls the driver writes no log.
+ *   nocuda   a process that never calls the driver writes no log;
+ *   crosscheck  GPURECLAIM_TRACE_CROSSCHECK with the fake CUPTI, which
+ *            the program tells of each call and context event as CUPTI
+ *            would see them: the counts agree, context events included
+ *            (older ABIs of the context calls); a call only CUPTI saw
+ *            makes them differ.
  *
- * Usage: test_preload TRACER_LIB SIM_DIR LINKED_APP NEXT_LIB
+ * Usage: test_preload TRACER_LIB SIM_DIR LINKED_APP NEXT_LIB FAKE_CUPTI
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -26,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../trace/inject/cupti_abi.h"
 #include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
@@ -33,12 +40,9 @@
 
 #define MiB (1024ull * 1024)
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUhandle;
-typedef void *CUcontext;
 
-static const char *tracer, *sim_dir, *linked_app, *next_lib;
+static const char *tracer, *sim_dir, *linked_app, *next_lib, *fake_cupti;
 static char dir[] = "/tmp/gpr-preload-test-XXXXXX";
 
 /* ---------------- the traced side ---------------- */
@@ -150,8 +154,13 @@ static void *by_gpa(const char *name, int version, unsigned long long flags)
 #define GPA(field, name, version, flags)                                       \
 	*(void **)&cu.field = by_gpa(name, version, flags)
 
-/* As the runtime: cuGetProcAddress_v2 by dlsym, then through itself. */
-static int find_by_gpa(void)
+/*
+ * As the runtime: cuGetProcAddress_v2 by dlsym, then through itself, and
+ * the context calls at the versions libcudart 12.9 and 13.5 ask
+ * (r14.md's probe); `legacy`: cuCtxCreate and cuCtxDestroy at 2000, their
+ * older ABIs.
+ */
+static int find_by_gpa(int legacy)
 {
 	void *h = lib_cuda();
 	*(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
@@ -162,11 +171,11 @@ static int find_by_gpa(void)
 		return -1;
 	GPA(init, "cuInit", 2000, 0);
 	GPA(retain, "cuDevicePrimaryCtxRetain", 7000, 0);
-	GPA(release, "cuDevicePrimaryCtxRelease", 11000, 0);
-	GPA(reset, "cuDevicePrimaryCtxReset", 11000, 0);
+	GPA(release, "cuDevicePrimaryCtxRelease", 7000, 0);
+	GPA(reset, "cuDevicePrimaryCtxReset", 7000, 0);
 	GPA(set, "cuCtxSetCurrent", 4000, 0);
-	GPA(ctx_create, "cuCtxCreate", 3020, 0);
-	GPA(ctx_destroy, "cuCtxDestroy", 4000, 0);
+	GPA(ctx_create, "cuCtxCreate", legacy ? 2000 : 3020, 0);
+	GPA(ctx_destroy, "cuCtxDestroy", legacy ? 2000 : 4000, 0);
 	GPA(alloc, "cuMemAlloc", 3020, 0);
 	GPA(free, "cuMemFree", 3020, 0);
 	GPA(pitch, "cuMemAllocPitch", 3020, 0);
@@ -279,9 +288,66 @@ static int scenario_dlsym(void)
 
 static int scenario_gpa(void)
 {
-	if (find_by_gpa() < 0)
+	if (find_by_gpa(0) < 0)
 		return 71;
 	return every_operation();
+}
+
+/* fake_call's work: one driver call through the interposer. */
+struct one_call {
+	CUdeviceptr p;
+	CUresult r;
+	int free;
+};
+
+static void do_call(void *arg)
+{
+	struct one_call *c = arg;
+	c->r = c->free ? cu.free(c->p) : cu.alloc(&c->p, MiB);
+}
+
+/*
+ * The driver's calls told to the fake CUPTI as CUPTI sees them: each
+ * memory call inside fake_call (its callbacks around the real call), each
+ * context event as a resource callback where the driver would give it.
+ * With `differ`, one more call that only CUPTI sees, as a driver function
+ * reached by a private path would be.
+ */
+static int scenario_crosscheck(int differ)
+{
+	typedef CUresult call_fn(unsigned, void *, CUresult, CUcontext,
+				 void (*)(void *), void *);
+	typedef void resource_fn(unsigned, CUcontext);
+	call_fn *call;
+	resource_fn *resource;
+	void *f = dlopen(fake_cupti, RTLD_NOW);
+	if (!f || find_by_gpa(1) < 0)
+		return 74;
+	*(void **)&call = dlsym(f, "fake_call");
+	*(void **)&resource = dlsym(f, "fake_resource");
+	if (!call || !resource)
+		return 75;
+	CUcontext c0, other;
+	OK(cu.init(0));
+	OK(cu.retain(&c0, 0)); /* the first call recorded: CUPTI attaches */
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_CREATED, c0);
+	OK(cu.set(c0));
+	struct one_call a = {0, -1, 0};
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, NULL, 0, c0, do_call, &a);
+	a.free = 1;
+	call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, NULL, 0, c0, do_call, &a);
+	OK(a.r);
+	OK(cu.ctx_create(&other, 0, 1));
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_CREATED, other);
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, other);
+	OK(cu.ctx_destroy(other));
+	OK(cu.set(c0));
+	resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, c0);
+	OK(cu.release(0));
+	if (differ)
+		call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, NULL, 0, c0, NULL,
+		     NULL);
+	return 0;
 }
 
 static int scenario_next(void)
@@ -499,7 +565,7 @@ static void run(const char *scenario, const char *exe, const char *env,
 		else
 			execl("/proc/self/exe", "test_preload", "--scenario",
 			      scenario, tracer, sim_dir, linked_app, next_lib,
-			      (char *)NULL);
+			      fake_cupti, (char *)NULL);
 		_exit(99);
 	}
 	waitpid(pid, &r->status, 0);
@@ -613,6 +679,9 @@ static void check_dlsym_gpa(void)
 		const char *ep = gpr_trace_meta(&t, "entry_points");
 		/* by dlsym, then through itself, as the runtime does */
 		CHECK(ep && strstr(ep, "cuGetProcAddress_v2=2"));
+		/* the older ABIs the runtime's look-ups at 7000 get */
+		CHECK(ep && strstr(ep, "cuDevicePrimaryCtxRelease=1") &&
+		      strstr(ep, "cuDevicePrimaryCtxReset=1"));
 		gpr_trace_free(&t);
 	}
 	/* the self time is reported; the waiting-time source can be chosen */
@@ -670,6 +739,57 @@ static void check_next_nocuda(void)
 	CHECK(access(out, F_OK) != 0);
 }
 
+/* The crosscheck line the scenario leaves on stderr. */
+static const char *crosscheck_line(const struct gpr_test_run *r)
+{
+	const char *l = strstr(r->err, "gpureclaim-trace: crosscheck ");
+	return l ? l : "(none)";
+}
+
+static void check_crosscheck(void)
+{
+	char out[512], env[1400];
+	struct gpr_test_run r;
+	snprintf(out, sizeof(out), "%s/crosscheck.trace", dir);
+	snprintf(env, sizeof(env),
+		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
+		 "GPURECLAIM_CUPTI_LIBRARY=%s",
+		 out, fake_cupti);
+	run("crosscheck", NULL, env, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	const char *line = crosscheck_line(&r);
+	if (!strstr(line,
+		    "): cuMemAlloc_v2=1/1,cuMemFree_v2=1/1,"
+		    "context_created=2/2,context_destroy=2/2; the same\n"))
+		fprintf(stderr, "crosscheck: %s\n", line);
+	CHECK(strstr(line,
+		     "): cuMemAlloc_v2=1/1,cuMemFree_v2=1/1,"
+		     "context_created=2/2,context_destroy=2/2; the same\n"));
+	struct gpr_trace t;
+	if (gpr_test_load(out, &t) == 0) {
+		CHECK(count(&t, "context_created") == 2 &&
+		      count(&t, "context_destroy") == 2);
+		const char *ep = gpr_trace_meta(&t, "entry_points");
+		CHECK(ep && strstr(ep, "cuCtxCreate=1") &&
+		      strstr(ep, "cuCtxDestroy=1") &&
+		      strstr(ep, "cuDevicePrimaryCtxRelease=1"));
+		const char *x = gpr_trace_meta(&t, "crosscheck");
+		CHECK(x && strstr(x, "context_created=2/2"));
+		gpr_trace_free(&t);
+	}
+	/* a call that reached the driver past the interposer */
+	snprintf(out, sizeof(out), "%s/differ.trace", dir);
+	snprintf(env, sizeof(env),
+		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
+		 "GPURECLAIM_CUPTI_LIBRARY=%s",
+		 out, fake_cupti);
+	run("crosscheck-differ", NULL, env, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	line = crosscheck_line(&r);
+	CHECK(strstr(line, "): cuMemAlloc_v2=1/2,") &&
+	      strstr(line, "; THEY DIFFER\n"));
+}
+
 static void check_dormant(void)
 {
 	char log1[512], log2[512], env[1200];
@@ -712,11 +832,12 @@ static void check_dormant(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 7 && strcmp(argv[1], "--scenario") == 0) {
+	if (argc == 8 && strcmp(argv[1], "--scenario") == 0) {
 		tracer = argv[3];
 		sim_dir = argv[4];
 		linked_app = argv[5];
 		next_lib = argv[6];
+		fake_cupti = argv[7];
 		const char *s = argv[2];
 		if (strcmp(s, "dlsym") == 0)
 			return scenario_dlsym();
@@ -726,19 +847,24 @@ int main(int argc, char **argv)
 			return scenario_next();
 		if (strcmp(s, "nocuda") == 0)
 			return scenario_nocuda();
+		if (strcmp(s, "crosscheck") == 0)
+			return scenario_crosscheck(0);
+		if (strcmp(s, "crosscheck-differ") == 0)
+			return scenario_crosscheck(1);
 		if (strcmp(s, "dormant") == 0)
 			return scenario_dormant(getenv("LOG1"), getenv("LOG2"));
 		return 98;
 	}
-	if (argc != 5) {
+	if (argc != 6) {
 		fprintf(stderr, "usage: test_preload TRACER_LIB SIM_DIR "
-				"LINKED_APP NEXT_LIB\n");
+				"LINKED_APP NEXT_LIB FAKE_CUPTI\n");
 		return 2;
 	}
 	tracer = argv[1];
 	sim_dir = argv[2];
 	linked_app = argv[3];
 	next_lib = argv[4];
+	fake_cupti = argv[5];
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 1;
@@ -746,6 +872,7 @@ int main(int argc, char **argv)
 	check_dlsym_gpa();
 	check_linked();
 	check_next_nocuda();
+	check_crosscheck();
 	check_dormant();
 	return gpr_test_finish("test_preload", dir);
 }

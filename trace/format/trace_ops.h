@@ -64,8 +64,10 @@ enum gpr_trace_memory {
  *            CUPTI_CBID_RESOURCE_<cbid>); cbid2 a second id (the
  *            per-thread-stream _ptsz variant, a _v2) or INVALID;
  *   entries: the driver entry points the interposer backend wraps to
- *            record it: a parenthesised list of 1 to 4 libcuda export
- *            names (each with its own ABI: the _ptsz variants are
+ *            record it: a parenthesised list of 1 to 6 libcuda export
+ *            names (each with its own ABI: the _ptsz variants and the
+ *            older ABIs a look-up still answers, such as the CUDA
+ *            runtime's cuDevicePrimaryCtxRelease at version 7000, are
  *            separate functions). Every operation has at least one, so
  *            the two backends record the same operations.
  * Only the injection library expands the CUPTI and entries columns
@@ -109,30 +111,36 @@ enum gpr_trace_memory {
 	  cuMemFreeHost, INVALID, (cuMemFreeHost))                             \
 	X(CTX_CREATED, "context_created", CTX_CREATE, RESOURCE,                \
 	  CONTEXT_CREATED, INVALID,                                            \
-	  (cuCtxCreate_v2, cuCtxCreate_v3, cuCtxCreate_v4,                     \
+	  (cuCtxCreate, cuCtxCreate_v2, cuCtxCreate_v3, cuCtxCreate_v4,        \
 	   cuDevicePrimaryCtxRetain))                                          \
 	X(CTX_DESTROY, "context_destroy", CTX_DESTROY, RESOURCE,               \
 	  CONTEXT_DESTROY_STARTING, INVALID,                                   \
-	  (cuCtxDestroy_v2, cuDevicePrimaryCtxRelease_v2,                      \
+	  (cuCtxDestroy, cuCtxDestroy_v2, cuDevicePrimaryCtxRelease,           \
+	   cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxReset,              \
 	   cuDevicePrimaryCtxReset_v2))
 
 /*
  * GPR_TRACE_EACH(M, op, entries) expands M(op, entry) for each name of an
- * entries list, as written in the table: (a) to (a, b, c, d).
+ * entries list, as written in the table: (a) to (a, b, c, d, e, f).
  */
 #define GPR_TRACE_EACH(M, op, list)                                            \
 	GPR_TRACE_CALL(GPR_TRACE_CAT(GPR_TRACE_EACH_, GPR_TRACE_COUNT list),   \
 		       (M, op, GPR_TRACE_UNPAREN list))
 #define GPR_TRACE_CALL(f, args) f args
 #define GPR_TRACE_UNPAREN(...) __VA_ARGS__
-#define GPR_TRACE_COUNT(...) GPR_TRACE_COUNT_(__VA_ARGS__, 4, 3, 2, 1, 0)
-#define GPR_TRACE_COUNT_(a, b, c, d, n, ...) n
+#define GPR_TRACE_COUNT(...) GPR_TRACE_COUNT_(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
+#define GPR_TRACE_COUNT_(a, b, c, d, e, f, n, ...) n
 #define GPR_TRACE_CAT(a, b) GPR_TRACE_CAT_(a, b)
 #define GPR_TRACE_CAT_(a, b) a##b
 #define GPR_TRACE_EACH_1(M, op, a) M(op, a)
 #define GPR_TRACE_EACH_2(M, op, a, b) M(op, a) M(op, b)
 #define GPR_TRACE_EACH_3(M, op, a, b, c) M(op, a) M(op, b) M(op, c)
-#define GPR_TRACE_EACH_4(M, op, a, b, c, d) M(op, a) M(op, b) M(op, c) M(op, d)
+#define GPR_TRACE_EACH_4(M, op, a, b, c, d)                                    \
+	GPR_TRACE_EACH_3(M, op, a, b, c) M(op, d)
+#define GPR_TRACE_EACH_5(M, op, a, b, c, d, e)                                 \
+	GPR_TRACE_EACH_4(M, op, a, b, c, d) M(op, e)
+#define GPR_TRACE_EACH_6(M, op, a, b, c, d, e, f)                              \
+	GPR_TRACE_EACH_5(M, op, a, b, c, d, e) M(op, f)
 
 enum gpr_trace_op {
 #define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries) GPR_OP_##op,

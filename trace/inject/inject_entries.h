@@ -110,12 +110,21 @@
 	GPR_INJ_MEM(cuMemFreeHost, op, cuMemFreeHost_params, (void *p), (p),   \
 		    (p))
 
-/* GPR_INJ_CTX(name, op, how, (prototype), (call args), pctx, ctx, dev) */
+/*
+ * GPR_INJ_CTX(name, op, how, (prototype), (call args), pctx, ctx, dev)
+ *
+ * The unsuffixed names are the older ABIs of the same calls, as cuda.h
+ * declares them for __CUDA_API_VERSION_INTERNAL (same prototypes): the
+ * CUDA runtime asks cuGetProcAddress for cuDevicePrimaryCtxRelease and
+ * cuDevicePrimaryCtxReset at version 7000 and gets those exports.
+ */
 
-#define GPR_INJ_ENTRY_cuCtxCreate_v2(op)                                       \
-	GPR_INJ_CTX(cuCtxCreate_v2, op, CREATE,                                \
+#define GPR_INJ_CTX_CREATE2(name, op)                                          \
+	GPR_INJ_CTX(name, op, CREATE,                                          \
 		    (CUcontext * pctx, unsigned int flags, CUdevice dev),      \
 		    (pctx, flags, dev), pctx, NULL, dev)
+#define GPR_INJ_ENTRY_cuCtxCreate(op) GPR_INJ_CTX_CREATE2(cuCtxCreate, op)
+#define GPR_INJ_ENTRY_cuCtxCreate_v2(op) GPR_INJ_CTX_CREATE2(cuCtxCreate_v2, op)
 #define GPR_INJ_ENTRY_cuCtxCreate_v3(op)                                       \
 	GPR_INJ_CTX(cuCtxCreate_v3, op, CREATE,                                \
 		    (CUcontext * pctx, void *paramsArray, int numParams,       \
@@ -131,14 +140,21 @@
 	GPR_INJ_CTX(cuDevicePrimaryCtxRetain, op, RETAIN,                      \
 		    (CUcontext * pctx, CUdevice dev), (pctx, dev), pctx, NULL, \
 		    dev)
+#define GPR_INJ_CTX_DESTROY(name, op)                                          \
+	GPR_INJ_CTX(name, op, DESTROY, (CUcontext ctx), (ctx), NULL, ctx,      \
+		    GPR_TRACE_NO_DEVICE)
+#define GPR_INJ_ENTRY_cuCtxDestroy(op) GPR_INJ_CTX_DESTROY(cuCtxDestroy, op)
 #define GPR_INJ_ENTRY_cuCtxDestroy_v2(op)                                      \
-	GPR_INJ_CTX(cuCtxDestroy_v2, op, DESTROY, (CUcontext ctx), (ctx),      \
-		    NULL, ctx, GPR_TRACE_NO_DEVICE)
+	GPR_INJ_CTX_DESTROY(cuCtxDestroy_v2, op)
+#define GPR_INJ_CTX_DEVICE(name, op, how)                                      \
+	GPR_INJ_CTX(name, op, how, (CUdevice dev), (dev), NULL, NULL, dev)
+#define GPR_INJ_ENTRY_cuDevicePrimaryCtxRelease(op)                            \
+	GPR_INJ_CTX_DEVICE(cuDevicePrimaryCtxRelease, op, RELEASE)
 #define GPR_INJ_ENTRY_cuDevicePrimaryCtxRelease_v2(op)                         \
-	GPR_INJ_CTX(cuDevicePrimaryCtxRelease_v2, op, RELEASE, (CUdevice dev), \
-		    (dev), NULL, NULL, dev)
+	GPR_INJ_CTX_DEVICE(cuDevicePrimaryCtxRelease_v2, op, RELEASE)
+#define GPR_INJ_ENTRY_cuDevicePrimaryCtxReset(op)                              \
+	GPR_INJ_CTX_DEVICE(cuDevicePrimaryCtxReset, op, RESET)
 #define GPR_INJ_ENTRY_cuDevicePrimaryCtxReset_v2(op)                           \
-	GPR_INJ_CTX(cuDevicePrimaryCtxReset_v2, op, RESET, (CUdevice dev),     \
-		    (dev), NULL, NULL, dev)
+	GPR_INJ_CTX_DEVICE(cuDevicePrimaryCtxReset_v2, op, RESET)
 
 #endif /* GPR_TRACE_INJECT_ENTRIES_H */

@@ -204,6 +204,15 @@ struct ctx_call {
 	int how, op, dev, was_active;
 };
 
+/* A context event, counted for the crosscheck as CUPTI's resource
+ * callbacks count it. */
+static void ctx_record(struct gpr_inj_tt *tt, int op, CUcontext ctx, int dev)
+{
+	gpr_inj_rec_event(tt, op, ctx, dev);
+	if (crosscheck)
+		atomic_fetch_add_explicit(&counts[op], 1, memory_order_relaxed);
+}
+
 static int ctx_begin(struct ctx_call *c, int how, int op, CUcontext ctx,
 		     int dev)
 {
@@ -217,8 +226,8 @@ static int ctx_begin(struct ctx_call *c, int how, int op, CUcontext ctx,
 	c->was_active =
 	    how == CTX_RETAIN || how == CTX_RESET ? primary_active(dev) : 0;
 	if (how == CTX_DESTROY) /* as CUPTI: before the context goes */
-		gpr_inj_rec_event(c->tt, op, ctx,
-				  ctx_forget(&ctx, GPR_TRACE_NO_DEVICE));
+		ctx_record(c->tt, op, ctx,
+			   ctx_forget(&ctx, GPR_TRACE_NO_DEVICE));
 	return 1;
 }
 
@@ -231,7 +240,7 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 		case CTX_RETAIN:
 			if (pctx && *pctx && !c->was_active) {
 				ctx_note(*pctx, c->dev, c->how == CTX_RETAIN);
-				gpr_inj_rec_event(c->tt, c->op, *pctx, c->dev);
+				ctx_record(c->tt, c->op, *pctx, c->dev);
 			}
 			break;
 		case CTX_RELEASE:
@@ -240,7 +249,7 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 			     !primary_active(c->dev)) ||
 			    (c->how == CTX_RESET && c->was_active)) {
 				int d = ctx_forget(&ctx, c->dev);
-				gpr_inj_rec_event(c->tt, c->op, ctx, d);
+				ctx_record(c->tt, c->op, ctx, d);
 			}
 			break;
 		}
