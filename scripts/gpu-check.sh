@@ -9,11 +9,13 @@
 # rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
 # stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
 # bench-trace: the tracer's cost, process against process (untraced,
-# interposed, CUPTI, dormant; 7 interleaved rounds of the torch, C and MLP
-# loops; the tracer's own time per call; the verdicts against the
-# targets). Its torch loop is the figure of issue 14's target: run it on
-# nvidia-h200-x2, where that loop costs ~5.4 us a pair (the one-GPU machine
-# takes 70-90 us, which hides the tracer's cost).
+# interposed, CUPTI, _record_memory_history; 7 interleaved rounds of the
+# torch and C loops; the tracer's own time per call; each loop's verdicts
+# as soon as it is done), under 6 minutes; LOOPS=all (or mlp) adds the MLP
+# loop, which needs a call of its own. Its torch loop is the figure of
+# issue 14's target, meant for a machine where that loop costs ~5.4 us a
+# pair (one nvidia-h200-x2 did; another took 82-87 us, which hides the
+# tracer's cost: the bench then says so and gives the estimate).
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
@@ -63,7 +65,8 @@ for s in $stages; do
 		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		log "$s"
-		python3 bench/trace_bench.py "$B" "${ROUNDS:-7}" "${N:-20000}" 2>&1 | tee "$OUT/$s.txt" ;;
+		python3 bench/trace_bench.py "$B" --rounds "${ROUNDS:-7}" \
+			--loops "${LOOPS:-torch,c}" 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace-ab)
 		# traced against paused inside one process, each backend
 		log "$s"
