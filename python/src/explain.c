@@ -160,7 +160,7 @@ static int explain_metal(struct gpr_py_xcall *c, PyObject *notes,
 	PyObject *dev = PyUnicode_FromString(GPR_PY_METAL_DEVICE);
 	/* MLX alone: its counters are the figure, nothing is left over. */
 	PyObject *e = dev ? gpu_entry(&g, dev, GPR_PY_METAL_DEVICE, known,
-				      driver, known ? "metal" : "allocators")
+				      driver, known ? "driver" : "allocators")
 			  : NULL;
 	Py_XDECREF(dev);
 	rc = e ? PyList_Append(gpus, e) : -1;
@@ -238,7 +238,7 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 	if (n_want < 0 && explain_metal(&c, notes, gpus))
 		goto done;
 	out = Py_BuildValue("{s:O,s:O,s:d}", "gpus", gpus, "notes", notes,
-			    "elapsed", now() - t0);
+			    "seconds", now() - t0);
 done:
 	Py_XDECREF(c.torch_snapshot);
 	Py_XDECREF(gpus);

@@ -66,7 +66,7 @@ class Worker:
     answer in time) or ``dead`` (its process or connection went away);
     ``reason`` says why for every status but ``ok``. ``released``: the bytes
     its process handed back (release only). ``source``: whose figure
-    (``driver``, ``allocators``, ``metal``, ``none``). ``elapsed``: seconds
+    (``driver``, ``allocators``, ``none``). ``seconds``: seconds
     of its own call; ``finished``: when it ended (``time.time()`` on its
     host), which tells the newest reading of a shared GPU.
     """
@@ -79,7 +79,7 @@ class Worker:
     reason: str
     released: Optional[int]
     source: Optional[str]
-    elapsed: float
+    seconds: float
     finished: float
     gpus: tuple
     notes: tuple
@@ -113,7 +113,7 @@ def _worker(kind: str, t0: float, gpus: list, *, raw: list, released=None,
         for g in raw if g.get("error")]
     return Worker(kind=kind, id="", host=socket.gethostname(),
                   pid=os.getpid(), status="ok", reason="", released=released,
-                  source=source, elapsed=time.perf_counter() - t0,
+                  source=source, seconds=time.perf_counter() - t0,
                   finished=time.time(), gpus=tuple(gpus), notes=tuple(notes))
 
 
@@ -163,11 +163,11 @@ def metrics_record(gpus: list[dict]) -> dict[str, Any]:
 
 
 def failure(kind: str, id: str, status: str, reason: str, host: str = "?",
-            pid: Optional[int] = None, elapsed: float = 0.0) -> Worker:
+            pid: Optional[int] = None, seconds: float = 0.0) -> Worker:
     """The record of a worker that gave no report, and why."""
     assert status in STATUSES and status != "ok"
     return Worker(kind=kind, id=id, host=host, pid=pid, status=status,
-                  reason=reason, released=None, source=None, elapsed=elapsed,
+                  reason=reason, released=None, source=None, seconds=seconds,
                   finished=time.time(), gpus=(), notes=())
 
 
@@ -210,4 +210,4 @@ def run(kind: str, kwargs: Optional[dict] = None) -> Worker:
     except Exception as e:
         return failure(kind, "", "error", f"{type(e).__name__}: {e}",
                        host=socket.gethostname(), pid=os.getpid(),
-                       elapsed=time.perf_counter() - t0)
+                       seconds=time.perf_counter() - t0)
