@@ -437,7 +437,7 @@ PyObject *gpr_py_render(PyObject *module, PyObject *args)
 	if (!title || !(blocks = PySequence_GetItem(view, 1)))
 		goto done;
 	if (doc)
-		gpr__html_document_begin(&b, title);
+		gpr__html_document_begin(&b, title, "gpureclaim");
 	else if (html)
 		gpr__html_view_begin(&b, title);
 	else if (*title) {

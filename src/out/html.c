@@ -101,9 +101,12 @@ void gpr__html_view_end(struct gpr__buf *b)
 	gpr__buf_puts(b, "</div>\n");
 }
 
-void gpr__html_document_begin(struct gpr__buf *b, const char *title)
+void gpr__html_document_begin(struct gpr__buf *b, const char *title,
+			      const char *generator)
 {
-	gpr__buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head>"
+	gpr__buf_puts(b, "<!DOCTYPE html>\n<!-- ");
+	gpr__buf_puts(b, generator); /* a constant of ours, not outside text */
+	gpr__buf_puts(b, " -->\n<html lang=\"en\"><head>"
 			 "<meta charset=\"utf-8\"><title>");
 	gpr__html_esc(b, title);
 	gpr__buf_puts(b, "</title></head><body>\n");

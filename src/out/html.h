@@ -36,12 +36,14 @@ void gpr__html_esc(struct gpr__buf *b, const char *s);
 
 /*
  * A view: <div class="gpr"> with the style, and its title in bold. The
- * document form adds <!DOCTYPE html>, <html>, a <head> with charset and
- * title; close with the matching _end.
+ * document form adds <!DOCTYPE html>, a comment naming the program that
+ * wrote it (`generator`, so a later run can tell its own file), <html>, a
+ * <head> with charset and title; close with the matching _end.
  */
 void gpr__html_view_begin(struct gpr__buf *b, const char *title);
 void gpr__html_view_end(struct gpr__buf *b);
-void gpr__html_document_begin(struct gpr__buf *b, const char *title);
+void gpr__html_document_begin(struct gpr__buf *b, const char *title,
+			      const char *generator);
 void gpr__html_document_end(struct gpr__buf *b);
 
 /* A heading inside a view, and a paragraph (warn: shown as a warning). */

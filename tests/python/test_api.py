@@ -121,16 +121,20 @@ emit(dict(r.to_dict(), out=buf.getvalue(), start=start,
           active={x.name: x.active for x in gpureclaim.releasers()}))
 """, env={"FAKE_MPS": "1"})
     assert r["bytes"] == 2 * GiB
-    assert r["source"] == "metal"
+    assert r["source"] == "driver"  # Metal's per-process total
     assert r["collected"] is True
     assert r["end"] == r["start"] - 2 * GiB
-    assert r["out"] == "MPS: released 2.1 GB, 0.0 GB in use\n"
+    assert r["out"] == (
+        "GPU mps: released 2.0 GiB, 1.4 MiB held by this process\n"
+        "released 2.0 GiB (2147483648 bytes); release_cached_memory() "
+        "returns 2.147483648 (units of 1e9 bytes)\n")
     assert r["active"]["mps"] and r["active"]["mlx"]
     assert not r["active"]["torch"]
     rows = {x["name"]: x for x in r["releasers"]}
-    assert rows["mlx"]["released"] == GiB
+    mlx = rows["mlx"]
+    assert sum(mlx["before"].values()) - sum(mlx["after"].values()) == GiB
     # Torch's counter only saw the live tensor; the driver got 2 GiB back
-    assert rows["mps"]["before_live"] == GiB
+    assert rows["mps"]["before"]["live"] == GiB
 
 
 def test_metal_nothing_live_skips_gc_and_mlx_alone_uses_its_counters(scenario):
@@ -153,7 +157,7 @@ import torch
 x = torch.empty(2 << 20, device="cuda"); del x
 r = gpureclaim.release()
 g = r.gpus[0]
-emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.elapsed).__name__,
+emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.seconds).__name__,
                  type(r.collected).__name__, type(r.notes).__name__],
           gpu=[g.device, g.known, g.released], version=gpureclaim.__version__,
           rows=[(x.name, x.device) for x in r.releasers]))
