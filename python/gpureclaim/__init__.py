@@ -549,7 +549,7 @@ class Explanation:
         return out
 
     _COLUMNS = [("part", "text"), ("source", "text"), ("bytes", "bytes"),
-                ("share", "share"), ("what to do", "text")]
+                ("share", "share"), ("what to do", "prose")]
 
     def _view(self) -> tuple:
         """The view's field list, rendered as text and as HTML by the C
@@ -560,7 +560,10 @@ class Explanation:
                    else "the sum of the allocators' figures")
             blocks.append(("h", f"GPU {g.device}: {format_bytes(g.driver)} "
                                 f"held by this process ({src})"))
-            shown = self._shown(g)
+            # the kinds in the table's order: one colour, one run
+            shown = sorted(self._shown(g), key=lambda p: (
+                list(_KINDS).index(p.kind) if p.kind in _KINDS
+                else len(_KINDS)))
             blocks.append(("bar", None, [
                 (f"{_kind(p.kind)[0]} ({p.source})", p.bytes,
                  _kind(p.kind)[1])

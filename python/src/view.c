@@ -17,7 +17,9 @@
  *   ("bar", caption, parts)         parts: [(label, bytes, colour or None)];
  *                                   HTML only (the tables carry the figures)
  *   ("table", caption, cols, rows)  cols: [(head, kind)], kind one of
- *                                   "text" (left-aligned), "num" (a figure
+ *                                   "text" (a name: left-aligned, on one
+ *                                   line), "prose" (sentences: left-aligned,
+ *                                   wrapped in HTML), "num" (a figure
  *                                   as text or int), "bytes" (an int, or
  *                                   None for unknown), "share" (a fraction,
  *                                   shown as a percentage), "secs" (seconds);
@@ -170,6 +172,8 @@ static enum gpr__col_kind col_kind(const char *s, int *extra)
 		return GPR__COL_TEXT;
 	if (!strcmp(s, "bytes"))
 		return GPR__COL_BYTES;
+	if (!strcmp(s, "prose"))
+		return GPR__COL_PROSE;
 	if (!strcmp(s, "share"))
 		*extra = 1;
 	else if (!strcmp(s, "secs"))
@@ -205,7 +209,9 @@ static int add_cell(struct keep *k, struct gpr__table *t,
 		if (d == -1.0 && PyErr_Occurred())
 			return -1;
 		char h[32];
-		if (extra == 1)
+		if (extra == 1 && d > 0 && d < 0.001)
+			snprintf(h, sizeof h, "<0.1%%");
+		else if (extra == 1)
 			snprintf(h, sizeof h, "%.1f%%", d * 100);
 		else
 			gpr__fmt_secs(d, h, sizeof h);
@@ -254,8 +260,8 @@ static int build_table(struct keep *k, PyObject *blk, struct gpr__table *t,
 		cols[c].head = head;
 		cols[c].kind = col_kind(kind, &extra[c]);
 		if (extra[c] < 0) {
-			bad("a column's kind is text, num, bytes, share or "
-			    "secs");
+			bad("a column's kind is text, prose, num, bytes, "
+			    "share or secs");
 			goto done;
 		}
 	}

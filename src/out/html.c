@@ -53,16 +53,18 @@ static const char STYLE[] =
     "font-variant-numeric:tabular-nums;font-size:12.5px}"
     ".gpr table.gpr-tab caption{caption-side:top;text-align:left;"
     "font-weight:600;padding:2px 0 3px}"
+    ".gpr .gpr-scroll{overflow-x:auto;max-width:100%}"
     ".gpr table.gpr-tab th,.gpr table.gpr-tab td{padding:3px 12px 3px 0;"
     "text-align:left;vertical-align:top;border:none;background:none;"
-    "border-bottom:1px solid rgba(127,127,127,.25)}"
-    ".gpr table.gpr-tab th{font-weight:600;white-space:nowrap;"
-    "border-bottom:1px solid rgba(127,127,127,.7)}"
-    ".gpr table.gpr-tab th.r,.gpr table.gpr-tab td.r{text-align:right;"
-    "white-space:nowrap}"
+    "white-space:nowrap;border-bottom:1px solid rgba(127,127,127,.25)}"
+    ".gpr table.gpr-tab th{font-weight:600;white-space:normal;"
+    "vertical-align:bottom;border-bottom:1px solid rgba(127,127,127,.7)}"
+    ".gpr table.gpr-tab th.r,.gpr table.gpr-tab td.r{text-align:right}"
+    ".gpr table.gpr-tab td.w{white-space:normal;min-width:14em}"
     ".gpr table.gpr-tab tr.gpr-hs td{border-bottom:none}"
     ".gpr table.gpr-tab tr.gpr-sub td{padding:0 12px 4px 18px;"
-    "font-size:11.5px;opacity:.8}"
+    "font-size:11.5px;opacity:.8;white-space:normal}"
+    ".gpr svg{max-width:100%;height:auto}"
     ".gpr .gpr-sw{display:inline-block;width:10px;height:10px;"
     "border-radius:2px;margin-right:5px;vertical-align:-1px}"
     ".gpr .gpr-nw{white-space:nowrap}"
@@ -133,6 +135,14 @@ void gpr__html_p(struct gpr__buf *b, const char *text, int warn)
 	gpr__buf_puts(b, "</p>");
 }
 
+/* The class of a column's cells: figures right, sentences wrapped. */
+static const char *cell_class(enum gpr__col_kind kind)
+{
+	if (kind == GPR__COL_NUM || kind == GPR__COL_BYTES)
+		return " class=\"r\"";
+	return kind == GPR__COL_PROSE ? " class=\"w\"" : "";
+}
+
 static void swatch(struct gpr__buf *b, const char *colour)
 {
 	gpr__buf_puts(b, "<span class=\"gpr-sw\" style=\"background:");
@@ -150,7 +160,7 @@ void gpr__html_table(struct gpr__buf *b, const char *caption,
 	size_t rows = gpr__table_rows(t);
 	if (!rows)
 		return;
-	gpr__buf_puts(b, "<table class=\"gpr-tab\">");
+	gpr__buf_puts(b, "<div class=\"gpr-scroll\"><table class=\"gpr-tab\">");
 	if (caption) {
 		gpr__buf_puts(b, "<caption>");
 		gpr__html_esc(b, caption);
@@ -158,9 +168,7 @@ void gpr__html_table(struct gpr__buf *b, const char *caption,
 	}
 	gpr__buf_puts(b, "<thead><tr>");
 	for (size_t c = 0; c < t->n_cols; c++) {
-		gpr__buf_puts(b, t->cols[c].kind == GPR__COL_TEXT
-				     ? "<th>"
-				     : "<th class=\"r\">");
+		gpr__buf_printf(b, "<th%s>", cell_class(t->cols[c].kind));
 		gpr__html_esc(b, t->cols[c].head);
 		gpr__buf_puts(b, "</th>");
 	}
@@ -172,9 +180,8 @@ void gpr__html_table(struct gpr__buf *b, const char *caption,
 			size_t i = r * t->n_cols + c;
 			const struct gpr__cell *x =
 			    i < t->n_cells ? &t->cells[i] : NULL;
-			gpr__buf_puts(b, t->cols[c].kind == GPR__COL_TEXT
-					     ? "<td"
-					     : "<td class=\"r\"");
+			gpr__buf_printf(b, "<td%s",
+					cell_class(t->cols[c].kind));
 			if (x && x->title) {
 				gpr__buf_puts(b, " title=\"");
 				gpr__html_esc(b, x->title);
@@ -213,7 +220,7 @@ void gpr__html_table(struct gpr__buf *b, const char *caption,
 			gpr__buf_puts(b, "</td></tr>");
 		}
 	}
-	gpr__buf_puts(b, "</tbody></table>");
+	gpr__buf_puts(b, "</tbody></table></div>");
 }
 
 void gpr__html_notes(struct gpr__buf *b, const char *const *notes, size_t n)

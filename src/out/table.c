@@ -159,10 +159,12 @@ static void put_cell(struct gpr__buf *b, const struct gpr__table *t, size_t col,
 	int n = shown_width(t, col, s);
 	if (col)
 		gpr__buf_puts(b, "  ");
-	if (t->cols[col].kind != GPR__COL_TEXT)
+	int left = t->cols[col].kind == GPR__COL_TEXT ||
+		   t->cols[col].kind == GPR__COL_PROSE;
+	if (!left)
 		gpr__buf_printf(b, "%*s", width - n, "");
 	gpr__text_put(b, s, last ? 0 : MAX_TEXT_CELL, 0);
-	if (t->cols[col].kind == GPR__COL_TEXT && !last)
+	if (left && !last)
 		gpr__buf_printf(b, "%*s", width - n, "");
 }
 

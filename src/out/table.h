@@ -26,9 +26,10 @@
 #include "buf.h"
 
 enum gpr__col_kind {
-	GPR__COL_TEXT = 0, /* prose: left-aligned */
-	GPR__COL_NUM = 1,  /* a figure given as text: right-aligned */
-	GPR__COL_BYTES = 2 /* bytes: right-aligned, exact count kept */
+	GPR__COL_TEXT = 0,  /* a name: left-aligned, kept on one line */
+	GPR__COL_NUM = 1,   /* a figure given as text: right-aligned */
+	GPR__COL_BYTES = 2, /* bytes: right-aligned, exact count kept */
+	GPR__COL_PROSE = 3  /* sentences: left-aligned, wrapped in HTML */
 };
 
 struct gpr__col {
@@ -76,7 +77,8 @@ void gpr__table_swatch(struct gpr__table *t, const char *colour);
 void gpr__table_sub(struct gpr__table *t, const char *line);
 
 /*
- * Appends the table as text: a header line and one line per row, each
+ * Appends the table as text (at most 64 columns shown): a header line and
+ * one line per row, each
  * indented by `indent` spaces, columns two spaces apart, every cell by the
  * terminal-safe rule of text.h (cells wider than 60 characters are cut,
  * but the last column's). Nothing when the table has no row.

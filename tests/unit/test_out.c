@@ -366,12 +366,13 @@ static void t_html_bar_and_table(void **state)
 	gpr__html_table(&b, "per GPU", &t);
 	assert_string_equal(
 	    gpr__buf_str(&b),
-	    "<table class=\"gpr-tab\"><caption>per GPU</caption><thead><tr>"
+	    "<div class=\"gpr-scroll\"><table class=\"gpr-tab\"><caption>per "
+	    "GPU</caption><thead><tr>"
 	    "<th>name</th><th class=\"r\">bytes</th><th>note</th></tr>"
 	    "</thead><tbody><tr><td><span class=\"gpr-nw\"><span "
 	    "class=\"gpr-sw\" style=\"background:#4e79a7\"></span>x</span>"
 	    "</td><td class=\"r\" title=\"2048 bytes\">2.0 KiB</td><td>y</td>"
-	    "</tr></tbody></table>");
+	    "</tr></tbody></table></div>");
 	gpr__table_free(&t);
 	gpr__buf_free(&b);
 }

@@ -239,7 +239,7 @@ class ClusterReport:
         return []
 
     _FAILED_COLS = [("worker", "text"), ("host", "text"), ("pid", "num"),
-                    ("status", "text"), ("reason", "text")]
+                    ("status", "text"), ("reason", "prose")]
 
     def _view(self) -> tuple:
         blocks: list = [("p", self._summary())]
@@ -458,8 +458,8 @@ class ClusterUsage(ClusterReport):
             out.append((self._gpu_caption(g), [
                 ("workers hold", held, "@mine"),
                 ("other processes", others, "@others"),
-                ("in use, no process listed", unlisted, "@unlisted")]
-                + self._free_parts(g)[1:]))
+                ("in use, no process listed", unlisted, "@unlisted"),
+                ("free", max((g.total or 0) - (g.used or 0), 0), "@free")]))
         return out
 
     def _tables(self):
@@ -478,7 +478,7 @@ class ClusterUsage(ClusterReport):
                 ("workers hold", b), ("others hold", b), ("in use", b),
                 ("total", b)], gpus),
             ("per worker", self._WORKER_COLS + [
-                ("holds", b), ("on GPUs", "text")], workers),
+                ("holds", b), ("on GPUs", "prose")], workers),
             ("other processes", [("pid", "num"), ("host", "text"),
                                  ("GPU", "text"), ("holds", b)], others),
             ("per host", self._HOST_COLS + [
