@@ -80,7 +80,11 @@ gpureclaim.register("mine", lambda d: None, held=lambda d: 0, live=lambda d: 0)
 def one(i):
     x = cupy.empty(2 << 20); del x
     r = gpureclaim.release(collect=False)
-    repr(r); r.to_dict()
+    repr(r); r.to_dict(); r._repr_html_()
+    gpureclaim.format_bytes(i << 20)
+    if i % 10 == 0:
+        e = gpureclaim.explain()
+        str(e); e._repr_html_()
     gpureclaim.devices_in_use(); gpureclaim.process_memory()
     gpureclaim.releasers()
     if i % 100 == 0:
@@ -89,6 +93,12 @@ def one(i):
         try:
             gpureclaim.release(devices=[-1])
         except ValueError:
+            pass
+        try:  # a view the renderer refuses, halfway through
+            gpureclaim._c.render(("t", [("p", "x"), ("table", None,
+                                  [("a", "bytes")], [[1], [1.5]])]),
+                                 "html")
+        except TypeError:
             pass
 for i in range(1000):
     one(i)
@@ -167,3 +177,33 @@ emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.seconds).__
     assert r["version"] == "0.2.0"
     names = {tuple(x) for x in r["rows"]}
     assert ("torch", 0) in names and ("torch", -1) in names
+
+
+def test_render_refuses_a_bad_view_with_a_type_error(scenario):
+    r = scenario("""
+bad = {
+    "not a pair": 5,
+    "unknown block": ("t", [("video", "x")]),
+    "unknown column kind": ("t", [("table", None, [("a", "colour")], [])]),
+    "row of the wrong length": ("t", [("table", None, [("a", "text")], [["x", "y", "z"]])]),
+    "float in a bytes column": ("t", [("table", None, [("a", "bytes")], [[1.5]])]),
+}
+out = {}
+for name, view in bad.items():
+    try:
+        gpureclaim._c.render(view, "text")
+        out[name] = None
+    except Exception as e:
+        out[name] = type(e).__name__
+try:
+    gpureclaim._c.render(("t", []), "pdf")
+except ValueError as e:
+    out["form"] = str(e)
+ok = gpureclaim._c.render(("t", [("table", "c", [("n", "text"), ("b", "bytes"), ("s", "share")],
+                                   [["x", 1536, 0.5, ["under"]], ["y", None, None]])]), "text")
+emit(dict(out=out, ok=ok))
+""")
+    assert r["out"]["form"].startswith("render(): form is text, html or document")
+    assert all(v == "TypeError" for k, v in r["out"].items() if k != "form"), r["out"]
+    assert r["ok"] == ("t\nc:\n  n        b      s\n  x  1.5 KiB  50.0%\n"
+                       "      under\n  y        -      -")
