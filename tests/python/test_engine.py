@@ -55,6 +55,7 @@ def test_metal_figure_is_read_before_the_collection(scenario):
     r = scenario("""
 import weakref
 import fakemetal, torch, mlx.core as mx
+gc.disable()  # the cycle waits for the release's collection
 class Buffer:  # a Metal buffer no cache keeps: freed at collection
     def __init__(self, n):
         self.block = fakemetal.alloc(n)

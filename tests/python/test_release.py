@@ -6,6 +6,7 @@ CONTEXT = 512 << 20  # the sim's default context size
 
 CYCLE = """
 import torch, cupy
+gc.disable()  # the cycle waits for the release's collection, not a chance one
 t = torch.empty(1 << 30, device="cuda")
 cycle = [t]
 cycle.append(cycle)
