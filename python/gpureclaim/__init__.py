@@ -386,15 +386,22 @@ def releasers() -> list[ReleaserStatus]:
 
 # ---------------------------------------------------------------- explain
 
-# The one table of explain()'s part kinds: each kind's label and its colour
-# in the bars. A kind the C layer sends that is not here (a newer one) is
-# shown by its name, in a colour of the views' palette.
+# The one table of what explain() shows: each part kind's label and its
+# colour in the bars (the views' palette, one colour a kind); each advice
+# key's text (the C layer gives a key only for advice that, followed, makes
+# the part go), each hint key's text (configuration for the next start,
+# which cannot be checked in this process). A kind the C layer sends that
+# is not here (a newer one) is shown by its name, in a palette colour.
 _KINDS = {
     "live": ("live", "#4e79a7"),
     "releasable": ("cached, returnable", "#59a14f"),
     "fragmented": ("cached, not returnable", "#e15759"),
     "workspace": ("library workspace", "#f28e2b"),
+    "unattributed": ("unattributed live block", "#9c755f"),
+    "graph_pool": ("CUDA graph / private pool", "#76b7b2"),
     "pool": ("pool, never shrinks", "#b07aa1"),
+    "unreported": ("allocated, unreported", "#ff9da7"),
+    "context": ("context (bare, measured)", "#79706e"),
     "rest": ("rest", "#bab0ac"),
 }
 
@@ -412,32 +419,34 @@ def _kind_order(kinds: Iterable[str]) -> list:
 
 
 _ADVICE = {
-    "live": "delete the arrays/tensors that hold it (del; gc.collect() "
-            "for reference cycles)",
-    "releasable": "gpureclaim.release() returns it",
-    "fragmented": "free the live blocks that pin these segments, or start "
-                  "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-    "cuBLAS": "gpureclaim.release(workspaces=True) frees it (the next "
-              "matmul re-creates it)",
-    "cuFFT plans (cupy)": "gpureclaim.release() clears the plan cache",
-    "cuFFT plans (torch)": "torch.backends.cuda.cufft_plan_cache[i].clear()",
-    "pool": "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a smaller "
-            "XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX starts; XLA "
-            "returns its pool only at exit",
-    "rest": "the CUDA context, loaded kernels and allocations no framework "
-            "reports: returned when the process exits",
+    "free_arrays": "delete the arrays/tensors that hold it (del; "
+                   "gc.collect() for reference cycles)",
+    "release": "gpureclaim.release() returns it",
+    "release_workspaces": "gpureclaim.release(workspaces=True) frees it "
+                          "(the next matmul re-creates it)",
+    "release_workspaces_pins": "gpureclaim.release(workspaces=True): only "
+                               "cuBLAS/cuBLASLt workspaces pin these "
+                               "segments",
+    "free_pinning_blocks": "free the live blocks that pin these segments",
+    "clear_torch_plans": "torch.backends.cuda.cufft_plan_cache[i].clear()",
+    "delete_graphs": "delete or reset the CUDA graphs using these pools, "
+                     "then gpureclaim.release()",
 }
-_ADVICE["cuBLASLt"] = _ADVICE["cuBLAS"]
+_HINTS = {
+    "expandable_segments": "next start: "
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "xla_preallocate": "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a "
+                       "smaller XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX "
+                       "starts; XLA returns its pool only at exit",
+    "rmm_pool": "RMM pools never shrink: give PoolMemoryResource a "
+                "maximum_pool_size, or use CudaAsyncMemoryResource with a "
+                "release_threshold",
+    "process_exit": "returned when the process exits",
+}
 
 
-def _advice(kind: str, source: str, detail: Optional[dict] = None) -> str:
-    pinned = (detail or {}).get("pinned")
-    if (kind == "fragmented" and pinned
-            and len(pinned) == detail["segments"]
-            and all(s["live_blocks"] == s["workspace_blocks"] for s in pinned)):
-        return ("gpureclaim.release(workspaces=True): only cuBLAS/cuBLASLt "
-                "workspaces pin these segments")
-    return _ADVICE.get(source) or _ADVICE.get(kind, "")
+def _text(key: Optional[str], table: dict) -> str:
+    return table.get(key, "") if key else ""
 
 
 @_dataclass(frozen=True)
@@ -447,12 +456,23 @@ class Part:
     ``kind``: ``live``, ``releasable`` (cached, release() returns it),
     ``fragmented`` (cached inside segments that still hold live blocks:
     no release can return it), ``workspace`` (library workspaces and plan
-    caches), ``pool`` (a pool that never shrinks) or ``rest`` (the driver's
-    figure minus every other part: context, modules, unreported memory).
-    ``source``: the framework or library. ``known`` is False where the
-    bytes are not reported (they are then in the rest). ``how`` says how
-    the bytes were measured or inferred; ``detail`` holds extra data (the
-    segments pinned by live blocks, the number of plans).
+    caches, known from more than their size), ``unattributed`` (live Torch
+    blocks of a workspace's size that nothing else identifies),
+    ``graph_pool`` (private pools of CUDA graphs and MemPools),
+    ``pool`` (a pool that never shrinks), ``unreported`` (driver
+    allocations of a library no framework reports, from a trace),
+    ``context`` (a bare context's size, measured) or ``rest`` (the
+    driver's figure minus every other part). ``source``: the framework or
+    library. ``known`` is False where the bytes are not reported (they are
+    then in the rest). ``exact``: the bytes and their attribution are
+    measured, not inferred; ``evidence`` says by what (``counter``,
+    ``snapshot``, ``workspace_map``, ``history``, ``tensor_scan``,
+    ``size``, ``driver_pool``, ``trace``, ``probe``, ``residual``).
+    ``how`` says how the bytes were measured or inferred; ``advice`` what
+    to do (empty where nothing done in this process would make the part
+    go), ``hint`` what to configure at the next start; ``detail`` holds
+    extra data (the blocks, the segments pinned by live blocks, the pools,
+    the heap scan's cost).
     """
 
     kind: str
@@ -462,6 +482,11 @@ class Part:
     how: str
     advice: str
     detail: Optional[dict] = None
+    exact: bool = False
+    evidence: str = ""
+    advice_key: Optional[str] = None
+    hint: str = ""
+    hint_key: Optional[str] = None
 
 
 @_dataclass(frozen=True)
@@ -497,15 +522,12 @@ class Explanation:
     def __init__(self, raw: dict):
         self.gpus: list[GPUExplanation] = []
         for g in raw["gpus"]:
-            parts = [Part(advice=_advice(p["kind"], p["source"],
-                                         p["detail"]), **p)
+            parts = [Part(advice=_text(p["advice_key"], _ADVICE),
+                          hint=_text(p["hint_key"], _HINTS), **p)
                      for p in g["parts"]]
-            rest_how = ("the driver's figure minus every part above"
-                        if g["known"] else
-                        "unknown: the driver has no per-process figure")
-            parts.append(Part("rest", "context, modules, unreported",
-                              g["rest"], g["known"], rest_how,
-                              _advice("rest", "")))
+            rest = g["rest_part"]
+            parts.append(Part(advice="", hint=_text(rest["hint_key"], _HINTS),
+                              **rest))
             self.gpus.append(GPUExplanation(
                 g["device"], g["driver"], g["source"], parts, g["rest"],
                 g["consistent"]))
@@ -522,6 +544,20 @@ class Explanation:
         }
 
     @staticmethod
+    def exactness(g: GPUExplanation) -> str:
+        """One sentence: which of g's figures are exact and which
+        inferred, and by what."""
+        exact = sorted({p.evidence for p in g.parts
+                        if p.known and p.exact and p.bytes})
+        guessed = [f"{p.source} {p.kind} {format_bytes(p.bytes)} "
+                   f"({p.evidence})"
+                   for p in g.parts if p.known and not p.exact and p.bytes]
+        out = "exact: " + (", ".join(exact) if exact else "nothing")
+        if guessed:
+            out += "; inferred: " + "; ".join(guessed)
+        return out
+
+    @staticmethod
     def _shown(g: GPUExplanation) -> list:
         return [p for p in g.parts
                 if p.bytes != 0 or not p.known or p.kind == "rest"]
@@ -530,8 +566,10 @@ class Explanation:
     def _extra(p: Part) -> list[str]:
         """Lines under a part: how it was inferred, what pins it."""
         out = []
-        if p.kind in ("workspace", "pool") or not p.known:
+        if p.kind not in ("live", "releasable", "fragmented") or not p.known:
             out.append(p.how)
+        if p.hint:
+            out.append(p.hint)
         d = p.detail or {}
         if p.kind == "fragmented" and d.get("segments"):
             b = format_bytes
@@ -556,7 +594,9 @@ class Explanation:
         library (gpureclaim._gpureclaim.render)."""
         blocks: list = []
         for g in self.gpus:
-            src = ("the driver's per-process figure" if g.source == "driver"
+            src = ("Metal's per-process total"
+                   if g.source == "driver" and g.device == "mps" else
+                   "the driver's per-process figure" if g.source == "driver"
                    else "the sum of the allocators' figures")
             blocks.append(("h", f"GPU {g.device}: {format_bytes(g.driver)} "
                                 f"held by this process ({src})"))
@@ -582,6 +622,7 @@ class Explanation:
                 blocks.append(("warn", f"inconsistent: the parts exceed "
                                        f"the driver's figure by "
                                        f"{-g.rest} bytes"))
+            blocks.append(("p", self.exactness(g)))
         if not self.gpus:
             blocks.append(("p", "no GPU memory held by this process"))
         blocks.append(("notes", self.notes))
@@ -597,17 +638,29 @@ class Explanation:
         return _c.render(self._view(), "html")
 
 
-def explain(devices: Optional[Iterable[int]] = None) -> Explanation:
+def explain(devices: Optional[Iterable[int]] = None, *,
+            measure_context: bool = False) -> Explanation:
     """Where this process's GPU memory goes, per GPU it has opened.
 
     Splits the driver's per-process figure (NVML's, what ``nvidia-smi``
     lists) exactly into: live bytes per framework; cached bytes
     :func:`release` would return; cached bytes it cannot return (free
     space inside Torch segments that still hold live blocks, with the
-    blocks pinning them); library workspaces (cuBLAS, cuFFT plan caches);
-    pools that never shrink (JAX/XLA); and the rest (context, modules,
-    allocations no framework reports). Each part says how it was measured
-    and what to do about it. Reads only; opens no context, imports no
-    framework. ``devices`` narrows the GPUs (CUDA ordinals).
+    blocks pinning them); library workspaces (cuBLAS known from Torch's
+    own workspace map or allocator history, cuFFT plan caches); live
+    Torch blocks of a workspace's size that nothing identifies
+    ("unattributed", no advice); CUDA graph and MemPool private pools;
+    pools that never shrink (JAX/XLA, RMM); when the process is traced,
+    driver allocations per library no framework reports (NCCL, cuDNN...);
+    the context, once measured; and the rest. Each part says how it was
+    measured or inferred, whether that is exact, and what to do about it.
+    Reads only; opens no context, imports no framework. ``devices``
+    narrows the GPUs (CUDA ordinals).
+
+    ``measure_context=True`` measures the size of a bare context on each
+    GPU not measured yet in this process, in a probe process that opens
+    one there (0.3-0.6 s and about 500 MB of that GPU while it runs);
+    later calls show the figure without measuring again.
     """
-    return Explanation(_c.explain(devices))
+    _check_bool("measure_context", measure_context)
+    return Explanation(_c.explain(devices, measure_context))

@@ -24,7 +24,8 @@ def sim_environment():
         GPURECLAIM_CUDA_LIBRARY=os.path.join(SIM_DIR, "libcuda.so.1"),
         GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR, "libnvidia-ml.so.1"),
         PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),
-        PYTHONDONTWRITEBYTECODE="1")
+        PYTHONDONTWRITEBYTECODE="1",
+        GPR_FAKES_BUILD=os.path.join(ROOT, "build", "tests"))
     os.environ.setdefault("GPURECLAIM_BIN", os.path.join(ROOT, "build", "gpureclaim"))
     os.environ.setdefault("GPR_TRACE_SAMPLE", os.path.join(
         ROOT, "build", "tests", "trace", "test_trace_log"))

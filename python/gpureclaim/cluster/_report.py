@@ -289,8 +289,8 @@ class ClusterReport:
 
     @staticmethod
     def _gpu_caption(g: ClusterGPU) -> str:
-        total = f" of {format_bytes(g.total)}" if g.total else ""
-        return f"{g.key} on {g.host}{total}:"
+        total = f", {format_bytes(g.total)}" if g.total else ""
+        return f"{g.key} ({g.host}){total}:"
 
     @staticmethod
     def _free_parts(g: ClusterGPU, given: int = 0) -> list:
