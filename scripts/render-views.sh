@@ -34,6 +34,7 @@ GPURECLAIM_CUDA_LIBRARY="$ROOT/$BUILD/sim/libcuda.so.1" \
 GPURECLAIM_NVML_LIBRARY="$ROOT/$BUILD/sim/libnvidia-ml.so.1" \
 GPURECLAIM_BIN="$ROOT/$BUILD/gpureclaim" \
 GPR_TRACE_SAMPLE="$ROOT/$BUILD/tests/trace/test_trace_log" \
+GPR_FAKES_BUILD="$ROOT/$BUILD/tests" \
 PYTHONPATH="$ROOT/$BUILD/python:$ROOT/tests/python/fakes" \
 	"$PYTHON" "$ROOT/tests/views/views.py" "$OUT"
 
