@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cmd_report.h"
+#include "env_flag.h"
 
 static struct env {
 	const char *output; /* -o, --output FILE */
@@ -58,6 +59,10 @@ static void usage(FILE *f)
 	       "\n"
 	       "ENVIRONMENT:\n"
 	       "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
+	       "    GPURECLAIM_TRACE_*         the measurement switches "
+	       "(docs/trace.md): 1/0/yes/no/\n"
+	       "                               true/false, any case; "
+	       "anything else is refused\n"
 	       "\n"
 	       "EXAMPLES:\n"
 	       "    gpureclaim trace -- python train.py --epochs 1\n"
@@ -274,6 +279,30 @@ static int prepare_output(const char *path)
 	return -1;
 }
 
+/*
+ * The injection library's on/off switches: a bad value is refused here,
+ * before CMD runs (the library itself could only warn and go on).
+ */
+static int check_switches(void)
+{
+	static const char *const names[] = {
+#define GPR_X_NAME(name) name,
+	    GPR_ENV_SWITCHES(GPR_X_NAME)
+#undef GPR_X_NAME
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = getenv(names[i]);
+		if (gpr__flag_parse(v) < 0) {
+			fprintf(stderr,
+				"gpureclaim trace: %s='%.64s' is not one of "
+				"%s\n",
+				names[i], v, GPR_FLAG_WORDS);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static void forward(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
@@ -368,6 +397,8 @@ int gpr_cli_trace(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	char **cmd = argv + optind;
+	if (check_switches() < 0)
+		return GPR_CLI_USAGE;
 
 	char inj[PATH_MAX], cupti[PATH_MAX];
 	const char *from = "";

@@ -5,7 +5,7 @@
 TRACE_LIB := $(BUILD)/libgpureclaim_trace.so
 TRACE_LIB_SRCS := trace/inject.c trace/inject_thread.c trace/inject_map.c \
 	trace/inject_site.c trace/inject_writer.c trace/log_write.c \
-	trace/trace_ops.c
+	trace/trace_ops.c src/env_flag.c
 TRACE_LIB_OBJS := $(TRACE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 # The reader side, for the CLI (uses cli/util_buf.c, util_json.c, util_text.c).

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cupti_abi.h"
+#include "env_flag.h"
 
 #define GPR_EXPORT __attribute__((visibility("default")))
 
@@ -368,6 +369,19 @@ static void callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 		gpr__st_add(&tt->st.ns, gpr__now() - t0);
 }
 
+int gpr__env_switch(const char *name)
+{
+	const char *v = secure_getenv(name);
+	int on = gpr__flag_parse(v);
+	if (on < 0) {
+		gpr__say("%s='%.64s' is not one of " GPR_FLAG_WORDS
+			 "; taken as off",
+			 name, v);
+		on = 0;
+	}
+	return on;
+}
+
 static const char *cupti_error(CUptiResult r)
 {
 	const char *s = NULL;
@@ -462,14 +476,16 @@ static int subscribe(void)
 	return 0;
 }
 
+/*
+ * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
+ * callback, record nothing: what CUPTI's presence alone costs.
+ */
+static int subscribe_only;
+
 /* 0: callbacks on; 1: on purpose none (SUBSCRIBE_ONLY); -1: failed. */
 static int enable(void)
 {
-	/*
-	 * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
-	 * callback, record nothing: what CUPTI's presence alone costs.
-	 */
-	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
+	if (subscribe_only)
 		return 1;
 	for (size_t i = 0; i < N_DRIVER_OPS; i++) {
 		CUptiResult r = api.enable_callback(
@@ -496,7 +512,8 @@ static int tracing;
 
 static void init_once(void)
 {
-	gpr__selftime_on = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	gpr__selftime_on = gpr__env_switch("GPURECLAIM_TRACE_SELFTIME");
+	subscribe_only = gpr__env_switch("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
 	for (size_t i = 0; i < N_DRIVER_OPS; i++)
 		op_of_cbid[driver_ops[i].cbid] =
 		    (uint8_t)(driver_ops[i].op + 1);
@@ -511,7 +528,7 @@ static void init_once(void)
 	 * CUPTI never loaded: what the injection alone costs, to tell it
 	 * from what CUPTI's subscription costs (SUBSCRIBE_ONLY).
 	 */
-	int inject_only = getenv("GPURECLAIM_TRACE_INJECT_ONLY") != NULL;
+	int inject_only = gpr__env_switch("GPURECLAIM_TRACE_INJECT_ONLY");
 	if (!inject_only && (load_cupti() < 0 || subscribe() < 0))
 		return;
 	char path[4096];

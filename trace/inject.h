@@ -129,6 +129,12 @@ void gpr__writer_wake(void);
 extern _Atomic int gpr__active;	    /* callbacks record while set */
 extern _Atomic unsigned gpr__epoch; /* counts pauses */
 
+/*
+ * An on/off switch of the environment (src/env_flag.h): 1 or 0. A value
+ * that is not an on/off word is said on stderr and taken as off; read each
+ * switch once.
+ */
+int gpr__env_switch(const char *name);
 /* One line on stderr, "gpureclaim-trace: ...". */
 void gpr__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -54,6 +54,16 @@ check "trace: no command is a usage error" '[ $rc -eq 2 ]'
 "$GPR" trace --help >h
 check "trace --help has examples" 'grep -q EXAMPLES h'
 
+# 4b. an on/off switch with a value that is not 1/0/yes/no/true/false:
+# refused in one line before the command runs
+GPURECLAIM_TRACE_SELFTIME=maybe GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran4b' 2>e4b
+rc=$?
+check "trace: bad switch value is a usage error" '[ $rc -eq 2 ] && [ ! -e ran4b ]'
+check "trace: bad switch value said in one line" '[ "$(wc -l <e4b)" -eq 1 ] && grep -q "GPURECLAIM_TRACE_SELFTIME=.maybe. is not one of 1/0/yes/no/true/false" e4b'
+GPURECLAIM_TRACE_NO_SCHEDSTAT=Yes GPURECLAIM_TRACE_SELFTIME=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- true 2>/dev/null
+rc=$?
+check "trace: switch words in any case accepted" '[ $rc -eq 0 ]'
+
 # 5. -o over a file that is not a trace log: refused, file intact
 echo precious >keep.txt
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o keep.txt -- true 2>e5
@@ -137,6 +147,8 @@ CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub0.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 records every call" '[ "$(calls sub0.trace)" = 1000 ]'
 	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
 	# GPURECLAIM_TRACE_INJECT_ONLY never touches CUPTI: a busy CUPTI goes unnoticed

@@ -683,6 +683,67 @@ static void check_pause(void)
 	CHECK(exited(&r, 12));
 }
 
+static size_t count_str(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * On/off switches take 1/0/yes/no/true/false in any case: "0" and "no"
+ * are off (recording goes on), an unknown word is said once on stderr and
+ * taken as off.
+ */
+static void check_switches(void)
+{
+	static const char *const off[] = {
+	    "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0",
+	    "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=No",
+	    "GPURECLAIM_TRACE_INJECT_ONLY=false",
+	    "GPURECLAIM_TRACE_SUBSCRIBE_ONLY="};
+	char out[512];
+	struct run r;
+	struct gpr_trace t;
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		snprintf(out, sizeof(out), "%s/switch-off-%zu.trace", dir, i);
+		run("calls", out, off[i], &r);
+		CHECK(exited(&r, 5));
+		CHECK(r.err[0] == '\0');
+		if (load(out, &t) == 0) {
+			if (t.n_recs != 20)
+				fprintf(stderr, "%s: %zu records\n", off[i],
+					t.n_recs);
+			CHECK(t.n_recs == 20);
+			gpr__trace_free(&t);
+		}
+	}
+	snprintf(out, sizeof(out), "%s/switch-on.trace", dir);
+	run("calls", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=TRUE", &r);
+	CHECK(exited(&r, 5));
+	if (load(out, &t) == 0) {
+		CHECK(t.n_recs == 0);
+		gpr__trace_free(&t);
+	}
+	snprintf(out, sizeof(out), "%s/switch-bad.trace", dir);
+	run("calls", out,
+	    "GPURECLAIM_TRACE_SELFTIME=maybe,GPURECLAIM_TRACE_SUBSCRIBE_ONLY= 1",
+	    &r);
+	CHECK(exited(&r, 5));
+	CHECK(count_str(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_SELFTIME="
+			       "'maybe' is not one of 1/0/yes/no/true/false; "
+			       "taken as off\n") == 1);
+	CHECK(count_str(r.err, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=' 1' is not "
+			       "one of") == 1);
+	CHECK(count_str(r.err, "gpureclaim-trace:") == 2);
+	CHECK(strstr(r.err, "self time:") == NULL);
+	if (load(out, &t) == 0) {
+		CHECK(t.n_recs == 20);
+		gpr__trace_free(&t);
+	}
+}
+
 /* A fast walk misled by a stale word repeats at most 256 times. */
 static void check_stale(void)
 {
@@ -892,6 +953,7 @@ int main(int argc, char **argv)
 	check_stale();
 	check_pause();
 	check_busy();
+	check_switches();
 	check_failures();
 	check_signals();
 	check_signal_behaviour();

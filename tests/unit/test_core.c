@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env_flag.h"
 #include "support.h"
 #include "test_core_pool.h"
 
@@ -460,6 +461,25 @@ static void t_paths(void **state)
 	gpr_close(ctx);
 }
 
+/* The one on/off parser: six words in any case, unset or empty is off. */
+static void t_flag_words(void **state)
+{
+	(void)state;
+	static const char *const on[] = {"1", "yes", "true", "YES", "True"};
+	static const char *const off[] = {"0", "no", "false", "No", "FALSE",
+					  ""};
+	static const char *const bad[] = {"2",	 "on",	 "off", " 1",
+					  "1 ",	 "y",	 "tru", "yes!",
+					  "0x1", "-1",	 "01",	"enable"};
+	for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
+		assert_int_equal(gpr__flag_parse(on[i]), 1);
+	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+		assert_int_equal(gpr__flag_parse(off[i]), 0);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(gpr__flag_parse(bad[i]), -1);
+	assert_int_equal(gpr__flag_parse(NULL), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +495,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_log),
 	    cmocka_unit_test(t_log_reenter),
 	    cmocka_unit_test(t_paths),
+	    cmocka_unit_test(t_flag_words),
 	};
 	return gpr_test_main(argc, argv, "core", tests,
 			     sizeof tests / sizeof tests[0]);
