@@ -47,8 +47,19 @@ $(TRACE_TEST_DIR)/test_inject: $(BUILD)/obj/tests/trace/test_inject.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
+# A setuid program's stand-in and a library planted for it to load
+# (tests/trace/test_setuid.sh).
+$(TRACE_TEST_DIR)/setuid_host: $(BUILD)/obj/tests/trace/setuid_host.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TRACE_TEST_DIR)/libplanted.so: $(BUILD)/obj/tests/trace/planted_lib.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
-	$(TRACE_TEST_DIR)/libcupti-fake.so
+	$(TRACE_TEST_DIR)/libcupti-fake.so $(TRACE_TEST_DIR)/setuid_host \
+	$(TRACE_TEST_DIR)/libplanted.so
 ALL_TARGETS += $(TRACE_TESTS)
 
 test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace_churn
@@ -56,6 +67,7 @@ test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace
 	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
 	PYTHON=$(PYTHON) bash tests/trace/test_cli.sh $(BUILD)
+	bash tests/trace/test_setuid.sh $(BUILD)
 .PHONY: test-trace
 CHECK_RUNS += test-trace
 SAN_RUNS += test-trace

@@ -17,6 +17,11 @@
  *
  * Any failure prints one "gpureclaim-trace: ..." line and leaves the
  * program running untraced; this library never exits or aborts.
+ *
+ * A setuid or setgid program (secure execution, AT_SECURE) is never
+ * traced: its environment belongs to the user who started it, and the
+ * paths in it would make this library load code and create files with
+ * the program's privileges. Paths are also read with secure_getenv.
  */
 #include "inject.h"
 
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "cupti_abi.h"
@@ -392,7 +398,7 @@ static const char *cupti_error(CUptiResult r)
 
 static int load_cupti(void)
 {
-	const char *env = getenv("GPURECLAIM_CUPTI_LIBRARY");
+	const char *env = secure_getenv("GPURECLAIM_CUPTI_LIBRARY");
 	const char *names[] = {env, "libcupti.so", "libcupti.so.13",
 			       "libcupti.so.12"};
 	char why[256] = "";
@@ -428,7 +434,7 @@ static int load_cupti(void)
 	}
 	gpr__callsite_exclude((const void *)api.subscribe);
 	/* The driver that loaded us, for context -> device. */
-	const char *cuda = getenv("GPURECLAIM_CUDA_LIBRARY");
+	const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
 	void *cu = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
 			  RTLD_NOLOAD | RTLD_LAZY);
 	if (cu) {
@@ -512,6 +518,11 @@ static int tracing;
 
 static void init_once(void)
 {
+	if (getauxval(AT_SECURE)) {
+		gpr__say("not tracing a setuid or setgid program (secure "
+			 "execution); it runs untraced");
+		return;
+	}
 	gpr__selftime_on = gpr__env_switch("GPURECLAIM_TRACE_SELFTIME");
 	subscribe_only = gpr__env_switch("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
 	for (size_t i = 0; i < N_DRIVER_OPS; i++)
@@ -532,7 +543,7 @@ static void init_once(void)
 	if (!inject_only && (load_cupti() < 0 || subscribe() < 0))
 		return;
 	char path[4096];
-	const char *out = getenv("GPURECLAIM_TRACE_OUTPUT");
+	const char *out = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
 	if (out && *out)
 		snprintf(path, sizeof(path), "%s", out);
 	else
