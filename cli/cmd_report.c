@@ -8,6 +8,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,7 +415,11 @@ int gpr_cli_report(int argc, char **argv)
 	const char *path = argv[optind];
 	struct gpr_trace t;
 	char err[256];
-	if (gpr__trace_load(path, &t, err, sizeof(err)) < 0) {
+	/* A symbolic link the user names is followed (the reader follows none).
+	 */
+	char real[PATH_MAX];
+	if (gpr__trace_load(realpath(path, real) ? real : path, &t, err,
+			    sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim report: %s: %s\n", path, err);
 		return GPR_CLI_ERROR;
 	}

@@ -4,7 +4,8 @@
  * allocation and free of every CUDA process it starts is logged, then
  * prints a summary of the log. CMD's exit status is returned (128 + the
  * signal when it was killed); its stdout and stderr are left alone, our
- * own lines on stderr start with "gpureclaim trace:".
+ * own lines on stderr start with "gpureclaim trace:". The summary reads
+ * the logs the traced processes say they wrote (trace_names.h).
  */
 #include "cli.h"
 
@@ -23,6 +24,7 @@
 
 #include "cmd_report.h"
 #include "env_flag.h"
+#include "trace_names.h"
 
 static struct env {
 	const char *output; /* -o, --output FILE */
@@ -264,8 +266,12 @@ static int prepare_output(const char *path)
 		return 0;
 	if (S_ISREG(st.st_mode)) {
 		char magic[8] = {0};
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, magic, sizeof(magic)) : -1;
+		int fd =
+		    open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		ssize_t n =
+		    fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+			? read(fd, magic, sizeof(magic))
+			: -1;
 		if (fd >= 0)
 			close(fd);
 		if ((n == 0 || (n == 8 && memcmp(magic, "GPRTRACE", 8) == 0)) &&
@@ -314,29 +320,31 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		kill((pid_t)child_pid, sig);
 }
 
-static void summary(const char *path)
+/* The summary of one log on stderr. */
+static void summarise(const struct trace_log *log)
 {
 	struct gpr_trace t;
 	char err[256];
-	if (access(path, F_OK) != 0) {
-		fprintf(stderr,
-			"gpureclaim trace: no trace was written to %s (CMD "
-			"did not use CUDA, or tracing failed: see above)\n",
-			path);
+	if (gpr__trace_load(log->path, &t, err, sizeof(err)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s\n", err);
 		return;
 	}
-	if (gpr__trace_load(path, &t, err, sizeof(err)) < 0) {
-		fprintf(stderr, "gpureclaim trace: %s: %s\n", path, err);
+	if (t.hdr.pid != (uint32_t)log->pid) {
+		fprintf(stderr,
+			"gpureclaim trace: %s is not the log of process %ld "
+			"(it was replaced); not reading it\n",
+			log->path, log->pid);
+		gpr__trace_free(&t);
 		return;
 	}
 	struct gpr_trace_stats s;
 	if (gpr__trace_stats(&t, &s) == 0) {
 		struct cli_buf b = {0};
 		cli_buf_puts(&b, "\ngpureclaim trace: summary\n");
-		gpr__report_text(&b, path, &t, &s, env.full ? 10 : 5,
+		gpr__report_text(&b, log->path, &t, &s, env.full ? 10 : 5,
 				 !env.full);
 		cli_buf_printf(&b, "\nFull report: gpureclaim report %s\n",
-			       path);
+			       log->path);
 		if (!b.oom) {
 			ssize_t k = write(2, b.data, b.len);
 			(void)k;
@@ -345,16 +353,92 @@ static void summary(const char *path)
 		gpr__trace_stats_free(&s);
 	}
 	gpr__trace_free(&t);
-	char pat[PATH_MAX + 8];
-	snprintf(pat, sizeof(pat), "%s.*", path);
-	glob_t g;
-	if (glob(pat, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++)
+}
+
+/*
+ * Summarises the log at `want` when a process wrote it, else the log of
+ * CMD's own process, else the first; lists the others.
+ */
+static void summary(const char *want, pid_t child, const struct trace_names *tn)
+{
+	if (tn->n == 0) {
+		fprintf(stderr,
+			"gpureclaim trace: no trace was written (CMD did not "
+			"use CUDA, or tracing failed: see above)\n");
+		return;
+	}
+	size_t k = tn->n;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (strcmp(tn->v[i].path, want) == 0)
+			k = i;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (tn->v[i].pid == (long)child)
+			k = i;
+	if (k == tn->n)
+		k = 0;
+	if (strcmp(tn->v[k].path, want) != 0)
+		fprintf(stderr,
+			"gpureclaim trace: %s was already there; the log is "
+			"%s\n",
+			want, tn->v[k].path);
+	summarise(&tn->v[k]);
+	for (size_t i = 0; i < tn->n; i++)
+		if (i != k)
 			fprintf(stderr,
 				"gpureclaim trace: another process wrote %s\n",
-				g.gl_pathv[i]);
-		globfree(&g);
+				tn->v[i].path);
+}
+
+/*
+ * The log's absolute path into out: -o, relative to the working directory,
+ * or with no -o the default's directory into *dir (the child adds
+ * "/gpureclaim-<pid>.trace"). Refused when longer than GPR_TRACE_MAX_PATH:
+ * a path is never cut to another one. GPR_CLI_OK, or an exit code with a
+ * message.
+ */
+#define DEFAULT_NAME_MAX sizeof("/gpureclaim-4294967295.trace")
+static int log_path(char *out, size_t len, char **dir)
+{
+	*dir = NULL;
+	out[0] = '\0';
+	char *cwd = NULL;
+	if (!env.output || env.output[0] != '/') {
+		cwd = getcwd(NULL, 0);
+		if (!cwd) {
+			fprintf(stderr,
+				"gpureclaim trace: cannot get the working "
+				"directory: %m; give -o an absolute path\n");
+			return GPR_CLI_ERROR;
+		}
 	}
+	if (!env.output) {
+		size_t n = strlen(cwd) + DEFAULT_NAME_MAX - 1;
+		if (n > GPR_TRACE_MAX_PATH) {
+			fprintf(
+			    stderr,
+			    "gpureclaim trace: the working directory's path "
+			    "is too long for the log's default name (%zu "
+			    "bytes with it, more than %d); give -o a "
+			    "shorter path\n",
+			    n, GPR_TRACE_MAX_PATH);
+			free(cwd);
+			return GPR_CLI_USAGE;
+		}
+		*dir = cwd;
+		return GPR_CLI_OK;
+	}
+	int n = snprintf(out, len, "%s%s%s", cwd ? cwd : "", cwd ? "/" : "",
+			 env.output);
+	free(cwd);
+	size_t want = n < 0 ? SIZE_MAX : (size_t)n;
+	if (want > GPR_TRACE_MAX_PATH || want >= len) {
+		fprintf(stderr,
+			"gpureclaim trace: the log's path would be %zu bytes, "
+			"more than %d; give -o a shorter path\n",
+			want, GPR_TRACE_MAX_PATH);
+		return GPR_CLI_USAGE;
+	}
+	return GPR_CLI_OK;
 }
 
 int gpr_cli_trace(int argc, char **argv)
@@ -431,23 +515,24 @@ int gpr_cli_trace(int argc, char **argv)
 				"untraced\n");
 
 	/* The log's absolute path: CMD may change directory. */
-	char out[PATH_MAX];
-	out[0] = '\0';
-	if (env.output) {
-		if (env.output[0] == '/')
-			snprintf(out, sizeof(out), "%s", env.output);
-		else {
-			char cwd[PATH_MAX];
-			if (!getcwd(cwd, sizeof(cwd))) {
-				fprintf(stderr, "gpureclaim trace: getcwd: "
-						"%m\n");
-				return GPR_CLI_ERROR;
-			}
-			snprintf(out, sizeof(out), "%.2000s/%.2000s", cwd,
-				 env.output);
-		}
-		if (traced && prepare_output(out) < 0)
+	char out[GPR_TRACE_MAX_PATH + DEFAULT_NAME_MAX];
+	char *dir = NULL;
+	struct trace_names names;
+	memset(&names, 0, sizeof(names));
+	if (traced) {
+		int rc = log_path(out, sizeof(out), &dir);
+		if (rc != GPR_CLI_OK)
+			return rc;
+		if (out[0] && prepare_output(out) < 0) {
+			free(dir);
 			return GPR_CLI_ERROR;
+		}
+		char err[512];
+		if (cli_trace_names_open(&names, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpureclaim trace: %s\n", err);
+			free(dir);
+			return GPR_CLI_ERROR;
+		}
 	}
 
 	struct sigaction sa, old_int, old_term;
@@ -462,25 +547,22 @@ int gpr_cli_trace(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		cli_trace_names_free(&names);
+		free(dir);
 		return GPR_CLI_ERROR;
 	}
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		if (traced) {
-			char def[PATH_MAX];
-			if (!out[0]) {
-				char cwd[PATH_MAX];
-				if (!getcwd(cwd, sizeof(cwd)))
-					snprintf(cwd, sizeof(cwd), ".");
-				snprintf(def, sizeof(def),
-					 "%.3000s/gpureclaim-%d.trace", cwd,
+			if (dir)
+				snprintf(out, sizeof(out),
+					 "%s/gpureclaim-%d.trace", dir,
 					 (int)getpid());
-			}
 			setenv("CUDA_INJECTION64_PATH", inj, 1);
 			setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
-			setenv("GPURECLAIM_TRACE_OUTPUT", out[0] ? out : def,
-			       1);
+			setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+			setenv("GPURECLAIM_TRACE_NAMES_DIR", names.dir, 1);
 		}
 		execvp(cmd[0], cmd);
 		int e = errno;
@@ -489,15 +571,16 @@ int gpr_cli_trace(int argc, char **argv)
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	child_pid = pid;
-	if (!out[0]) {
-		char cwd[PATH_MAX];
-		snprintf(out, sizeof(out), "%.3000s/gpureclaim-%d.trace",
-			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", (int)pid);
-	}
+	if (dir)
+		snprintf(out, sizeof(out), "%s/gpureclaim-%d.trace", dir,
+			 (int)pid);
+	free(dir);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			fprintf(stderr, "gpureclaim trace: waitpid: %m\n");
+			cli_trace_names_collect(&names);
+			cli_trace_names_free(&names);
 			return GPR_CLI_ERROR;
 		}
 	}
@@ -507,7 +590,10 @@ int gpr_cli_trace(int argc, char **argv)
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
+	if (traced && cli_trace_names_collect(&names) < 0)
+		fprintf(stderr, "gpureclaim trace: out of memory\n");
 	if (traced && !env.quiet)
-		summary(out);
+		summary(out, pid, &names);
+	cli_trace_names_free(&names);
 	return code;
 }

@@ -9,8 +9,8 @@ int gpr__flag_parse(const char *value)
 	static const struct {
 		const char *word;
 		int on;
-	} words[] = {{"1", 1},	   {"yes", 1}, {"true", 1},
-		     {"0", 0},	   {"no", 0},  {"false", 0}};
+	} words[] = {{"1", 1}, {"yes", 1}, {"true", 1},
+		     {"0", 0}, {"no", 0},  {"false", 0}};
 	if (!value || !*value)
 		return 0;
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)

@@ -542,8 +542,16 @@ static void init_once(void)
 	int inject_only = gpr__env_switch("GPURECLAIM_TRACE_INJECT_ONLY");
 	if (!inject_only && (load_cupti() < 0 || subscribe() < 0))
 		return;
-	char path[4096];
+	char path[GPR_TRACE_MAX_PATH + 1];
 	const char *out = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
+	if (out && strlen(out) > GPR_TRACE_MAX_PATH) {
+		gpr__say("GPURECLAIM_TRACE_OUTPUT is %zu bytes, more than %d; "
+			 "this run is not traced",
+			 strlen(out), GPR_TRACE_MAX_PATH);
+		if (!inject_only)
+			api.unsubscribe(api.sub);
+		return;
+	}
 	if (out && *out)
 		snprintf(path, sizeof(path), "%s", out);
 	else

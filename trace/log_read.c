@@ -261,14 +261,23 @@ int gpr__trace_load(const char *path, struct gpr_trace *t, char *err,
 		    size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * A planted FIFO must not block the open, a symbolic link is not
+	 * followed, and only a regular file is read.
+	 */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP)
+		return fail(err, errlen, GPR_E_IO,
+			    "%s: a symbolic link (not followed)", path);
 	if (fd < 0)
 		return fail(err, errlen, GPR_E_IO, "%s: %s", path,
 			    strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, GPR_E_IO, "%s: not a regular file",
+		return fail(err, errlen, GPR_E_IO,
+			    "%s: not a regular file (a FIFO, device or "
+			    "directory)",
 			    path);
 	}
 	size_t len = (size_t)st.st_size;

@@ -33,7 +33,11 @@ struct gpr_trace {
 int gpr__trace_parse(const void *buf, size_t len, struct gpr_trace *t,
 		     char *err, size_t errlen);
 
-/* Reads the file at path and parses it; as gpr__trace_parse, or GPR_E_IO. */
+/*
+ * Reads the file at path and parses it; as gpr__trace_parse, or GPR_E_IO.
+ * Only a regular file is read: a symbolic link at path is not followed and
+ * a FIFO or device is refused without blocking.
+ */
 int gpr__trace_load(const char *path, struct gpr_trace *t, char *err,
 		    size_t errlen);
 

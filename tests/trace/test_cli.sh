@@ -85,6 +85,55 @@ check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && 
 "$GPR" report app.trace --json >app.json
 check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
 
+# 6b. names planted at the default log path (CMD's pid is the child's:
+# the shell plants gpureclaim-$$.trace, then execs the CUDA program). The
+# summary must read the log the program really wrote, never the plant.
+"$B/tests/trace/test_trace_log" --sample planted-src.trace
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
+rc=$?
+check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
+check "trace planted log: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6c && ! grep -q "Peak driver memory: 2.0 GiB" e6c'
+check "trace planted log: says the name was taken" 'grep -q "gpureclaim trace: .*/gpureclaim-[0-9]*\.trace was already there; the log is .*/gpureclaim-[0-9]*\.trace\.[0-9]*" e6c'
+check "trace planted log: points at the real log" 'grep -q "^Full report: gpureclaim report .*/gpureclaim-[0-9]*\.trace\.[0-9]*$" e6c'
+rm -f gpureclaim-*.trace*
+GPURECLAIM_CUPTI_LIBRARY=$FAKE timeout 20 "$GPR" trace -- sh -c 'mkfifo gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6d
+rc=$?
+check "trace planted FIFO: no hang, exit code 5" '[ $rc -eq 5 ]'
+check "trace planted FIFO: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6d'
+rm -f gpureclaim-*.trace*
+# a FIFO given to report: one line, exit 1, at once
+mkfifo fifo.trace
+timeout 10 "$GPR" report fifo.trace >/dev/null 2>e6e
+rc=$?
+check "report FIFO: exit 1, no hang" '[ $rc -eq 1 ]'
+check "report FIFO: one line saying why" '[ "$(wc -l <e6e)" -eq 1 ] && grep -q "fifo.trace.*not a regular file" e6e'
+# a symbolic link named on the command line is followed (docs/trace.md)
+ln -s app.trace link.trace
+"$GPR" report link.trace --json >link.json
+check "report: a symlink named by the user is read" "$PY -c 'import json,sys; sys.exit(json.load(open(\"link.json\"))[\"records\"]!=20)'"
+
+# 6c. long paths are refused, never cut to another path
+LONG=$($PY -c 'print("d/" * 2040 + "x.trace")')
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o "$LONG" -- sh -c 'touch ran6c' 2>e6f
+rc=$?
+check "trace -o too long: usage error, command not run" '[ $rc -eq 2 ] && [ ! -e ran6c ]'
+check "trace -o too long: said so" 'grep -q "gpureclaim trace: the log.s path would be 4[0-9]* bytes, more than 40[0-9]*" e6f'
+# a working directory of ~3,100 bytes: the log lands in it, uncut
+D=$T/$($PY -c 'print("/".join(["w" * 200] * 15))')
+mkdir -p "$D"
+(cd "$D" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- "$APP" --cuda-app >/dev/null 2>"$T/e6g")
+rc=$?
+check "trace in a 3,100-byte directory: exit code 5" '[ $rc -eq 5 ]'
+check "trace in a 3,100-byte directory: the log is there" 'ls "$D"/gpureclaim-*.trace >/dev/null 2>&1 && grep -q "Peak driver memory: 80.0 KiB" "$T/e6g"'
+# ~4,070 bytes, too long with the default name added: refused (give -o)
+D2=$D/$($PY -c 'print("/".join(["v" * 200] * 5 + ["u" * 20]))')
+mkdir -p "$D2"
+(cd "$D2" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran6h' >/dev/null 2>"$T/e6h")
+rc=$?
+check "trace in a 4,070-byte directory: refused, not run" '[ $rc -eq 2 ] && [ ! -e "$D2/ran6h" ]'
+check "trace in a 4,070-byte directory: said so" 'grep -q "gpureclaim trace: the working directory.s path is too long .*-o" "$T/e6h"'
+rm -rf "$T/wwwwwwwwww"*
+
 # 7. report of the synthetic sample: text, JSON, exports
 "$B/tests/trace/test_trace_log" --sample s.trace
 "$GPR" report s.trace >r.txt

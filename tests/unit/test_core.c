@@ -466,11 +466,11 @@ static void t_flag_words(void **state)
 {
 	(void)state;
 	static const char *const on[] = {"1", "yes", "true", "YES", "True"};
-	static const char *const off[] = {"0", "no", "false", "No", "FALSE",
-					  ""};
-	static const char *const bad[] = {"2",	 "on",	 "off", " 1",
-					  "1 ",	 "y",	 "tru", "yes!",
-					  "0x1", "-1",	 "01",	"enable"};
+	static const char *const off[] = {"0",	"no",	 "false",
+					  "No", "FALSE", ""};
+	static const char *const bad[] = {"2",	 "on", "off", " 1",
+					  "1 ",	 "y",  "tru", "yes!",
+					  "0x1", "-1", "01",  "enable"};
 	for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
 		assert_int_equal(gpr__flag_parse(on[i]), 1);
 	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
