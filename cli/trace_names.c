@@ -38,8 +38,8 @@ int cli_trace_names_open(struct trace_names *tn, char *err, size_t errlen)
 /* The path in the file `name` of dir fd: one absolute path, a newline. */
 static char *read_name(int dfd, const char *name)
 {
-	int fd = openat(dfd, name,
-			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd =
+	    openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	struct stat st;
@@ -78,7 +78,8 @@ int cli_trace_names_collect(struct trace_names *tn)
 	if (!tn->dir[0])
 		return 0;
 	int rc = 0;
-	int dfd = open(tn->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int dfd =
+	    open(tn->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	if (!d && dfd >= 0)
 		close(dfd);

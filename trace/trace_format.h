@@ -49,7 +49,7 @@
 
 /* Bounds a reader enforces (a writer never exceeds them). */
 #define GPR_TRACE_MAX_STRING 4096
-#define GPR_TRACE_MAX_STRINGS (1u << 22)
+#define GPR_TRACE_MAX_STRINGS (1u << 17) /* a writer interns <= 65,555 */
 
 /* The header, as laid out on disk (offsets in comments). */
 struct gpr_trace_header {

@@ -19,6 +19,7 @@
 #include "../../trace/log_read.h"
 #include "../../trace/log_stats.h"
 #include "../../trace/log_write.h"
+#include "../../trace/u64map.h"
 #include "gpureclaim.h"
 
 static int failures;
@@ -168,8 +169,8 @@ static void test_round_trip(void)
 	CHECK(t.hdr.dropped == 3);
 	CHECK(t.n_recs == n);
 	CHECK(t.n_strs == GPR_TRACE_N_OPS + 4);
-	CHECK(strcmp(t.strs[0], "cuMemAlloc_v2") == 0);
-	CHECK(strcmp(t.strs[S_CUPY], "cupy_backends.so") == 0);
+	CHECK(strcmp(gpr__trace_str(&t, 0, "?"), "cuMemAlloc_v2") == 0);
+	CHECK(strcmp(gpr__trace_str(&t, S_CUPY, "?"), "cupy_backends.so") == 0);
 	/* every written record comes back once, fields intact */
 	for (size_t i = 0; i < n; i++) {
 		int found = 0;
@@ -883,6 +884,68 @@ static void test_hostile_strings(void)
 	gpr__trace_free(&t);
 }
 
+/* The longest run of occupied slots: what a lookup may have to walk. */
+static size_t longest_run(const struct gpr__u64map *m)
+{
+	size_t best = 0, run = 0;
+	for (size_t i = 0; i < 2 * m->cap; i++) {
+		run = m->used[i & (m->cap - 1)] ? run + 1 : 0;
+		if (run > best)
+			best = run;
+	}
+	return best < m->cap ? best : m->cap;
+}
+
+/* A key whose murmur fmix64 is h (the reader's former, fixed hash). */
+static uint64_t fmix_preimage(uint64_t h)
+{
+	uint64_t a = 0xff51afd7ed558ccdULL, inv = a;
+	for (int i = 0; i < 6; i++)
+		inv *= 2 - a * inv;
+	h ^= h >> 33;
+	h *= inv;
+	return h ^ (h >> 33);
+}
+
+/*
+ * The reader's map: right answers through growth and backward-shift
+ * deletes, and keys chosen to share one slot of a fixed hash (fmix64 with
+ * the low 32 bits equal) spread like any others under the keyed hash.
+ */
+static void test_u64map(void)
+{
+	enum { N = 20000 };
+	struct gpr__u64map m = {0};
+	for (uint32_t i = 0; i < N; i++)
+		CHECK(gpr__u64map_put(
+			  &m, fmix_preimage((uint64_t)(i + 1) << 32), i) == 0);
+	CHECK(m.n == N);
+	size_t run = longest_run(&m);
+	if (run >= 1000)
+		fprintf(stderr, "u64map: a run of %zu slots for %d keys\n", run,
+			N);
+	CHECK(run < 1000);
+	int right = 0;
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t *v =
+		    gpr__u64map_get(&m, fmix_preimage((uint64_t)(i + 1) << 32));
+		right += v && *v == i;
+	}
+	CHECK(right == N);
+	/* every other key deleted: the rest still found, the gone not */
+	for (uint32_t i = 0; i < N; i += 2)
+		CHECK(gpr__u64map_del(
+			  &m, fmix_preimage((uint64_t)(i + 1) << 32)) == 1);
+	right = 0;
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t *v =
+		    gpr__u64map_get(&m, fmix_preimage((uint64_t)(i + 1) << 32));
+		right += i % 2 ? v && *v == i : v == NULL;
+	}
+	CHECK(right == N && m.n == N / 2);
+	gpr__u64map_free(&m);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--sample") == 0)
@@ -901,6 +964,7 @@ int main(int argc, char **argv)
 	test_reuse_after_dropped_free();
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
+	test_u64map();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
