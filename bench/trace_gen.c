@@ -74,7 +74,8 @@ int main(int argc, char **argv)
 	if (strcmp(shape, "strings") == 0) {
 		static const char *empty[4096];
 		for (unsigned long long done = 0; rc == 0 && done < n;) {
-			uint32_t k = n - done < 4096 ? (uint32_t)(n - done) : 4096;
+			uint32_t k =
+			    n - done < 4096 ? (uint32_t)(n - done) : 4096;
 			rc = gpr__tw_strings(&w, empty, k);
 			done += k;
 		}
@@ -94,8 +95,12 @@ int main(int argc, char **argv)
 				else
 					a = next_random() | 1;
 				struct gpr_trace_rec r = {
-				    .t_ns = t += 100, .dur_ns = 50, .addr = a,
-				    .bytes = 4096, .tid = 7, .op = 0,
+				    .t_ns = t += 100,
+				    .dur_ns = 50,
+				    .addr = a,
+				    .bytes = 4096,
+				    .tid = 7,
+				    .op = 0,
 				    .lib = GPR_TRACE_N_OPS,
 				    .site = GPR_TRACE_N_OPS + 1};
 				v[m++] = r;

@@ -195,8 +195,14 @@ void gpr__report_text(struct cli_buf *b, const char *path,
 			cli_buf_puts(b, "\n");
 		}
 	}
-	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
+	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors ||
+	    s->saturated) {
 		cli_buf_puts(b, "\nNotes:\n");
+		if (s->saturated)
+			cli_buf_puts(b,
+				     "  some byte figures reached the largest "
+				     "value they can hold and stopped there "
+				     "(the log holds sizes no GPU has)\n");
 		if (s->errors)
 			cli_buf_printf(b,
 				       "  %" PRIu64 " calls failed (counted "
@@ -245,6 +251,8 @@ void gpr__report_json(struct cli_buf *b, const char *path,
 	cli_json_kv_u64(b, "unmatched_frees", s->unmatched_frees);
 	cli_buf_puts(b, ",");
 	cli_json_kv_u64(b, "implied_frees", s->implied_frees);
+	cli_buf_puts(b, ",");
+	cli_json_kv_bool(b, "sums_saturated", s->saturated);
 	cli_buf_puts(b, ",");
 	cli_json_kv_u64(b, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
 	cli_buf_puts(b, ",");

@@ -884,6 +884,64 @@ static void test_hostile_strings(void)
 	gpr__trace_free(&t);
 }
 
+/*
+ * Sizes no GPU has: two allocations of 2^63 bytes, never freed, and a
+ * third of 2^62. Every byte sum stops at its limit instead of wrapping
+ * to a small number, and the reports say so.
+ */
+static void test_saturated_sums(void)
+{
+	char path[256];
+	path_in_tmp(path, sizeof(path), "huge.trace");
+	struct gpr_trace_rec v[3];
+	v[0] = rec(1000, 100, 0, S_TORCH, 0x7f0000000000, 1ull << 63);
+	v[1] = rec(2000, 100, 0, S_TORCH, 0x7f1000000000, 1ull << 63);
+	v[2] = rec(3000, 100, 0, S_CUPY, 0x7f2000000000, 1ull << 62);
+	CHECK(write_log(path, v, 3, 0) == 0);
+	struct gpr_trace t;
+	if (load(path, &t) != 0)
+		return;
+	struct gpr_trace_stats s;
+	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(s.saturated);
+	CHECK(s.live_bytes == UINT64_MAX);
+	CHECK(s.held_end == (uint64_t)INT64_MAX);
+	const struct gpr_trace_libstat *lt = lib(&s, S_TORCH);
+	CHECK(lt && lt->alloc_bytes == UINT64_MAX);
+	const struct gpr_trace_opstat *a = op(&s, 0);
+	CHECK(a && a->bytes == UINT64_MAX);
+	CHECK(s.n_devs == 1 && s.devs[0].alloc_bytes == UINT64_MAX);
+	CHECK(s.n_sites == 2 && s.sites[0].bytes == UINT64_MAX);
+	struct cli_buf b = {0};
+	gpr__report_text(&b, path, &t, &s, 10, 0);
+	CHECK(!b.oom &&
+	      strstr(cli_buf_str(&b),
+		     "  some byte figures reached the largest "
+		     "value they can hold and stopped there") != NULL);
+	CHECK(strstr(cli_buf_str(&b), "Never freed: 3 allocations, 16.0 EiB") !=
+	      NULL);
+	cli_buf_reset(&b);
+	gpr__report_json(&b, path, &t, &s, 10);
+	CHECK(!b.oom &&
+	      strstr(cli_buf_str(&b), "\"sums_saturated\":true") != NULL);
+	cli_buf_free(&b);
+	gpr__trace_stats_free(&s);
+	/* an ordinary log says nothing of the kind */
+	path_in_tmp(path, sizeof(path), "plain.trace");
+	CHECK(write_sample(path) == 0);
+	gpr__trace_free(&t);
+	if (load(path, &t) != 0)
+		return;
+	CHECK(gpr__trace_stats(&t, &s) == 0);
+	CHECK(!s.saturated);
+	gpr__report_json(&b, path, &t, &s, 10);
+	CHECK(!b.oom &&
+	      strstr(cli_buf_str(&b), "\"sums_saturated\":false") != NULL);
+	cli_buf_free(&b);
+	gpr__trace_stats_free(&s);
+	gpr__trace_free(&t);
+}
+
 /* The longest run of occupied slots: what a lookup may have to walk. */
 static size_t longest_run(const struct gpr__u64map *m)
 {
@@ -965,6 +1023,7 @@ int main(int argc, char **argv)
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
 	test_u64map();
+	test_saturated_sums();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
