@@ -39,7 +39,7 @@ measure() {
 }
 
 echo "machine: $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); $(date -u +%Y-%m-%d)"
-echo "tool: $GPR ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "tool: $GPR ($(git -C "$(dirname "$GPR")" rev-parse --short HEAD 2>/dev/null || echo "?"))"
 echo
 echo "| records | random s | chosen s | strided s | chosen / random | strided / random |"
 echo "|---|---|---|---|---|---|"

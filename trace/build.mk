@@ -62,7 +62,8 @@ TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
 	$(TRACE_TEST_DIR)/libplanted.so
 ALL_TARGETS += $(TRACE_TESTS)
 
-test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace_churn
+test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace_churn \
+		$(BUILD)/bench/trace_gen
 	$(TRACE_TEST_DIR)/test_trace_log
 	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)

@@ -221,8 +221,9 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 						    "length %u",
 						    n.strs + i, sl);
 				uint32_t id = n.strs + i;
+				uint64_t need = sl ? sl + 1 : 0;
 				if (copy && (id >= lim->strs ||
-					     sl + 1 > lim->bytes - n.bytes))
+					     need > lim->bytes - n.bytes))
 					return fail(err, errlen, GPR_E_IO,
 						    "the file changed while "
 						    "being read");
@@ -243,8 +244,7 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 				}
 				if (copy)
 					t->n_strs = id + 1;
-				if (sl > 0)
-					n.bytes += sl + 1;
+				n.bytes += need;
 				q += sl;
 			}
 			if (q != plen)

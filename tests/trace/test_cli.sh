@@ -188,6 +188,38 @@ check "report: no file is a usage error" '[ $rc -eq 2 ]'
 rc=$?
 check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 
+# 8b. memory: peak RSS of `report` at most twice the log's size plus the
+# tool's own (measured on a tiny log); a log larger than half the memory
+# refused before reading; a log of millions of empty strings refused
+# without costing memory. Not under ASan (its shadow memory is not ours).
+GEN=$B/bench/trace_gen
+peak_kb() { /usr/bin/time -f "%x %M" -o peak "$@" >/dev/null 2>"$T/perr"; tail -n 1 peak; }
+if [ -x /usr/bin/time ] && [ -x "$GEN" ] && ! nm "$GPR" 2>/dev/null | grep -q __asan_init; then
+	"$GEN" random 10 tiny.trace
+	read -r rc base < <(peak_kb "$GPR" report tiny.trace --json)
+	for spec in "random 200000" "pairs 200000" "strings 131000"; do
+		set -- $spec
+		"$GEN" "$1" "$2" mem.trace
+		read -r rc kb < <(peak_kb "$GPR" report mem.trace --json)
+		size_kb=$(( $(stat -c %s mem.trace) / 1024 ))
+		check "report $1 $2: exit 0, peak ${kb} KiB <= 2 x ${size_kb} KiB + ${base} KiB + 2 MiB" \
+			"[ $rc -eq 0 ] && [ $kb -le $((2 * size_kb + base + 2048)) ]"
+	done
+	"$GEN" strings 3900000 mem.trace
+	read -r rc kb < <(peak_kb "$GPR" report mem.trace --json)
+	check "report: 16 MiB of empty strings refused, peak ${kb} KiB" \
+		"[ $rc -eq 1 ] && grep -q 'more than 131072 strings' $T/perr && [ $kb -le $((base + 2048)) ]"
+	rm -f mem.trace tiny.trace
+else
+	echo "skip report memory checks (no /usr/bin/time, no trace_gen, or an ASan build)"
+fi
+head -c 64 s.trace >huge.trace
+truncate -s 16T huge.trace 2>/dev/null || truncate -s 4T huge.trace
+timeout 10 "$GPR" report huge.trace 2>e8b
+rc=$?
+check "report: a log larger than half the memory refused at once" '[ $rc -eq 1 ] && grep -q "is larger than the .* MiB this machine can read" e8b'
+rm -f huge.trace
+
 # 9. the churn through the fake CUPTI: every call recorded; with
 # GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or
 # GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is

@@ -942,6 +942,33 @@ static void test_saturated_sums(void)
 	gpr__trace_free(&t);
 }
 
+/* Empty strings (kept without a byte each), last of the log included. */
+static void test_empty_strings(void)
+{
+	char path[256];
+	path_in_tmp(path, sizeof(path), "empty.trace");
+	unlink(path);
+	struct gpr__tw w;
+	CHECK(gpr__tw_open(&w, path, 1, 0, START) == 0);
+	const char *strs[] = {"", "lib", "", ""};
+	CHECK(gpr__tw_strings(&w, strs, 4) == 0);
+	struct gpr_trace_rec v =
+	    rec(1000, 100, 0, GPR_TRACE_N_OPS + 3, 0x1000, 4096);
+	v.site = GPR_TRACE_N_OPS;
+	CHECK(gpr__tw_records(&w, &v, 1) == 0);
+	CHECK(gpr__tw_close(&w, START + 2000, 0) == 0);
+	struct gpr_trace t;
+	if (load(path, &t) != 0)
+		return;
+	CHECK(t.n_strs == GPR_TRACE_N_OPS + 4);
+	CHECK(strcmp(gpr__trace_str(&t, GPR_TRACE_N_OPS + 1, "?"), "lib") == 0);
+	for (uint32_t i = 0; i < 4; i++)
+		if (i != 1)
+			CHECK(*gpr__trace_str(&t, GPR_TRACE_N_OPS + i, "?") ==
+			      '\0');
+	gpr__trace_free(&t);
+}
+
 /* The longest run of occupied slots: what a lookup may have to walk. */
 static size_t longest_run(const struct gpr__u64map *m)
 {
@@ -1023,6 +1050,7 @@ int main(int argc, char **argv)
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
 	test_u64map();
+	test_empty_strings();
 	test_saturated_sums();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
