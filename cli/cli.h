@@ -106,8 +106,10 @@ int cli_text_len(const char *s);
 char *cli_fmt_bytes(uint64_t bytes, char *out, size_t len);
 
 /*
- * Parses a whole string as a number of seconds: finite, > 0 and at most
- * one day. 0 and *out set on success, -1 otherwise.
+ * Parses a whole string as a number of seconds: decimal digits with an
+ * optional fraction ("0.5", "2", "10.25"; no blank, sign, hex or
+ * exponent), from 0.1 to 86400 (one day). 0 and *out set on success, -1
+ * otherwise.
  */
 int cli_parse_seconds(const char *s, double *out);
 

@@ -51,8 +51,8 @@ static const char usage_text[] =
     "OPTIONS:\n"
     "    --json              one JSON document (with --watch: one per\n"
     "                        line, JSON Lines)\n"
-    "    --watch SECONDS     repeat every SECONDS (e.g. 0.5) until "
-    "Ctrl-C\n"
+    "    --watch SECONDS     repeat every SECONDS (0.1 to 86400, "
+    "e.g. 0.5) until Ctrl-C\n"
     "    -i, --gpu INDEX     only GPU INDEX (NVML index); repeat it or\n"
     "                        give a comma list (-i 0,2)\n"
     "    -h, --help          show this help\n"
@@ -138,7 +138,8 @@ static int parse_args(int argc, char **argv, int *help)
 			if (cli_parse_seconds(optarg, &env.watch) != 0)
 				return usage_error(
 				    "--watch needs a number of seconds "
-				    "> 0 (at most 86400), not '%s'",
+				    "from 0.1 to 86400, digits with an "
+				    "optional fraction (0.5, 2), not '%s'",
 				    optarg);
 			break;
 		case 'i':
