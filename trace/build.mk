@@ -73,6 +73,15 @@ test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(BUILD)/gpureclaim $(BUILD)/bench/trace
 CHECK_RUNS += test-trace
 SAN_RUNS += test-trace
 
+# The injection library alone (the TSan run: its threads, rings and
+# writer against the fake CUPTI).
+test-inject: $(TRACE_TEST_DIR)/test_inject $(TRACE_TEST_DIR)/libcupti-fake.so \
+		$(TRACE_LIB)
+	$(TEST_WRAP) $(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
+		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
+.PHONY: test-inject
+TSAN_RUNS += test-inject
+
 # ---- fuzzing the reader and every rendering (libFuzzer; clang only) ----
 # cli/cmd_report.c holds the text and JSON reports; src/errors.c is the
 # gpr_strerror it calls.
