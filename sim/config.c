@@ -14,12 +14,16 @@
 #include <string.h>
 #include <strings.h>
 
+/* The reason, one line: controls of the quoted text show as '?'. */
 static int bad(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, whylen, fmt, ap);
 	va_end(ap);
+	for (char *p = why; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	return -1;
 }
 

@@ -103,10 +103,15 @@ fuzz: $(FUZZ_BIN)
 	@mkdir -p fuzz-corpus-tmp
 	$(FUZZ_BIN) $(FUZZ_ARGS) fuzz-corpus-tmp tests/trace/corpus
 
-# In `make check`: a fixed number of runs over the checked-in corpus.
+# In `make check`: every seed of the checked-in corpus whole (the large
+# logs included), then a fixed number of mutations of at most
+# FUZZ_MAX_LEN bytes (scripts/fuzz-long.sh lets them grow to 1 MiB).
+FUZZ_MAX_LEN ?= 16384
 fuzz-short: $(FUZZ_BIN)
 	@rm -rf $(FUZZ_DIR)/run && mkdir -p $(FUZZ_DIR)/run
-	$(FUZZ_BIN) -runs=$(FUZZ_RUNS) -seed=1 $(FUZZ_DIR)/run tests/trace/corpus
+	$(FUZZ_BIN) tests/trace/corpus/*
+	$(FUZZ_BIN) -runs=$(FUZZ_RUNS) -max_len=$(FUZZ_MAX_LEN) -seed=1 \
+		$(FUZZ_DIR)/run tests/trace/corpus
 .PHONY: fuzz fuzz-short
 CHECK_RUNS += fuzz-short
 

@@ -218,6 +218,8 @@ static void test_config_empty_fault(void **st)
 	bad_config_says("fault=mig,,stride32", "fault item 2 is empty");
 	bad_config_says("fault=mig,stride33",
 			"fault item 2 ('stride33') is not a fault");
+	/* the reason stays one line whatever the text quoted */
+	bad_config_says("gp\ns=2", "unknown key 'gp?s'\n");
 }
 
 /* The same pid in both lists of a GPU, or on two GPUs, is fine. */
