@@ -50,20 +50,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < c.nextra; i++) {
 			const struct sim__extra *e = &c.extra[i];
 			if (e->gpu < 0 || e->gpu >= c.gpus || e->pid == 0)
-				broken(text, "accepted with an extra on no GPU or pid 0");
+				broken(text, "accepted with an extra on no GPU "
+					     "or pid 0");
 			if (e->gpu != g)
 				continue;
 			if (e->bytes > c.memory ||
 			    __builtin_add_overflow(sum, e->bytes, &sum))
-				broken(text, "accepted with an extra beyond memory");
+				broken(text,
+				       "accepted with an extra beyond memory");
 			for (int j = 0; j < i; j++)
 				if (c.extra[j].gpu == g &&
 				    c.extra[j].pid == e->pid &&
 				    c.extra[j].graphics == e->graphics)
-					broken(text, "accepted with a pid twice in one list");
+					broken(text, "accepted with a pid "
+						     "twice in one list");
 		}
 		if (sum > c.memory || sum != sim__extra_bytes(&c, g))
-			broken(text, "accepted with the extras of a GPU beyond memory");
+			broken(
+			    text,
+			    "accepted with the extras of a GPU beyond memory");
 	}
 	free(text);
 	return 0;
