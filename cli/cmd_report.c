@@ -423,8 +423,7 @@ int gpr_cli_report(int argc, char **argv)
 	const char *path = argv[optind];
 	struct gpr_trace t;
 	char err[256];
-	/* A symbolic link the user names is followed (the reader follows none).
-	 */
+	/* A symbolic link named here is followed; the reader follows none. */
 	char real[PATH_MAX];
 	if (gpr__trace_load(realpath(path, real) ? real : path, &t, err,
 			    sizeof(err)) < 0) {
