@@ -36,8 +36,10 @@ int gpr_cli_report(int argc, char **argv);
 /* ---------------- arguments (cli/util_parse.c) ---------------- */
 
 /*
- * Parses a whole string as a number of seconds: finite, > 0 and at most
- * one day. 0 and *out set on success, -1 otherwise.
+ * Parses a whole string as a number of seconds: decimal digits with an
+ * optional fraction ("0.5", "2", "10.25"; no blank, sign, hex or
+ * exponent), from 0.1 to 86400 (one day). 0 and *out set on success, -1
+ * otherwise.
  */
 int gpr_cli_parse_seconds(const char *s, double *out);
 
@@ -96,12 +98,23 @@ struct gpr_cli_out {
 };
 
 /*
- * Opens the output `path` of subcommand `cmd`. Refused (a message on
- * stderr, -1): the file `input` (device and inode), a directory or any
- * other non-regular file, a symbolic link (with force: the link itself is
- * replaced, never followed), and without force a file that is not ours
- * to replace: another user's, or one that neither is empty nor begins
- * with `signature` (how our exports begin). 0 with o->f open otherwise.
+ * Whether subcommand `cmd` may replace what lies at `path` with a file of
+ * its own: 0 when nothing is there or it may, -1 with a message on stderr
+ * otherwise. Refused: the file `input` (device and inode; NULL: none), a
+ * directory or any other non-regular file, a symbolic link (with force:
+ * the link itself may be replaced, never followed), and without force a
+ * file that is not ours to replace: another user's, or one that neither is
+ * empty nor begins with `signature` (the message calls ours `what`, e.g.
+ * "an export of gpureclaim"). force: 1 given, 0 not given (the message
+ * says what --force would do), -1 the command has no --force.
+ */
+int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
+		      const char *what, int force, const struct stat *input);
+
+/*
+ * Opens the output `path` of subcommand `cmd`, refused as
+ * gpr_cli_out_check says (our files: exports beginning with `signature`).
+ * 0 with o->f open, or -1 with a message on stderr.
  */
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 		     const char *signature, int force,

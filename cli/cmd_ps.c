@@ -62,9 +62,9 @@ static const char usage_text[] =
     "    --json              one JSON document, with the time, host and\n"
     "                        driver version (with --watch: one per line,\n"
     "                        JSON Lines)\n"
-    "    --watch SECONDS     repeat every SECONDS (e.g. 0.5) until "
-    "Ctrl-C;\n"
-    "                        on a terminal the listing fits the window\n"
+    "    --watch SECONDS     repeat every SECONDS (0.1 to 86400, e.g. 0.5)\n"
+    "                        until Ctrl-C; on a terminal the listing fits\n"
+    "                        the window\n"
     "    -i, --gpu INDEX     only GPU INDEX (NVML index); repeat it or\n"
     "                        give a comma list (-i 0,2)\n"
     "    --color[=WHEN]      colour the text: auto (on a terminal, unless\n"
@@ -114,7 +114,8 @@ static int parse_args(int argc, char **argv, int *help)
 			if (gpr_cli_parse_seconds(optarg, &env.watch) != 0)
 				return usage_error(
 				    "--watch needs a number of seconds "
-				    "> 0 (at most 86400), not '%s'",
+				    "from 0.1 to 86400, digits with an "
+				    "optional fraction (0.5, 2), not '%s'",
 				    optarg);
 			break;
 		case 'i':
