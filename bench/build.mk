@@ -13,3 +13,9 @@ $(BUILD)/bench/nvml_cost: $(BUILD)/obj/bench/nvml_cost.o
 	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/bench/nvml_cost
+
+$(BUILD)/bench/nvml_exit: $(BUILD)/obj/bench/nvml_exit.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/nvml_exit

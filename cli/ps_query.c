@@ -56,6 +56,40 @@ struct job {
 	int rc; /* 0 or GPR_E_NOMEM; a failed query is kept in g->err */
 };
 
+/* Who each process is (/proc, getpwuid_r), the profile timing each kind
+ * of look-up over the GPU's processes. */
+static void identify(struct gpr_cli_ps_gpu *g)
+{
+	double state = 0, user = 0, cmd = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		struct gpr_cli_ps_row *r = &g->rows[i];
+		double t0 = gpr_cli_prof_clock();
+		r->state = gpr_cli_proc_state(r->pid);
+		double t1 = gpr_cli_prof_clock();
+		state += t1 - t0;
+		/* another namespace's pid would name an unrelated process */
+		if (r->state == GPR_CLI_PID_OUTSIDE)
+			continue;
+		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
+						  sizeof(r->user)) == 0;
+		double t2 = gpr_cli_prof_clock();
+		user += t2 - t1;
+		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
+						    sizeof(r->cmd)) == 0;
+		cmd += gpr_cli_prof_clock() - t2;
+	}
+	if (!gpr_cli_prof_on() || g->n == 0)
+		return;
+	/* as steps ending now, each as long as its sum */
+	double now = gpr_cli_prof_clock();
+	gpr_cli_prof_step(now - state,
+			  "GPU %d pid states (kill, /proc/PID/stat)", g->index);
+	gpr_cli_prof_step(now - user, "GPU %d users (stat, getpwuid_r)",
+			  g->index);
+	gpr_cli_prof_step(now - cmd, "GPU %d commands (/proc/PID/cmdline)",
+			  g->index);
+}
+
 /* Fills j->g for GPU j->g->index. */
 static void *query_gpu(void *arg)
 {
@@ -63,13 +97,24 @@ static void *query_gpu(void *arg)
 	struct gpr_cli_ps_gpu *g = j->g;
 	struct gpr_process *procs = NULL;
 	size_t n = 0;
+	static const char *names[] = {"gpu0", "gpu1", "gpu2", "gpu3",
+				      "gpu4", "gpu5", "gpu6", "gpu7"};
+	const char *was = gpr_cli_prof_thread_name();
+	gpr_cli_prof_thread(g->index >= 0 && g->index < 8 ? names[g->index]
+							  : "gpu");
+	double t0 = gpr_cli_prof_clock();
 	int err = gpr_gpu_info(j->ctx, g->index, &g->info);
-	if (err == 0)
+	gpr_cli_prof_step(t0, "GPU %d gpr_gpu_info", g->index);
+	if (err == 0) {
+		t0 = gpr_cli_prof_clock();
 		err = gpr_gpu_processes(j->ctx, g->index, &procs, &n);
+		gpr_cli_prof_step(t0, "GPU %d gpr_gpu_processes", g->index);
+	}
 	if (err != 0) {
 		g->err = err;
 		snprintf(g->detail, sizeof(g->detail), "%s",
 			 gpr_last_error(j->ctx));
+		gpr_cli_prof_thread(was);
 		return NULL;
 	}
 	if (n > 0) {
@@ -77,6 +122,7 @@ static void *query_gpu(void *arg)
 		if (!g->rows) {
 			gpr_free(procs);
 			j->rc = GPR_E_NOMEM;
+			gpr_cli_prof_thread(was);
 			return NULL;
 		}
 	}
@@ -87,21 +133,15 @@ static void *query_gpu(void *arg)
 		r->bytes_known = procs[i].bytes_known;
 		r->compute = procs[i].compute;
 		r->graphics = procs[i].graphics;
-		r->state = gpr_cli_proc_state(r->pid);
-		/* another namespace's pid would name an unrelated process */
-		if (r->state == GPR_CLI_PID_OUTSIDE)
-			continue;
-		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
-						  sizeof(r->user)) == 0;
-		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
-						    sizeof(r->cmd)) == 0;
 	}
 	g->n = n;
+	gpr_free(procs);
+	identify(g);
 	for (size_t i = 0; i < n; i++)
 		g->hidden += !g->rows[i].bytes_known;
-	gpr_free(procs);
 	if (g->n > 1) /* qsort(NULL, 0) is undefined */
 		qsort(g->rows, g->n, sizeof(*g->rows), row_cmp);
+	gpr_cli_prof_thread(was);
 	return NULL;
 }
 
@@ -185,7 +225,9 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
 		qsort(r->gpus, n, sizeof(*r->gpus), cmp_index);
 	for (size_t g = 0; g < n; g++)
 		jobs[g] = (struct job){.ctx = ctx, .g = &r->gpus[g]};
+	double t0 = gpr_cli_prof_clock();
 	run_jobs(jobs, n);
+	gpr_cli_prof_step(t0, "every GPU read (a thread each)");
 	for (size_t g = 0; g < n; g++)
 		if (jobs[g].rc)
 			goto oom;
