@@ -57,15 +57,15 @@ int gpr_cli_ps_variant(struct gpr_cli_ps_variant *v)
 {
 	memset(v, 0, sizeof *v);
 	const char *s = getenv("GPURECLAIM_PS_VARIANT");
-	if (!s)
+	if (!s || !*s)
 		return 0;
 	char buf[256];
 	if (strlen(s) >= sizeof buf)
 		goto bad;
 	snprintf(buf, sizeof buf, "%s", s);
-	char *save = NULL;
-	for (char *item = strtok_r(buf, ",", &save); item;
-	     item = strtok_r(NULL, ",", &save)) {
+	/* strsep, not strtok: an empty item is a mistake, not nothing */
+	char *rest = buf;
+	for (char *item; (item = strsep(&rest, ",")) != NULL;) {
 		char *value = strchr(item, '=');
 		if (!value)
 			goto bad;
