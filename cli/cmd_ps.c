@@ -301,8 +301,8 @@ int gpr_cli_ps(int argc, char **argv)
 	int clear = env.watch > 0 && !env.json && tty;
 	for (int first = 1;; first = 0) {
 		gpr__buf_reset(&out);
-		if (gpr_cli_ps_query(ctx, env.select, env.n_select, &round,
-				     &code) < 0)
+		if (gpr_cli_ps_query(ctx, env.select, env.n_select,
+				     variant.split, &round, &code) < 0)
 			goto cleanup;
 		if (first && start.flagged && any_failed(&round)) {
 			/* maybe only unattached: read it as without the flag */
@@ -320,7 +320,7 @@ int gpr_cli_ps(int argc, char **argv)
 				goto cleanup;
 			}
 			if (gpr_cli_ps_query(ctx, env.select, env.n_select,
-					     &round, &code) < 0)
+					     variant.split, &round, &code) < 0)
 				goto cleanup;
 		}
 		t0 = gpr_cli_prof_clock();

@@ -52,11 +52,12 @@ struct gpr_cli_ps_round {
 /*
  * Reads a round: the GPUs in select[0..n_select) (every GPU when
  * n_select is 0) in index order, each queried in a thread of its own (a
- * GPU's first NVML query attaches it, several milliseconds each). 0 with
- * r filled (a GPU that failed has its err set); or -1 when nothing can be
- * listed, a message on stderr and *code the exit code.
+ * GPU's first NVML query attaches it, several milliseconds each), or two
+ * with `split` (its facts, its processes). 0 with r filled (a GPU that
+ * failed has its err set); or -1 when nothing can be listed, a message on
+ * stderr and *code the exit code.
  */
-int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
+int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code);
 void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
 
@@ -89,6 +90,7 @@ struct gpr_cli_ps_variant {
 	int noattach;  /* nvml=noattach: NVML_INIT_FLAG_NO_ATTACH first */
 	int serial;    /* start=serial: NVML started by the first query */
 	int libc_exit; /* exit=libc: a one-shot listing returns to exit() */
+	int split;     /* gpu=split: two threads a GPU, facts and processes */
 };
 
 /* Reads the switch (all 0 when unset); -1 with a message when malformed. */

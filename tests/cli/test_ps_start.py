@@ -15,9 +15,9 @@ import pytest
 from conftest import BIN, MiB, ROOT
 
 CTX = 64 * MiB
-VARIANTS = ["nvml=attach,start=thread,exit=quick", "nvml=noattach",
-            "start=serial", "exit=libc",
-            "nvml=noattach,start=serial,exit=libc"]
+VARIANTS = ["nvml=attach,start=thread,exit=quick,gpu=whole",
+            "nvml=noattach", "start=serial", "exit=libc", "gpu=split",
+            "nvml=noattach,start=serial,exit=libc,gpu=split"]
 JSON_CLOCK = re.compile(r'"time":"[^"]*","unix_time":[0-9.]+,')
 
 
@@ -104,20 +104,29 @@ def test_unattached_bites_only_noattach(sim):
     assert [g["name"] for g in r.json()["gpus"]] == ["Simulated GPU"] * 2
 
 
-def test_broken_gpu_under_noattach(sim):
-    """A GPU that is really lost fails the second time too: the same
-    error line and exit status as without the variant."""
-    sim.configure(f"gpus=2;context={CTX};fault=broken:1")
-    want = sim.run("ps")
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+@pytest.mark.parametrize("variant", ["nvml=noattach", "gpu=split",
+                                     "nvml=noattach,gpu=split"])
+def test_broken_gpu_under_variants(sim, variant, fmt):
+    """A GPU that is really lost fails the second time too, and fails once
+    with its facts and its processes read apart: the same error line and
+    exit status as without the variant."""
+    sim.configure(f"gpus=3;context={CTX};fault=broken:1;"
+                  "extra=1:4000000:1GiB,2:4000001:2GiB")
+    want = sim.run("ps", *fmt)
     assert want.rc == 1 and "GPU_IS_LOST" in want.out, want
-    got = sim.run("ps", env=sim.env(GPURECLAIM_PS_VARIANT="nvml=noattach",
-                                    GPURECLAIM_PS_PROFILE="1"))
+    got = sim.run("ps", *fmt, env=sim.env(GPURECLAIM_PS_VARIANT=variant,
+                                          GPURECLAIM_PS_PROFILE="1"))
     assert got.rc == 1, got
-    assert got.out == want.out
+    assert same_listing(got.out, want.out), (got, want)
     assert [line for line in got.err.splitlines()
             if not line.startswith("ps-profile ")] == \
         want.err.splitlines()
-    assert any("started again" in n for n in notes(got.err))
+    retried = any("started again" in n for n in notes(got.err))
+    assert retried == ("noattach" in variant)
+    if "split" in variant:
+        threads = {who for who, _ in steps(got.err)}
+        assert {"gpu1", "gpu1p", "gpu2p"} <= threads, threads
 
 
 def test_noattach_with_watch(busy):
@@ -136,7 +145,7 @@ def test_noattach_with_watch(busy):
 
 
 @pytest.mark.parametrize("value", [
-    "bogus", "nvml", "nvml=", "nvml=maybe", "start=parallel",
+    "bogus", "nvml", "nvml=", "nvml=maybe", "start=parallel", "gpu=2",
     "exit=quick,", "exit=quick,,start=serial", "x" * 300])
 def test_bad_variant_is_usage(sim, value):
     r = sim.run("ps", env=sim.env(GPURECLAIM_PS_VARIANT=value))
