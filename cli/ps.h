@@ -110,9 +110,9 @@ void gpr_cli_ps_start(struct gpr_cli_ps_start *s, gpr_ctx *ctx,
 		      const struct gpr_cli_ps_variant *v);
 void gpr_cli_ps_started(struct gpr_cli_ps_start *s);
 
-/* Ends the tool's own NO_ATTACH initialisation, if any (1 if there was
- * one). Call it after closing the handle that worked under it. */
-int gpr_cli_ps_unflag(struct gpr_cli_ps_start *s);
+/* Ends the tool's own NO_ATTACH initialisation, if any. Call it after
+ * closing the handle that worked under it. */
+void gpr_cli_ps_unflag(struct gpr_cli_ps_start *s);
 
 /* Prints the profile, then, for a one-shot listing, _exit(code) (see
  * cli/ps_start.c); otherwise returns code. */

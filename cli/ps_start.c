@@ -110,6 +110,7 @@ static void flags_first(struct gpr_cli_ps_start *s)
 static void *start_nvml(void *arg)
 {
 	struct gpr_cli_ps_start *s = arg;
+	const char *was = gpr_cli_prof_thread_name();
 	gpr_cli_prof_thread("nvml");
 	double t0 = gpr_cli_prof_clock();
 	flags_first(s);
@@ -118,6 +119,7 @@ static void *start_nvml(void *arg)
 	 * gets the same answer (an NVML that failed is not tried twice) */
 	(void)gpr_gpu_count(s->ctx, &n);
 	gpr_cli_prof_step(t0, "NVML started (load, init, count)");
+	gpr_cli_prof_thread(was); /* run here when no thread could start */
 	return NULL;
 }
 
@@ -146,13 +148,10 @@ void gpr_cli_ps_started(struct gpr_cli_ps_start *s)
 	gpr_cli_prof_step(t0, "waited for NVML's start");
 }
 
-int gpr_cli_ps_unflag(struct gpr_cli_ps_start *s)
+void gpr_cli_ps_unflag(struct gpr_cli_ps_start *s)
 {
-	if (!s->flagged)
-		return 0;
 	gpr_cli_nvml_done(s->flagged);
 	s->flagged = NULL;
-	return 1;
 }
 
 int gpr_cli_ps_end(const struct gpr_cli_ps_start *s, int code, int one_shot)
