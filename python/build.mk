@@ -30,8 +30,9 @@ ALL_TARGETS += $(PY_EXT)
 
 # Each test runs its scenario in a fresh interpreter on the simulated
 # driver (which reads GPURECLAIM_SIM once).
-test-python: $(PY_EXT) $(SIM_LIBS)
+test-python: $(PY_EXT) $(SIM_LIBS) $(FAKE_TORCH_LIBS) $(FAKE_TRACER)
 	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+		GPR_FAKES_BUILD=$(abspath $(BUILD)/tests) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: test-python
 CHECK_RUNS += test-python

@@ -2,15 +2,17 @@
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
 # need with that machine's compiler, then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build hw-ps hw-release hw-explain hw-trace hw-cluster
+#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster
 #           bench-ps bench-release bench-explain bench-trace
 # hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
-# fills it where PyPI can be reached) and needs 2 GPUs.
+# fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
+# rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
+# stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -23,6 +25,14 @@ for s in $stages; do
 		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
 		  gcc --version | head -1; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+	rmm)
+		log rmm
+		want="rmm-cu13 librmm-cu13 rapids-logger"
+		python3 -c 'import cuda.bindings' 2>/dev/null || want="$want cuda-bindings cuda-pathfinder"
+		python3 -m pip install --quiet --no-index --find-links .whl --no-deps \
+			--target "$B/pydeps" $want 2>&1 | tail -5
+		export PYTHONPATH=$PWD/$B/pydeps${PYTHONPATH:+:$PYTHONPATH}
+		python3 -c 'import rmm; print("rmm", rmm.__version__)' 2>&1 | tee "$OUT/rmm.txt" ;;
 	build)
 		log build
 		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \

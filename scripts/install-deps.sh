@@ -5,6 +5,7 @@ set -euo pipefail
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)

@@ -4,7 +4,8 @@
 # symbols stay hidden, so each library has its own copy.
 SIM_COMMON_OBJS := $(BUILD)/obj/sim/config.o $(BUILD)/obj/sim/state.o \
 	$(BUILD)/obj/sim/lock.o
-SIM_CUDA_OBJS := $(BUILD)/obj/sim/cuda.o $(SIM_COMMON_OBJS)
+SIM_CUDA_OBJS := $(BUILD)/obj/sim/cuda.o $(BUILD)/obj/sim/mempool.o \
+	$(SIM_COMMON_OBJS)
 SIM_NVML_OBJS := $(BUILD)/obj/sim/nvml.o $(SIM_COMMON_OBJS)
 
 SIM_LIBS := $(BUILD)/sim/libcuda.so.1 $(BUILD)/sim/libnvidia-ml.so.1

@@ -20,3 +20,29 @@ test-unit: $(UNIT_BINS) $(SIM_LIBS)
 .PHONY: test-unit
 CHECK_RUNS += test-unit
 SAN_RUNS += test-unit
+
+# A stand-in for torch's libtorch_cuda.so in its 2.11 and 2.13 layouts
+# (tests/fixtures/libtorch_cuda.cpp), which the fake torch loads: C++,
+# since the point is the real libstdc++ std::map and std::shared_mutex.
+CXX ?= c++
+FAKE_TORCH_LIBS := $(BUILD)/tests/fake_torch/2.11/libtorch_cuda.so \
+	$(BUILD)/tests/fake_torch/2.13/libtorch_cuda.so
+$(BUILD)/tests/fake_torch/2.11/libtorch_cuda.so: tests/fixtures/libtorch_cuda.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -fPIC -shared -Wall -Wextra -Werror \
+		-fvisibility=hidden -Wl,-soname,libtorch_cuda.so \
+		-o $@ $<
+$(BUILD)/tests/fake_torch/2.13/libtorch_cuda.so: tests/fixtures/libtorch_cuda.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -fPIC -shared -Wall -Wextra -Werror \
+		-fvisibility=hidden -DFAKE_TORCH_213 \
+		-Wl,-soname,libtorch_cuda.so -o $@ $<
+ALL_TARGETS += $(FAKE_TORCH_LIBS)
+
+# A stand-in for the tracer's live query (tests/fixtures/fake_tracer.c).
+FAKE_TRACER := $(BUILD)/tests/libfake_tracer.so
+$(FAKE_TRACER): tests/fixtures/fake_tracer.c python/src/trace_live.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden \
+		-Ipython/src -o $@ $<
+ALL_TARGETS += $(FAKE_TRACER)

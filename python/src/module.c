@@ -22,7 +22,11 @@ static PyMethodDef methods[] = {
      "release(*, devices=None, collect='auto', workspaces=False) -> dict"},
     {"explain", (PyCFunction)(void (*)(void))gpr_py_explain,
      METH_VARARGS | METH_KEYWORDS,
-     "explain(devices=None) -> dict: where this process's GPU memory goes"},
+     "explain(devices=None, measure_context=False) -> dict: where this "
+     "process's GPU memory goes"},
+    {"_context_probe", gpr_py_context_probe, METH_O,
+     "_context_probe(uuid) -> int: the probe process of "
+     "explain(measure_context=True); never call it in a program"},
     {"devices_in_use", gpr_py_devices_in_use, METH_NOARGS,
      "devices_in_use() -> list of CUDA ordinals with a context"},
     {"process_memory", gpr_py_process_memory, METH_NOARGS,

@@ -12,11 +12,12 @@ from typing import Any, Iterable, Optional
 
 from ._records import Worker, WorkerGPU
 
-#: the parts of an explanation, in the order gpureclaim.explain() gives
-PART_KINDS = ("live", "releasable", "fragmented", "workspace", "pool", "rest")
-_PART_HEAD = {"live": "live", "releasable": "cached, returnable",
-              "fragmented": "cached, not returnable",
-              "workspace": "workspace", "pool": "pool", "rest": "rest"}
+from .. import _KINDS
+
+#: the kinds of an explanation's parts and their labels: gpureclaim's one
+#: table of them
+PART_KINDS = tuple(_KINDS)
+_PART_HEAD = {k: label for k, (label, _colour) in _KINDS.items()}
 
 
 def human_bytes(n: Optional[int]) -> str:
