@@ -22,3 +22,9 @@ $(BUILD)/bench/trace_gen: $(BUILD)/obj/bench/trace_gen.o \
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/bench/trace_gen
+
+$(BUILD)/bench/nvml_exit: $(BUILD)/obj/bench/nvml_exit.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/nvml_exit

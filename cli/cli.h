@@ -88,6 +88,21 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
 
+/*
+ * NVML initialised with nvmlInitWithFlags(flags) (GPR_NVML_INIT_FLAG_*),
+ * the library the core loads ($GPURECLAIM_NVML_LIBRARY or
+ * libnvidia-ml.so.1). NVML counts its initialisations and the first one's
+ * flags hold while the count stays above 0, so the core's nvmlInit_v2
+ * that follows works under them. Returns the library's handle for
+ * gpr_cli_nvml_done, or NULL (nothing held) when it cannot be loaded,
+ * lacks nvmlInitWithFlags (*r = NVML_ERROR_FUNCTION_NOT_FOUND) or refuses
+ * (*r its answer).
+ */
+void *gpr_cli_nvml_init_flags(unsigned int flags, int *r);
+
+/* nvmlShutdown and dlclose of what gpr_cli_nvml_init_flags returned. */
+void gpr_cli_nvml_done(void *lib);
+
 /* ---------------- files written for the user (cli/util_file.c) --------- */
 
 /* An output being written: to a temporary file beside `path` until commit. */
@@ -151,6 +166,13 @@ enum gpr_cli_pid_state {
  * (PROC_PID_INIT_INO, 0xEFFFFFFC).
  */
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid);
+
+/*
+ * Does once what the first look-ups of gpr_cli_proc_state and
+ * gpr_cli_proc_user would: the pid namespace test, and a getpwuid_r of
+ * our own uid, which loads the NSS configuration and modules.
+ */
+void gpr_cli_proc_warm(void);
 
 /*
  * The user name owning process pid (owner of /proc/PID, name through
