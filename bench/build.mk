@@ -13,3 +13,18 @@ $(BUILD)/bench/nvml_cost: $(BUILD)/obj/bench/nvml_cost.o
 	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 ALL_TARGETS += $(BUILD)/bench/nvml_cost
+
+# Synthetic logs for the reader's benchmark (bench/trace_reader.sh).
+$(BUILD)/bench/trace_gen: $(BUILD)/obj/bench/trace_gen.o \
+		$(BUILD)/obj/trace/inject/log_write.o \
+		$(BUILD)/obj/trace/format/trace_ops.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/trace_gen
+
+$(BUILD)/bench/nvml_exit: $(BUILD)/obj/bench/nvml_exit.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/nvml_exit

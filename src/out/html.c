@@ -436,7 +436,10 @@ void gpr__html_bar(struct gpr__buf *b, const char *caption,
 		if (all[i].bytes) {
 			at[n] = i;
 			p[n++] = all[i];
-			total += all[i].bytes;
+			/* a total past 2^64 (hostile figures) stops there */
+			total = total + all[i].bytes < total
+				    ? UINT64_MAX
+				    : total + all[i].bytes;
 		}
 	if (caption) {
 		gpr__buf_puts(b, "<div class=\"gpr-cap\">");

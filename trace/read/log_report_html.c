@@ -47,7 +47,7 @@ static void lib_bar(struct gpr__buf *b, const struct gpr_trace *t,
 			p[n++] =
 			    (struct gpr__html_part){str(t, l->lib), v, NULL};
 		else
-			other += v;
+			gpr_trace_usum(&other, v); /* hostile sizes saturate */
 	}
 	if (other)
 		p[n++] = (struct gpr__html_part){"other libraries", other,
@@ -227,9 +227,14 @@ static void sites_table(struct gpr__buf *b, const struct gpr_trace *t,
 /* The notes of the text report, as sentences. */
 static void notes(struct gpr__buf *b, const struct gpr_trace_stats *s)
 {
-	char v[4][128], n[64];
-	const char *list[4];
+	char v[5][128], n[64];
+	const char *list[5];
 	size_t k = 0;
+	if (s->saturated)
+		snprintf(v[k++], sizeof v[0],
+			 "some byte figures reached the largest value they "
+			 "can hold and stopped there (the log holds sizes no "
+			 "GPU has)");
 	if (s->errors)
 		snprintf(v[k++], sizeof v[0],
 			 "%s (counted in errors, no memory moved)",
