@@ -22,8 +22,10 @@ before it may say where it runs:
                                example.sh or example.c in the folder CMD
                                runs in), e.g. under `gpureclaim trace`
   <!-- skip: REASON -->        does not run: only for `make check` (the
-                               suite itself) and `pip install` (changes the
-                               machine; the install suite builds the wheel)
+                               suite itself), `scripts/fuzz-long.sh` (forty
+                               minutes; make check runs every fuzz target
+                               briefly) and `pip install` (changes the
+                               machine's Python)
   <!-- cluster -->             on real engines (a Dask LocalCluster,
                                torchrun, a local Ray): the block's first line
                                `# example: NAME` names the case of
@@ -54,7 +56,7 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNABLE = {"console", "sh", "python", "c"}
 KINDS = RUNNABLE | {"text"}
-SKIPPABLE = ("make check", "pip install")
+SKIPPABLE = ("make check", "pip install", "scripts/fuzz-long.sh")
 TIMEOUT = 300
 
 
