@@ -77,25 +77,29 @@ static const gpr_report *report_of(PyObject *handle)
 	return PyCapsule_GetPointer(handle, REPORT_CAPSULE);
 }
 
+/* One of the core's renderings of the handle's report, as str. */
+static PyObject *rendered(PyObject *handle, char *(*fn)(const gpr_report *))
+{
+	const gpr_report *r = report_of(handle);
+	return r ? take_str(fn(r)) : NULL;
+}
+
 PyObject *gpr_py_report_text(PyObject *module, PyObject *handle)
 {
 	(void)module;
-	const gpr_report *r = report_of(handle);
-	return r ? take_str(gpr_report_text(r)) : NULL;
+	return rendered(handle, gpr_report_text);
 }
 
 PyObject *gpr_py_report_json(PyObject *module, PyObject *handle)
 {
 	(void)module;
-	const gpr_report *r = report_of(handle);
-	return r ? take_str(gpr_report_json(r)) : NULL;
+	return rendered(handle, gpr_report_json);
 }
 
 PyObject *gpr_py_report_html(PyObject *module, PyObject *handle)
 {
 	(void)module;
-	const gpr_report *r = report_of(handle);
-	return r ? take_str(gpr_report_html(r)) : NULL;
+	return rendered(handle, gpr_report_html);
 }
 
 /* ------------------------------------------------------------- formats */

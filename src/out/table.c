@@ -78,28 +78,32 @@ void gpr__table_cellf(struct gpr__table *t, const char *fmt, ...)
 	push(t, s);
 }
 
-void gpr__table_bytes(struct gpr__table *t, int known, uint64_t bytes)
+/* A byte cell: the figure for people, the exact count as its title. */
+static void bytes_cell(struct gpr__table *t, int known, int neg,
+		       uint64_t magnitude)
 {
 	char h[32], x[48];
 	if (!known) {
 		gpr__table_cell(t, "-");
 		return;
 	}
-	gpr__table_cell(t, gpr__fmt_bytes(bytes, h, sizeof h));
-	snprintf(x, sizeof x, "%" PRIu64 " bytes", bytes);
+	gpr__fmt_bytes(magnitude, neg ? h + 1 : h, sizeof h - 1);
+	if (neg)
+		h[0] = '-';
+	gpr__table_cell(t, h);
+	snprintf(x, sizeof x, "%s%" PRIu64 " bytes", neg ? "-" : "", magnitude);
 	gpr__table_title(t, x);
+}
+
+void gpr__table_bytes(struct gpr__table *t, int known, uint64_t bytes)
+{
+	bytes_cell(t, known, 0, bytes);
 }
 
 void gpr__table_sbytes(struct gpr__table *t, int known, int64_t bytes)
 {
-	char h[32], x[48];
-	if (!known) {
-		gpr__table_cell(t, "-");
-		return;
-	}
-	gpr__table_cell(t, gpr__fmt_sbytes(bytes, h, sizeof h));
-	snprintf(x, sizeof x, "%" PRId64 " bytes", bytes);
-	gpr__table_title(t, x);
+	bytes_cell(t, known, bytes < 0,
+		   bytes < 0 ? -(uint64_t)bytes : (uint64_t)bytes);
 }
 
 void gpr__table_title(struct gpr__table *t, const char *title)
