@@ -1,7 +1,8 @@
 # gpureclaim — `make demo` runs the main job, `make check` runs every test that
 # needs no GPU. Both install what they need first (scripts/install-deps.sh).
 #
-# Variables: BUILD (output folder), CC, SAN=1 (ASan+UBSan build), PYTHON.
+# Variables: BUILD (output folder), CC, SAN=1 (ASan+UBSan build), TSAN=1
+# (ThreadSanitizer build, clang), PYTHON.
 # Each part of the tree adds its own rules in its build.mk; this file holds
 # what they share.
 
@@ -9,6 +10,9 @@ BUILD ?= build
 CC ?= cc
 PYTHON ?= python3
 SAN ?=
+TSAN ?=
+# Prefix of the test programs a run starts (the TSan run sets it).
+TEST_WRAP ?=
 
 CSTD := -std=c11 -D_GNU_SOURCE
 WARN := -Wall -Wextra -Werror
@@ -16,6 +20,14 @@ OPT ?= -O2
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 OPT := -O1
+endif
+ifeq ($(TSAN),1)
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+OPT := -O1
+# TSan maps its shadow at fixed addresses that a high-entropy ASLR layout
+# can collide with: its runs go without address randomisation.
+TEST_WRAP := setarch $(shell uname -m) -R
+export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 endif
 CFLAGS := $(CSTD) $(WARN) $(OPT) -g -fPIC -fvisibility=hidden \
 	-Iinclude -Isrc -Isrc/driver $(SANFLAGS) $(EXTRA_CFLAGS)
@@ -28,6 +40,8 @@ ALL_TARGETS :=
 CHECK_RUNS :=
 # Test runs made again on the ASan+UBSan build.
 SAN_RUNS :=
+# Test runs made again on the ThreadSanitizer build (clang).
+TSAN_RUNS :=
 
 .PHONY: all check check-ci demo deps format format-check clean
 all: build-all
@@ -71,6 +85,7 @@ check-ci: format-check
 	@# the injection library's stack walks depend on the compiler's frames
 	$(MAKE) CC=clang BUILD=build/clang test-trace
 	$(MAKE) SAN=1 BUILD=build/asan $(SAN_RUNS)
+	$(MAKE) CC=clang TSAN=1 BUILD=build/tsan $(TSAN_RUNS)
 	@echo "make check: all passed"
 
 # The README's main command.

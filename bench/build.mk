@@ -21,3 +21,18 @@ $(BUILD)/bench/fakecuda/libcuda.so.1: $(BUILD)/obj/bench/fakecuda.o
 	$(CC) -shared -Wl,-soname,libcuda.so.1 $(LDFLAGS) -o $@ $<
 
 ALL_TARGETS += $(BUILD)/bench/fakecuda/libcuda.so.1
+
+# Synthetic logs for the reader's benchmark (bench/trace_reader.sh).
+$(BUILD)/bench/trace_gen: $(BUILD)/obj/bench/trace_gen.o \
+		$(BUILD)/obj/trace/inject/log_write.o \
+		$(BUILD)/obj/trace/format/trace_ops.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/trace_gen
+
+$(BUILD)/bench/nvml_exit: $(BUILD)/obj/bench/nvml_exit.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+ALL_TARGETS += $(BUILD)/bench/nvml_exit

@@ -3,9 +3,10 @@
  * (latency percentiles, share of the time spent waiting for a CPU), of
  * libraries and devices, the peak of driver memory, what was never freed
  * and the top call sites; --json for scripts, --chrome (capped by
- * --max-events), --svg and --rmm-csv exports. The reading and the
- * renderings are the trace reader's (trace/read/); this file parses the
- * arguments, shows progress and writes the output.
+ * --max-events), --svg, --html (the HTML report: the tables, bars and the
+ * plot in one page) and --rmm-csv exports. The reading and the renderings
+ * are the trace reader's (trace/read/); this file parses the arguments,
+ * shows progress and writes the output.
  *
  * Order, so that a failure leaves nothing half done: the exports are
  * opened (cli/util_file.c: safe creation, never the log itself) before
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@ static struct env {
 	int json;	     /* --json */
 	const char *chrome;  /* --chrome FILE */
 	const char *svg;     /* --svg FILE */
+	const char *html;    /* --html FILE */
 	const char *rmm;     /* --rmm-csv FILE */
 	uint64_t max_events; /* --max-events N (0: all) */
 	int top;	     /* --top N */
@@ -45,8 +48,9 @@ static void usage(FILE *f)
 	fprintf(
 	    f, "USAGE: gpureclaim report FILE [--json] [--chrome OUT.json "
 	       "[--max-events N]]\n"
-	       "                         [--svg OUT.svg] [--rmm-csv OUT.csv] "
-	       "[--force] [--top N]\n"
+	       "                         [--svg OUT.svg] [--html OUT.html] "
+	       "[--rmm-csv OUT.csv]\n"
+	       "                         [--force] [--top N]\n"
 	       "\n"
 	       "Summarise a trace log written by `gpureclaim trace`.\n"
 	       "\n"
@@ -61,6 +65,8 @@ static void usage(FILE *f)
 	       "                      counters\n"
 	       "    --svg FILE        write a plot of driver memory over time "
 	       "by library\n"
+	       "    --html FILE       write the report as a page: its tables, "
+	       "bars and the plot\n"
 	       "    --rmm-csv FILE    write RMM's replay log (REPLAY_BENCH, "
 	       "RMM's log parser);\n"
 	       "                      with several GPUs one file each, "
@@ -88,6 +94,7 @@ static void usage(FILE *f)
 	       "    gpureclaim report big.trace --chrome tl.json --max-events "
 	       "1000000\n"
 	       "    gpureclaim report run.trace --rmm-csv replay.csv\n"
+	       "    gpureclaim report run.trace --html report.html\n"
 	       "    gpureclaim report run.trace --json | jq .peak_bytes\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 unreadable or malformed log or an "
@@ -121,6 +128,7 @@ static int parse_args(int argc, char **argv, int *help)
 	    {"chrome", required_argument, NULL, 'c'},
 	    {"max-events", required_argument, NULL, 'm'},
 	    {"svg", required_argument, NULL, 's'},
+	    {"html", required_argument, NULL, 'H'},
 	    {"rmm-csv", required_argument, NULL, 'r'},
 	    {"top", required_argument, NULL, 't'},
 	    {"force", no_argument, NULL, 'f'},
@@ -149,6 +157,9 @@ static int parse_args(int argc, char **argv, int *help)
 			break;
 		case 's':
 			env.svg = optarg;
+			break;
+		case 'H':
+			env.html = optarg;
 			break;
 		case 'r':
 			env.rmm = optarg;
@@ -182,15 +193,20 @@ static int parse_args(int argc, char **argv, int *help)
 		return usage_error("--max-events caps the timeline: it needs "
 				   "--chrome",
 				   NULL);
-	if (env.chrome && env.svg && gpr_cli_out_same(env.chrome, env.svg))
-		return usage_error("--chrome and --svg name the same file",
-				   env.svg);
+	const char *outs[] = {env.chrome, env.svg, env.html};
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (outs[i] && outs[j] &&
+			    gpr_cli_out_same(outs[i], outs[j]))
+				return usage_error("two exports name the same "
+						   "file",
+						   outs[j]);
 	return GPR_CLI_OK;
 }
 
 /* The outputs of one report, opened before they are written. */
 struct outputs {
-	struct gpr_cli_out chrome, svg;
+	struct gpr_cli_out chrome, svg, html;
 	struct gpr_cli_rmm rmm;
 	uint64_t merged; /* calls merged into the timeline's counters */
 };
@@ -202,7 +218,10 @@ static int render(const char *path, const struct stat *in, struct outputs *o,
 	struct gpr_trace t;
 	struct gpr_trace_stats s;
 	char err[256];
-	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
+	/* A symbolic link named here is followed; the reader follows none. */
+	char real[PATH_MAX];
+	if (gpr_trace_load(realpath(path, real) ? real : path, &t, err,
+			   sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim report: %s: %s\n", path, err);
 		return GPR_CLI_ERROR;
 	}
@@ -213,9 +232,9 @@ static int render(const char *path, const struct stat *in, struct outputs *o,
 		return GPR_CLI_ERROR;
 	}
 	int bad = 0, rc = 0;
-	const char *others[] = {env.chrome, env.svg};
+	const char *others[] = {env.chrome, env.svg, env.html};
 	if (env.rmm && gpr_cli_rmm_open(&o->rmm, env.rmm, &t, env.force, in,
-					others, 2) < 0)
+					others, 3) < 0)
 		bad = 1;
 	if (!bad && o->chrome.f) {
 		gpr_cli_progress_phase("writing the timeline");
@@ -230,6 +249,21 @@ static int render(const char *path, const struct stat *in, struct outputs *o,
 				o->svg.path, gpr_strerror(rc));
 			bad = 1;
 		}
+	}
+	if (!bad && o->html.f) {
+		gpr_cli_progress_phase("writing the page");
+		struct gpr__buf page = {0};
+		gpr_trace_report_html(&page, path, &t, &s, env.top, 1);
+		rc = page.oom				    ? GPR_E_NOMEM
+		     : gpr__buf_write(&page, o->html.f) < 0 ? GPR_E_IO
+							    : 0;
+		if (rc < 0) {
+			fprintf(stderr,
+				"gpureclaim report: writing %s failed: %s\n",
+				o->html.path, gpr_strerror(rc));
+			bad = 1;
+		}
+		gpr__buf_free(&page);
 	}
 	if (!bad && env.rmm) {
 		gpr_cli_progress_phase("writing the RMM log");
@@ -255,6 +289,7 @@ static int commit(struct outputs *o)
 {
 	if (gpr_cli_out_commit(&o->chrome, "report") < 0 ||
 	    gpr_cli_out_commit(&o->svg, "report") < 0 ||
+	    gpr_cli_out_commit(&o->html, "report") < 0 ||
 	    gpr_cli_rmm_commit(&o->rmm) < 0)
 		return GPR_CLI_ERROR;
 	if (o->merged)
@@ -290,7 +325,10 @@ int gpr_cli_report(int argc, char **argv)
 					    env.force, &in) < 0) ||
 	    (env.svg &&
 	     gpr_cli_out_open(&o.svg, "report", env.svg,
-			      GPR_TRACE_SVG_SIGNATURE, env.force, &in) < 0)) {
+			      GPR_TRACE_SVG_SIGNATURE, env.force, &in) < 0) ||
+	    (env.html &&
+	     gpr_cli_out_open(&o.html, "report", env.html,
+			      GPR_TRACE_HTML_SIGNATURE, env.force, &in) < 0)) {
 		code = GPR_CLI_ERROR;
 		goto cleanup;
 	}
@@ -308,6 +346,7 @@ int gpr_cli_report(int argc, char **argv)
 cleanup:
 	gpr_cli_out_abort(&o.chrome);
 	gpr_cli_out_abort(&o.svg);
+	gpr_cli_out_abort(&o.html);
 	gpr_cli_rmm_free(&o.rmm);
 	gpr__buf_free(&b);
 	return code;

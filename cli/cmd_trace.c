@@ -8,13 +8,13 @@
  * driver from CUDA_INJECTION64_PATH, it subscribes to CUPTI. CMD's exit
  * status is returned (128 + the signal when it was killed); its stdout
  * and stderr are left alone, our own lines on stderr start with
- * "gpureclaim trace:".
+ * "gpureclaim trace:". The summary reads the logs the traced processes
+ * say they wrote (trace_names.h).
  */
 #include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,10 +25,12 @@
 #include <unistd.h>
 
 #include "out/buf.h"
+#include "../trace/format/trace_switch.h"
 #include "../trace/read/log_path.h"
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
+#include "trace_names.h"
 
 enum backend { B_AUTO, B_INTERPOSE, B_CUPTI };
 static const char *const backend_names[] = {"auto", "interpose", "cupti"};
@@ -94,6 +96,10 @@ static void usage(FILE *f)
 	    "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
 	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so to "
 	    "use\n"
+	    "    GPURECLAIM_TRACE_*         the measurement switches "
+	    "(docs/trace.md): 1/0/yes/no/\n"
+	    "                               true/false, any case; "
+	    "anything else is refused\n"
 	    "\n"
 	    "EXAMPLES:\n"
 	    "    gpureclaim trace -- python train.py --epochs 1\n"
@@ -140,94 +146,193 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		kill((pid_t)child_pid, sig);
 }
 
-static void summary(const char *path, int backend)
+/* The summary of one log on stderr. */
+static void summarise(const struct gpr_cli_trace_log *log)
 {
 	struct gpr_trace t;
 	char err[256];
-	if (access(path, F_OK) != 0) {
-		fprintf(stderr,
-			"gpureclaim trace: no trace was written to %s (CMD "
-			"did not use CUDA, or tracing failed: see above)%s\n",
-			path,
-			backend == B_INTERPOSE
-			    ? "; a program the preload cannot enter (static, "
-			      "setuid) needs --backend=cupti"
-			    : "");
+	if (gpr_trace_load(log->path, &t, err, sizeof(err)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s: %s\n", log->path, err);
 		return;
 	}
-	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
-		fprintf(stderr, "gpureclaim trace: %s: %s\n", path, err);
+	if (t.hdr.pid != (uint32_t)log->pid) {
+		fprintf(stderr,
+			"gpureclaim trace: %s is not the log of process %ld "
+			"(it was replaced); not reading it\n",
+			log->path, log->pid);
+		gpr_trace_free(&t);
 		return;
 	}
 	struct gpr_trace_stats s;
 	if (gpr_trace_stats_compute(&t, &s) == 0) {
 		struct gpr__buf b = {0};
 		gpr__buf_puts(&b, "\ngpureclaim trace: summary\n");
-		gpr_trace_report_text(&b, path, &t, &s, env.full ? 10 : 5,
+		gpr_trace_report_text(&b, log->path, &t, &s, env.full ? 10 : 5,
 				      !env.full);
 		gpr__buf_printf(&b, "\nFull report: gpureclaim report %s\n",
-				path);
+				log->path);
 		if (!b.oom)
 			gpr__buf_write(&b, stderr);
 		gpr__buf_free(&b);
 		gpr_trace_stats_free(&s);
 	}
 	gpr_trace_free(&t);
-	char pat[PATH_MAX + 8];
-	snprintf(pat, sizeof(pat), "%s.*", path);
-	glob_t g;
-	if (glob(pat, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++)
-			fprintf(stderr,
-				"gpureclaim trace: another process wrote %s\n",
-				g.gl_pathv[i]);
-		globfree(&g);
-	}
 }
 
-/* The log's absolute path (CMD may change directory), or "" for the
- * default name, which needs CMD's pid. 0, or -1 with a message. */
-static int output_path(char *out, size_t len)
+/*
+ * Summarises the log at `want` when a process wrote it, else the log of
+ * CMD's own process, else the first; lists the others.
+ */
+static void summary(const char *want, pid_t child,
+		    const struct gpr_cli_trace_names *tn, int backend)
 {
-	out[0] = '\0';
-	if (!env.output)
-		return 0;
-	if (env.output[0] == '/') {
-		snprintf(out, len, "%s", env.output);
-	} else {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd))) {
-			fprintf(stderr, "gpureclaim trace: getcwd: %m\n");
-			return -1;
-		}
-		snprintf(out, len, "%.2000s/%.2000s", cwd, env.output);
+	if (tn->n == 0) {
+		fprintf(stderr,
+			"gpureclaim trace: no trace was written (CMD did not "
+			"use CUDA, or tracing failed: see above)%s\n",
+			backend == B_INTERPOSE
+			    ? "; a program the preload cannot enter (static, "
+			      "setuid) needs --backend=cupti"
+			    : "");
+		return;
 	}
+	size_t k = tn->n;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (strcmp(tn->v[i].path, want) == 0)
+			k = i;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (tn->v[i].pid == (long)child)
+			k = i;
+	if (k == tn->n)
+		k = 0;
+	if (strcmp(tn->v[k].path, want) != 0)
+		fprintf(stderr,
+			"gpureclaim trace: %s was already there; the log is "
+			"%s\n",
+			want, tn->v[k].path);
+	summarise(&tn->v[k]);
+	for (size_t i = 0; i < tn->n; i++)
+		if (i != k)
+			fprintf(stderr,
+				"gpureclaim trace: another process wrote %s\n",
+				tn->v[i].path);
+}
+
+/*
+ * The log's absolute path into out: -o, relative to the working directory,
+ * or with no -o the default's directory into *dir (the child adds
+ * "/gpureclaim-<pid>.trace"). Refused when longer than GPR_TRACE_MAX_PATH:
+ * a path is never cut to another one. GPR_CLI_OK, or an exit code with a
+ * message.
+ */
+#define DEFAULT_NAME_MAX sizeof("/gpureclaim-4294967295.trace")
+static int log_path(char *out, size_t len, char **dir)
+{
+	*dir = NULL;
+	out[0] = '\0';
+	char *cwd = NULL;
+	if (!env.output || env.output[0] != '/') {
+		cwd = getcwd(NULL, 0);
+		if (!cwd) {
+			fprintf(stderr,
+				"gpureclaim trace: cannot get the working "
+				"directory: %m; give -o an absolute path\n");
+			return GPR_CLI_ERROR;
+		}
+	}
+	if (!env.output) {
+		size_t n = strlen(cwd) + DEFAULT_NAME_MAX - 1;
+		if (n > GPR_TRACE_MAX_PATH) {
+			fprintf(
+			    stderr,
+			    "gpureclaim trace: the working directory's path "
+			    "is too long for the log's default name (%zu "
+			    "bytes with it, more than %d); give -o a "
+			    "shorter path\n",
+			    n, GPR_TRACE_MAX_PATH);
+			free(cwd);
+			return GPR_CLI_USAGE;
+		}
+		*dir = cwd;
+		return GPR_CLI_OK;
+	}
+	int n = snprintf(out, len, "%s%s%s", cwd ? cwd : "", cwd ? "/" : "",
+			 env.output);
+	free(cwd);
+	size_t want = n < 0 ? SIZE_MAX : (size_t)n;
+	if (want > GPR_TRACE_MAX_PATH || want >= len) {
+		fprintf(stderr,
+			"gpureclaim trace: the log's path would be %zu bytes, "
+			"more than %d; give -o a shorter path\n",
+			want, GPR_TRACE_MAX_PATH);
+		return GPR_CLI_USAGE;
+	}
+	return GPR_CLI_OK;
+}
+
+/*
+ * Clears the way for the log: an old trace log of this user at path is
+ * removed; anything else there (another file, a link, a FIFO, another
+ * user's log) is left alone, an error (trace/read/log_path.h, the one
+ * rule for files we replace). 0 or -1 with a message.
+ */
+static int prepare_output(const char *path)
+{
 	char why[PATH_MAX + 80];
-	if (gpr_trace_clear_path(out, why, sizeof(why)) < 0) {
+	if (gpr_trace_clear_path(path, why, sizeof(why)) < 0) {
 		fprintf(stderr, "gpureclaim trace: %s\n", why);
 		return -1;
 	}
 	return 0;
 }
 
-/* The environment CMD gets (in the child, before exec). */
-static void child_env(int backend, const char *tracer, const char *cupti,
-		      const char *out)
+/*
+ * The injection library's on/off switches: a bad value is refused here,
+ * before CMD runs (the library itself could only warn and go on).
+ */
+static int check_switches(void)
 {
-	char def[PATH_MAX];
-	if (!out[0]) {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd)))
-			snprintf(cwd, sizeof(cwd), ".");
-		snprintf(def, sizeof(def), "%.3000s/gpureclaim-%d.trace", cwd,
-			 (int)getpid());
-		out = def;
+	static const struct {
+		const char *name, *word;
+	} sw[] = {
+#define GPR_X_SWITCH(name, word) {name, word},
+	    GPR_TRACE_SWITCHES(GPR_X_SWITCH)
+#undef GPR_X_SWITCH
+	};
+	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
+		const char *v = getenv(sw[i].name);
+		if (gpr_trace_switch_parse(v, sw[i].word) < 0) {
+			fprintf(stderr,
+				"gpureclaim trace: %s='%.64s' is not one of "
+				"%s%s%s\n",
+				sw[i].name, v, GPR_TRACE_SWITCH_WORDS,
+				sw[i].word ? "/" : "",
+				sw[i].word ? sw[i].word : "");
+			return -1;
+		}
 	}
+	return 0;
+}
+
+/*
+ * The environment CMD gets (in the child, before exec): out is the log's
+ * path, or "" with the default's directory in dir; names_dir where the
+ * processes say which logs they wrote ("": dormant).
+ */
+static void child_env(int backend, const char *tracer, const char *cupti,
+		      char *out, size_t out_len, const char *dir,
+		      const char *names_dir)
+{
+	if (dir)
+		snprintf(out, out_len, "%s/gpureclaim-%d.trace", dir,
+			 (int)getpid());
 	setenv("GPURECLAIM_TRACE_BACKEND", backend_names[backend], 1);
 	if (!env.dormant)
 		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
 	else
 		setenv("GPURECLAIM_TRACE_DORMANT", "1", 1);
+	if (names_dir[0])
+		setenv("GPURECLAIM_TRACE_NAMES_DIR", names_dir, 1);
 	if (backend != B_CUPTI) {
 		char pre[8192];
 		if (gpr_cli_preload_value(tracer, getenv("LD_PRELOAD"), pre,
@@ -370,6 +475,8 @@ int gpr_cli_trace(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? GPR_CLI_OK : rc;
 	char **cmd = argv + optind;
+	if (check_switches() < 0)
+		return GPR_CLI_USAGE;
 	char tracer[PATH_MAX], cupti[PATH_MAX];
 	int backend = env.backend;
 	int traced = set_up(cmd, &backend, tracer, cupti);
@@ -381,9 +488,28 @@ int gpr_cli_trace(int argc, char **argv)
 	if (!traced)
 		fprintf(stderr, "gpureclaim trace: running the command "
 				"untraced\n");
-	char out[PATH_MAX];
-	if (traced && !env.dormant && output_path(out, sizeof(out)) < 0)
-		return GPR_CLI_ERROR;
+
+	/* The log's absolute path: CMD may change directory. */
+	char out[GPR_TRACE_MAX_PATH + DEFAULT_NAME_MAX];
+	out[0] = '\0';
+	char *dir = NULL;
+	struct gpr_cli_trace_names names;
+	memset(&names, 0, sizeof(names));
+	if (traced && !env.dormant) {
+		rc = log_path(out, sizeof(out), &dir);
+		if (rc != GPR_CLI_OK)
+			return rc;
+		if (out[0] && prepare_output(out) < 0) {
+			free(dir);
+			return GPR_CLI_ERROR;
+		}
+		char err[512];
+		if (gpr_cli_trace_names_open(&names, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpureclaim trace: %s\n", err);
+			free(dir);
+			return GPR_CLI_ERROR;
+		}
+	}
 
 	struct sigaction sa, old_int, old_term;
 	memset(&sa, 0, sizeof(sa));
@@ -397,13 +523,16 @@ int gpr_cli_trace(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		gpr_cli_trace_names_free(&names);
+		free(dir);
 		return GPR_CLI_ERROR;
 	}
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		if (traced)
-			child_env(backend, tracer, cupti, out);
+			child_env(backend, tracer, cupti, out, sizeof(out), dir,
+				  names.dir);
 		execvp(cmd[0], cmd);
 		int e = errno;
 		fprintf(stderr, "gpureclaim trace: cannot run %s: %s\n", cmd[0],
@@ -411,15 +540,16 @@ int gpr_cli_trace(int argc, char **argv)
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	child_pid = pid;
-	if (traced && !env.dormant && !out[0]) {
-		char cwd[PATH_MAX];
-		snprintf(out, sizeof(out), "%.3000s/gpureclaim-%d.trace",
-			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", (int)pid);
-	}
+	if (dir)
+		snprintf(out, sizeof(out), "%s/gpureclaim-%d.trace", dir,
+			 (int)pid);
+	free(dir);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			fprintf(stderr, "gpureclaim trace: waitpid: %m\n");
+			gpr_cli_trace_names_collect(&names);
+			gpr_cli_trace_names_free(&names);
 			return GPR_CLI_ERROR;
 		}
 	}
@@ -429,7 +559,11 @@ int gpr_cli_trace(int argc, char **argv)
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
-	if (traced && !env.quiet && !env.dormant)
-		summary(out, backend);
+	int summed = traced && !env.dormant;
+	if (summed && gpr_cli_trace_names_collect(&names) < 0)
+		fprintf(stderr, "gpureclaim trace: out of memory\n");
+	if (summed && !env.quiet)
+		summary(out, pid, &names, backend);
+	gpr_cli_trace_names_free(&names);
 	return code;
 }

@@ -2,7 +2,8 @@
  * Files the tool writes for the user (the exports of `report`), created
  * the way the trace log is: the path the user names is never followed
  * when it is a symbolic link, never the file being read, and a file that
- * is not one of our exports is not replaced without --force. The data go
+ * is not one of our exports is not replaced without --force (the rule of
+ * trace/read/log_path.h, which the trace log follows too). The data go
  * to a new file beside the target (mkostemp: O_EXCL, mode 0600 less the
  * umask, the stricter of the two) that is renamed over the target only
  * once every output of the command is complete; a command that fails
@@ -20,65 +21,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 1 if the regular file at fd is empty or begins with signature. */
-static int begins_with(int fd, const struct stat *st, const char *signature)
-{
-	if (st->st_size == 0)
-		return 1;
-	size_t n = strlen(signature);
-	if ((size_t)st->st_size < n)
-		return 0;
-	char *head = malloc(n);
-	if (!head)
-		return 0;
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, head + got, n - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	int same = got == n && memcmp(head, signature, n) == 0;
-	free(head);
-	return same;
-}
+#include "../trace/read/log_path.h"
 
-/*
- * Whether what lies at path may be replaced: NULL if so, otherwise why
- * not (a phrase that follows the path in a message).
- */
-static const char *refusal(const char *path, const struct stat *lst,
-			   const char *signature, int force,
-			   const struct stat *input)
+int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
+		      const char *what, int force, const struct stat *input)
 {
-	if (input && lst->st_dev == input->st_dev &&
-	    lst->st_ino == input->st_ino)
-		return "is the file being read";
-	if (S_ISLNK(lst->st_mode))
-		return force ? NULL
-			     : "is a symbolic link, not followed (--force "
-			       "replaces the link itself)";
-	if (S_ISDIR(lst->st_mode))
-		return "is a directory";
-	if (!S_ISREG(lst->st_mode))
-		return "is not a regular file";
-	if (force)
-		return NULL;
-	if (lst->st_uid != geteuid())
-		return "belongs to another user (--force replaces it)";
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return "cannot be read to check what it is (--force "
-		       "replaces it)";
-	struct stat st;
-	int ours = fstat(fd, &st) == 0 && st.st_dev == lst->st_dev &&
-		   st.st_ino == lst->st_ino && begins_with(fd, &st, signature);
-	close(fd);
-	return ours ? NULL
-		    : "exists and is not an export of gpureclaim (--force "
-		      "replaces it)";
+	struct stat lst;
+	if (lstat(path, &lst) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			path, strerror(errno));
+		return -1;
+	}
+	char why[256];
+	if (!gpr_trace_path_refused(why, sizeof(why), path, &lst, signature,
+				    what, force, input))
+		return 0;
+	fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path, why);
+	return -1;
 }
 
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
@@ -86,19 +47,9 @@ int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 {
 	memset(o, 0, sizeof(*o));
 	o->path = path;
-	struct stat lst;
-	if (lstat(path, &lst) == 0) {
-		const char *why = refusal(path, &lst, signature, force, input);
-		if (why) {
-			fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path,
-				why);
-			return -1;
-		}
-	} else if (errno != ENOENT) {
-		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
-			path, strerror(errno));
+	if (gpr_cli_out_check(cmd, path, signature, "an export of gpureclaim",
+			      force, input) != 0)
 		return -1;
-	}
 	/* dirname and basename may change their argument: copies */
 	char d[PATH_MAX], b[PATH_MAX];
 	size_t plen = strlen(path);

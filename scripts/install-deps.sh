@@ -13,10 +13,14 @@ command -v make >/dev/null 2>&1 || need_apt+=(make)
 # the docs' and helps' examples pipe JSON through jq; tests run them
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
-# clang's sanitizer and libFuzzer runtimes
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a >/dev/null 2>&1 ||
+# clang's sanitizer runtimes (ThreadSanitizer for `make check`) and libFuzzer
+if ! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a ||
+	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a; } >/dev/null 2>&1 ||
+	! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.tsan-x86_64.a ||
+		ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.tsan*.a; } >/dev/null 2>&1; then
 	need_apt+=(libclang-rt-14-dev)
+fi
+command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -25,3 +25,26 @@ sim: $(SIM_LIBS)
 .PHONY: sim
 
 ALL_TARGETS += $(SIM_LIBS)
+
+# ---- fuzzing the GPURECLAIM_SIM parser (libFuzzer; clang only) ----
+FUZZ_SIM_BIN := build/fuzz/fuzz_sim_config
+FUZZ_SIM_SRCS := tests/unit/fuzz_sim_config.c sim/config.c
+FUZZ_SIM_RUNS ?= 50000
+
+$(FUZZ_SIM_BIN): $(FUZZ_SIM_SRCS) sim/sim.h
+	@mkdir -p $(dir $@)
+	clang $(CSTD) $(WARN) -O1 -g -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -o $@ $(FUZZ_SIM_SRCS) -lpthread
+
+# `make fuzz-sim`: open-ended (FUZZ_ARGS="-max_total_time=600" to bound it).
+fuzz-sim: $(FUZZ_SIM_BIN)
+	@mkdir -p fuzz-sim-corpus-tmp
+	$(FUZZ_SIM_BIN) $(FUZZ_ARGS) fuzz-sim-corpus-tmp tests/unit/corpus_sim
+
+# In `make check`: a fixed number of runs over the checked-in corpus.
+fuzz-sim-short: $(FUZZ_SIM_BIN)
+	@rm -rf build/fuzz/sim-run && mkdir -p build/fuzz/sim-run
+	$(FUZZ_SIM_BIN) -runs=$(FUZZ_SIM_RUNS) -seed=1 build/fuzz/sim-run \
+		tests/unit/corpus_sim
+.PHONY: fuzz-sim fuzz-sim-short
+CHECK_RUNS += fuzz-sim-short

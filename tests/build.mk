@@ -15,11 +15,12 @@ ALL_TARGETS += $(UNIT_BINS)
 test-unit: $(UNIT_BINS) $(SIM_LIBS)
 	@fail=0; for t in $(UNIT_BINS); do \
 		echo "== $$t"; \
-		GPR_SIM_DIR=$(abspath $(BUILD)/sim) $$t || fail=1; \
+		GPR_SIM_DIR=$(abspath $(BUILD)/sim) $(TEST_WRAP) $$t || fail=1; \
 	done; exit $$fail
 .PHONY: test-unit
 CHECK_RUNS += test-unit
 SAN_RUNS += test-unit
+TSAN_RUNS += test-unit
 
 # A stand-in for torch's libtorch_cuda.so in its 2.11 and 2.13 layouts
 # (tests/fixtures/libtorch_cuda.cpp), which the fake torch loads: C++,

@@ -44,13 +44,24 @@ $(TRACE_TEST_DIR)/libnext.so: $(BUILD)/obj/tests/trace/next_lib.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -o $@ $^
 
+# A setuid program's stand-in and a library planted for it to load
+# (tests/trace/test_setuid.sh).
+$(TRACE_TEST_DIR)/setuid_host: $(BUILD)/obj/tests/trace/setuid_host.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TRACE_TEST_DIR)/libplanted.so: $(BUILD)/obj/tests/trace/planted_lib.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 TRACE_TESTS := $(TRACE_TEST_DIR)/test_trace_log $(TRACE_TEST_DIR)/test_inject \
 	$(TRACE_TEST_DIR)/libcupti-fake.so $(TRACE_TEST_DIR)/test_preload \
-	$(TRACE_TEST_DIR)/test_linked $(TRACE_TEST_DIR)/libnext.so
+	$(TRACE_TEST_DIR)/test_linked $(TRACE_TEST_DIR)/libnext.so \
+	$(TRACE_TEST_DIR)/setuid_host $(TRACE_TEST_DIR)/libplanted.so
 ALL_TARGETS += $(TRACE_TESTS)
 
 test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(SIM_LIBS) $(BUILD)/gpureclaim \
-		$(BUILD)/bench/trace_churn
+		$(BUILD)/bench/trace_churn $(BUILD)/bench/trace_gen
 	$(TRACE_TEST_DIR)/test_trace_log
 	$(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
@@ -59,9 +70,19 @@ test-trace: $(TRACE_TESTS) $(TRACE_LIB) $(SIM_LIBS) $(BUILD)/gpureclaim \
 		$(abspath $(TRACE_TEST_DIR)/libnext.so) \
 		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
 	PYTHON=$(PYTHON) bash tests/trace/test_cli.sh $(BUILD)
+	bash tests/trace/test_setuid.sh $(BUILD)
 .PHONY: test-trace
 CHECK_RUNS += test-trace
 SAN_RUNS += test-trace
+
+# The injection library alone (the TSan run: its threads, rings and
+# writer against the fake CUPTI).
+test-inject: $(TRACE_TEST_DIR)/test_inject $(TRACE_TEST_DIR)/libcupti-fake.so \
+		$(TRACE_LIB)
+	$(TEST_WRAP) $(TRACE_TEST_DIR)/test_inject $(abspath $(TRACE_LIB)) \
+		$(abspath $(TRACE_TEST_DIR)/libcupti-fake.so)
+.PHONY: test-inject
+TSAN_RUNS += test-inject
 
 # ---- fuzzing the reader and every rendering (libFuzzer; clang only) ----
 # The reader alone (its reports and exports included) with the output
@@ -82,10 +103,15 @@ fuzz: $(FUZZ_BIN)
 	@mkdir -p fuzz-corpus-tmp
 	$(FUZZ_BIN) $(FUZZ_ARGS) fuzz-corpus-tmp tests/trace/corpus
 
-# In `make check`: a fixed number of runs over the checked-in corpus.
+# In `make check`: every seed of the checked-in corpus whole (the large
+# logs included), then a fixed number of mutations of at most
+# FUZZ_MAX_LEN bytes (scripts/fuzz-long.sh lets them grow to 1 MiB).
+FUZZ_MAX_LEN ?= 16384
 fuzz-short: $(FUZZ_BIN)
 	@rm -rf $(FUZZ_DIR)/run && mkdir -p $(FUZZ_DIR)/run
-	$(FUZZ_BIN) -runs=$(FUZZ_RUNS) -seed=1 $(FUZZ_DIR)/run tests/trace/corpus
+	$(FUZZ_BIN) tests/trace/corpus/*
+	$(FUZZ_BIN) -runs=$(FUZZ_RUNS) -max_len=$(FUZZ_MAX_LEN) -seed=1 \
+		$(FUZZ_DIR)/run tests/trace/corpus
 .PHONY: fuzz fuzz-short
 CHECK_RUNS += fuzz-short
 

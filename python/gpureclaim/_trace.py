@@ -15,7 +15,6 @@ policy: one session per Trace, what raises and what only warns.
 """
 from __future__ import annotations
 
-import html as _html
 import json as _json
 import os as _os
 import warnings as _warnings
@@ -58,8 +57,10 @@ class TraceReport:
         return d
 
     def _repr_html_(self) -> str:
-        if not self.traced:
-            return f"<pre>not traced: {_html.escape(self.why or '')}</pre>"
+        if not self.traced:  # the views' one renderer, as every view
+            return _c.render(("gpureclaim.trace: not traced",
+                              [("warn", f"not traced: {self.why}")]),
+                             "html")
         return _c._trace_report(self.path, "html", self._top)
 
 

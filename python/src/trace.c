@@ -165,8 +165,8 @@ static int render(const char *path, const char *format, int top,
 	int rc = 0;
 	if (strcmp(format, "json") == 0)
 		gpr_trace_report_json(b, path, &t, &s, top);
-	else if (strcmp(format, "html") == 0)
-		rc = gpr_trace_report_html(b, path, &t, &s, top);
+	else if (strcmp(format, "html") == 0) /* a notebook's fragment */
+		gpr_trace_report_html(b, path, &t, &s, top, 0);
 	else
 		gpr_trace_report_text(b, path, &t, &s, top, 0);
 	if (rc || b->oom) {

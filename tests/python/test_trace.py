@@ -72,7 +72,9 @@ emit(dict(before=before, traced=t.traced, backend=t.backend, text=str(rep),
     assert d["never_freed_count"] == 0
     assert "Recorded by the interposer" in r["text"]
     assert r["text"].startswith(f"Trace {log}:")
-    assert "<pre>" in r["html"] and "<svg" in r["html"]
+    # the HTML renderer of `report --html`, as a fragment for the notebook
+    assert "<table" in r["html"] and "<svg" in r["html"]
+    assert "<!DOCTYPE" not in r["html"] and "cuMemAlloc_v2" in r["html"]
     assert "&lt;" not in r["html"].split("<svg")[1][:20]
 
 
@@ -159,8 +161,11 @@ rep = t.report()
 fake_alloc(0x7f2000000000, 4096)
 emit(dict(warnings=[str(x.message) for x in w], traced=t.traced,
           text=str(rep), d=rep.to_dict(), other=fake.fake_other_calls(),
-          exists=os.path.exists({str(log)!r})))
+          exists=os.path.exists({str(log)!r}), html=rep._repr_html_()))
 """, env=LATE)
+    # the views' renderer: the reason as a warning line, escaped
+    assert "not traced: CUPTI is already in use" in r["html"]
+    assert r["html"].startswith('<div class="gpr">')
     assert r["warnings"] == [
         "gpureclaim.trace: CUPTI is already in use by another tool "
         "(fake-profiler); this run is not traced; nothing traced in this block"]

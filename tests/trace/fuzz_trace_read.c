@@ -1,13 +1,13 @@
 /*
  * libFuzzer target: the trace log reader, and on what it accepts, the
  * aggregations and every rendering: the text, JSON and HTML reports of
- * `gpureclaim report` and gpureclaim.trace, the Chrome timeline (whole
- * and capped), the SVG plot and RMM's replay log of every GPU. The reports must
- * also keep their promise about hostile strings: no terminal control and
- * no invalid UTF-8 in the text, none unescaped in the JSON (it aborts
- * otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
- * `make check`) a fixed number of runs over the corpus in
- * tests/trace/corpus/.
+ * `gpureclaim report` and gpureclaim.trace (the HTML page and its
+ * fragment), the Chrome timeline (whole and capped), the SVG plot and
+ * RMM's replay log of every GPU. The reports must also keep their promise
+ * about hostile strings: no terminal control and no invalid UTF-8 in the
+ * text, none unescaped in the JSON (it aborts otherwise). `make fuzz` runs
+ * it open-ended, `make fuzz-short` (part of `make check`) a fixed number
+ * of runs over the corpus in tests/trace/corpus/.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -62,7 +62,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!b.oom)
 			check_clean(&b, "JSON");
 		gpr__buf_reset(&b);
-		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10);
+		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10, 1);
+		if (!b.oom)
+			check_clean(&b, "HTML");
+		gpr__buf_reset(&b);
+		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10, 0);
+		if (!b.oom)
+			check_clean(&b, "HTML fragment");
 		gpr__buf_free(&b);
 		gpr_trace_stats_free(&s);
 	}

@@ -46,9 +46,16 @@
 #define GPR_TRACE_NO_STRING 0xffffffffu
 #define GPR_TRACE_NO_DEVICE (-1)
 
+/*
+ * The longest path a log may have, in bytes: PATH_MAX less room for the
+ * ".<pid>" a second process of the same run adds. Longer ones are refused,
+ * never cut.
+ */
+#define GPR_TRACE_MAX_PATH 4080
+
 /* Bounds a reader enforces (a writer never exceeds them). */
 #define GPR_TRACE_MAX_STRING 4096
-#define GPR_TRACE_MAX_STRINGS (1u << 22)
+#define GPR_TRACE_MAX_STRINGS (1u << 17) /* a writer interns <= 65,555 */
 #define GPR_TRACE_MAX_META 256 /* key=value lines in a log, all chunks */
 
 /*
@@ -71,6 +78,9 @@
  *   unrecognised (interpose, at close) memory entry points the driver
  *              answered with a function the tracer does not know (not
  *              recorded), "name=count,..."
+ *   crosscheck (interpose with GPURECLAIM_TRACE_CROSSCHECK, at close)
+ *              calls of each operation recorded / seen by CUPTI,
+ *              "name=mine/cupti,..."
  */
 #define GPR_TRACE_META_FORMAT "1.1"
 

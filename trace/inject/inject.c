@@ -11,8 +11,8 @@
  *     --backend=auto): libcuda calls InitializeInjection() once, during
  *     cuInit. If the interposer is live in the process it records and
  *     CUPTI is left alone; otherwise (LD_PRELOAD was not applied: a
- *     setuid program, a launcher that scrubs the environment) CUPTI
- *     records: load, subscribe, enable the callbacks, open the log.
+ *     launcher that scrubs the environment) CUPTI records: load,
+ *     subscribe, enable the callbacks, open the log.
  *   - Loaded by a running program (gpureclaim.trace in Python): it calls
  *     gpureclaim_trace_start / _stop.
  * The writer flushes at exit and on SIGINT/SIGTERM (inject_writer.c).
@@ -20,6 +20,12 @@
  * Any failure says one "gpureclaim-trace: ..." line (or, for a program's
  * gpureclaim_trace_start, returns it) and leaves the program running
  * untraced; this library never exits or aborts.
+ *
+ * A setuid or setgid program (secure execution, AT_SECURE) is never
+ * traced: its environment belongs to the user who started it, and the
+ * paths in it would make this library load code and create files with
+ * the program's privileges (gpr_inj_session_secure). Paths are also read
+ * with secure_getenv.
  */
 #include "inject.h"
 
@@ -53,7 +59,9 @@ static void make_global(void)
 /* The CUPTI session `gpureclaim trace` asked for, in the driver's cuInit. */
 static void init_injection(void)
 {
-	const char *be = getenv("GPURECLAIM_TRACE_BACKEND");
+	if (gpr_inj_session_secure())
+		return;
+	const char *be = secure_getenv("GPURECLAIM_TRACE_BACKEND");
 	make_global();
 	if (gpr_inj_preload_live() && !(be && strcmp(be, "cupti") == 0))
 		return; /* the interposer records (or is dormant) */
@@ -63,14 +71,15 @@ static void init_injection(void)
 			    "recorded: use --backend=cupti or auto");
 		return;
 	}
-	char path[4096];
-	gpr_inj_session_default_path(path, sizeof(path));
+	char path[GPR_TRACE_MAX_PATH + 1];
+	if (gpr_inj_session_default_path(path, sizeof(path)) < 0)
+		return;
 	/*
 	 * GPURECLAIM_TRACE_INJECT_ONLY: loaded by the driver, the log open,
 	 * CUPTI never loaded: what the injection alone costs, to tell it
 	 * from what CUPTI's subscription costs (SUBSCRIBE_ONLY).
 	 */
-	int inject_only = getenv("GPURECLAIM_TRACE_INJECT_ONLY") != NULL;
+	int inject_only = gpr_inj_switch("GPURECLAIM_TRACE_INJECT_ONLY");
 	gpr_inj_session_lock();
 	if (!gpr_inj_session_open() &&
 	    (inject_only || gpr_inj_cupti_attach(NULL) == 0)) {
@@ -80,8 +89,7 @@ static void init_injection(void)
 				gpr_inj_cupti_detach();
 		} else {
 			cupti_recording =
-			    !inject_only &&
-			    !getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
+			    !inject_only && !gpr_inj_cupti_subscribe_only();
 		}
 	}
 	gpr_inj_session_unlock();
@@ -191,7 +199,15 @@ gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
 	int rc = GPURECLAIM_TRACE_OK;
 	char open_log[4096];
 	int live = gpr_inj_preload_live();
-	if (gpr_inj_session_forked()) {
+	if (gpr_inj_session_secure()) {
+		rc = GPURECLAIM_TRACE_E_UNAVAILABLE;
+	} else if (strlen(o->path) > GPR_TRACE_MAX_PATH) {
+		snprintf(why, why_len,
+			 "the log's path is %zu bytes, more than %d: it is "
+			 "refused, never cut",
+			 strlen(o->path), GPR_TRACE_MAX_PATH);
+		rc = GPURECLAIM_TRACE_E_ARGS;
+	} else if (gpr_inj_session_forked()) {
 		snprintf(why, why_len,
 			 "this process was forked from a traced one: it is "
 			 "not traced");

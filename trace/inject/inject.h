@@ -50,7 +50,8 @@ enum { GPR_INJ_WAIT_NONE = 0, GPR_INJ_WAIT_PERF = 1, GPR_INJ_WAIT_RUSAGE = 2 };
  *            call's entry callback, which forgets the calls entered
  *            before a pause (their exit never comes).
  *   selftime, backend, wait
- *            set by the session's start (inject.c) before `active`, read
+ *            set by the session's start (inject_session.c: selftime from
+ *            the switch GPURECLAIM_TRACE_SELFTIME) before `active`, read
  *            by the calls while it is set.
  * Plain globals in one struct: a call pays no lock and no pointer chase
  * to read them.
@@ -73,6 +74,14 @@ extern struct gpr_inj_state gpr_inj_state;
 void gpr_inj_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Sends what gpr_inj_say says to buf (NULL: back to stderr). */
 void gpr_inj_say_into(char *buf, size_t len);
+/*
+ * An on/off switch of the environment (trace/format/trace_switch.h), read
+ * with secure_getenv: 1 or 0, or 2 for the switch's own further word
+ * (GPURECLAIM_TRACE_SELFTIME=parts). A value that is none of these is said
+ * on stderr and taken as off. Each switch is read once, when a session
+ * starts or the library initialises, never by a call (inject_state.c).
+ */
+int gpr_inj_switch(const char *name);
 
 /* Wall-clock nanoseconds, CLOCK_MONOTONIC: the log's clock. */
 static inline uint64_t gpr_inj_now(void)
@@ -373,8 +382,13 @@ int gpr_inj_session_forked(void);
 void gpr_inj_session_lock(void);
 void gpr_inj_session_unlock(void);
 /* The log `gpureclaim trace` asked for ($GPURECLAIM_TRACE_OUTPUT, else
- * ./gpureclaim-<pid>.trace). */
-void gpr_inj_session_default_path(char *out, size_t len);
+ * ./gpureclaim-<pid>.trace) into out (GPR_TRACE_MAX_PATH + 1 bytes). 0,
+ * or -1 when the variable is longer than GPR_TRACE_MAX_PATH (said why:
+ * refused, never cut). */
+int gpr_inj_session_default_path(char *out, size_t len);
+/* 1 in a setuid or setgid program (secure execution), which is never
+ * traced: says so. 0 otherwise. */
+int gpr_inj_session_secure(void);
 
 /* ---- inject_preload.c: the interposer ---- */
 /* 1 when this library's exports come first in the process (preloaded):
@@ -390,6 +404,8 @@ void *gpr_inj_preload_libcuda(void);
 /* Loads CUPTI (path, else the one mapped, else the usual names),
  * subscribes and turns the callbacks on. 0, or -1 (said why). */
 int gpr_inj_cupti_attach(const char *path);
+/* 1 when GPURECLAIM_TRACE_SUBSCRIBE_ONLY holds CUPTI with no callback. */
+int gpr_inj_cupti_subscribe_only(void);
 /* Turns the callbacks off and unsubscribes (another tool may take CUPTI). */
 void gpr_inj_cupti_detach(void);
 /* Only counts calls per operation, records nothing

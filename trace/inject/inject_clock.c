@@ -51,7 +51,7 @@ static int file_has(const char *path, const char *word)
 
 static int tsc_usable(void)
 {
-	const char *want = getenv("GPURECLAIM_TRACE_CLOCK");
+	const char *want = secure_getenv("GPURECLAIM_TRACE_CLOCK");
 	if (want && strcmp(want, "clock_gettime") == 0)
 		return 0;
 	FILE *f = fopen(

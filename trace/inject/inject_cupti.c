@@ -302,14 +302,22 @@ static void enable_all(uint32_t on)
 					    CUPTI_CB_DOMAIN_DRIVER_API, c);
 }
 
+/*
+ * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
+ * callback, record nothing: what CUPTI's presence alone costs. Read once.
+ */
+int gpr_inj_cupti_subscribe_only(void)
+{
+	static int only = -1;
+	if (only < 0)
+		only = gpr_inj_switch("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
+	return only;
+}
+
 /* 0: callbacks on; 1: on purpose none (SUBSCRIBE_ONLY); -1: failed. */
 static int enable(void)
 {
-	/*
-	 * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
-	 * callback, record nothing: what CUPTI's presence alone costs.
-	 */
-	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
+	if (gpr_inj_cupti_subscribe_only())
 		return 1;
 	for (CUpti_CallbackId c = 0; c < MAX_CBID; c++) {
 		if (!op_of_cbid[DOM_DRIVER_API][c])

@@ -65,10 +65,10 @@ static _Atomic uint64_t counts[GPR_TRACE_N_OPS];
 static void read_env(void)
 {
 	const char *out = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
-	const char *be = getenv("GPURECLAIM_TRACE_BACKEND");
+	const char *be = secure_getenv("GPURECLAIM_TRACE_BACKEND");
 	int on = out && *out && !(be && strcmp(be, "cupti") == 0) &&
-		 !getenv("GPURECLAIM_TRACE_DORMANT");
-	crosscheck = getenv("GPURECLAIM_TRACE_CROSSCHECK") != NULL;
+		 !gpr_inj_switch("GPURECLAIM_TRACE_DORMANT");
+	crosscheck = gpr_inj_switch("GPURECLAIM_TRACE_CROSSCHECK");
 	int expect = -1;
 	atomic_compare_exchange_strong(&autostart, &expect, on);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "gpureclaim.h"
@@ -41,13 +42,30 @@ static int back_end(void)
 	return state > 0 ? 0 : -1;
 }
 
-void gpr_inj_session_default_path(char *out, size_t len)
+int gpr_inj_session_default_path(char *out, size_t len)
 {
 	const char *env = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
+	if (env && strlen(env) > GPR_TRACE_MAX_PATH) {
+		gpr_inj_say(
+		    "GPURECLAIM_TRACE_OUTPUT is %zu bytes, more than %d; "
+		    "this run is not traced",
+		    strlen(env), GPR_TRACE_MAX_PATH);
+		return -1;
+	}
 	if (env && *env)
 		snprintf(out, len, "%s", env);
 	else
 		snprintf(out, len, "gpureclaim-%d.trace", (int)getpid());
+	return 0;
+}
+
+int gpr_inj_session_secure(void)
+{
+	if (!getauxval(AT_SECURE))
+		return 0;
+	gpr_inj_say("not tracing a setuid or setgid program (secure "
+		    "execution); it runs untraced");
+	return 1;
 }
 
 int gpr_inj_session_open(void)
@@ -68,11 +86,10 @@ int gpr_inj_session_start(int backend, const char *path, int shared,
 	if (back_end() < 0)
 		return -1;
 	gpr_inj_callsite_exclude((const void *)gpr_inj_session_start);
-	const char *st = getenv("GPURECLAIM_TRACE_SELFTIME");
-	gpr_inj_state.selftime = !st ? GPR_INJ_SELFTIME_OFF
-				 : strcmp(st, "parts") == 0
-				     ? GPR_INJ_SELFTIME_PARTS
-				     : GPR_INJ_SELFTIME_TOTAL;
+	int st = gpr_inj_switch("GPURECLAIM_TRACE_SELFTIME");
+	gpr_inj_state.selftime = st == 2   ? GPR_INJ_SELFTIME_PARTS
+				 : st == 1 ? GPR_INJ_SELFTIME_TOTAL
+					   : GPR_INJ_SELFTIME_OFF;
 	gpr_inj_state.backend = backend;
 	gpr_inj_state.wait = gpr_inj_wait_probe();
 	gpr_inj_clock_start();

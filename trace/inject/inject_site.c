@@ -91,8 +91,8 @@ int gpr_inj_callsite_init(void)
 	strtab.v = calloc(MAX_INTERNED, sizeof(*strtab.v));
 	sites = calloc(SITE_SLOTS, sizeof(*sites));
 	resolved = calloc(RESOLVED_SLOTS, sizeof(*resolved));
-	no_callsite = getenv("GPURECLAIM_TRACE_NO_CALLSITE") != NULL;
-	no_fast_walk = getenv("GPURECLAIM_TRACE_FULL_WALK") != NULL;
+	no_callsite = gpr_inj_switch("GPURECLAIM_TRACE_NO_CALLSITE");
+	no_fast_walk = gpr_inj_switch("GPURECLAIM_TRACE_FULL_WALK");
 	return strtab.v && sites && resolved ? 0 : -1;
 }
 

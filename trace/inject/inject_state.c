@@ -1,16 +1,20 @@
 /*
- * The tracer's shared state (inject.h says who writes what and when) and
- * its one way to speak: a line on stderr, or into the message buffer of a
- * program's call that asked for it (gpureclaim_trace_start gives its
- * caller the line instead of printing it: a notebook shows a Python
- * warning, not the kernel's stderr).
+ * The tracer's shared state (inject.h says who writes what and when), the
+ * switches that set it when a session starts, and its one way to speak: a
+ * line on stderr, or into the message buffer of a program's call that
+ * asked for it (gpureclaim_trace_start gives its caller the line instead
+ * of printing it: a notebook shows a Python warning, not the kernel's
+ * stderr).
  */
 #include "inject.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../format/trace_switch.h"
 
 struct gpr_inj_state gpr_inj_state;
 
@@ -45,4 +49,18 @@ void gpr_inj_say(const char *fmt, ...)
 		line[len++] = '\n';
 	ssize_t k = write(2, line, len);
 	(void)k;
+}
+
+int gpr_inj_switch(const char *name)
+{
+	const char *v = secure_getenv(name);
+	const char *word = gpr_trace_switch_word(name);
+	int on = gpr_trace_switch_parse(v, word);
+	if (on < 0) {
+		gpr_inj_say("%s='%.64s' is not one of " GPR_TRACE_SWITCH_WORDS
+			    "%s%s; taken as off",
+			    name, v, word ? "/" : "", word ? word : "");
+		on = 0;
+	}
+	return on;
 }

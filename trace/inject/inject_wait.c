@@ -85,9 +85,10 @@ static inline uint32_t lock_word(const struct gpr_inj_tt *tt)
 
 int gpr_inj_wait_probe(void)
 {
-	const char *want = getenv("GPURECLAIM_TRACE_WAIT");
-	int fd =
-	    getenv("GPURECLAIM_TRACE_NO_SCHEDSTAT") ? -1 : open_schedstat();
+	const char *want = secure_getenv("GPURECLAIM_TRACE_WAIT");
+	int fd = gpr_inj_switch("GPURECLAIM_TRACE_NO_SCHEDSTAT")
+		     ? -1
+		     : open_schedstat();
 	if (fd < 0 || (want && strcmp(want, "none") == 0)) {
 		if (fd >= 0)
 			close(fd);

@@ -14,7 +14,7 @@
 #include "out/json.h"
 #include "out/text.h"
 
-static char *fmt_ns(uint64_t ns, char *out, size_t len)
+char *gpr_trace_fmt_ns(uint64_t ns, char *out, size_t len)
 {
 	if (ns < 1000)
 		snprintf(out, len, "%" PRIu64 "ns", ns);
@@ -122,11 +122,12 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 		gpr__buf_printf(b, " %8" PRIu64 " %6" PRIu64 " %11s %9s",
 				o->calls, o->errors,
 				gpr__fmt_bytes(o->bytes, x, sizeof(x)),
-				fmt_ns(o->p50, y, sizeof(y)));
-		gpr__buf_printf(b, " %9s %9s", fmt_ns(o->p90, z, sizeof(z)),
-				fmt_ns(o->p99, w, sizeof(w)));
-		gpr__buf_printf(b, " %9s %15s\n", fmt_ns(o->max, x, sizeof(x)),
-				wait);
+				gpr_trace_fmt_ns(o->p50, y, sizeof(y)));
+		gpr__buf_printf(b, " %9s %9s",
+				gpr_trace_fmt_ns(o->p90, z, sizeof(z)),
+				gpr_trace_fmt_ns(o->p99, w, sizeof(w)));
+		gpr__buf_printf(b, " %9s %15s\n",
+				gpr_trace_fmt_ns(o->max, x, sizeof(x)), wait);
 	}
 
 	gpr__buf_puts(b, "\nBy library (allocated/calls: as the caller; freed, "
@@ -167,11 +168,13 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 				gpr__fmt_bytes(d->held_end, w, sizeof(w)));
 	}
 
+	int saturated = s->saturated;
 	if (!brief) {
 		uint64_t host = 0;
 		for (size_t i = 0; i < s->n_live; i++)
 			if (s->live[i].host)
-				host += s->live[i].bytes;
+				saturated |=
+				    gpr_trace_usum(&host, s->live[i].bytes);
 		gpr__buf_printf(b, "\nNever freed: %s, %s of device memory",
 				gpr__fmt_count(s->n_live, "allocation",
 					       "allocations", n, sizeof(n)),
@@ -211,8 +214,14 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 			gpr__buf_puts(b, "\n");
 		}
 	}
-	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
+	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors ||
+	    saturated) {
 		gpr__buf_puts(b, "\nNotes:\n");
+		if (saturated)
+			gpr__buf_puts(b,
+				      "  some byte figures reached the largest "
+				      "value they can hold and stopped there "
+				      "(the log holds sizes no GPU has)\n");
 		if (s->errors)
 			gpr__buf_printf(
 			    b, "  %s (counted in errors, no memory moved)\n",
@@ -257,6 +266,7 @@ void gpr_trace_report_json(struct gpr__buf *b, const char *path,
 	gpr__json_kv_u64(&j, "dropped", s->dropped);
 	gpr__json_kv_u64(&j, "unmatched_frees", s->unmatched_frees);
 	gpr__json_kv_u64(&j, "implied_frees", s->implied_frees);
+	gpr__json_kv_bool(&j, "sums_saturated", s->saturated);
 	gpr__json_kv_u64(&j, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
 	gpr__json_kv_u64(&j, "peak_bytes", s->peak);
 	gpr__json_kv_u64(&j, "peak_at_ns", gpr_trace_since_start(t, s->peak_t));
