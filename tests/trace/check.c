@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 int gpr_test_failures;
@@ -45,4 +46,21 @@ int gpr_test_finish(const char *name, const char *dir)
 	       gpr_test_failures ? "; files kept in " : "",
 	       gpr_test_failures ? dir : "");
 	return gpr_test_failures ? 1 : 0;
+}
+
+int gpr_test_setenv_list(const char *list)
+{
+	char kv[2048];
+	int n = snprintf(kv, sizeof(kv), "%s", list ? list : "");
+	if (n < 0 || (size_t)n >= sizeof(kv))
+		return -1;
+	for (char *save = NULL, *tok = strtok_r(kv, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			return -1;
+		*eq = '\0';
+		setenv(tok, eq + 1, 1);
+	}
+	return 0;
 }

@@ -43,4 +43,11 @@ int gpr_test_load(const char *path, struct gpr_trace *t);
  */
 int gpr_test_finish(const char *name, const char *dir);
 
+/*
+ * Sets each variable of list, "NAME=VALUE[,NAME=VALUE...]" (NULL: none),
+ * in a scenario's process before it runs. 0, or -1 for an item without
+ * '=' or a list longer than 2047 bytes.
+ */
+int gpr_test_setenv_list(const char *list);
+
 #endif /* GPR_TEST_TRACE_CHECK_H */

@@ -476,17 +476,8 @@ static void run(const char *scenario, const char *out, const char *extra_env,
 		setenv("GPURECLAIM_CUPTI_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_CUDA_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
-		/* "NAME=VALUE[,NAME=VALUE...]" */
-		char kv[256];
-		snprintf(kv, sizeof(kv), "%s", extra_env ? extra_env : "");
-		for (char *save = NULL, *tok = strtok_r(kv, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
-			char *eq = strchr(tok, '=');
-			if (!eq)
-				_exit(96);
-			*eq = '\0';
-			setenv(tok, eq + 1, 1);
-		}
+		if (gpr_test_setenv_list(extra_env) < 0)
+			_exit(96);
 		execl("/proc/self/exe", "test_inject", "--scenario", scenario,
 		      inj_path, fake_path, (char *)NULL);
 		_exit(99);

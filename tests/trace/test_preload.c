@@ -549,17 +549,8 @@ static void run(const char *scenario, const char *exe, const char *env,
 		setenv("GPURECLAIM_SIM", state, 1);
 		unsetenv("GPURECLAIM_TRACE_OUTPUT");
 		unsetenv("GPURECLAIM_TRACE_DORMANT");
-		/* "NAME=VALUE[,NAME=VALUE...]" */
-		char kv[1024];
-		snprintf(kv, sizeof(kv), "%s", env ? env : "");
-		for (char *save = NULL, *tok = strtok_r(kv, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
-			char *eq = strchr(tok, '=');
-			if (!eq)
-				_exit(96);
-			*eq = '\0';
-			setenv(tok, eq + 1, 1);
-		}
+		if (gpr_test_setenv_list(env) < 0)
+			_exit(96);
 		if (exe)
 			execl(exe, exe, (char *)NULL);
 		else
@@ -739,32 +730,37 @@ static void check_next_nocuda(void)
 	CHECK(access(out, F_OK) != 0);
 }
 
-/* The crosscheck line the scenario leaves on stderr. */
-static const char *crosscheck_line(const struct gpr_test_run *r)
+/*
+ * Runs a crosscheck scenario into DIR/NAME.trace (path into out); the
+ * crosscheck line it left on stderr, or "(none)".
+ */
+static const char *run_crosscheck(const char *scenario, const char *name,
+				  char *out, size_t len, struct gpr_test_run *r)
 {
+	char env[1400];
+	snprintf(out, len, "%s/%s.trace", dir, name);
+	snprintf(env, sizeof(env),
+		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
+		 "GPURECLAIM_CUPTI_LIBRARY=%s",
+		 out, fake_cupti);
+	run(scenario, NULL, env, NULL, r);
+	CHECK(gpr_test_exited(r, 0));
 	const char *l = strstr(r->err, "gpureclaim-trace: crosscheck ");
 	return l ? l : "(none)";
 }
 
 static void check_crosscheck(void)
 {
-	char out[512], env[1400];
+	static const char same[] = "): cuMemAlloc_v2=1/1,cuMemFree_v2=1/1,"
+				   "context_created=2/2,context_destroy=2/2; "
+				   "the same\n";
+	char out[512];
 	struct gpr_test_run r;
-	snprintf(out, sizeof(out), "%s/crosscheck.trace", dir);
-	snprintf(env, sizeof(env),
-		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
-		 "GPURECLAIM_CUPTI_LIBRARY=%s",
-		 out, fake_cupti);
-	run("crosscheck", NULL, env, NULL, &r);
-	CHECK(gpr_test_exited(&r, 0));
-	const char *line = crosscheck_line(&r);
-	if (!strstr(line,
-		    "): cuMemAlloc_v2=1/1,cuMemFree_v2=1/1,"
-		    "context_created=2/2,context_destroy=2/2; the same\n"))
+	const char *line =
+	    run_crosscheck("crosscheck", "crosscheck", out, sizeof(out), &r);
+	if (!strstr(line, same))
 		fprintf(stderr, "crosscheck: %s\n", line);
-	CHECK(strstr(line,
-		     "): cuMemAlloc_v2=1/1,cuMemFree_v2=1/1,"
-		     "context_created=2/2,context_destroy=2/2; the same\n"));
+	CHECK(strstr(line, same));
 	struct gpr_trace t;
 	if (gpr_test_load(out, &t) == 0) {
 		CHECK(count(&t, "context_created") == 2 &&
@@ -778,14 +774,8 @@ static void check_crosscheck(void)
 		gpr_trace_free(&t);
 	}
 	/* a call that reached the driver past the interposer */
-	snprintf(out, sizeof(out), "%s/differ.trace", dir);
-	snprintf(env, sizeof(env),
-		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
-		 "GPURECLAIM_CUPTI_LIBRARY=%s",
-		 out, fake_cupti);
-	run("crosscheck-differ", NULL, env, NULL, &r);
-	CHECK(gpr_test_exited(&r, 0));
-	line = crosscheck_line(&r);
+	line =
+	    run_crosscheck("crosscheck-differ", "differ", out, sizeof(out), &r);
 	CHECK(strstr(line, "): cuMemAlloc_v2=1/2,") &&
 	      strstr(line, "; THEY DIFFER\n"));
 }
