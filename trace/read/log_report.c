@@ -62,18 +62,29 @@ static const char *wait_words(const char *v)
 	return v;
 }
 
-/* "Recorded by ...; waiting time: ..." from the log's META lines. */
-static void recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
+void gpr_trace_recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
 {
 	gpr__buf_puts(b, "Recorded by ");
-	gpr__text_put(b, backend_words(gpr_trace_meta(t, "backend")), 0, 1);
+	gpr__buf_puts(b, backend_words(gpr_trace_meta(t, "backend")));
 	gpr__buf_puts(b, "; waiting time: ");
-	gpr__text_put(b, wait_words(gpr_trace_meta(t, "wait")), 0, 1);
+	gpr__buf_puts(b, wait_words(gpr_trace_meta(t, "wait")));
 	const char *un = gpr_trace_meta(t, "unrecognised");
 	if (un && *un) {
 		gpr__buf_puts(b, "; not recorded (unknown driver answers): ");
-		gpr__text_put(b, un, 0, 1);
+		gpr__buf_puts(b, un);
 	}
+}
+
+/* That line in the text report, by the terminal-safe rule. */
+static void recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
+{
+	struct gpr__buf line = {0};
+	gpr_trace_recorded_by(&line, t);
+	if (line.oom)
+		b->oom = 1;
+	else
+		gpr__text_put(b, gpr__buf_str(&line), 0, 1);
+	gpr__buf_free(&line);
 	gpr__buf_puts(b, "\n");
 }
 
