@@ -26,6 +26,9 @@ int gpr_cli_ps(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
+/* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
+int gpr_cli_explain(int argc, char **argv);
+int gpr_cli_demo(int argc, char **argv);
 
 /* ---------------- output buffer (cli/util_buf.c) ---------------- */
 
