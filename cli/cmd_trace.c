@@ -36,39 +36,45 @@ static volatile sig_atomic_t child_pid;
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "USAGE: gpureclaim trace [-o FILE] [-q] [--full] "
-	       "[--allow-untraced] [--] CMD [ARGS...]\n"
-	       "\n"
-	       "Run CMD and log every driver-level GPU allocation and free "
-	       "(cuMemAlloc, cuMemFree,\n"
-	       "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
-	       "memory) with its size,\n"
-	       "device, thread, latency, CPU-wait time and calling library. "
-	       "Needs CUPTI (the CUDA\n"
-	       "toolkit's extras/CUPTI or the nvidia-cuda-cupti wheel).\n"
-	       "\n"
-	       "OPTIONS:\n"
-	       "    -o, --output FILE   the log (default "
-	       "./gpureclaim-<pid>.trace); other CUDA\n"
-	       "                        processes CMD starts write FILE.<pid>\n"
-	       "    -q, --quiet         no summary at the end\n"
-	       "    --full              the whole report as the summary\n"
-	       "    --allow-untraced    run CMD even when CUPTI cannot be "
-	       "found\n"
-	       "    -h, --help          show this help\n"
-	       "\n"
-	       "ENVIRONMENT:\n"
-	       "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
-	       "\n"
-	       "EXAMPLES:\n"
-	       "    gpureclaim trace -- python train.py --epochs 1\n"
-	       "    gpureclaim trace -o run.trace python -c 'import torch; "
-	       "torch.ones(1, device=\"cuda\")'\n"
-	       "    gpureclaim report run.trace --svg mem.svg\n"
-	       "\n"
-	       "Exit status: CMD's (128 + signal if it was killed); 1 when "
-	       "tracing cannot be set up,\n"
-	       "127 when CMD cannot be run, 2 on bad usage.\n");
+	    f,
+	    "USAGE: gpureclaim trace [-o FILE] [-q] [--full] "
+	    "[--allow-untraced] [--] CMD [ARGS...]\n"
+	    "\n"
+	    "Run CMD and log every driver-level GPU allocation and free "
+	    "(cuMemAlloc, cuMemFree,\n"
+	    "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
+	    "memory) with its size,\n"
+	    "device, thread, latency, CPU-wait time and calling library. "
+	    "Needs CUPTI (the CUDA\n"
+	    "toolkit's extras/CUPTI or the nvidia-cuda-cupti wheel).\n"
+	    "\n"
+	    "OPTIONS:\n"
+	    "    -o, --output FILE   the log (default "
+	    "./gpureclaim-<pid>.trace); other CUDA\n"
+	    "                        processes CMD starts write FILE.<pid>\n"
+	    "    -q, --quiet         no summary at the end\n"
+	    "    --full              the whole report as the summary\n"
+	    "    --allow-untraced    run CMD even when CUPTI cannot be "
+	    "found\n"
+	    "    -h, --help          show this help\n"
+	    "\n"
+	    "ENVIRONMENT:\n"
+	    "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use (else: "
+	    "the nvidia-cuda-cupti\n"
+	    "                               wheel, Torch's, the CUDA "
+	    "toolkit: docs/trace.md)\n"
+	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so "
+	    "to use\n"
+	    "\n"
+	    "EXAMPLES:\n"
+	    "    gpureclaim trace -- python train.py --epochs 1\n"
+	    "    gpureclaim trace -o run.trace python -c 'import torch; "
+	    "torch.ones(1, device=\"cuda\")'\n"
+	    "    gpureclaim report run.trace --svg mem.svg\n"
+	    "\n"
+	    "Exit status: CMD's (128 + signal if it was killed); 1 when "
+	    "tracing cannot be set up,\n"
+	    "127 when CMD cannot be run, 2 on bad usage.\n");
 }
 
 /*
@@ -198,8 +204,10 @@ int gpr_cli_trace(int argc, char **argv)
 	struct cli_buf tried = {0};
 	if (gpr_cli_find_tracer(inj, sizeof(inj), &tried) < 0) {
 		fprintf(stderr,
-			"gpureclaim trace: libgpureclaim_trace.so not found "
-			"(looked at: %s); set GPURECLAIM_TRACE_LIBRARY\n",
+			"gpureclaim trace: libgpureclaim_trace.so not found; "
+			"looked at:\n%s"
+			"gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
+			"its path\n",
 			cli_buf_str(&tried));
 		traced = 0;
 	} else {
@@ -207,8 +215,9 @@ int gpr_cli_trace(int argc, char **argv)
 		if (gpr_cli_find_cupti(cmd, cupti, sizeof(cupti), &from,
 				       &tried) < 0) {
 			fprintf(stderr,
-				"gpureclaim trace: no CUPTI library found "
-				"(looked at: %s); install one (pip install "
+				"gpureclaim trace: no CUPTI library found; "
+				"looked at:\n%s"
+				"gpureclaim trace: install one (pip install "
 				"nvidia-cuda-cupti) or set "
 				"GPURECLAIM_CUPTI_LIBRARY\n",
 				cli_buf_str(&tried));

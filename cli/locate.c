@@ -39,11 +39,10 @@ static int is_file(const char *p)
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* One place looked at: a line "  <what>" of the error message. */
 static void note(struct cli_buf *tried, const char *what)
 {
-	if (tried->len)
-		cli_buf_puts(tried, "; ");
-	cli_buf_puts(tried, what);
+	cli_buf_printf(tried, "  %s\n", what);
 }
 
 /* Directory of this executable, into dir (no trailing slash). */
@@ -94,7 +93,8 @@ int gpr_cli_find_tracer(char *out, size_t len, struct cli_buf *tried)
 {
 	const char *over = getenv("GPURECLAIM_TRACE_LIBRARY");
 	if (over && *over) {
-		cli_buf_printf(tried, "$GPURECLAIM_TRACE_LIBRARY (%s)", over);
+		cli_buf_printf(tried, "  $GPURECLAIM_TRACE_LIBRARY (%s)\n",
+			       over);
 		char p[PATH_MAX];
 		if (!realpath(over, p) || !is_file(p) || strlen(p) >= len)
 			return -1;
@@ -138,8 +138,9 @@ static const char *probe_python(char *const *cmd, char *buf, size_t len)
 }
 
 /*
- * Asks a Python interpreter where CUPTI lies in its environment. It
- * imports nothing but site and glob (-S: no .pth files run), and prints
+ * Asks a Python interpreter where CUPTI lies in its environment (not with
+ * -S: a virtual environment's site-packages are set up by site). It
+ * imports nothing of its own but glob, and prints
  * "TRY <where>" for each place it looks, then "<FROM> <path>" for the
  * first CUPTI: W the nvidia-cuda-cupti wheel (CUDA 13: nvidia/cu13/lib,
  * CUDA 12: nvidia/cuda_cupti/lib), T beside Torch's libraries, E the
@@ -149,7 +150,8 @@ static const char probe_code[] =
     "import glob,os,site,sys\n"
     "d=[]\n"
     "for s in list(site.getsitepackages())+[site.getusersitepackages()]"
-    "+sys.path:\n"
+    "+[p for p in sys.path if p.endswith(('site-packages',"
+    "'dist-packages'))]:\n"
     " if s and os.path.isdir(s) and s not in d: d.append(s)\n"
     "w=[('W',os.path.join(s,x)) for x in ('nvidia/cu13/lib',"
     "'nvidia/cuda_cupti/lib') for s in d]\n"
@@ -181,7 +183,7 @@ static int python_cupti(const char *python, char *out, size_t len,
 			dup2(devnull, 2);
 		}
 		close(fds[0]);
-		execlp(python, python, "-S", "-c", probe_code, (char *)NULL);
+		execlp(python, python, "-c", probe_code, (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -200,8 +202,9 @@ static int python_cupti(const char *python, char *out, size_t len,
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (got.oom || !got.len) {
-		cli_buf_printf(tried, "%s's site-packages (it did not answer)",
-			       python);
+		cli_buf_printf(
+		    tried, "  the site-packages of %s (it did not answer)\n",
+		    python);
 		cli_buf_free(&got);
 		return -1;
 	}
@@ -230,8 +233,8 @@ static int python_cupti(const char *python, char *out, size_t len,
 static int toolkit_cupti(const char *root, char *out, size_t len,
 			 struct cli_buf *tried)
 {
-	const char *sub[] = {"extras/CUPTI/lib64", "targets/" CUDA_TARGET "/lib",
-			     "lib64"};
+	const char *sub[] = {"extras/CUPTI/lib64",
+			     "targets/" CUDA_TARGET "/lib", "lib64"};
 	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
 		char pat[PATH_MAX + 64];
 		snprintf(pat, sizeof(pat), "%s/%s/libcupti.so*", root, sub[i]);
@@ -247,7 +250,7 @@ int gpr_cli_find_cupti(char *const *cmd, char *out, size_t len,
 	const char *env_lib = getenv("GPURECLAIM_CUPTI_LIBRARY");
 	*from = "GPURECLAIM_CUPTI_LIBRARY";
 	if (env_lib && *env_lib) {
-		cli_buf_printf(tried, "$GPURECLAIM_CUPTI_LIBRARY (%s)",
+		cli_buf_printf(tried, "  $GPURECLAIM_CUPTI_LIBRARY (%s)\n",
 			       env_lib);
 		snprintf(out, len, "%s", env_lib);
 		return is_file(out) ? 0 : -1;
@@ -302,8 +305,7 @@ int gpr_cli_find_cupti(char *const *cmd, char *out, size_t len,
 			return 0;
 	}
 	*from = "the system library folder";
-	return try_glob("/usr/lib/" MULTIARCH "/libcupti.so*", out, len,
-			tried);
+	return try_glob("/usr/lib/" MULTIARCH "/libcupti.so*", out, len, tried);
 }
 
 const char *gpr_cli_python(char *buf, size_t len)

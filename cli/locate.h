@@ -1,7 +1,8 @@
 /*
  * Where the command's companions are: the injection library, CUPTI, and
- * the Python that runs `explain` and `demo`. Each search says, in `tried`,
- * every place it looked ("; "-separated), for the error message.
+ * the Python that runs `explain` and `demo`. Each search lists, in `tried`,
+ * every place it looked, one "  <place>\n" line each, for the error
+ * message.
  */
 #ifndef GPR_CLI_LOCATE_H
 #define GPR_CLI_LOCATE_H

@@ -1,0 +1,109 @@
+"""What a user installs: the wheel (pip wheel / pip install .) into fresh
+virtual environments, and the C install (meson install) into a staging
+folder. `meson test --suite install` sets:
+
+BUILD_ROOT   the Meson build folder under test (its C install is staged)
+WHEEL_BUILD  a folder for meson-python's build of the wheel (kept between
+             runs, so a second run only relinks)
+GPR_SIM_DIR  the simulated driver; FAKE_CUPTI the trace tests' fake CUPTI
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD_ROOT = pathlib.Path(os.environ["BUILD_ROOT"])
+WHEEL_BUILD = pathlib.Path(os.environ["WHEEL_BUILD"])
+SIM_DIR = pathlib.Path(os.environ["GPR_SIM_DIR"])
+FAKE_CUPTI = pathlib.Path(os.environ["FAKE_CUPTI"])
+
+
+def run(cmd, check=True, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 600)
+    p = subprocess.run([str(c) for c in cmd], **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def clean_env(**extra):
+    """The environment of a user's shell: nothing of the build's."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPURECLAIM", "GPR_", "PYTHON", "MESON",
+                                "LD_LIBRARY_PATH"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def header_version():
+    for line in (ROOT / "include/gpureclaim.h").read_text().splitlines():
+        if line.startswith("#define GPR_VERSION_STRING "):
+            return line.split('"')[1]
+    raise AssertionError("no GPR_VERSION_STRING in include/gpureclaim.h")
+
+
+@pytest.fixture(scope="session")
+def tmp():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="gpr-install-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def pip_build(args):
+    """pip, offline, with the build tools of this Python (no isolation),
+    meson-python's build kept in WHEEL_BUILD."""
+    return [sys.executable, "-m", "pip", *args, "--no-build-isolation",
+            "--no-deps", "--no-index", "--disable-pip-version-check",
+            f"-Cbuild-dir={WHEEL_BUILD}"]
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp):
+    """`pip wheel .`: the built wheel's path."""
+    out = tmp / "wheelhouse"
+    run(pip_build(["wheel", "-q", "-w", out, ROOT]), cwd=tmp,
+        env=clean_env(PIP_NO_CACHE_DIR="1"))
+    (whl,) = out.glob("gpureclaim-*.whl")
+    return whl
+
+
+def make_venv(path, system_site=False):
+    args = [sys.executable, "-m", "venv", "--without-pip"]
+    if system_site:
+        args.append("--system-site-packages")
+    run(args + [path])
+    return path
+
+
+@pytest.fixture(scope="session")
+def venv(tmp, wheel):
+    """A fresh virtual environment (nothing of this machine's Python)
+    with the wheel installed by pip."""
+    v = make_venv(tmp / "venv")
+    run([sys.executable, "-m", "pip", "--python", v / "bin/python", "install",
+         "-q", "--no-index", "--no-deps", "--disable-pip-version-check",
+         wheel], env=clean_env())
+    return v
+
+
+@pytest.fixture(scope="session")
+def c_install(tmp):
+    """The C install of BUILD_ROOT, staged under a DESTDIR: (destdir,
+    prefix, libdir, bindir) with prefix, libdir and bindir absolute
+    inside destdir."""
+    opts = {o["name"]: o["value"] for o in json.loads(run(
+        ["meson", "introspect", "--buildoptions", BUILD_ROOT]).stdout)}
+    dest = tmp / "destdir"
+    run(["meson", "install", "-C", BUILD_ROOT, "--no-rebuild", "--quiet",
+         "--destdir", dest])
+    prefix = pathlib.Path(str(dest) + opts["prefix"])
+    return dest, prefix, prefix / opts["libdir"], prefix / opts["bindir"]
