@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-suites.sh SUMMARY LABEL:DIR:SUITES... : runs the Meson test suites of
 # each build folder (`meson test`, tests in parallel), then prints one line
-# per suite and the total, also into SUMMARY. The tests' output is in
+# per suite (Meson's tests, and the checks their runners count inside
+# them: pytest cases, cmocka cases) and the total, also into SUMMARY. The tests' output is in
 # DIR/meson-logs/testlog.txt; a failing test's output is shown here.
 # A sanitized build (asan) gets three times the timeouts.
 set -uo pipefail
@@ -24,19 +25,36 @@ for spec in "$@"; do
 	rc=$?
 	"${PYTHON:-python3}" - "$dir/meson-logs/testlog.json" "$label" "$suites" "$rc" \
 		>>"$summary" <<'PY' || status=1
-import json, sys
+import json, re, sys
+
+
+def cases(out):
+    """The checks inside one test program, from its runner's own lines:
+    pytest's summary, cmocka's PASSED lines, "ok   " lines of scripts."""
+    n = 0
+    for line in out.splitlines():
+        m = re.match(r"^=*\s*(\d+) passed\b", line)
+        m = m or re.match(r"^\[  PASSED  \] (\d+) test", line)
+        if m:
+            n += int(m[1])
+        elif line.startswith("ok   "):
+            n += 1
+    return n
+
 
 log, label, suites, rc = sys.argv[1], sys.argv[2], sys.argv[3].split(), int(sys.argv[4])
-counts = {s: [0, 0, 0] for s in suites}  # passed, failed, skipped
+counts = {s: [0, 0, 0, 0] for s in suites}  # passed, failed, skipped, cases
 failed = []
 with open(log) as f:
     for line in f:
         t = json.loads(line)
-        suite = next((s.split(":")[-1] for s in t["suite"]
-                      if s.split(":")[-1] in counts), None)
+        # "unit - gpureclaim:test_core" (suites joined by "+")
+        names = t["name"].split(" - ", 1)[0].split("+")
+        suite = next((s for s in names if s in counts), None)
         if suite is None:
             continue
         r = t["result"]
+        counts[suite][3] += cases(t.get("stdout") or "")
         if r in ("OK", "EXPECTEDFAIL"):
             counts[suite][0] += 1
         elif r == "SKIP":
@@ -50,9 +68,10 @@ for t in failed:
                      f"(last lines; all in meson-logs/testlog.txt)\n")
     sys.stderr.write("\n".join(out[-60:]) + "\n")
 for s in suites:
-    p, f, k = counts[s]
-    print(f"{label}/{s}: {p} passed, {f} failed, {k} skipped")
-empty = [s for s in suites if sum(counts[s]) == 0]
+    p, f, k, c = counts[s]
+    inside = f" ({c} checks inside)" if c else ""
+    print(f"{label}/{s}: {p} passed, {f} failed, {k} skipped{inside}")
+empty = [s for s in suites if sum(counts[s][:3]) == 0]
 if empty:
     sys.stderr.write(f"{label}: no test ran in suite(s) {' '.join(empty)}\n")
 sys.exit(1 if failed or empty or rc else 0)
