@@ -27,8 +27,15 @@ ASAN_SUITES := unit cli trace examples
 
 .PHONY: all check check-ci demo deps install fuzz format format-check clean
 
+# ninja's own output (a reconfiguration after a meson.build changed, say)
+# goes to meson-logs/ninja.txt; a failing build shows it.
+define build
+	@$(NINJA) -C $(1) --quiet $(2) >$(1)/meson-logs/ninja.txt 2>&1 || \
+		{ cat $(1)/meson-logs/ninja.txt; exit 1; }
+endef
+
 all: $(BUILD)/build.ninja
-	@$(NINJA) -C $(BUILD) --quiet
+	$(call build,$(BUILD))
 
 # A build folder is set up once (its log in meson-logs/setup.txt); later
 # runs of ninja reconfigure it by themselves when a meson.build changes.
@@ -50,11 +57,11 @@ check: deps
 
 check-ci: format-check $(BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
 		$(ASAN_BUILD)/build.ninja
-	@$(NINJA) -C $(BUILD) --quiet
+	$(call build,$(BUILD))
 	@$(NINJA) -C $(BUILD) -n | grep -q 'no work to do' || \
 		{ echo "check: a second build of $(BUILD) is not a no-op"; exit 1; }
-	@$(NINJA) -C $(CLANG_BUILD) --quiet
-	@$(NINJA) -C $(ASAN_BUILD) --quiet
+	$(call build,$(CLANG_BUILD))
+	$(call build,$(ASAN_BUILD))
 	@bash scripts/run-suites.sh build/check-summary.txt \
 		gcc:$(BUILD):"$(SUITES)" \
 		clang:$(CLANG_BUILD):"$(CLANG_SUITES)" \
@@ -68,14 +75,14 @@ demo: deps all
 # library and the Python package, under PREFIX (DESTDIR honoured).
 install: $(BUILD)/build.ninja
 	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
-	@$(NINJA) -C $(BUILD) --quiet
+	$(call build,$(BUILD))
 	@$(MESON) install -C $(BUILD) --no-rebuild --quiet \
 		$(if $(DESTDIR),--destdir $(DESTDIR))
 	@echo "installed under $(DESTDIR)$(abspath $(PREFIX))"
 
 # Open-ended fuzzing of the trace reader (FUZZ_ARGS bounds it).
 fuzz: $(CLANG_BUILD)/build.ninja
-	@$(NINJA) -C $(CLANG_BUILD) --quiet tests/trace/fuzz_trace_read
+	$(call build,$(CLANG_BUILD),tests/trace/fuzz_trace_read)
 	@mkdir -p fuzz-corpus-tmp
 	$(CLANG_BUILD)/tests/trace/fuzz_trace_read $(FUZZ_ARGS) \
 		fuzz-corpus-tmp tests/trace/corpus

@@ -2,7 +2,7 @@
 virtual environments, and the C install (meson install) into a staging
 folder. `meson test --suite install` sets:
 
-BUILD_ROOT   the Meson build folder under test (its C install is staged)
+BUILD_ROOT   the Meson build folder under test
 WHEEL_BUILD  a folder for meson-python's build of the wheel (kept between
              runs, so a second run only relinks)
 GPR_SIM_DIR  the simulated driver; FAKE_CUPTI the trace tests' fake CUPTI
@@ -97,13 +97,12 @@ def venv(tmp, wheel):
 
 @pytest.fixture(scope="session")
 def c_install(tmp):
-    """The C install of BUILD_ROOT, staged under a DESTDIR: (destdir,
-    prefix, libdir, bindir) with prefix, libdir and bindir absolute
-    inside destdir."""
-    opts = {o["name"]: o["value"] for o in json.loads(run(
-        ["meson", "introspect", "--buildoptions", BUILD_ROOT]).stdout)}
-    dest = tmp / "destdir"
-    run(["meson", "install", "-C", BUILD_ROOT, "--no-rebuild", "--quiet",
-         "--destdir", dest])
-    prefix = pathlib.Path(str(dest) + opts["prefix"])
-    return dest, prefix, prefix / opts["libdir"], prefix / opts["bindir"]
+    """`make install PREFIX=...` (the README's command) from a build folder
+    of its own: (prefix, libdir, bindir)."""
+    prefix = tmp / "prefix"
+    env = {k: v for k, v in clean_env().items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    run(["make", "-C", ROOT, "install", f"PREFIX={prefix}",
+         f"BUILD={tmp / 'make-build'}"], env=env)
+    (pc,) = prefix.glob("lib*/**/gpureclaim.pc")
+    return prefix, pc.parent.parent, prefix / "bin"

@@ -1,7 +1,7 @@
-"""The C install (`meson install`, what `make install PREFIX=...` runs),
-staged under a DESTDIR: the header, the shared and static library, the
-gpureclaim.pc that builds examples/minimal.c, the command finding the
-installed injection library, gpr_version() equal to the project's."""
+"""The C install, `make install PREFIX=...`: the header, the shared and
+static library, the gpureclaim.pc that builds examples/minimal.c, the
+command finding the installed injection library, gpr_version() equal to
+the project's version."""
 import ctypes
 import json
 import os
@@ -11,14 +11,12 @@ from conftest import (BUILD_ROOT, FAKE_CUPTI, ROOT, clean_env, header_version,
                       run)
 
 
-def pkg_env(dest, libdir):
-    # the staged .pc names the final prefix: the sysroot maps it into DESTDIR
-    return clean_env(PKG_CONFIG_PATH=libdir / "pkgconfig",
-                     PKG_CONFIG_SYSROOT_DIR=dest)
+def pkg_env(libdir):
+    return clean_env(PKG_CONFIG_PATH=libdir / "pkgconfig")
 
 
 def test_installs_header_libraries_and_pc(c_install):
-    dest, prefix, libdir, bindir = c_install
+    prefix, libdir, bindir = c_install
     v = header_version()
     assert (prefix / "include/gpureclaim.h").is_file()
     assert (libdir / "libgpureclaim.a").is_file()
@@ -34,8 +32,8 @@ def test_installs_header_libraries_and_pc(c_install):
 
 
 def test_pkg_config_builds_minimal(c_install, tmp_path):
-    dest, prefix, libdir, bindir = c_install
-    env = pkg_env(dest, libdir)
+    prefix, libdir, bindir = c_install
+    env = pkg_env(libdir)
     assert run(["pkg-config", "--modversion", "gpureclaim"],
                env=env).stdout.strip() == header_version()
     flags = run(["pkg-config", "--cflags", "--libs", "gpureclaim"],
@@ -51,8 +49,8 @@ def test_pkg_config_builds_minimal(c_install, tmp_path):
 
 
 def test_pkg_config_static_link(c_install, tmp_path):
-    dest, prefix, libdir, bindir = c_install
-    env = pkg_env(dest, libdir)
+    prefix, libdir, bindir = c_install
+    env = pkg_env(libdir)
     cflags = run(["pkg-config", "--cflags", "gpureclaim"], env=env).stdout.split()
     libs = run(["pkg-config", "--libs-only-l", "--static", "gpureclaim"],
                env=env).stdout.split()
@@ -65,7 +63,7 @@ def test_pkg_config_static_link(c_install, tmp_path):
 
 
 def test_gpr_version_is_the_projects(c_install):
-    dest, prefix, libdir, bindir = c_install
+    prefix, libdir, bindir = c_install
     lib = ctypes.CDLL(str(libdir / "libgpureclaim.so.0"))
     lib.gpr_version.restype = ctypes.c_char_p
     project = json.loads(run(["meson", "introspect", "--projectinfo",
@@ -76,7 +74,7 @@ def test_gpr_version_is_the_projects(c_install):
 
 
 def test_installed_command_finds_the_installed_tracer(c_install, tmp_path):
-    dest, prefix, libdir, bindir = c_install
+    prefix, libdir, bindir = c_install
     p = run([bindir / "gpureclaim", "trace", "-q", "--", "sh", "-c",
              'echo "$CUDA_INJECTION64_PATH"'],
             env=clean_env(GPURECLAIM_CUPTI_LIBRARY=FAKE_CUPTI), cwd=tmp_path)
