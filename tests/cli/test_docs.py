@@ -51,6 +51,8 @@ def test_doc_ps_line_runs(line, tmp_path):
     assert "Simulated GPU" in p.stdout, p.stdout
 
 
+@pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
+                    reason="a sanitized build's library needs the sanitizers")
 def test_readme_build_folder_compile(tmp_path):
     text = (ROOT / "README.md").read_text()
     m = re.search(r"# from a build folder: (cc examples/minimal\.c .*)$", text,
