@@ -9,11 +9,11 @@
 # a GPU are there) so both tools list a process, as in real use.
 #
 # usage: bench/ps_bench.sh [GPURECLAIM_BIN] [N]
-#        (defaults: $GPURECLAIM_BIN, else build/gpureclaim; N=50)
+#        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; N=50)
 # Without an NVIDIA driver: prints "skipped: no NVIDIA driver", exits 0.
 set -euo pipefail
 
-BIN=${1:-${GPURECLAIM_BIN:-build/gpureclaim}}
+BIN=${1:-${GPURECLAIM_BIN:-build/cli/gpureclaim}}
 N=${2:-50}
 SMI=(nvidia-smi --query-compute-apps=pid,used_memory --format=csv)
 

@@ -1,7 +1,8 @@
 /*
  * gpureclaim: the command-line tool's entry point. Dispatches
  * `gpureclaim <command> [args]` to gpr_cli_<command> (cli/cli.h states the
- * contract); exit 2 on a command it does not know.
+ * contract); exit 2 on a command it does not know. `python -m gpureclaim`
+ * runs this same program (python/gpureclaim/__main__.py).
  */
 #include "cli.h"
 
@@ -23,6 +24,10 @@ static const struct command commands[] = {
     {"report", gpr_cli_report, "summarise a trace log"},
     {"version", gpr_cli_version,
      "show the version, the NVIDIA driver's and what can be loaded"},
+    {"explain", gpr_cli_explain,
+     "run a Python script, then say where its GPU memory went"},
+    {"demo", gpr_cli_demo,
+     "drop Torch and CuPy arrays, release, show the before and after"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -47,12 +52,14 @@ static void usage(FILE *f)
 	fprintf(f, "\n"
 		   "OPTIONS:\n"
 		   "    -h, --help     show this help\n"
-		   "    --version      show the version\n"
+		   "    -V, --version  show the version\n"
 		   "\n"
 		   "EXAMPLES:\n"
 		   "    gpureclaim ps                 # who holds memory on "
 		   "each GPU\n"
 		   "    gpureclaim ps --json -i 0     # GPU 0, as JSON\n"
+		   "    gpureclaim trace -- python train.py\n"
+		   "    gpureclaim explain train.py   # where the memory went\n"
 		   "    gpureclaim help ps            # a command's options\n"
 		   "\n"
 		   "Exit status: 0 ok, 1 runtime error, 2 bad usage.\n");
@@ -69,7 +76,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return GPR_CLI_OK;
 	}
-	if (strcmp(cmd, "--version") == 0) {
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
-# need with that machine's compiler, then runs the stages named on the
+# need with that machine's compiler (Meson and ninja; no cmocka or
+# meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build hw-ps hw-release hw-explain hw-trace bench-ps
-#           bench-release bench-explain bench-trace
+#   stages: env build installed hw-ps hw-release hw-explain hw-trace
+#           bench-ps bench-release bench-explain bench-trace
+# installed: the C install (meson install) staged in build/gpu-inst; its
+# command finds its own injection library and this machine's CUPTI.
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build installed hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
-export GPURECLAIM_BIN=$PWD/$B/gpureclaim
+export GPURECLAIM_BIN=$PWD/$B/cli/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
-export GPURECLAIM_TRACE_LIBRARY=$PWD/$B/libgpureclaim_trace.so
 log() { echo "== $* ($(date -u +%H:%M:%S))"; }
 for s in $stages; do
 	case $s in
@@ -20,20 +22,33 @@ for s in $stages; do
 		log env
 		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
-		  gcc --version | head -1; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+		  gcc --version | head -1; meson --version; ninja --version; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
 	build)
 		log build
-		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
-			$B/libgpureclaim_trace.so $B/bench/ps_query_bench $B/bench/nvml_cost \
-			$B/bench/trace_churn python-ext \
-			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-		tail -3 "$OUT/build.txt" ;;
+		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
+			>"$OUT/build.txt" 2>&1 &&
+			ninja -C "$B" >>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
+	installed)
+		# expect: the version; ps lists the GPUs; trace prints "CUPTI <path>
+		# (from the nvidia-cuda-cupti wheel)" and a summary with 1 GiB
+		# allocated, having found build/gpu-inst/.../libgpureclaim_trace.so
+		log "$s"
+		rm -rf build/gpu-inst
+		meson install -C "$B" --no-rebuild --quiet --destdir "$PWD/build/gpu-inst" &&
+		{ inst=$(find "$PWD/build/gpu-inst" -path '*/bin/gpureclaim')
+		  echo "installed: $inst"
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" --version
+		  "$inst" ps
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
+			'import os, torch; print("injection:", os.environ["CUDA_INJECTION64_PATH"]); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
+		} 2>&1 | tee "$OUT/$s.txt" ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		# the targets: traced against paused in one process; then the
 		# process-level comparison with _record_memory_history

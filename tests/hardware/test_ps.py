@@ -7,7 +7,7 @@
   after many queries (it never opens a context).
 - NVML's v2 memory-info path is the one taken on a real driver.
 
-The tool: $GPURECLAIM_BIN (default build/gpureclaim).
+The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
 import os
@@ -21,7 +21,7 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 MiB = 1 << 20
 
 

@@ -3,7 +3,7 @@ GPURECLAIM_SIM once, and a framework, once imported, stays imported.
 
 Environment: GPR_SIM_DIR (the sim's libraries, default build/sim) and
 GPR_PY_PATH (the folder holding the built gpureclaim package, default
-build/python); `make test-python` sets both.
+build/python); `meson test --suite python` sets both.
 """
 import getpass
 import json

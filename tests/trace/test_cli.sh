@@ -2,13 +2,13 @@
 # `gpureclaim trace` and `gpureclaim report` without a GPU: exit codes,
 # output left alone, CUPTI discovery errors, an end-to-end trace through
 # the fake CUPTI, the report's JSON and exports (validated by Python).
-# Usage: test_cli.sh BUILD_DIR
+# Run from the source root by `meson test --suite trace`, which sets the
+# paths of what it built: GPR (the command), TRACER
+# (libgpureclaim_trace.so), FAKE_CUPTI, APP (test_inject), LOGTOOL
+# (test_trace_log), CHURN (bench/trace_churn), PYTHON.
 set -u
-B=$(cd "$1" && pwd)
 SRC=$(pwd)
-GPR=$B/gpureclaim
-FAKE=$B/tests/trace/libcupti-fake.so
-APP=$B/tests/trace/test_inject
+FAKE=$FAKE_CUPTI
 PY=${PYTHON:-python3}
 T=$(mktemp -d /tmp/gpr-trace-cli-XXXXXX)
 fails=0
@@ -16,8 +16,10 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
-# The injection library must be found beside the CLI.
-[ -f "$B/libgpureclaim_trace.so" ] || { echo "no $B/libgpureclaim_trace.so"; exit 1; }
+# The command finds the injection library by itself (in a build folder:
+# the trace part's; installed: its libdir or the Python package).
+unset GPURECLAIM_TRACE_LIBRARY
+[ -f "$TRACER" ] || { echo "no $TRACER"; exit 1; }
 cd "$T" || exit 1
 
 # 1. exit code and output of the traced command unchanged
@@ -76,7 +78,7 @@ check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && 
 check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
 
 # 7. report of the synthetic sample: text, JSON, exports
-"$B/tests/trace/test_trace_log" --sample s.trace
+"$LOGTOOL" --sample s.trace
 "$GPR" report s.trace >r.txt
 rc=$?
 check "report: text exit 0" '[ $rc -eq 0 ]'
@@ -88,7 +90,7 @@ check "report: exports validated by python" "$PY $SRC/tests/trace/check_exports.
 
 # 7b. hostile names (C1 CSI as UTF-8 and as a raw byte, ESC, DEL, bad
 # UTF-8): the text shows them as '?', the JSON escapes them and parses
-"$B/tests/trace/test_trace_log" --hostile h.trace
+"$LOGTOOL" --hostile h.trace
 "$GPR" report h.trace >h.txt
 rc=$?
 check "report hostile: text exit 0" '[ $rc -eq 0 ]'
@@ -133,7 +135,6 @@ check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 # GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or
 # GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
-CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
