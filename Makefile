@@ -21,7 +21,7 @@ CLANG_BUILD := build/clang
 ASAN_BUILD := build/asan
 
 # Suites run in each build (meson test --suite).
-SUITES := layers exports unit cli python trace examples install
+SUITES := layers exports unit cli python cluster trace examples install
 CLANG_SUITES := trace fuzz
 ASAN_SUITES := unit cli trace examples
 

@@ -2,10 +2,16 @@
  * Where the time of one `gpureclaim ps` goes: each NVML step it takes,
  * timed alone in a fresh process (dlopen, nvmlInit_v2, the device calls,
  * the process lists, nvmlShutdown). Run on the GPU machine:
- * build/bench/nvml_cost [noattach]. Skips (exit 0) without NVML.
+ * build/bench/nvml_cost [noattach] [parallel]. With "parallel" the first
+ * handle of every GPU (which attaches it) is taken in a thread per GPU, at
+ * once, as `gpureclaim ps` does: compare its wall time with the sum of
+ * the "first handle" steps of a run without it. Skips (exit 0) without
+ * NVML.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "driver/nvml_abi.h"
@@ -25,10 +31,23 @@ static double now_ms(void)
 		       r_);                                                    \
 	} while (0)
 
+static nvmlReturn_t (*handle_fn)(unsigned, nvmlDevice_t *);
+
+static void *attach(void *arg)
+{
+	nvmlDevice_t d;
+	handle_fn((unsigned)(size_t)arg, &d);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	/* "noattach": nvmlInitWithFlags(NVML_INIT_FLAG_NO_ATTACH = 2) */
-	int noattach = argc > 1 && argv[1][0] == 'n';
+	int noattach = 0, parallel = 0;
+	for (int i = 1; i < argc; i++) {
+		noattach |= strcmp(argv[i], "noattach") == 0;
+		parallel |= strcmp(argv[i], "parallel") == 0;
+	}
 	double start = now_ms();
 	void *lib = NULL;
 	STEP("dlopen libnvidia-ml.so.1",
@@ -79,6 +98,19 @@ int main(int argc, char **argv)
 		STEP("nvmlInit_v2", init());
 	unsigned n = 0;
 	STEP("nvmlDeviceGetCount_v2", count(&n));
+	if (parallel && n > 0) {
+		pthread_t th[64];
+		unsigned k = n < 64 ? n : 64;
+		handle_fn = handle;
+		double t0 = now_ms();
+		for (unsigned i = 0; i < k; i++)
+			pthread_create(&th[i], NULL, attach, (void *)(size_t)i);
+		for (unsigned i = 0; i < k; i++)
+			pthread_join(th[i], NULL);
+		printf("%-44s %8.3f ms  (%u GPUs)\n",
+		       "first handles, a thread per GPU, at once",
+		       now_ms() - t0, k);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		nvmlDevice_t d;
 		char buf[96];

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# `gpureclaim ps --json` against `nvidia-smi --query-compute-apps`, side by
-# side in one run: N runs of each, interleaved (the order alternates each
-# round), wall time of the whole command measured with bash's
-# EPOCHREALTIME (no extra process per sample). Reports median, p90 and the
-# ratio of the medians. Target: gpureclaim at least 5x faster.
+# One-shot `gpureclaim ps` against `nvidia-smi --query-compute-apps`, side
+# by side in one run: R rounds, each running every contender once in an
+# order that rotates from round to round (interleaved, so drift and
+# caches fall on all alike); wall time of the whole command, measured
+# with bash's EPOCHREALTIME (no extra process per sample). Reports, per
+# contender, the median and the minimum in ms per call, and the ratio to
+# nvidia-smi (medians; minimums). Target (issue 12): `gpureclaim ps`
+# <= 0.75x nvidia-smi.
+#
+# Two reference rows say where the time goes: `gpureclaim --version`
+# (starting the process, nothing loaded) and `gpureclaim version` (NVML
+# loaded, initialised and shut down, no GPU attached).
 #
 # While it runs, a Python child holds 1 GiB through torch (when torch and
-# a GPU are there) so both tools list a process, as in real use.
+# a GPU are there) so every tool lists a process, as in real use.
 #
-# usage: bench/ps_bench.sh [GPURECLAIM_BIN] [N]
-#        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; N=50)
+# usage: bench/ps_bench.sh [GPURECLAIM_BIN] [ROUNDS]
+#        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; ROUNDS=21, >= 7)
 # Without an NVIDIA driver: prints "skipped: no NVIDIA driver", exits 0.
 set -euo pipefail
 
 BIN=${1:-${GPURECLAIM_BIN:-build/cli/gpureclaim}}
-N=${2:-50}
-SMI=(nvidia-smi --query-compute-apps=pid,used_memory --format=csv)
+R=${2:-21}
+if ((R < 7)); then
+	echo "ps_bench: at least 7 rounds, not $R" >&2
+	exit 2
+fi
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
 	echo "skipped: no NVIDIA driver"
@@ -54,55 +64,72 @@ time.sleep(3600)
 	read -r _ <"$fifo"
 fi
 
-# one warm-up each
-"$BIN" ps --json >/dev/null
-"${SMI[@]}" >/dev/null
+# The contenders: a label and a command line each; the first is the
+# reference the ratios are taken against.
+labels=(
+	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
+	"gpureclaim ps"
+	"gpureclaim ps --json"
+	"gpureclaim --version (process start only)"
+	"gpureclaim version (NVML init + shutdown, no GPU)"
+)
+cmds=(
+	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
+	"$BIN ps"
+	"$BIN ps --json"
+	"$BIN --version"
+	"$BIN version"
+)
+n=${#cmds[@]}
 
-ours=()
-theirs=()
-run_ours() {
-	# EPOCHREALTIME is "s.uuuuuu": without the dot, microseconds
-	local t0=${EPOCHREALTIME/[.,]/} t1
-	"$BIN" ps --json >/dev/null
-	t1=${EPOCHREALTIME/[.,]/}
-	ours+=($((10#$t1 - 10#$t0)))
-}
-run_theirs() {
-	# EPOCHREALTIME is "s.uuuuuu": without the dot, microseconds
-	local t0=${EPOCHREALTIME/[.,]/} t1
-	"${SMI[@]}" >/dev/null
-	t1=${EPOCHREALTIME/[.,]/}
-	theirs+=($((10#$t1 - 10#$t0)))
-}
-for ((i = 0; i < N; i++)); do
-	if ((i % 2 == 0)); then
-		run_ours
-		run_theirs
-	else
-		run_theirs
-		run_ours
-	fi
+# one warm-up each
+for ((c = 0; c < n; c++)); do
+	${cmds[c]} >/dev/null
 done
 
-# "median p90" in microseconds (p90: nearest rank)
+declare -A us # us[c,r]: microseconds of contender c in round r
+for ((r = 0; r < R; r++)); do
+	for ((k = 0; k < n; k++)); do
+		c=$(((k + r) % n))
+		# EPOCHREALTIME is "s.uuuuuu": without the dot, microseconds
+		t0=${EPOCHREALTIME/[.,]/}
+		${cmds[c]} >/dev/null
+		t1=${EPOCHREALTIME/[.,]/}
+		us[$c,$r]=$((10#$t1 - 10#$t0))
+	done
+done
+
+# "median minimum" in microseconds
 stats() {
 	printf '%s\n' "$@" | sort -n | awk '
 		{ v[NR] = $1 }
 		END {
 			med = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			r = int(0.9 * NR); if (r < 0.9 * NR) r++
-			printf "%d %d\n", med, v[r]
+			printf "%d %d\n", med, v[1]
 		}'
 }
-read -r om op < <(stats "${ours[@]}")
-read -r tm tp < <(stats "${theirs[@]}")
+declare -a med mn
+for ((c = 0; c < n; c++)); do
+	vals=()
+	for ((r = 0; r < R; r++)); do
+		vals+=("${us[$c,$r]}")
+	done
+	read -r med[c] mn[c] < <(stats "${vals[@]}")
+done
 
 nprocs=$("$BIN" ps --json | "$PY" -c 'import json,sys; print(sum(len(g.get("processes", [])) for g in json.load(sys.stdin)["gpus"]))' 2>/dev/null || echo "?")
-echo "ps_bench: N=$N runs each, interleaved; processes listed: $nprocs"
-printf '%-48s %9s %9s\n' "" median p90
-awk -v om="$om" -v op="$op" -v tm="$tm" -v tp="$tp" 'BEGIN {
-	printf "%-48s %6.2f ms %6.2f ms\n", "gpureclaim ps --json", om / 1000, op / 1000
-	printf "%-48s %6.2f ms %6.2f ms\n", "nvidia-smi --query-compute-apps=pid,used_memory", tm / 1000, tp / 1000
-	ratio = tm / (om > 0 ? om : 1)
-	printf "ratio (nvidia-smi / gpureclaim, medians): %.1fx; target >= 5x: %s\n", ratio, (ratio >= 5 ? "met" : "MISSED")
+ngpus=$(nvidia-smi -L | wc -l)
+echo "ps_bench: $R rounds, each contender once per round in a rotating order;"
+echo "          $ngpus GPU(s), $nprocs process(es) listed"
+printf '%-60s %10s %10s %16s\n' "ms per call" median min "ratio med (min)"
+for ((c = 0; c < n; c++)); do
+	awk -v l="${labels[c]}" -v m="${med[c]}" -v x="${mn[c]}" \
+		-v rm="${med[0]}" -v rx="${mn[0]}" -v c="$c" 'BEGIN {
+		ratio = sprintf("%.2fx (%.2fx)", m / rm, x / rx)
+		printf "%-60s %7.2f ms %7.2f ms %16s\n", l, m / 1000, x / 1000, ratio
+	}'
+done
+awk -v m="${med[1]}" -v rm="${med[0]}" 'BEGIN {
+	r = m / rm
+	printf "target: gpureclaim ps <= 0.75x nvidia-smi (medians): %.2fx, %s\n", r, (r <= 0.75 ? "met" : "MISSED")
 }'

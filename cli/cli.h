@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define GPR_CLI_OK 0
@@ -28,13 +30,16 @@ int gpr_cli_report(int argc, char **argv);
 /* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
 int gpr_cli_explain(int argc, char **argv);
 int gpr_cli_demo(int argc, char **argv);
+/* A Dask cluster's reports: `ps --dask`, `explain --dask`, `release
+ * --dask` (python/gpureclaim/cluster/_cli.py, docs/cluster.md). */
+int gpr_cli_cluster(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,
  * text.h, fmt.h), whole, and written only on success.
  */
 
-/* ---------------- arguments, terminal (cli/util_parse.c) ---------------- */
+/* ---------------- arguments (cli/util_parse.c) ---------------- */
 
 /*
  * Parses a whole string as a number of seconds: finite, > 0 and at most
@@ -49,10 +54,96 @@ int gpr_cli_parse_seconds(const char *s, double *out);
  */
 int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap);
 
-/* Width of the terminal on fd; 0 when fd is not a terminal. */
-int gpr_cli_term_width(int fd);
+/* ---------------- the terminal (cli/util_term.c) ---------------- */
+
+/* Columns and rows of the terminal on fd; both 0 when fd is not one. */
+void gpr_cli_term_size(int fd, int *width, int *height);
+
+/*
+ * Whether output to fd is coloured, for --color=MODE: "always", "never",
+ * or "auto" (NULL too): fd is a terminal, NO_COLOR is unset or empty
+ * (no-color.org) and TERM is not "dumb". 1 or 0; -1 for an unknown MODE.
+ */
+int gpr_cli_color(const char *mode, int fd);
+
+/* ---------------- the NVIDIA libraries (cli/util_driver.c) ---------------- */
+
+/* What a library says of the driver, or why it cannot. */
+struct gpr_cli_probe {
+	const char *library; /* the path or soname tried */
+	int available;
+	char version[96]; /* NVML: "580.65.06"; CUDA: "13.0" */
+	int number;	  /* NVML: GPU count; CUDA: cuDriverGetVersion */
+	char error[512];  /* why not available */
+};
+
+/*
+ * NVML ($GPURECLAIM_NVML_LIBRARY or libnvidia-ml.so.1, the library the
+ * core loads): initialised, the driver's version and the GPU count read,
+ * shut down. NVML counts its initialisations: in a process whose handle
+ * already initialised it (`ps`), both only count (microseconds, not the
+ * ~10 ms of a first nvmlInit_v2).
+ */
+void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
+
+/*
+ * libcuda ($GPURECLAIM_CUDA_LIBRARY or libcuda.so.1): cuDriverGetVersion,
+ * which needs no cuInit and opens no context.
+ */
+void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
+
+/* ---------------- files written for the user (cli/util_file.c) --------- */
+
+/* An output being written: to a temporary file beside `path` until commit. */
+struct gpr_cli_out {
+	const char *path; /* as the user named it */
+	char *tmp;	  /* the temporary file, NULL once committed */
+	FILE *f;	  /* write the contents here */
+};
+
+/*
+ * Opens the output `path` of subcommand `cmd`. Refused (a message on
+ * stderr, -1): the file `input` (device and inode), a directory or any
+ * other non-regular file, a symbolic link (with force: the link itself is
+ * replaced, never followed), and without force a file that is not ours
+ * to replace: another user's, or one that neither is empty nor begins
+ * with `signature` (how our exports begin). 0 with o->f open otherwise.
+ */
+int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
+		     const char *signature, int force,
+		     const struct stat *input);
+
+/* Closes o and renames it over its path; 0, or -1 with a message. */
+int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd);
+
+/* Closes o and removes the temporary file; the path is left untouched. */
+void gpr_cli_out_abort(struct gpr_cli_out *o);
+
+/* 1 if the two paths name the same file (or would, once created). */
+int gpr_cli_out_same(const char *a, const char *b);
 
 /* ---------------- processes (cli/util_proc.c) ---------------- */
+
+/* What this machine can tell of a pid that NVML lists. */
+enum gpr_cli_pid_state {
+	GPR_CLI_PID_ALIVE =
+	    0,		     /* a process of this pid namespace, not a zombie */
+	GPR_CLI_PID_EXITED,  /* exited: a zombie, or gone (seen from the
+			      * host's pid namespace) while the driver still
+			      * counts its memory */
+	GPR_CLI_PID_OUTSIDE, /* no such pid in this pid namespace, which is
+			      * not the host's: a host pid seen from a
+			      * container (it may have exited too) */
+};
+
+/*
+ * The state of pid: kill(pid, 0) says whether the pid exists here (EPERM
+ * counts as existing, so /proc mounted with hidepid does not hide it);
+ * /proc/PID/stat whether it is a zombie; /proc/self/ns/pid whether this
+ * is the host's (initial) pid namespace, whose inode is fixed
+ * (PROC_PID_INIT_INO, 0xEFFFFFFC).
+ */
+enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid);
 
 /*
  * The user name owning process pid (owner of /proc/PID, name through

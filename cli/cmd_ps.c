@@ -1,6 +1,7 @@
 /*
  * `gpureclaim ps`: per GPU, the processes holding memory on it and how
- * much, as NVML's per-process figure (what nvidia-smi lists) says.
+ * much, as NVML's per-process figure (what nvidia-smi lists) says. This
+ * file holds the options and the rounds; cli/ps.h lists the other parts.
  *
  * Decisions (docs/ps.md repeats them for users):
  * - Output is built whole in memory and written only once a round is
@@ -14,8 +15,10 @@
  *   knows, and JSON readers see the missing figure on each process.
  * - An index given with -i that no GPU has is bad usage (exit 2); it can
  *   only be checked once NVML answered.
+ * - A one-shot listing leaves the handle open when it exits: closing it
+ *   calls nvmlShutdown (2.7 ms on an H200), work the exit makes moot.
  */
-#include "cli.h"
+#include "ps.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,9 +31,6 @@
 
 #include "gpureclaim.h"
 #include "out/buf.h"
-#include "out/fmt.h"
-#include "out/json.h"
-#include "out/text.h"
 
 #define MAX_SELECT 64
 
@@ -39,26 +39,36 @@ static struct env {
 	double watch;		/* --watch SECONDS: 0 runs once */
 	int select[MAX_SELECT]; /* -i/--gpu INDEX[,INDEX]: only these */
 	int n_select;		/* 0: every GPU */
+	const char *color;	/* --color[=WHEN]: always, never, auto */
 } env = {
     .json = 0,
     .watch = 0,
     .n_select = 0,
+    .color = "auto",
 };
 
 static const char usage_text[] =
-    "USAGE: gpureclaim ps [--json] [--watch SECONDS] [-i INDEX]...\n"
+    "USAGE: gpureclaim ps [--json] [--watch SECONDS] [-i INDEX]... "
+    "[--color[=WHEN]]\n"
     "\n"
     "List, per GPU, the processes holding memory on it: pid, user,\n"
     "command, the driver's per-process figure (as nvidia-smi shows it)\n"
-    "and its share of the GPU's memory.\n"
+    "and its share of the GPU's memory. A process that has exited while\n"
+    "the driver still holds its memory shows as <exited>; one this pid\n"
+    "namespace cannot see (a container's view of a host pid) as\n"
+    "<not in this pid namespace>.\n"
     "\n"
     "OPTIONS:\n"
-    "    --json              one JSON document (with --watch: one per\n"
-    "                        line, JSON Lines)\n"
+    "    --json              one JSON document, with the time, host and\n"
+    "                        driver version (with --watch: one per line,\n"
+    "                        JSON Lines)\n"
     "    --watch SECONDS     repeat every SECONDS (e.g. 0.5) until "
-    "Ctrl-C\n"
+    "Ctrl-C;\n"
+    "                        on a terminal the listing fits the window\n"
     "    -i, --gpu INDEX     only GPU INDEX (NVML index); repeat it or\n"
     "                        give a comma list (-i 0,2)\n"
+    "    --color[=WHEN]      colour the text: auto (on a terminal, unless\n"
+    "                        NO_COLOR is set; the default), always, never\n"
     "    -h, --help          show this help\n"
     "\n"
     "EXAMPLES:\n"
@@ -66,50 +76,11 @@ static const char usage_text[] =
     "    gpureclaim ps -i 0               # GPU 0 only\n"
     "    gpureclaim ps --json | jq '.gpus[].processes[].pid'\n"
     "    gpureclaim ps --watch 1          # refresh every second\n"
-    "    gpureclaim ps --json --watch 0.5 > log.jsonl\n"
+    "    gpureclaim ps --json --watch 0.5 > gpu.jsonl\n"
     "\n"
     "Exit status: 0 ok; 1 runtime error (no NVIDIA driver, a GPU that\n"
     "cannot be queried: the others are still listed); 2 bad usage.\n"
     "Memory that NVML does not report per process (MIG) shows as n/a.\n";
-
-struct row {
-	uint32_t pid;
-	uint64_t bytes;
-	int bytes_known;
-	int compute, graphics;
-	int user_known, cmd_known;
-	char user[64];
-	char cmd[1024];
-};
-
-struct gpu_view {
-	int index;
-	int err;	  /* 0 or the GPR_E_* of the failed query */
-	char detail[512]; /* gpr_last_error of that query */
-	struct gpr_gpu info;
-	struct row *rows;
-	size_t n;
-};
-
-static void copy_detail(gpr_ctx *ctx, char *out, size_t len)
-{
-	snprintf(out, len, "%s", gpr_last_error(ctx));
-}
-
-/* "<what went wrong> (<detail>)", the detail left out when empty. */
-static void describe(int err, const char *detail, char *out, size_t len)
-{
-	const char *what = gpr_strerror(err);
-	if (err == GPR_E_NO_NVML || err == GPR_E_NO_DRIVER ||
-	    (err == GPR_E_NVML && strstr(detail, "DRIVER_NOT_LOADED")))
-		what = "NVIDIA driver not found";
-	else if (err == GPR_E_BAD_LIBRARY)
-		what = "not an NVIDIA NVML library";
-	if (*detail)
-		snprintf(out, len, "%s (%s)", what, detail);
-	else
-		snprintf(out, len, "%s", what);
-}
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -122,11 +93,12 @@ static int usage_error(const char *fmt, const char *arg)
 /* Parses argv into env; GPR_CLI_OK, or an exit code to return now. */
 static int parse_args(int argc, char **argv, int *help)
 {
-	enum { OPT_JSON = 256, OPT_WATCH };
+	enum { OPT_JSON = 256, OPT_WATCH, OPT_COLOR };
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"watch", required_argument, NULL, OPT_WATCH},
 	    {"gpu", required_argument, NULL, 'i'},
+	    {"color", optional_argument, NULL, OPT_COLOR},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -154,6 +126,14 @@ static int parse_args(int argc, char **argv, int *help)
 				    "0,2), not '%s'",
 				    optarg);
 			break;
+		case OPT_COLOR:
+			env.color = optarg ? optarg : "always";
+			if (gpr_cli_color(env.color, STDOUT_FILENO) < 0)
+				return usage_error(
+				    "--color takes always, never "
+				    "or auto, not '%s'",
+				    optarg);
+			break;
 		case 'h':
 			*help = 1;
 			return GPR_CLI_OK;
@@ -174,307 +154,43 @@ static int parse_args(int argc, char **argv, int *help)
 	return GPR_CLI_OK;
 }
 
-/* Largest figure first, hidden figures last, then by pid. */
-static int row_cmp(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-	if (x->bytes_known != y->bytes_known)
-		return y->bytes_known - x->bytes_known;
-	if (x->bytes_known && x->bytes != y->bytes)
-		return x->bytes < y->bytes ? 1 : -1;
-	return x->pid < y->pid ? -1 : x->pid > y->pid;
-}
-
-/* Fills v for GPU v->index; a failed query is kept in v->err. */
-static int query_gpu(gpr_ctx *ctx, struct gpu_view *v)
-{
-	struct gpr_process *procs = NULL;
-	size_t n = 0;
-	int err = gpr_gpu_info(ctx, v->index, &v->info);
-	if (err == 0)
-		err = gpr_gpu_processes(ctx, v->index, &procs, &n);
-	if (err != 0) {
-		v->err = err;
-		copy_detail(ctx, v->detail, sizeof(v->detail));
-		return 0;
-	}
-	if (n > 0) {
-		v->rows = calloc(n, sizeof(*v->rows));
-		if (!v->rows) {
-			gpr_free(procs);
-			return GPR_E_NOMEM;
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct row *r = &v->rows[i];
-		r->pid = procs[i].pid;
-		r->bytes = procs[i].bytes;
-		r->bytes_known = procs[i].bytes_known;
-		r->compute = procs[i].compute;
-		r->graphics = procs[i].graphics;
-		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
-						  sizeof(r->user)) == 0;
-		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
-						    sizeof(r->cmd)) == 0;
-	}
-	v->n = n;
-	gpr_free(procs);
-	if (v->n > 1) /* qsort(NULL, 0) is undefined */
-		qsort(v->rows, v->n, sizeof(*v->rows), row_cmp);
-	return 0;
-}
-
-static double share(const struct gpu_view *v, const struct row *r)
-{
-	return v->info.total ? 100.0 * (double)r->bytes / (double)v->info.total
-			     : 0.0;
-}
-
-/* A figure, or null when unknown. */
-static void u64_or_null(struct gpr__json *j, const char *key, int known,
-			uint64_t v)
-{
-	gpr__json_key(j, key);
-	if (known)
-		gpr__json_u64(j, v);
-	else
-		gpr__json_null(j);
-}
-
-static void render_json(struct gpr__buf *b, const struct gpu_view *views,
-			size_t n)
-{
-	struct gpr__json j;
-	gpr__json_init(&j, b);
-	gpr__json_object(&j);
-	gpr__json_key(&j, "gpus");
-	gpr__json_array(&j);
-	for (size_t g = 0; g < n; g++) {
-		const struct gpu_view *v = &views[g];
-		const struct gpr_gpu *i = &v->info;
-		gpr__json_object(&j);
-		gpr__json_kv_i64(&j, "index", v->index);
-		if (v->err) {
-			char msg[768];
-			describe(v->err, v->detail, msg, sizeof(msg));
-			gpr__json_kv_str(&j, "error", msg);
-			gpr__json_object_end(&j);
-			continue;
-		}
-		gpr__json_kv_str(&j, "name", i->name);
-		gpr__json_kv_str(&j, "uuid", i->uuid);
-		gpr__json_kv_str(&j, "pci_bus_id", i->pci_bus_id);
-		gpr__json_kv_u64(&j, "total", i->total);
-		gpr__json_kv_u64(&j, "used", i->used);
-		gpr__json_kv_u64(&j, "free", i->free);
-		gpr__json_kv_bool(&j, "mig", i->mig);
-		gpr__json_kv_str(&j, "memory_info",
-				 i->memory_info_v2 ? "v2" : "v1");
-		gpr__json_key(&j, "processes");
-		gpr__json_array(&j);
-		for (size_t p = 0; p < v->n; p++) {
-			const struct row *r = &v->rows[p];
-			gpr__json_object(&j);
-			gpr__json_kv_u64(&j, "pid", r->pid);
-			gpr__json_kv_str(&j, "user",
-					 r->user_known ? r->user : NULL);
-			gpr__json_kv_str(&j, "command",
-					 r->cmd_known ? r->cmd : NULL);
-			u64_or_null(&j, "bytes", r->bytes_known, r->bytes);
-			gpr__json_kv_bool(&j, "bytes_known", r->bytes_known);
-			gpr__json_key(&j, "share");
-			if (r->bytes_known)
-				gpr__json_double(&j, share(v, r), 3);
-			else
-				gpr__json_null(&j);
-			gpr__json_kv_bool(&j, "compute", r->compute);
-			gpr__json_kv_bool(&j, "graphics", r->graphics);
-			gpr__json_object_end(&j);
-		}
-		gpr__json_array_end(&j);
-		gpr__json_object_end(&j);
-	}
-	gpr__json_array_end(&j);
-	gpr__json_object_end(&j);
-	gpr__buf_puts(b, "\n");
-}
-
-static void render_text(struct gpr__buf *b, const struct gpu_view *views,
-			size_t n)
-{
-	int width = gpr_cli_term_width(STDOUT_FILENO);
-	if (n == 0)
-		gpr__buf_puts(b, "No GPU found.\n");
-	for (size_t g = 0; g < n; g++) {
-		const struct gpu_view *v = &views[g];
-		const struct gpr_gpu *i = &v->info;
-		char used[24], total[24], fr[24];
-		if (g)
-			gpr__buf_puts(b, "\n");
-		if (v->err) {
-			char msg[768];
-			describe(v->err, v->detail, msg, sizeof(msg));
-			gpr__buf_printf(b, "GPU %d: error: %s\n", v->index,
-					msg);
-			continue;
-		}
-		gpr__buf_printf(b, "GPU %d: %s%s, %s / %s used, %s free\n",
-				v->index, i->name, i->mig ? " (MIG)" : "",
-				gpr__fmt_bytes(i->used, used, sizeof(used)),
-				gpr__fmt_bytes(i->total, total, sizeof(total)),
-				gpr__fmt_bytes(i->free, fr, sizeof(fr)));
-		if (v->n == 0) {
-			gpr__buf_puts(b, "  no processes\n");
-			continue;
-		}
-		int uw = 4;
-		for (size_t p = 0; p < v->n; p++) {
-			int l = v->rows[p].user_known
-				    ? gpr__text_len(v->rows[p].user)
-				    : 1;
-			if (l > uw)
-				uw = l;
-		}
-		if (uw > 16)
-			uw = 16;
-		/* "  " + pid 7 + " " + user + " " + 10 + " " + 6 + "  " */
-		int cmdw =
-		    width ? width - (2 + 7 + 1 + uw + 1 + 10 + 1 + 6 + 2) : 0;
-		gpr__buf_printf(b, "  %7s %-*s %10s %6s  %s\n", "PID", uw,
-				"USER", "MEMORY", "SHARE", "COMMAND");
-		for (size_t p = 0; p < v->n; p++) {
-			const struct row *r = &v->rows[p];
-			char mem[24] = "n/a", sh[16] = "n/a";
-			if (r->bytes_known) {
-				gpr__fmt_bytes(r->bytes, mem, sizeof(mem));
-				snprintf(sh, sizeof(sh), "%.1f%%", share(v, r));
-			}
-			/*
-			 * Another user's command line may hold any byte:
-			 * shown terminal-safe, cut to the terminal's width.
-			 */
-			gpr__buf_printf(b, "  %7u ", (unsigned)r->pid);
-			gpr__text_put(b, r->user_known ? r->user : "-", uw, 1);
-			gpr__buf_printf(b, " %10s %6s  ", mem, sh);
-			gpr__text_put(b, r->cmd_known ? r->cmd : "?",
-				      cmdw > 3 ? cmdw : 0, 0);
-			gpr__buf_puts(b, "\n");
-		}
-	}
-}
-
-/* One note per run, however many rounds --watch makes. */
-static void note_hidden(const struct gpu_view *views, size_t n)
+/* On stderr, once per run however many rounds --watch makes: why a GPU
+ * shows figures as n/a. */
+static void note_hidden(const struct gpr_cli_ps_round *r)
 {
 	static int shown;
-	if (shown)
-		return;
-	for (size_t g = 0; g < n; g++) {
-		const struct gpu_view *v = &views[g];
-		size_t hidden = 0;
-		for (size_t p = 0; p < v->n; p++)
-			hidden += !v->rows[p].bytes_known;
-		if (v->err || hidden == 0)
+	for (size_t k = 0; k < r->n && !shown; k++) {
+		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
+		if (g->err || g->hidden == 0)
 			continue;
-		if (v->info.mig)
+		if (g->info.mig)
 			fprintf(stderr,
 				"gpureclaim: NVML has no per-process figures "
 				"on MIG (GPU %d): memory shown as n/a\n",
-				v->index);
+				g->index);
 		else
 			fprintf(stderr,
 				"gpureclaim: NVML withholds the memory of %zu "
-				"process(es) on GPU %d: shown as n/a\n",
-				hidden, v->index);
+				"process%s on GPU %d: shown as n/a\n",
+				g->hidden, g->hidden == 1 ? "" : "es",
+				g->index);
 		shown = 1;
 	}
 }
 
-static void free_views(struct gpu_view *views, size_t n)
+/* Each failed GPU on stderr too: a script reading stdout sees the code. */
+static void note_errors(const struct gpr_cli_ps_round *r, int *failed)
 {
-	for (size_t g = 0; g < n; g++)
-		free(views[g].rows);
-	free(views);
-}
-
-/*
- * One round: queries the GPUs and renders into out. Returns GPR_CLI_OK,
- * GPR_CLI_ERROR when a GPU failed (out holds the rest), or a negative
- * value when nothing can be listed (message already on stderr; *code is
- * the exit code).
- */
-static int round_once(gpr_ctx *ctx, struct gpr__buf *out, int *code)
-{
-	int count = 0, err = gpr_gpu_count(ctx, &count);
-	if (err != 0) {
-		char detail[512], msg[768];
-		copy_detail(ctx, detail, sizeof(detail));
-		describe(err, detail, msg, sizeof(msg));
-		fprintf(stderr, "gpureclaim: %s\n", msg);
-		*code = GPR_CLI_ERROR;
-		return -1;
+	*failed = 0;
+	for (size_t k = 0; k < r->n; k++) {
+		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
+		if (!g->err)
+			continue;
+		char msg[768];
+		gpr_cli_ps_describe(g->err, g->detail, msg, sizeof(msg));
+		fprintf(stderr, "gpureclaim: GPU %d: %s\n", g->index, msg);
+		*failed = 1;
 	}
-	for (int s = 0; s < env.n_select; s++) {
-		if (env.select[s] >= count) {
-			if (count == 0)
-				fprintf(stderr,
-					"gpureclaim ps: no GPU %d: NVML sees "
-					"no GPU\n",
-					env.select[s]);
-			else
-				fprintf(stderr,
-					"gpureclaim ps: no GPU %d: NVML sees "
-					"%d (0-%d)\n",
-					env.select[s], count, count - 1);
-			*code = GPR_CLI_USAGE;
-			return -1;
-		}
-	}
-	size_t n = env.n_select ? (size_t)env.n_select : (size_t)count;
-	struct gpu_view *views = n ? calloc(n, sizeof(*views)) : NULL;
-	if (n && !views)
-		goto oom;
-	for (size_t g = 0; g < n; g++)
-		views[g].index = env.n_select ? env.select[g] : (int)g;
-	if (env.n_select) {
-		/* listed in index order, whatever order -i gave */
-		for (size_t a = 1; a < n; a++)
-			for (size_t c = a;
-			     c > 0 && views[c - 1].index > views[c].index;
-			     c--) {
-				int t = views[c].index;
-				views[c].index = views[c - 1].index;
-				views[c - 1].index = t;
-			}
-	}
-	int failed = 0;
-	for (size_t g = 0; g < n; g++) {
-		if (query_gpu(ctx, &views[g]) != 0) {
-			free_views(views, n);
-			goto oom;
-		}
-		if (views[g].err) {
-			char msg[768];
-			describe(views[g].err, views[g].detail, msg,
-				 sizeof(msg));
-			fprintf(stderr, "gpureclaim: GPU %d: %s\n",
-				views[g].index, msg);
-			failed = 1;
-		}
-	}
-	note_hidden(views, n);
-	if (env.json)
-		render_json(out, views, n);
-	else
-		render_text(out, views, n);
-	free_views(views, n);
-	if (out->oom)
-		goto oom;
-	return failed ? GPR_CLI_ERROR : GPR_CLI_OK;
-oom:
-	fprintf(stderr, "gpureclaim: out of memory\n");
-	*code = GPR_CLI_ERROR;
-	return -1;
 }
 
 /*
@@ -508,6 +224,10 @@ static int wait_interrupted(const sigset_t *set, double seconds)
 	}
 }
 
+/* The handle of a one-shot listing, left open for the exit to end (see
+ * the top of the file); kept here so leak checkers see it reachable. */
+static gpr_ctx *volatile left_open;
+
 int gpr_cli_ps(int argc, char **argv)
 {
 	int help = 0;
@@ -522,6 +242,16 @@ int gpr_cli_ps(int argc, char **argv)
 	/* A reader that leaves (`| head -1`) ends the run through EPIPE,
 	 * quietly with 0, instead of killing it with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
+	tzset();
+	char host[256] = "";
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	struct gpr_cli_probe driver = {0};
+	struct gpr_cli_ps_round round = {.host = host};
+	struct gpr_cli_ps_layout layout = {
+	    .color = !env.json && gpr_cli_color(env.color, STDOUT_FILENO),
+	    .watch = env.watch};
+	int tty = isatty(STDOUT_FILENO);
 	gpr_ctx *ctx = NULL;
 	struct gpr__buf out = {0};
 	sigset_t set;
@@ -535,14 +265,37 @@ int gpr_cli_ps(int argc, char **argv)
 	}
 	if (env.watch > 0)
 		sigprocmask(SIG_BLOCK, &set, NULL);
-	int clear = env.watch > 0 && !env.json && isatty(STDOUT_FILENO);
-	for (;;) {
+	int clear = env.watch > 0 && !env.json && tty;
+	for (int first = 1;; first = 0) {
 		gpr__buf_reset(&out);
+		if (gpr_cli_ps_query(ctx, env.select, env.n_select, &round,
+				     &code) < 0)
+			goto cleanup;
+		/* the driver's version, once: NVML is up, so it costs µs */
+		if (first && env.json) {
+			gpr_cli_probe_nvml(&driver);
+			round.driver = driver.available ? driver.version : NULL;
+		}
+		int failed;
+		note_errors(&round, &failed);
+		note_hidden(&round);
+		if (!env.json && tty)
+			gpr_cli_term_size(STDOUT_FILENO, &layout.width,
+					  &layout.height);
+		if (!clear)
+			layout.height = 0; /* a one-shot listing may scroll */
 		if (clear)
 			gpr__buf_puts(&out, "\033[H\033[2J");
-		int rc = round_once(ctx, &out, &code);
-		if (rc < 0)
+		if (env.json)
+			gpr_cli_ps_json(&out, &round);
+		else
+			gpr_cli_ps_text(&out, &round, &layout);
+		gpr_cli_ps_round_free(&round);
+		if (out.oom) {
+			fprintf(stderr, "gpureclaim: out of memory\n");
+			code = GPR_CLI_ERROR;
 			goto cleanup;
+		}
 		if (gpr__buf_write(&out, stdout) != 0) {
 			/* EPIPE: SIGPIPE ignored, the reader left */
 			code = errno == EPIPE ? GPR_CLI_OK : GPR_CLI_ERROR;
@@ -551,7 +304,7 @@ int gpr_cli_ps(int argc, char **argv)
 					strerror(errno));
 			goto cleanup;
 		}
-		code = rc;
+		code = failed ? GPR_CLI_ERROR : GPR_CLI_OK;
 		if (env.watch <= 0)
 			break;
 		if (wait_interrupted(&set, env.watch)) {
@@ -561,6 +314,9 @@ int gpr_cli_ps(int argc, char **argv)
 	}
 cleanup:
 	gpr__buf_free(&out);
-	gpr_close(ctx);
+	if (env.watch > 0 || code != GPR_CLI_OK)
+		gpr_close(ctx);
+	else
+		left_open = ctx;
 	return code;
 }

@@ -5,9 +5,17 @@
  * and the top call sites; --json for scripts, --chrome and --svg exports.
  * The reading and the renderings are the trace reader's (trace/read/);
  * this file parses the arguments and writes the output.
+ *
+ * Order, so that a failure leaves nothing half done: the exports are
+ * opened (cli/util_file.c: safe creation, never the log itself) before
+ * anything is read or rendered; then the log is read and every output
+ * rendered; only when all succeeded are the exports put in place and the
+ * report written to stdout. A failure prints one message and nothing on
+ * stdout, and leaves existing files as they were.
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +31,14 @@ static struct env {
 	const char *chrome; /* --chrome FILE */
 	const char *svg;    /* --svg FILE */
 	int top;	    /* --top N */
+	int force;	    /* --force: replace files that are not exports */
 } env;
 
 static void usage(FILE *f)
 {
 	fprintf(
 	    f, "USAGE: gpureclaim report FILE [--json] [--chrome OUT.json] "
-	       "[--svg OUT.svg] [--top N]\n"
+	       "[--svg OUT.svg] [--force] [--top N]\n"
 	       "\n"
 	       "Summarise a trace log written by `gpureclaim trace`.\n"
 	       "\n"
@@ -39,8 +48,16 @@ static void usage(FILE *f)
 	       "in ui.perfetto.dev)\n"
 	       "    --svg FILE        write a plot of driver memory over time "
 	       "by library\n"
+	       "    --force           replace an existing FILE that is not an "
+	       "export of ours\n"
 	       "    --top N           rows per list (default 10)\n"
 	       "    -h, --help        show this help\n"
+	       "\n"
+	       "An export replaces an earlier export of ours (or an empty "
+	       "file) at its path; any\n"
+	       "other file, a symbolic link included, only with --force, and "
+	       "never the log\n"
+	       "itself. Exports are created with mode 0600 (less the umask).\n"
 	       "\n"
 	       "EXAMPLES:\n"
 	       "    gpureclaim report gpureclaim-1234.trace\n"
@@ -48,45 +65,35 @@ static void usage(FILE *f)
 	       "timeline.json\n"
 	       "    gpureclaim report run.trace --json | jq .peak_bytes\n"
 	       "\n"
-	       "Exit status: 0 ok, 1 unreadable or malformed log, 2 bad "
-	       "usage.\n");
+	       "Exit status: 0 ok, 1 unreadable or malformed log or an "
+	       "export that cannot be\n"
+	       "written (then nothing is written), 2 bad usage.\n");
 }
 
-/* Writes one export to path; 0 or GPR_CLI_ERROR with a message. */
-static int export_to(const char *path, const struct gpr_trace *t,
-		     int (*fn)(const struct gpr_trace *, FILE *))
+static int usage_error(const char *what, const char *arg)
 {
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "gpureclaim report: cannot write %s: %m\n",
-			path);
-		return GPR_CLI_ERROR;
-	}
-	int rc = fn(t, f);
-	if (fclose(f) != 0 && rc == 0)
-		rc = GPR_E_IO;
-	if (rc < 0) {
-		fprintf(stderr, "gpureclaim report: writing %s failed: %s\n",
-			path, gpr_strerror(rc));
-		return GPR_CLI_ERROR;
-	}
-	return 0;
+	fprintf(stderr, "gpureclaim report: %s%s%s%s\n", what, arg ? " '" : "",
+		arg ? arg : "", arg ? "'" : "");
+	fprintf(stderr, "Run 'gpureclaim report --help' for the options.\n");
+	return GPR_CLI_USAGE;
 }
 
-int gpr_cli_report(int argc, char **argv)
+static int parse_args(int argc, char **argv, int *help)
 {
 	static const struct option opts[] = {
 	    {"json", no_argument, NULL, 'j'},
 	    {"chrome", required_argument, NULL, 'c'},
 	    {"svg", required_argument, NULL, 's'},
 	    {"top", required_argument, NULL, 't'},
+	    {"force", no_argument, NULL, 'f'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0}};
 	memset(&env, 0, sizeof(env));
 	env.top = 10;
+	opterr = 0;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			env.json = 1;
@@ -97,62 +104,125 @@ int gpr_cli_report(int argc, char **argv)
 		case 's':
 			env.svg = optarg;
 			break;
+		case 'f':
+			env.force = 1;
+			break;
 		case 't': {
 			char *end;
+			errno = 0;
 			long v = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || v < 1 ||
-			    v > 1000000) {
-				fprintf(stderr, "gpureclaim report: --top "
-						"takes a number from 1\n");
-				return GPR_CLI_USAGE;
-			}
+			if (*optarg < '0' || *optarg > '9' || *end != '\0' ||
+			    errno || v < 1 || v > 1000000)
+				return usage_error("--top takes a number from "
+						   "1 to 1000000, not",
+						   optarg);
 			env.top = (int)v;
 			break;
 		}
 		case 'h':
-			usage(stdout);
+			*help = 1;
 			return GPR_CLI_OK;
+		case ':':
+			return usage_error("this option needs a value:",
+					   argv[optind - 1]);
 		default:
-			usage(stderr);
-			return GPR_CLI_USAGE;
+			return usage_error("unknown option", argv[optind - 1]);
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "gpureclaim report: expected one trace file\n");
-		usage(stderr);
-		return GPR_CLI_USAGE;
-	}
-	const char *path = argv[optind];
+	if (optind != argc - 1)
+		return usage_error(optind < argc ? "expected one trace file, "
+						   "not also"
+						 : "expected one trace file",
+				   optind < argc ? argv[optind + 1] : NULL);
+	if (env.chrome && env.svg && gpr_cli_out_same(env.chrome, env.svg))
+		return usage_error("--chrome and --svg name the same file",
+				   env.svg);
+	return GPR_CLI_OK;
+}
+
+/* Renders the report and the exports; 0, or GPR_CLI_ERROR with a message. */
+static int render(const char *path, struct gpr_cli_out *chrome,
+		  struct gpr_cli_out *svg, struct gpr__buf *b)
+{
 	struct gpr_trace t;
+	struct gpr_trace_stats s;
 	char err[256];
 	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim report: %s: %s\n", path, err);
 		return GPR_CLI_ERROR;
 	}
-	struct gpr_trace_stats s;
-	int ret = GPR_CLI_OK;
 	if (gpr_trace_stats_compute(&t, &s) < 0) {
 		fprintf(stderr, "gpureclaim report: out of memory\n");
 		gpr_trace_free(&t);
 		return GPR_CLI_ERROR;
 	}
-	if (env.chrome)
-		ret |= export_to(env.chrome, &t, gpr_trace_export_chrome);
-	if (env.svg)
-		ret |= export_to(env.svg, &t, gpr_trace_export_svg);
-	struct gpr__buf b = {0};
-	if (env.json)
-		gpr_trace_report_json(&b, path, &t, &s, env.top);
-	else
-		gpr_trace_report_text(&b, path, &t, &s, env.top, 0);
-	if (b.oom) {
-		fprintf(stderr, "gpureclaim report: out of memory\n");
-		ret = GPR_CLI_ERROR;
-	} else if (gpr__buf_write(&b, stdout) < 0) {
-		ret = GPR_CLI_ERROR;
+	int rc = 0;
+	const char *failed = NULL;
+	if (chrome->f && (rc = gpr_trace_export_chrome(&t, chrome->f)) < 0)
+		failed = chrome->path;
+	if (!failed && svg->f &&
+	    (rc = gpr_trace_export_svg(&t, &s, svg->f)) < 0)
+		failed = svg->path;
+	if (!failed) {
+		if (env.json)
+			gpr_trace_report_json(b, path, &t, &s, env.top);
+		else
+			gpr_trace_report_text(b, path, &t, &s, env.top, 0);
+		if (b->oom)
+			rc = GPR_E_NOMEM;
 	}
-	gpr__buf_free(&b);
 	gpr_trace_stats_free(&s);
 	gpr_trace_free(&t);
-	return ret ? GPR_CLI_ERROR : GPR_CLI_OK;
+	if (failed)
+		fprintf(stderr, "gpureclaim report: writing %s failed: %s\n",
+			failed, gpr_strerror(rc));
+	else if (rc < 0)
+		fprintf(stderr, "gpureclaim report: %s\n", gpr_strerror(rc));
+	return rc < 0 ? GPR_CLI_ERROR : GPR_CLI_OK;
+}
+
+int gpr_cli_report(int argc, char **argv)
+{
+	int help = 0;
+	int code = parse_args(argc, argv, &help);
+	if (code != GPR_CLI_OK)
+		return code;
+	if (help) {
+		usage(stdout);
+		return GPR_CLI_OK;
+	}
+	const char *path = argv[optind];
+	/* the log, to tell it from the outputs (the reader opens it again) */
+	struct stat in;
+	if (stat(path, &in) != 0) {
+		fprintf(stderr, "gpureclaim report: %s: %s\n", path,
+			strerror(errno));
+		return GPR_CLI_ERROR;
+	}
+	struct gpr_cli_out chrome = {0}, svg = {0};
+	struct gpr__buf b = {0};
+	if ((env.chrome && gpr_cli_out_open(&chrome, "report", env.chrome,
+					    GPR_TRACE_CHROME_SIGNATURE,
+					    env.force, &in) < 0) ||
+	    (env.svg &&
+	     gpr_cli_out_open(&svg, "report", env.svg, GPR_TRACE_SVG_SIGNATURE,
+			      env.force, &in) < 0)) {
+		code = GPR_CLI_ERROR;
+		goto cleanup;
+	}
+	code = render(path, &chrome, &svg, &b);
+	if (code == GPR_CLI_OK && (gpr_cli_out_commit(&chrome, "report") < 0 ||
+				   gpr_cli_out_commit(&svg, "report") < 0))
+		code = GPR_CLI_ERROR;
+	if (code == GPR_CLI_OK && gpr__buf_write(&b, stdout) < 0) {
+		if (errno != EPIPE)
+			fprintf(stderr, "gpureclaim report: stdout: %s\n",
+				strerror(errno));
+		code = GPR_CLI_ERROR;
+	}
+cleanup:
+	gpr_cli_out_abort(&chrome);
+	gpr_cli_out_abort(&svg);
+	gpr__buf_free(&b);
+	return code;
 }

@@ -41,28 +41,74 @@ static const struct command *find(const char *name)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "USAGE: gpureclaim <command> [options]\n"
-		   "\n"
-		   "See and give back the GPU memory of processes.\n"
-		   "\n"
-		   "COMMANDS:\n");
+	fprintf(f,
+		"USAGE: gpureclaim <command> [options]\n"
+		"       gpureclaim help <command>\n"
+		"\n"
+		"See which processes hold GPU memory, and record where a "
+		"program's GPU\n"
+		"memory goes. No command gives memory back: only the process "
+		"that holds\n"
+		"it can, by calling gpureclaim.release_cached_memory() in "
+		"Python\n"
+		"(docs/python.md) or gpr_release() in C (docs/c-api.md).\n"
+		"\n"
+		"COMMANDS:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "    %-9s %s\n", commands[i].name,
 			commands[i].summary);
+	fprintf(f, "    %-9s %s\n", "help", "show a command's options");
+	fprintf(f, "\n"
+		   "With --dask ADDRESS, ps, explain and release ask every "
+		   "worker of a Dask\n"
+		   "cluster, each about its own process (docs/cluster.md).\n");
 	fprintf(f, "\n"
 		   "OPTIONS:\n"
-		   "    -h, --help     show this help\n"
-		   "    -V, --version  show the version\n"
+		   "    -h, --help [COMMAND]   show this help, or a command's\n"
+		   "    -V, --version          show the version\n"
 		   "\n"
 		   "EXAMPLES:\n"
 		   "    gpureclaim ps                 # who holds memory on "
 		   "each GPU\n"
 		   "    gpureclaim ps --json -i 0     # GPU 0, as JSON\n"
-		   "    gpureclaim trace -- python train.py\n"
+		   "    gpureclaim trace -- python train.py   # log its "
+		   "allocations\n"
 		   "    gpureclaim explain train.py   # where the memory went\n"
 		   "    gpureclaim help ps            # a command's options\n"
 		   "\n"
 		   "Exit status: 0 ok, 1 runtime error, 2 bad usage.\n");
+}
+
+/*
+ * A Dask cluster's reports live in the Python package: `release` (it has
+ * no other form) and `ps` given --dask. (`explain` goes there anyway.)
+ */
+static int for_cluster(int argc, char **argv)
+{
+	if (strcmp(argv[0], "release") == 0)
+		return 1;
+	if (strcmp(argv[0], "ps") != 0)
+		return 0;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strncmp(argv[i], "--dask", 6) == 0)
+			return 1;
+	return 0;
+}
+
+/* The help of command `name` (`gpureclaim help ps`, `gpureclaim --help ps`),
+ * the same text as `gpureclaim ps --help`. */
+static int command_help(const char *name)
+{
+	const struct command *c = find(name);
+	if (!c) {
+		fprintf(stderr,
+			"gpureclaim: unknown command '%s' (see "
+			"'gpureclaim --help')\n",
+			name);
+		return GPR_CLI_USAGE;
+	}
+	char *hargv[] = {(char *)c->name, "--help", NULL};
+	return c->run(2, hargv);
 }
 
 int main(int argc, char **argv)
@@ -72,30 +118,26 @@ int main(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	const char *cmd = argv[1];
-	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		if (argc > 3) {
+			fprintf(stderr,
+				"gpureclaim: %s takes one command, not also "
+				"'%s'\n",
+				cmd, argv[3]);
+			return GPR_CLI_USAGE;
+		}
+		if (argc == 3 && strcmp(argv[2], "help") != 0)
+			return command_help(argv[2]);
 		usage(stdout);
 		return GPR_CLI_OK;
 	}
-	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}
-	if (strcmp(cmd, "help") == 0) {
-		if (argc < 3) {
-			usage(stdout);
-			return GPR_CLI_OK;
-		}
-		const struct command *c = find(argv[2]);
-		if (!c) {
-			fprintf(stderr,
-				"gpureclaim: unknown command '%s' (see "
-				"'gpureclaim --help')\n",
-				argv[2]);
-			return GPR_CLI_USAGE;
-		}
-		char *hargv[] = {(char *)c->name, "--help", NULL};
-		return c->run(2, hargv);
-	}
+	if (for_cluster(argc - 1, argv + 1))
+		return gpr_cli_cluster(argc - 1, argv + 1);
 	const struct command *c = find(cmd);
 	if (!c) {
 		if (cmd[0] == '-')

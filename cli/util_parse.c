@@ -1,4 +1,4 @@
-/* Parsing the subcommands' arguments, and the width of the terminal. */
+/* Parsing the subcommands' arguments. */
 #include "cli.h"
 
 #include <errno.h>
@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 int gpr_cli_parse_seconds(const char *s, double *out)
 {
@@ -54,12 +52,4 @@ int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap)
 			return -1;
 		p = end + 1;
 	}
-}
-
-int gpr_cli_term_width(int fd)
-{
-	struct winsize ws;
-	if (!isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0)
-		return 0;
-	return ws.ws_col;
 }

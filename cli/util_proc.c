@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,4 +101,39 @@ int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 		comm[--n] = '\0';
 	snprintf(out, len, "[%s]", comm);
 	return 0;
+}
+
+/* 1 unless /proc/self/ns/pid shows a pid namespace other than the host's. */
+static int host_pid_namespace(void)
+{
+	static int known, host = 1;
+	if (!known) {
+		struct stat st;
+		/* PROC_PID_INIT_INO (include/linux/proc_ns.h), fixed since
+		 * Linux 3.8; a kernel without the file cannot tell: host */
+		host = stat("/proc/self/ns/pid", &st) != 0 ||
+		       st.st_ino == 0xEFFFFFFCu;
+		known = 1;
+	}
+	return host;
+}
+
+enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid)
+{
+	/* 0 would signal our process group and a value above INT_MAX a
+	 * negative pid, a group: neither names a process */
+	if (pid == 0 || pid > INT_MAX)
+		return GPR_CLI_PID_OUTSIDE;
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return host_pid_namespace() ? GPR_CLI_PID_EXITED
+					    : GPR_CLI_PID_OUTSIDE;
+	char path[64], stat_line[512];
+	snprintf(path, sizeof(path), "/proc/%u/stat", (unsigned)pid);
+	ssize_t n = read_small(path, stat_line, sizeof(stat_line));
+	/* "pid (comm) S ...": comm may hold ')' itself, the state follows
+	 * the last one */
+	const char *close = n > 0 ? strrchr(stat_line, ')') : NULL;
+	if (close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'))
+		return GPR_CLI_PID_EXITED;
+	return GPR_CLI_PID_ALIVE;
 }

@@ -252,6 +252,44 @@ GPR_API int gpr_process_bytes(gpr_ctx *ctx, int device, uint64_t *bytes);
 GPR_API int gpr_nvml_index(gpr_ctx *ctx, int device, int *index);
 
 /* ------------------------------------------------------------------ */
+/* Memory pools                                                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * CUDA memory pools of the stream-ordered allocator (cuMemPoolCreate,
+ * cudaMallocAsync) that this process's allocators keep, for a releaser of
+ * an allocator that owns a pool its framework does not expose (RMM's
+ * CudaAsyncMemoryResource). A pool is the driver's CUmemoryPool handle as
+ * an integer, valid while its owner keeps the pool. Where a call needs a
+ * context it uses the primary context of `device`, only if this process
+ * holds it active (GPR_E_NOT_FOUND otherwise: nothing is opened), and
+ * restores the thread's current context. GPR_E_NOT_LOADED when libcuda
+ * is not loaded, GPR_E_BAD_LIBRARY when it lacks the pool calls,
+ * GPR_E_DRIVER when a driver call fails (gpr_last_error says which).
+ * Since 0.2.
+ */
+
+/* *pool: the pool the live allocation at `address` on CUDA ordinal
+ * `device` came from, 0 when it came from none. */
+GPR_API int gpr_pool_of(gpr_ctx *ctx, int device, uint64_t address,
+			uint64_t *pool);
+
+/* The pool's reserve (bytes it holds from the driver, what NVML counts)
+ * and the bytes allocated from it, frees in flight included. */
+GPR_API int gpr_pool_bytes(gpr_ctx *ctx, uint64_t pool, uint64_t *reserved,
+			   uint64_t *used);
+
+/*
+ * Returns the pool's free memory to the driver, keeping at least `keep`
+ * bytes reserved: synchronizes the context of `device` first (it waits
+ * for the GPU's queued work, so that frees in flight become free), then
+ * cuMemPoolTrimTo. The reserve left may exceed the bytes in use by the
+ * driver's granularity.
+ */
+GPR_API int gpr_pool_trim(gpr_ctx *ctx, int device, uint64_t pool,
+			  uint64_t keep);
+
+/* ------------------------------------------------------------------ */
 /* Releasers                                                           */
 /* ------------------------------------------------------------------ */
 

@@ -3,15 +3,19 @@
 # need with that machine's compiler (Meson and ninja; no cmocka or
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build installed hw-ps hw-release hw-explain hw-trace
-#           bench-ps bench-release bench-explain bench-trace
+#   stages: env build installed rmm hw-ps hw-release hw-explain hw-trace
+#           hw-cluster bench-ps bench-release bench-explain bench-trace
 # installed: the C install (meson install) staged in build/gpu-inst; its
 # command finds its own injection library and this machine's CUPTI.
+# hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
+# fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
+# rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
+# stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed hw-ps hw-release hw-explain hw-trace bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/cli/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -43,12 +47,29 @@ for s in $stages; do
 		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
 			'import os, torch; print("injection:", os.environ["CUDA_INJECTION64_PATH"]); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
 		} 2>&1 | tee "$OUT/$s.txt" ;;
+	rmm)
+		log rmm
+		want="rmm-cu13 librmm-cu13 rapids-logger"
+		python3 -c 'import cuda.bindings' 2>/dev/null || want="$want cuda-bindings cuda-pathfinder"
+		python3 -m pip install --quiet --no-index --find-links .whl --no-deps \
+			--target "$B/pydeps" $want 2>&1 | tail -5
+		export PYTHONPATH=$PWD/$B/pydeps${PYTHONPATH:+:$PYTHONPATH}
+		python3 -c 'import rmm; print("rmm", rmm.__version__)' 2>&1 | tee "$OUT/rmm.txt" ;;
+	hw-cluster)
+		# the workers and ranks must not use NVLink multicast on this machine
+		log "$s"
+		python3 -c 'import distributed' 2>/dev/null ||
+			python3 -m pip install -q --no-index --find-links .whl distributed 2>&1 | tail -3
+		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
+			tee "$OUT/$s.txt" | tail -80 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"; "$B/bench/ps_query_bench"; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"; "$B/bench/ps_query_bench"
+		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		# the targets: traced against paused in one process; then the
 		# process-level comparison with _record_memory_history

@@ -2,20 +2,24 @@
 # Installs what `make check` and `make demo` need on a fresh Debian 12 machine,
 # and says what to install by hand where it cannot (not root, no apt). Quiet
 # when everything is there.
-#   apt: gcc, clang (+ its sanitizer and libFuzzer runtimes), clang-format,
-#        make, pkg-config, git, cmocka, the Python headers and pip
+#   apt: gcc, g++, clang (+ its sanitizer and libFuzzer runtimes),
+#        clang-format, make, pkg-config, git, jq, cmocka, the Python headers
+#        and pip
 #   pip: meson (>= 1.4; Debian 12 has 1.0), meson-python, ninja, pytest,
-#        auditwheel
+#        auditwheel; the cluster tests' engines (distributed, torch, ray)
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+# the docs' and helps' examples pipe JSON through jq; tests run them
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
 # clang's sanitizer and libFuzzer runtimes
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
@@ -58,6 +62,13 @@ ninja_ok() {
 }
 meson_ok || need_pip+=('meson>=1.4')
 ninja_ok || need_pip+=(ninja)
+# The cluster tests (tests/cluster) run the real engines: Dask, the CPU
+# build of torch (torch.distributed on gloo) and Ray with its State API.
+# Versions as tested; on this project's machines pip takes them (torch
+# 2.13.0+cpu included) from the local wheel store, about 1 MiB from PyPI.
+"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || need_pip+=("distributed==2026.8.0")
+"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || need_pip+=("torch==2.13.0")
+"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || need_pip+=("ray[default]==2.60.0")
 
 if [ ${#need_pip[@]} -gt 0 ]; then
 	echo "install-deps: pip install ${need_pip[*]}"

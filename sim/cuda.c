@@ -49,6 +49,10 @@ static struct alloc *allocs;
 static size_t nallocs, allocs_cap;
 static struct sim__state state = SIM_STATE_INIT;
 static __thread struct CUctx_st *current;
+/* bytes mempool.c put on each GPU's figure, and how many times the GPU
+ * lost its last context (which takes them) */
+static uint64_t charged[SIM_MAX_GPUS];
+static unsigned epoch[SIM_MAX_GPUS];
 
 static const struct sim__config *cfg;
 
@@ -70,6 +74,8 @@ static void forget_process(void)
 	nallocs = 0;
 	current = NULL;
 	owner = getpid();
+	memset(charged, 0, sizeof charged);
+	memset(epoch, 0, sizeof epoch);
 }
 
 static void lock(void)
@@ -159,10 +165,60 @@ static void ctx_deactivate(struct CUctx_st *c)
 	nallocs = j;
 	c->live = 0;
 	c->refs = 0;
-	nctx[dev]--;
+	if (--nctx[dev] == 0) { /* mempool.c's memory on it goes too */
+		held[dev] -= charged[dev];
+		charged[dev] = 0;
+		epoch[dev]++;
+	}
 	publish(dev, nctx[dev], held[dev], 0);
 	if (current == c)
 		current = NULL;
+}
+
+void sim__cuda_lock(void)
+{
+	lock();
+}
+
+void sim__cuda_unlock(void)
+{
+	unlock();
+}
+
+int sim__cuda_current(int *dev)
+{
+	CUresult r = need_init();
+	if (!r && !ctx_valid(current))
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	if (!r)
+		*dev = current->dev;
+	return r;
+}
+
+int sim__cuda_device(int dev)
+{
+	return need_device(dev);
+}
+
+int sim__cuda_charge(int dev, int64_t delta)
+{
+	if (delta < 0) {
+		held[dev] -= (uint64_t)-delta;
+		charged[dev] -= (uint64_t)-delta;
+		publish(dev, nctx[dev], held[dev], 0);
+		return CUDA_SUCCESS;
+	}
+	CUresult r = publish(dev, nctx[dev], held[dev] + (uint64_t)delta, 1);
+	if (!r) {
+		held[dev] += (uint64_t)delta;
+		charged[dev] += (uint64_t)delta;
+	}
+	return r;
+}
+
+unsigned sim__cuda_epoch(int dev)
+{
+	return epoch[dev];
 }
 
 SIM_EXPORT CUresult cuInit(unsigned int flags)

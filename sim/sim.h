@@ -130,4 +130,28 @@ size_t sim__state_list(struct sim__state *s, int gpu, struct sim__entry *out,
 /* Under the lock: forgets every entry. */
 void sim__state_clear(struct sim__state *s);
 
+/* ---- libcuda's own, shared by cuda.c and mempool.c (not in NVML) ---- */
+
+/* The library's lock as every CUDA call takes it (a forked child's first
+ * call forgets the parent's tables first). */
+void sim__cuda_lock(void);
+void sim__cuda_unlock(void);
+
+/* Under the lock: 0 (CUDA_SUCCESS) with *dev the GPU of the calling
+ * thread's current context, else the error a call needing one returns. */
+int sim__cuda_current(int *dev);
+
+/* Under the lock: 0 if cuInit ran and `dev` is a GPU, else the error. */
+int sim__cuda_device(int dev);
+
+/* Under the lock: puts `delta` bytes on (or, negative, takes them off)
+ * this process's figure on `dev`; growing fails with
+ * CUDA_ERROR_OUT_OF_MEMORY past the GPU's total. The bytes put there go
+ * when the GPU's last context does. */
+int sim__cuda_charge(int dev, int64_t delta);
+
+/* Under the lock: how many times `dev` lost its last context in this
+ * process; what was charged before a change is gone. */
+unsigned sim__cuda_epoch(int dev);
+
 #endif /* GPR_SIM_H */

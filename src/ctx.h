@@ -16,6 +16,7 @@
  *   registry.c  the releasers and the "inside a release" marker
  *   ctx.c       the handle: options, lazy driver and NVML open
  *   log.c       the log callback and gpr_last_error
+ *   pool.c      memory pools of the stream-ordered allocator
  *   report.c    the report object;  sized.c  structs that grow;
  *   errors.c    codes, names, messages, version
  */

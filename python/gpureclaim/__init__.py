@@ -50,6 +50,16 @@ __all__ = [
     "unregister",
 ]
 
+
+def __getattr__(name: str) -> Any:
+    # gpureclaim.cluster (Dask, torch.distributed, Ray) loads on first use.
+    if name == "cluster":
+        import importlib
+
+        return importlib.import_module(".cluster", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
@@ -407,49 +417,51 @@ def releasers() -> list[ReleaserStatus]:
 
 # ---------------------------------------------------------------- explain
 
-_KIND_LABEL = {
-    "live": "live",
-    "releasable": "cached, returnable",
-    "fragmented": "cached, not returnable",
-    "workspace": "library workspace",
-    "pool": "pool, never shrinks",
-    "rest": "rest",
-}
-_KIND_COLOUR = {
-    "live": "#4c78a8",
-    "releasable": "#72b7b2",
-    "fragmented": "#e45756",
-    "workspace": "#f58518",
-    "pool": "#b279a2",
-    "rest": "#bab0ac",
+# The one table of what explain() shows: each part kind's label and colour,
+# each advice key's text (the C layer gives a key only for advice that,
+# followed, makes the part go), each hint key's text (configuration for the
+# next start, which cannot be checked in this process).
+_KINDS = {
+    "live": ("live", "#4c78a8"),
+    "releasable": ("cached, returnable", "#72b7b2"),
+    "fragmented": ("cached, not returnable", "#e45756"),
+    "workspace": ("library workspace", "#f58518"),
+    "unattributed": ("unattributed live block", "#9d755d"),
+    "graph_pool": ("CUDA graph / private pool", "#54a24b"),
+    "pool": ("pool, never shrinks", "#b279a2"),
+    "unreported": ("allocated, unreported", "#ff9da6"),
+    "context": ("context (bare, measured)", "#79706e"),
+    "rest": ("rest", "#bab0ac"),
 }
 _ADVICE = {
-    "live": "delete the arrays/tensors that hold it (del; gc.collect() "
-            "for reference cycles)",
-    "releasable": "gpureclaim.release() returns it",
-    "fragmented": "free the live blocks that pin these segments, or start "
-                  "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-    "cuBLAS": "gpureclaim.release(workspaces=True) frees it (the next "
-              "matmul re-creates it)",
-    "cuFFT plans (cupy)": "gpureclaim.release() clears the plan cache",
-    "cuFFT plans (torch)": "torch.backends.cuda.cufft_plan_cache[i].clear()",
-    "pool": "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a smaller "
-            "XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX starts; XLA "
-            "returns its pool only at exit",
-    "rest": "the CUDA context, loaded kernels and allocations no framework "
-            "reports: returned when the process exits",
+    "free_arrays": "delete the arrays/tensors that hold it (del; "
+                   "gc.collect() for reference cycles)",
+    "release": "gpureclaim.release() returns it",
+    "release_workspaces": "gpureclaim.release(workspaces=True) frees it "
+                          "(the next matmul re-creates it)",
+    "release_workspaces_pins": "gpureclaim.release(workspaces=True): only "
+                               "cuBLAS/cuBLASLt workspaces pin these "
+                               "segments",
+    "free_pinning_blocks": "free the live blocks that pin these segments",
+    "clear_torch_plans": "torch.backends.cuda.cufft_plan_cache[i].clear()",
+    "delete_graphs": "delete or reset the CUDA graphs using these pools, "
+                     "then gpureclaim.release()",
 }
-_ADVICE["cuBLASLt"] = _ADVICE["cuBLAS"]
+_HINTS = {
+    "expandable_segments": "next start: "
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "xla_preallocate": "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a "
+                       "smaller XLA_PYTHON_CLIENT_MEM_FRACTION) before JAX "
+                       "starts; XLA returns its pool only at exit",
+    "rmm_pool": "RMM pools never shrink: give PoolMemoryResource a "
+                "maximum_pool_size, or use CudaAsyncMemoryResource with a "
+                "release_threshold",
+    "process_exit": "returned when the process exits",
+}
 
 
-def _advice(kind: str, source: str, detail: Optional[dict] = None) -> str:
-    pinned = (detail or {}).get("pinned")
-    if (kind == "fragmented" and pinned
-            and len(pinned) == detail["segments"]
-            and all(s["live_blocks"] == s["workspace_blocks"] for s in pinned)):
-        return ("gpureclaim.release(workspaces=True): only cuBLAS/cuBLASLt "
-                "workspaces pin these segments")
-    return _ADVICE.get(source) or _ADVICE.get(kind, "")
+def _text(key: Optional[str], table: dict) -> str:
+    return table.get(key, "") if key else ""
 
 
 def _mib(n: int) -> str:
@@ -463,12 +475,23 @@ class Part:
     ``kind``: ``live``, ``releasable`` (cached, release() returns it),
     ``fragmented`` (cached inside segments that still hold live blocks:
     no release can return it), ``workspace`` (library workspaces and plan
-    caches), ``pool`` (a pool that never shrinks) or ``rest`` (the driver's
-    figure minus every other part: context, modules, unreported memory).
-    ``source``: the framework or library. ``known`` is False where the
-    bytes are not reported (they are then in the rest). ``how`` says how
-    the bytes were measured or inferred; ``detail`` holds extra data (the
-    segments pinned by live blocks, the number of plans).
+    caches, known from more than their size), ``unattributed`` (live Torch
+    blocks of a workspace's size that nothing else identifies),
+    ``graph_pool`` (private pools of CUDA graphs and MemPools),
+    ``pool`` (a pool that never shrinks), ``unreported`` (driver
+    allocations of a library no framework reports, from a trace),
+    ``context`` (a bare context's size, measured) or ``rest`` (the
+    driver's figure minus every other part). ``source``: the framework or
+    library. ``known`` is False where the bytes are not reported (they are
+    then in the rest). ``exact``: the bytes and their attribution are
+    measured, not inferred; ``evidence`` says by what (``counter``,
+    ``snapshot``, ``workspace_map``, ``history``, ``tensor_scan``,
+    ``size``, ``driver_pool``, ``trace``, ``probe``, ``residual``).
+    ``how`` says how the bytes were measured or inferred; ``advice`` what
+    to do (empty where nothing done in this process would make the part
+    go), ``hint`` what to configure at the next start; ``detail`` holds
+    extra data (the blocks, the segments pinned by live blocks, the pools,
+    the heap scan's cost).
     """
 
     kind: str
@@ -478,6 +501,11 @@ class Part:
     how: str
     advice: str
     detail: Optional[dict] = None
+    exact: bool = False
+    evidence: str = ""
+    advice_key: Optional[str] = None
+    hint: str = ""
+    hint_key: Optional[str] = None
 
 
 @_dataclass(frozen=True)
@@ -512,15 +540,12 @@ class Explanation:
     def __init__(self, raw: dict):
         self.gpus: list[GPUExplanation] = []
         for g in raw["gpus"]:
-            parts = [Part(advice=_advice(p["kind"], p["source"],
-                                         p["detail"]), **p)
+            parts = [Part(advice=_text(p["advice_key"], _ADVICE),
+                          hint=_text(p["hint_key"], _HINTS), **p)
                      for p in g["parts"]]
-            rest_how = ("the driver's figure minus every part above"
-                        if g["known"] else
-                        "unknown: the driver has no per-process figure")
-            parts.append(Part("rest", "context, modules, unreported",
-                              g["rest"], g["known"], rest_how,
-                              _advice("rest", "")))
+            rest = g["rest_part"]
+            parts.append(Part(advice="", hint=_text(rest["hint_key"], _HINTS),
+                              **rest))
             self.gpus.append(GPUExplanation(
                 g["device"], g["driver"], g["source"], parts, g["rest"],
                 g["consistent"]))
@@ -537,6 +562,20 @@ class Explanation:
         }
 
     @staticmethod
+    def exactness(g: GPUExplanation) -> str:
+        """One sentence: which of g's figures are exact and which
+        inferred, and by what."""
+        exact = sorted({p.evidence for p in g.parts
+                        if p.known and p.exact and p.bytes})
+        guessed = [f"{p.source} {p.kind} {_mib(p.bytes)} MiB "
+                   f"({p.evidence})"
+                   for p in g.parts if p.known and not p.exact and p.bytes]
+        out = "exact: " + (", ".join(exact) if exact else "nothing")
+        if guessed:
+            out += "; inferred: " + "; ".join(guessed)
+        return out
+
+    @staticmethod
     def _shown(g: GPUExplanation) -> list:
         return [p for p in g.parts
                 if p.bytes != 0 or not p.known or p.kind == "rest"]
@@ -545,8 +584,10 @@ class Explanation:
     def _extra(p: Part) -> list[str]:
         """Lines under a part: how it was inferred, what pins it."""
         out = []
-        if p.kind in ("workspace", "pool") or not p.known:
+        if p.kind not in ("live", "releasable", "fragmented") or not p.known:
             out.append(p.how)
+        if p.hint:
+            out.append(p.hint)
         d = p.detail or {}
         if p.kind == "fragmented" and d.get("segments"):
             out.append(f"{d['segments']} segment(s) hold live and free "
@@ -574,7 +615,7 @@ class Explanation:
             for p in self._shown(g):
                 share = (f"{100 * p.bytes / g.driver:.1f}%"
                          if g.driver and p.known else "")
-                rows.append([_KIND_LABEL[p.kind], p.source,
+                rows.append([_KINDS[p.kind][0], p.source,
                              _mib(p.bytes) if p.known else "?", share,
                              p.advice])
             rows.append(["total", "", _mib(g.driver), "", ""])
@@ -589,6 +630,7 @@ class Explanation:
             if not g.consistent:
                 lines.append(f"  INCONSISTENT: the parts exceed the "
                              f"driver's figure by {-g.rest} bytes")
+            lines.append("  " + self.exactness(g))
         if not self.gpus:
             lines.append("no GPU memory held by this process")
         lines += [f"note: {n}" for n in self.notes]
@@ -603,9 +645,9 @@ class Explanation:
             shown = self._shown(g)
             pos = sum(p.bytes for p in shown if p.known and p.bytes > 0)
             bar = "".join(
-                f'<div title="{e(_KIND_LABEL[p.kind])} ({e(p.source)}): '
+                f'<div title="{e(_KINDS[p.kind][0])} ({e(p.source)}): '
                 f'{_mib(p.bytes)} MiB" style="width:{100 * p.bytes / pos:.3f}%;'
-                f'background:{_KIND_COLOUR[p.kind]}"></div>'
+                f'background:{_KINDS[p.kind][1]}"></div>'
                 for p in shown if p.known and p.bytes > 0 and pos)
             out.append(
                 f"<p>GPU {e(str(g.device))}: {_mib(g.driver)} MiB "
@@ -616,8 +658,8 @@ class Explanation:
                 f'<div class="gpr-bar" style="display:flex;width:100%;'
                 f'height:18px;border:1px solid #888">{bar}</div>')
             body = "".join(
-                f'<tr><td><span style="color:{_KIND_COLOUR[p.kind]}">'
-                f"&#9632;</span> {e(_KIND_LABEL[p.kind])}</td>"
+                f'<tr><td><span style="color:{_KINDS[p.kind][1]}">'
+                f"&#9632;</span> {e(_KINDS[p.kind][0])}</td>"
                 f"<td>{e(p.source)}</td>"
                 f"<td>{_mib(p.bytes) if p.known else '?'}</td>"
                 f"<td>{e(p.advice)}</td>"
@@ -625,7 +667,8 @@ class Explanation:
                 for p in shown)
             out.append("<table><thead><tr><th>part</th><th>source</th>"
                        "<th>MiB</th><th>what to do</th><th>how</th></tr>"
-                       f"</thead><tbody>{body}</tbody></table>")
+                       f"</thead><tbody>{body}</tbody></table>"
+                       f"<p>{e(self.exactness(g))}</p>")
         if self.notes:
             out.append("<ul>" + "".join(f"<li>{e(n)}</li>"
                                         for n in self.notes) + "</ul>")
@@ -633,17 +676,29 @@ class Explanation:
         return "".join(out)
 
 
-def explain(devices: Optional[Iterable[int]] = None) -> Explanation:
+def explain(devices: Optional[Iterable[int]] = None, *,
+            measure_context: bool = False) -> Explanation:
     """Where this process's GPU memory goes, per GPU it has opened.
 
     Splits the driver's per-process figure (NVML's, what ``nvidia-smi``
     lists) exactly into: live bytes per framework; cached bytes
     :func:`release` would return; cached bytes it cannot return (free
     space inside Torch segments that still hold live blocks, with the
-    blocks pinning them); library workspaces (cuBLAS, cuFFT plan caches);
-    pools that never shrink (JAX/XLA); and the rest (context, modules,
-    allocations no framework reports). Each part says how it was measured
-    and what to do about it. Reads only; opens no context, imports no
-    framework. ``devices`` narrows the GPUs (CUDA ordinals).
+    blocks pinning them); library workspaces (cuBLAS known from Torch's
+    own workspace map or allocator history, cuFFT plan caches); live
+    Torch blocks of a workspace's size that nothing identifies
+    ("unattributed", no advice); CUDA graph and MemPool private pools;
+    pools that never shrink (JAX/XLA, RMM); when the process is traced,
+    driver allocations per library no framework reports (NCCL, cuDNN...);
+    the context, once measured; and the rest. Each part says how it was
+    measured or inferred, whether that is exact, and what to do about it.
+    Reads only; opens no context, imports no framework. ``devices``
+    narrows the GPUs (CUDA ordinals).
+
+    ``measure_context=True`` measures the size of a bare context on each
+    GPU not measured yet in this process, in a probe process that opens
+    one there (0.3-0.6 s and about 500 MB of that GPU while it runs);
+    later calls show the figure without measuring again.
     """
-    return Explanation(_c.explain(devices))
+    _check_bool("measure_context", measure_context)
+    return Explanation(_c.explain(devices, measure_context))

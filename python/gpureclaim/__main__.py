@@ -6,6 +6,8 @@ beside the interpreter's scripts: this module runs it), and the command
 hands explain and demo to this module. So the help, the output and the exit
 status are the same either way. $GPURECLAIM_BIN names the command where it
 is not installed (a build folder).
+A Dask cluster's reports (ps --dask, explain --dask, release --dask:
+gpureclaim/cluster/_cli.py, docs/cluster.md) are this module's too.
 
 explain: runs SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) and prints
 gpureclaim.explain() when it ends, also when it raises (the traceback
@@ -284,7 +286,24 @@ def _exec_command(argv):
         return 1
 
 
+def _for_cluster(argv):
+    """A Dask cluster's report: release (it has no other form), ps given
+    --dask, explain whose first argument is --dask (else it names a
+    script). cli/main.c hands the same to this module."""
+    if argv[:1] == ["release"]:
+        return True
+    if argv[:1] == ["ps"]:
+        opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+        return any(a.startswith("--dask") for a in opts)
+    return argv[:1] == ["explain"] and argv[1:2] != [] and \
+        argv[1].startswith("--dask")
+
+
 def main(argv):
+    if _for_cluster(argv):
+        from gpureclaim.cluster._cli import main as cluster_main
+
+        return cluster_main(argv[0], argv[1:])
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
     if len(argv) >= 2 and argv[0] == "_demo-run":

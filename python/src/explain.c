@@ -3,13 +3,13 @@
  * the process holds a context (the GPUs release() visits; nothing is
  * opened), the explainers of the framework table (frameworks.c) add the
  * parts they can measure, then the driver's
- * per-process figure is read and the rest is what no part accounts for:
- * the context, loaded modules, allocations no framework reports. The rest
- * is never clamped: a negative one is flagged as an inconsistency. Where
- * the driver has no per-process figure the total is the sum of the parts
- * (source "allocators"). On Apple silicon one more entry, "mps", splits
- * Metal's per-process total (the Metal releasers' figure(), as a release
- * reads it) the same way.
+ * per-process figure is read, and explain_rest.c splits off what a trace
+ * or a context probe can attribute; the rest is what no part accounts
+ * for. The rest is never clamped: a negative one is flagged as an
+ * inconsistency. Where the driver has no per-process figure the total is the
+ * sum of the parts (source "allocators"). On Apple silicon one more entry,
+ * "mps", splits Metal's per-process total (the Metal releasers' figure(), as a
+ * release reads it) the same way.
  */
 #include "ext.h"
 
@@ -38,7 +38,7 @@ static int in_use(struct gpr_py_state *st, int *out, int *n)
 /* The GPU's entry: driver figure, parts, rest (new reference). */
 static PyObject *gpu_entry(struct gpr_py_xgpu *g, PyObject *device,
 			   const char *label, int known, int64_t driver,
-			   const char *source)
+			   const char *source, PyObject *rest_part)
 {
 	int64_t total = known ? driver : g->sum;
 	int64_t rest = total - g->sum;
@@ -53,10 +53,11 @@ static PyObject *gpu_entry(struct gpr_py_xgpu *g, PyObject *device,
 		label, (long long)g->sum, (long long)-rest, (long long)driver))
 		return NULL;
 	return Py_BuildValue(
-	    "{s:O,s:O,s:L,s:s,s:O,s:L,s:L,s:O}", "device", device, "known",
+	    "{s:O,s:O,s:L,s:s,s:O,s:L,s:L,s:O,s:O}", "device", device, "known",
 	    known ? Py_True : Py_False, "driver", (long long)total, "source",
 	    source, "parts", g->parts, "sum", (long long)g->sum, "rest",
-	    (long long)rest, "consistent", rest >= 0 ? Py_True : Py_False);
+	    (long long)rest, "consistent", rest >= 0 ? Py_True : Py_False,
+	    "rest_part", rest_part);
 }
 
 /*
@@ -111,11 +112,15 @@ static int explain_gpu(struct gpr_py_xcall *c, int device, PyObject *notes,
 			 "cannot be shown",
 			 device, gpr_strerror(err)))
 		goto done;
+	PyObject *rest = NULL;
+	if (gpr_py_explain_rest(c, &g, !err, (int64_t)bytes, &rest))
+		goto done;
 	PyObject *dev = PyLong_FromLong(device);
 	PyObject *e = dev ? gpu_entry(&g, dev, label, !err, (int64_t)bytes,
-				      err ? "allocators" : "driver")
+				      err ? "allocators" : "driver", rest)
 			  : NULL;
 	Py_XDECREF(dev);
+	Py_DECREF(rest);
 	rc = e ? PyList_Append(gpus, e) : -1;
 	Py_XDECREF(e);
 done:
@@ -159,9 +164,21 @@ static int explain_metal(struct gpr_py_xcall *c, PyObject *notes,
 	int known = metal_figure(c->st, &driver);
 	PyObject *dev = PyUnicode_FromString(GPR_PY_METAL_DEVICE);
 	/* MLX alone: its counters are the figure, nothing is left over. */
-	PyObject *e = dev ? gpu_entry(&g, dev, GPR_PY_METAL_DEVICE, known,
-				      driver, known ? "metal" : "allocators")
-			  : NULL;
+	PyObject *rest = gpr_py_part_dict(&(struct gpr_py_part){
+	    .kind = "rest",
+	    .source = "context, modules, unreported",
+	    .bytes = known ? driver - g.sum : 0,
+	    .known = known,
+	    .exact = known,
+	    .evidence = "residual",
+	    .hint = "process_exit",
+	    .how = known ? "Metal's per-process total minus every part above"
+			 : "unknown: no per-process figure"});
+	PyObject *e =
+	    dev && rest ? gpu_entry(&g, dev, GPR_PY_METAL_DEVICE, known, driver,
+				    known ? "metal" : "allocators", rest)
+			: NULL;
+	Py_XDECREF(rest);
 	Py_XDECREF(dev);
 	rc = e ? PyList_Append(gpus, e) : -1;
 	Py_XDECREF(e);
@@ -180,12 +197,18 @@ static int add_note(PyObject *notes, const char *text)
 
 PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"devices", NULL};
+	static char *kwlist[] = {"devices", "measure_context", NULL};
 	struct gpr_py_state *st = gpr_py_state(module);
-	PyObject *devices = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:explain", kwlist,
-					 &devices))
+	PyObject *devices = Py_None, *measure = Py_False;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:explain", kwlist,
+					 &devices, &measure))
 		return NULL;
+	if (measure != Py_True && measure != Py_False) {
+		PyErr_SetString(PyExc_TypeError,
+				"explain(): measure_context must be True or "
+				"False");
+		return NULL;
+	}
 	if (!st->ctx)
 		return gpr_py_raise(st, st->open_error, "explain");
 	double t0 = now();
@@ -194,7 +217,8 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 		return PyErr_NoMemory();
 	int *have = want + GPR_PY_MAX_DEVICES;
 	int n_want = -1, n_have = 0;
-	struct gpr_py_xcall c = {.st = st};
+	struct gpr_py_xcall c = {.st = st,
+				 .measure_context = measure == Py_True};
 	PyObject *gpus = PyList_New(0), *notes = PyList_New(0), *out = NULL;
 	if (!gpus || !notes ||
 	    gpr_py_parse_devices(devices, "explain", want, &n_want))
@@ -240,6 +264,7 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 	out = Py_BuildValue("{s:O,s:O,s:d}", "gpus", gpus, "notes", notes,
 			    "elapsed", now() - t0);
 done:
+	gpr_py_scan_free(&c.scan);
 	Py_XDECREF(c.torch_snapshot);
 	Py_XDECREF(gpus);
 	Py_XDECREF(notes);

@@ -60,16 +60,27 @@ static int pool_parts(struct gpr_py_xgpu *g, PyObject *pool, const char *source,
 	if (gpr_py_call_i64(pool, "used_bytes", &used, NULL) ||
 	    gpr_py_call_i64(pool, "total_bytes", &total, NULL))
 		return -1;
-	if (gpr_py_xpart(g, "live", source, used - plans, 1,
-			 plans
-			     ? "used_bytes() minus the cuFFT plans' work areas"
-			     : "used_bytes()",
-			 NULL))
+	if (gpr_py_xadd(g, &(struct gpr_py_part){
+			       .kind = "live",
+			       .source = source,
+			       .bytes = used - plans,
+			       .known = 1,
+			       .exact = 1,
+			       .advice = "free_arrays",
+			       .how = plans ? "used_bytes() minus the cuFFT "
+					      "plans' work areas"
+					    : "used_bytes()"}))
 		return -1;
-	return gpr_py_xpart(g, "releasable", source, total - used, 1,
-			    "total_bytes() - used_bytes(); CuPy does not say "
-			    "how much of it split chunks pin",
-			    NULL);
+	return gpr_py_xadd(g, &(struct gpr_py_part){
+				  .kind = "releasable",
+				  .source = source,
+				  .bytes = total - used,
+				  .known = 1,
+				  .exact = 1,
+				  .advice = "release",
+				  .how = "total_bytes() - used_bytes(); CuPy "
+					 "does not say how much of it split "
+					 "chunks pin"});
 }
 
 static int parts(struct gpr_py_xgpu *g, PyObject *cupy)
@@ -95,8 +106,15 @@ static int parts(struct gpr_py_xgpu *g, PyObject *cupy)
 		 "get_curr_memsize(), work areas from the pool",
 		 (long long)nplans);
 	PyObject *d = Py_BuildValue("{s:L}", "plans", (long long)nplans);
-	rc = d ? gpr_py_xpart(g, "workspace", "cuFFT plans (cupy)", plans, 1,
-			      how, d)
+	rc = d ? gpr_py_xadd(
+		     g, &(struct gpr_py_part){.kind = "workspace",
+					      .source = "cuFFT plans (cupy)",
+					      .bytes = plans,
+					      .known = 1,
+					      .exact = 1,
+					      .advice = "release",
+					      .how = how,
+					      .detail = d})
 	       : -1;
 	Py_XDECREF(d);
 	return rc;
@@ -134,19 +152,8 @@ int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 		Py_DECREF(r);
 	}
 	rc = parts(g, cupy);
-	if (prev != g->device) {
-		PyObject *type, *value, *tb;
-		PyErr_Fetch(&type, &value, &tb);
-		PyObject *r =
-		    gpr_py_call(rt, "setDevice", "(L)", (long long)prev);
-		if (!r && !type)
-			rc = -1;
-		else if (!r)
-			PyErr_Clear();
-		Py_XDECREF(r);
-		if (type)
-			PyErr_Restore(type, value, tb);
-	}
+	if (prev != g->device)
+		rc = gpr_py_set_device_back(rt, prev, rc);
 done:
 	Py_XDECREF(rt);
 	Py_DECREF(cupy);

@@ -49,8 +49,21 @@ int gpr_py_explain_jax(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 		 "XLA_PYTHON_CLIENT_PREALLOCATE=%s, "
 		 "XLA_PYTHON_CLIENT_MEM_FRACTION=%s",
 		 what, pre ? pre : "unset", frac ? frac : "unset");
-	if (gpr_py_xpart(g, "live", "jax", in_use, 1,
-			 "bytes_in_use of the device's memory_stats()", NULL))
+	if (gpr_py_xadd(
+		g, &(struct gpr_py_part){.kind = "live",
+					 .source = "jax",
+					 .bytes = in_use,
+					 .known = 1,
+					 .exact = 1,
+					 .advice = "free_arrays",
+					 .how = "bytes_in_use of the device's "
+						"memory_stats()"}))
 		return -1;
-	return gpr_py_xpart(g, "pool", "jax", pool - in_use, 1, how, NULL);
+	return gpr_py_xadd(g, &(struct gpr_py_part){.kind = "pool",
+						    .source = "jax",
+						    .bytes = pool - in_use,
+						    .known = 1,
+						    .exact = 1,
+						    .hint = "xla_preallocate",
+						    .how = how});
 }

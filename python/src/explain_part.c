@@ -1,6 +1,6 @@
 /*
  * The parts of an explanation, appended by every framework's explainer and
- * by explain.c: gpr_py_xpart and gpr_py_xnote.
+ * by explain.c: gpr_py_xadd and gpr_py_xnote.
  */
 #include "ext.h"
 
@@ -8,17 +8,40 @@
 #include <stdio.h>
 #include <string.h>
 
-int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
-		 int64_t bytes, int known, const char *how, PyObject *detail)
+/* A str, or None for NULL (new reference). */
+static PyObject *str_or_none(const char *s)
 {
-	PyObject *d = Py_BuildValue("{s:s,s:s,s:L,s:O,s:s,s:O}", "kind", kind,
-				    "source", source, "bytes", (long long)bytes,
-				    "known", known ? Py_True : Py_False, "how",
-				    how, "detail", detail ? detail : Py_None);
+	return s ? PyUnicode_FromString(s) : Py_NewRef(Py_None);
+}
+
+PyObject *gpr_py_part_dict(const struct gpr_py_part *p)
+{
+	PyObject *advice = str_or_none(p->advice);
+	PyObject *hint = str_or_none(p->hint);
+	PyObject *d =
+	    advice && hint
+		? Py_BuildValue(
+		      "{s:s,s:s,s:L,s:O,s:O,s:s,s:O,s:O,s:s,s:O}", "kind",
+		      p->kind, "source", p->source, "bytes",
+		      (long long)p->bytes, "known",
+		      p->known ? Py_True : Py_False, "exact",
+		      p->exact && p->known ? Py_True : Py_False, "evidence",
+		      p->evidence ? p->evidence : "counter", "advice_key",
+		      advice, "hint_key", hint, "how", p->how, "detail",
+		      p->detail ? p->detail : Py_None)
+		: NULL;
+	Py_XDECREF(advice);
+	Py_XDECREF(hint);
+	return d;
+}
+
+int gpr_py_xadd(struct gpr_py_xgpu *g, const struct gpr_py_part *p)
+{
+	PyObject *d = gpr_py_part_dict(p);
 	int rc = d ? PyList_Append(g->parts, d) : -1;
 	Py_XDECREF(d);
-	if (rc == 0 && known)
-		g->sum += bytes;
+	if (rc == 0 && p->known)
+		g->sum += p->bytes;
 	return rc;
 }
 

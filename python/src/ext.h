@@ -20,12 +20,51 @@
 
 #include "gpureclaim.h"
 
+#define GPR_PY_SLOTS 16	    /* GPUs remembered per kind of record */
+#define GPR_PY_SURVIVORS 16 /* blocks remembered per GPU */
+
+/* What release(workspaces=True) did on one GPU (rel_torch.c), read by
+ * explain() so that advice once followed is not given again. */
+struct gpr_py_ws_release {
+	int used;
+	int device;
+	double at;     /* time.time() */
+	int64_t freed; /* Torch's allocated bytes, before - after the clear */
+	int n;	       /* blocks of a workspace's size that survived it */
+	struct {
+		uint64_t address, size;
+	} survivors[GPR_PY_SURVIVORS];
+};
+
+/* An RMM CUDA async pool found by release() (rel_rmm.c): its handle,
+ * which Python does not expose, and the reserve its last trim left. */
+struct gpr_py_rmm_pool {
+	int used;
+	int device;
+	uintptr_t owner; /* the resource object it belongs to: a pool found
+			    for a resource since replaced is not read */
+	uint64_t pool;
+	uint64_t trimmed_to;
+};
+
+/* A bare context's size measured by the probe (explain_rest.c). */
+struct gpr_py_context {
+	int used;
+	int device;
+	char uuid[96];
+	int64_t bytes; /* -1: the probe failed */
+	char why[160];
+};
+
 /* Module state: one per module object (PEP 489), no C globals. */
 struct gpr_py_state {
 	gpr_ctx *ctx;	      /* NULL if gpr_open failed (open_error says) */
 	int open_error;	      /* GPR_E_* of a failed gpr_open */
 	PyObject *error;      /* gpureclaim.Error */
 	PyObject *gc_collect; /* gc.collect */
+	struct gpr_py_ws_release ws_release[GPR_PY_SLOTS];
+	struct gpr_py_rmm_pool rmm_pools[GPR_PY_SLOTS];
+	struct gpr_py_context contexts[GPR_PY_SLOTS];
 };
 
 /* The options of the release running on this thread (release.c), read by
@@ -92,6 +131,13 @@ void gpr_py_error_note(char *buf, size_t len, const char *prefix);
  * GPR_ERRORS table says which), with the handle's detail; returns NULL. */
 PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what);
 
+/*
+ * obj.setDevice(prev): puts back a framework's current device after work
+ * whose result is rc, keeping the exception that work left (if any);
+ * returns rc, or -1 when only the restore failed (its error set).
+ */
+int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc);
+
 /* 1 if obj is True, 0 if False or None; else -1 with an error set. */
 int gpr_py_truth(PyObject *obj);
 
@@ -109,16 +155,83 @@ PyObject *gpr_py_cupy(char *why, size_t len);	    /* cupy */
 PyObject *gpr_py_numba(char *why, size_t len);	    /* Numba's driver */
 PyObject *gpr_py_jax(char *why, size_t len);	    /* the started backends */
 PyObject *gpr_py_mlx(char *why, size_t len);	    /* mlx.core */
+PyObject *gpr_py_rmm(char *why, size_t len);	    /* rmm.mr */
 
 /* The JAX device of CUDA ordinal `device` in one backend (new reference),
  * or NULL, no error set. */
 PyObject *gpr_py_jax_device(PyObject *backend, int device);
 
+/* ---------------- Torch's internals (torch_wsmap.c, tensor_scan.c) ------ */
+
+/* One workspace in Torch's maps. */
+struct gpr_py_ws {
+	int device; /* CUDA ordinal; -1: not a CUDA DataPtr */
+	int lt;	    /* from the cuBLASLt map */
+	uint64_t ptr, handle, stream;
+	uint64_t size; /* as Torch stored it (2.13), 0 where it stores none */
+};
+
+/*
+ * Reads Torch's cuBLAS and cuBLASLt workspace maps (every device) into
+ * out[cap]: 0 with *n entries, or -1 with why[len] saying why they cannot
+ * be read (torch version not checked, library or symbols missing, a
+ * writer holding the lock, a malformed map). No Python error is left set.
+ */
+int gpr_py_torch_wsmap(struct gpr_py_ws *out, int cap, int *n, char *why,
+		       size_t len);
+
+/*
+ * What the Python heap holds of Torch, found by one pass over
+ * gc.get_objects() (objects of gc.freeze() are not in it): the data
+ * pointers of every tensor (PyType_IsSubtype on torch._C.TensorBase, never
+ * isinstance, which could run user code) and the private pool of every
+ * CUDA graph with a completed capture.
+ */
+struct gpr_py_pool_id {
+	int64_t a, b;
+};
+struct gpr_py_scan {
+	int done;	/* tried */
+	int ok;		/* ran: the figures below hold */
+	uint64_t *ptrs; /* sorted */
+	size_t nptrs;
+	struct gpr_py_pool_id *graphs; /* one per graph */
+	size_t ngraphs;
+	long objects, tensors, odd; /* odd: data_ptr() raised */
+	int64_t frozen;		    /* gc.get_freeze_count() */
+	double ms;
+	char why[200]; /* why it did not run */
+};
+/* Runs the scan once per explain() call (c->scan); 0, or -1 with an error
+ * set only for a failure that must end explain (out of memory). */
+int gpr_py_scan_heap(struct gpr_py_scan *s);
+/* 1 if a scanned tensor's data pointer lies in [address, address+size). */
+int gpr_py_scan_holds(const struct gpr_py_scan *s, uint64_t address,
+		      uint64_t size);
+void gpr_py_scan_free(struct gpr_py_scan *s);
+
+/*
+ * Torch's cuBLAS and cuBLASLt workspace sizes on `device`, as Torch
+ * computes them (CUBLAS_WORKSPACE_CONFIG, else 32 MiB on sm_90, else
+ * 8.125 MiB; CUBLASLT_WORKSPACE_SIZE KiB, 1 MiB by default, at most the
+ * cuBLAS size); from[len] says where the first came from. 0 sizes when
+ * unknown. (explain_torch.c)
+ */
+void gpr_py_torch_ws_sizes(PyObject *cuda, int device, int64_t *ws, int64_t *lt,
+			   char *from, size_t len);
+
+/* torch.cuda.memory_snapshot() without traces (new reference, or NULL
+ * with an error set). */
+PyObject *gpr_py_torch_snapshot(PyObject *cuda);
+
+/* 1 if a snapshot block (a dict) has exactly one of those sizes. */
+int gpr_py_torch_ws_sized(PyObject *block, int64_t ws, int64_t lt);
+
 /* ---------------- explain (explain*.c; the parts: explain_part.c) ------ */
 
 /*
  * One GPU being explained. Each framework's explainer appends parts to
- * `parts` through gpr_py_xpart (which keeps `sum`) and notes through
+ * `parts` through gpr_py_xadd (which keeps `sum`) and notes through
  * gpr_py_xnote; explain.c then sets the rest against the driver's figure.
  */
 struct gpr_py_xgpu {
@@ -133,16 +246,54 @@ struct gpr_py_xcall {
 	struct gpr_py_state *st;
 	PyObject *torch_snapshot; /* torch.cuda.memory_snapshot(), lazily */
 	int snapshot_tried;
+	struct gpr_py_scan scan; /* the heap scan (tensor_scan.c), lazily */
+	int measure_context;	 /* explain(measure_context=True) */
 };
 
 /*
- * Appends {kind, source, bytes, known, how[, detail]}: kind is one of
- * live, releasable, fragmented, workspace, pool; `how` says how the bytes
- * were measured or inferred; detail (borrowed, may be NULL) is extra data.
- * An unknown figure (known 0) adds nothing to the sum. 0 or -1 (error).
+ * One part of a GPU's figure (docs/explain.md, "The parts"):
+ * - kind: live, releasable, fragmented, workspace, unattributed,
+ *   graph_pool, pool, unreported, context;
+ * - known 0: the bytes are not reported (they stay in the rest);
+ * - exact 1: bytes and attribution are measured (a counter, the snapshot,
+ *   Torch's workspace map, a driver pool, a trace), 0: inferred;
+ * - evidence: what says so: counter, snapshot, workspace_map, history,
+ *   tensor_scan, size, driver_pool, trace, probe;
+ * - advice: a key of the advice table (__init__.py), NULL for none; only
+ *   advice that, followed, makes the part go; hint: a key of the hint
+ *   table, for the next start (not checkable in this process);
+ * - how: how the bytes were measured or inferred; detail (borrowed, may
+ *   be NULL): extra data.
  */
-int gpr_py_xpart(struct gpr_py_xgpu *g, const char *kind, const char *source,
-		 int64_t bytes, int known, const char *how, PyObject *detail);
+struct gpr_py_part {
+	const char *kind, *source;
+	int64_t bytes;
+	int known, exact;
+	const char *evidence, *advice, *hint, *how;
+	PyObject *detail;
+};
+
+/* The part as a dict (new reference), or NULL with an error set. */
+PyObject *gpr_py_part_dict(const struct gpr_py_part *p);
+
+/* Appends the part as a dict; a known one adds to g->sum. 0 or -1. */
+int gpr_py_xadd(struct gpr_py_xgpu *g, const struct gpr_py_part *p);
+
+/*
+ * After the frameworks' parts (explain_rest.c): the driver allocations of
+ * libraries no framework reports, from the tracer's live table when this
+ * process is traced ("unreported" parts); a bare context's size, measured
+ * once per process and GPU by a probe process when c->measure_context
+ * asks (a "context" part); then *rest, the part the driver's figure
+ * (`known`: NVML has one, `driver`) leaves over. 0 or -1.
+ */
+int gpr_py_explain_rest(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
+			int known, int64_t driver, PyObject **rest);
+
+/* _context_probe(uuid) -> int: run in the probe process only
+ * (ctxprobe.c): initialises CUDA, opens the primary context of the GPU of
+ * that UUID, returns this process's driver figure there. */
+PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
 
 /* Appends a note (printf format); 0 or -1 with an error set. */
 int gpr_py_xnote(struct gpr_py_xgpu *g, const char *fmt, ...);
@@ -157,6 +308,33 @@ int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_jax(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_mps(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
 int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+int gpr_py_explain_rmm(struct gpr_py_xcall *c, struct gpr_py_xgpu *g);
+
+/* ---------------- RMM (rmm.c, explain_rmm.c, rel_rmm.c) ---------------- */
+
+/*
+ * The resource RMM's Python layer set for one GPU, walked down its
+ * upstream_mr links: the adaptors that count (statistics, tracking), the
+ * first PoolMemoryResource, and the leaf. Found through
+ * rmm.mr.get_log_filenames(), never get_per_device_resource() of a GPU
+ * without one (that inserts a default resource).
+ */
+struct gpr_py_rmm_chain {
+	PyObject *top, *leaf, *pool, *stats, *tracking; /* new refs or NULL */
+	int async;	 /* the leaf is a CudaAsyncMemoryResource */
+	PyObject *names; /* list of the resources' class names */
+};
+/* 1 with *c filled, 0 when the GPU has no resource set, -1 on error. */
+int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c);
+void gpr_py_rmm_chain_free(struct gpr_py_rmm_chain *c);
+/* The live bytes the counting adaptors give; 0 with *live, or -1 (none). */
+int gpr_py_rmm_live(const struct gpr_py_rmm_chain *c, int64_t *live);
+/* The async pool release() found for resource `leaf` on `device`, or
+ * NULL. */
+struct gpr_py_rmm_pool *gpr_py_rmm_pool(struct gpr_py_state *st, int device,
+					PyObject *leaf);
+
+extern const struct gpr_releaser gpr_py_rmm_releaser;
 
 /* ---------------- the frameworks (frameworks.c, rel_*.c) ---------------- */
 
@@ -220,6 +398,8 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused);
 PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused);
 PyObject *gpr_py_releasers(PyObject *module, PyObject *unused);
+/* gpus.c: gpus(*, host=False) -> list of dicts */
+PyObject *gpr_py_gpus(PyObject *module, PyObject *args, PyObject *kw);
 /* rel_user.c: register(name, release, held=None, live=None) / unregister */
 PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_unregister(PyObject *module, PyObject *args);

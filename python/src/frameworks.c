@@ -12,6 +12,7 @@ const struct gpr_py_framework gpr_py_frameworks[] = {
     {"cuda", gpr_py_cupy, &gpr_py_cupy_releaser, gpr_py_explain_cupy},
     {"cuda", gpr_py_numba, &gpr_py_numba_releaser, NULL},
     {"cuda", gpr_py_jax, &gpr_py_jax_releaser, gpr_py_explain_jax},
+    {"cuda", gpr_py_rmm, &gpr_py_rmm_releaser, gpr_py_explain_rmm},
     {"metal", gpr_py_torch_mps, &gpr_py_mps_releaser, gpr_py_explain_mps},
     {"metal", gpr_py_mlx, &gpr_py_mlx_releaser, gpr_py_explain_mlx},
 };

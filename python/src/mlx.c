@@ -86,9 +86,21 @@ int gpr_py_explain_mlx(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	int64_t active = 0, cache = 0;
 	int rc = counters(mx, &active, &cache);
 	Py_DECREF(mx);
-	if (rc || gpr_py_xpart(g, "live", "mlx", active, 1,
-			       "mx.get_active_memory()", NULL))
+	if (rc || gpr_py_xadd(g, &(struct gpr_py_part){
+				     .kind = "live",
+				     .source = "mlx",
+				     .bytes = active,
+				     .known = 1,
+				     .exact = 1,
+				     .advice = "free_arrays",
+				     .how = "mx.get_active_memory()"}))
 		return -1;
-	return gpr_py_xpart(g, "releasable", "mlx", cache, 1,
-			    "mx.get_cache_memory()", NULL);
+	return gpr_py_xadd(
+	    g, &(struct gpr_py_part){.kind = "releasable",
+				     .source = "mlx",
+				     .bytes = cache,
+				     .known = 1,
+				     .exact = 1,
+				     .advice = "release",
+				     .how = "mx.get_cache_memory()"});
 }

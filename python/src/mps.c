@@ -74,6 +74,13 @@ int gpr_py_explain_mps(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	Py_DECREF(mps);
 	if (rc)
 		return -1;
-	return gpr_py_xpart(g, "live", "torch.mps", live, 1,
-			    "torch.mps.current_allocated_memory()", NULL);
+	return gpr_py_xadd(g,
+			   &(struct gpr_py_part){
+			       .kind = "live",
+			       .source = "torch.mps",
+			       .bytes = live,
+			       .known = 1,
+			       .exact = 1,
+			       .advice = "free_arrays",
+			       .how = "torch.mps.current_allocated_memory()"});
 }

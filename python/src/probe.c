@@ -141,6 +141,21 @@ PyObject *gpr_py_jax(char *why, size_t len)
 	return b;
 }
 
+/* rmm.mr, once the user imported rmm (which imports rmm.mr). */
+PyObject *gpr_py_rmm(char *why, size_t len)
+{
+	PyObject *rmm = gpr_py_imported("rmm");
+	if (!rmm) {
+		snprintf(why, len, "rmm not imported");
+		return NULL;
+	}
+	Py_DECREF(rmm);
+	PyObject *mr = gpr_py_imported("rmm.mr");
+	snprintf(why, len, "%s",
+		 mr ? "rmm imported" : "rmm imported, no rmm.mr");
+	return mr;
+}
+
 PyObject *gpr_py_mlx(char *why, size_t len)
 {
 	return module("mlx.core", "mlx.core imported", "mlx not imported", why,

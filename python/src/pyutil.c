@@ -285,3 +285,18 @@ int gpr_py_primary_active(struct gpr_py_state *st, int device)
 	PyEval_RestoreThread(ts);
 	return rc == 0 && active;
 }
+
+int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc)
+{
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	PyObject *r = gpr_py_call(obj, "setDevice", "(L)", (long long)prev);
+	if (!r && !type)
+		rc = -1;
+	else if (!r)
+		PyErr_Clear();
+	Py_XDECREF(r);
+	if (type)
+		PyErr_Restore(type, value, tb);
+	return rc;
+}

@@ -3,13 +3,101 @@
  * bytes, with that device current in Torch (the previous one restored):
  * empty_cache and ipc_collect; with
  * workspaces=True the cuBLAS/cuBLASLt workspaces are dropped first, so that
- * empty_cache returns them too. Once per call: the host (pinned) cache.
+ * empty_cache returns them too, and what the drop did is kept in the
+ * module state for explain(): the bytes it freed (allocated before -
+ * after: it frees workspaces only) and the blocks of a workspace's size
+ * that survived it, which are therefore not workspaces. Once per call:
+ * the host (pinned) cache.
  * Nothing runs unless the user imported torch and torch.cuda is initialised:
  * any other call could initialise CUDA.
  */
 #include "ext.h"
 
 #include <stdio.h>
+#include <time.h>
+
+/* Blocks of a workspace's size, before the clear. */
+struct sized {
+	int n;
+	struct {
+		uint64_t address, size;
+	} b[GPR_PY_SURVIVORS * 4];
+};
+
+/* The live blocks of `device` with a workspace's size (keep: a block of
+ * `before` to look for, NULL: every one). */
+static int sized_blocks(PyObject *cuda, int device, struct sized *out,
+			const struct sized *before)
+{
+	int64_t ws = 0, lt = 0;
+	char from[160];
+	gpr_py_torch_ws_sizes(cuda, device, &ws, &lt, from, sizeof from);
+	PyObject *snap = gpr_py_torch_snapshot(cuda);
+	if (!snap)
+		return -1;
+	out->n = 0;
+	Py_ssize_t n = PyList_Check(snap) ? PyList_Size(snap) : 0;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *seg = PyList_GetItem(snap, i);
+		PyObject *blocks = PyDict_Check(seg)
+				       ? PyDict_GetItemString(seg, "blocks")
+				       : NULL;
+		if (!blocks || !PyList_Check(blocks) ||
+		    gpr_py_item_i64(seg, "device") != device)
+			continue;
+		for (Py_ssize_t k = 0; k < PyList_Size(blocks); k++) {
+			PyObject *b = PyList_GetItem(blocks, k);
+			PyObject *st = PyDict_Check(b)
+					   ? PyDict_GetItemString(b, "state")
+					   : NULL;
+			if (!st || !PyUnicode_Check(st) ||
+			    PyUnicode_CompareWithASCIIString(
+				st, "active_allocated") ||
+			    !gpr_py_torch_ws_sized(b, ws, lt))
+				continue;
+			uint64_t a = (uint64_t)gpr_py_item_i64(b, "address");
+			uint64_t sz = (uint64_t)gpr_py_item_i64(b, "size");
+			int keep = !before;
+			for (int j = 0; before && j < before->n; j++)
+				keep |= before->b[j].address == a &&
+					before->b[j].size == sz;
+			int cap = (int)(sizeof out->b / sizeof out->b[0]);
+			if (keep && out->n < cap) {
+				out->b[out->n].address = a;
+				out->b[out->n++].size = sz;
+			}
+		}
+	}
+	Py_DECREF(snap);
+	return 0;
+}
+
+/* Keeps what the clear did on `device` for explain(). */
+static void remember(struct gpr_py_state *st, int device, int64_t freed,
+		     const struct sized *survivors)
+{
+	struct gpr_py_ws_release *r = NULL;
+	for (int i = 0; i < GPR_PY_SLOTS && !r; i++)
+		if (st->ws_release[i].used &&
+		    st->ws_release[i].device == device)
+			r = &st->ws_release[i];
+	for (int i = 0; i < GPR_PY_SLOTS && !r; i++)
+		if (!st->ws_release[i].used)
+			r = &st->ws_release[i];
+	if (!r)
+		return; /* more GPUs than slots: explain says less */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r->used = 1;
+	r->device = device;
+	r->at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	r->freed = freed;
+	r->n = 0;
+	for (int i = 0; i < survivors->n && r->n < GPR_PY_SURVIVORS; i++) {
+		r->survivors[r->n].address = survivors->b[i].address;
+		r->survivors[r->n++].size = survivors->b[i].size;
+	}
+}
 
 /* stats["<key>"]["all"]["current"] of a nested stats dict; -1 if absent. */
 static int64_t nested_current(PyObject *stats, const char *key)
@@ -129,8 +217,8 @@ static int clear_workspaces(char *note, size_t note_sz)
  * previous device through MaybeExchangeDevice, which does not create a
  * context on a previous device that has none (torch.cuda.set_device would).
  */
-static int release_device(PyObject *cuda, int device, char *note,
-			  size_t note_sz)
+static int release_device(struct gpr_py_state *st, PyObject *cuda, int device,
+			  char *note, size_t note_sz)
 {
 	int workspaces = gpr_py_call_options()->workspaces;
 	int64_t alloc = 0, reserved = 0;
@@ -147,8 +235,24 @@ static int release_device(PyObject *cuda, int device, char *note,
 	}
 	Py_DECREF(r);
 	int rc = 0;
+	struct sized before = {0}, after = {0};
+	int64_t alloc_after = 0, reserved_after = 0;
+	int sized =
+	    workspaces && sized_blocks(cuda, device, &before, NULL) == 0;
+	if (workspaces && !sized)
+		PyErr_Clear();
 	if (workspaces && clear_workspaces(note, note_sz))
 		rc = -1;
+	if (rc == 0 && sized &&
+	    torch_memory(cuda, device, &alloc_after, &reserved_after) == 0 &&
+	    sized_blocks(cuda, device, &after, &before) == 0) {
+		remember(st, device, alloc - alloc_after, &after);
+		snprintf(note, note_sz,
+			 "cuBLAS/cuBLASLt workspaces: %lld bytes freed on "
+			 "GPU %d",
+			 (long long)(alloc - alloc_after), device);
+	}
+	PyErr_Clear();
 	r = rc ? NULL : gpr_py_call(cuda, "empty_cache", NULL);
 	if (r) {
 		Py_DECREF(r);
@@ -180,14 +284,13 @@ fail:
 
 static int release(void *data, int device, char *note, size_t note_sz)
 {
-	(void)data;
 	PyGILState_STATE g = PyGILState_Ensure();
 	int rc = 0;
 	PyObject *cuda = gpr_py_torch_cuda(NULL, 0);
 	if (cuda) {
 		rc = device == GPR_DEVICE_ONCE
 			 ? release_once(cuda, note, note_sz)
-			 : release_device(cuda, device, note, note_sz);
+			 : release_device(data, cuda, device, note, note_sz);
 		Py_DECREF(cuda);
 	}
 	PyGILState_Release(g);

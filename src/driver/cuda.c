@@ -206,3 +206,124 @@ int gpr__cuda_pci_bus_id(struct gpr__cuda *c, int ordinal, char *bus,
 	bus[len - 1] = '\0';
 	return 0;
 }
+
+/* ---------------- memory pools ---------------- */
+
+static int no_pools(struct gpr__cuda *c, char *err, size_t errlen)
+{
+	gpr__errf(err, errlen,
+		  "%s lacks the memory-pool calls (CUDA 11.2 or later)",
+		  c->path);
+	return GPR_E_BAD_LIBRARY;
+}
+
+/*
+ * Makes the active primary context of `ordinal` current in this thread:
+ * retained, the previous context kept in *prev for leave_primary.
+ * GPR_E_NOT_FOUND when it is not active (retaining would create it).
+ */
+static int enter_primary(struct gpr__cuda *c, int ordinal, CUdevice *dev,
+			 CUcontext *prev, char *err, size_t errlen)
+{
+	const struct gpr__cuda_api *a = &c->api;
+	if (!a->primary_ctx_retain || !a->primary_ctx_release ||
+	    !a->ctx_get_current || !a->ctx_set_current)
+		return no_pools(c, err, errlen);
+	int active = 0;
+	int e = gpr__cuda_primary_active(c, ordinal, &active, err, errlen);
+	if (e == 0)
+		e = device(c, ordinal, dev, err, errlen);
+	if (e)
+		return e;
+	if (!active) {
+		gpr__errf(err, errlen,
+			  "GPU %d: this process's primary context there is "
+			  "not active",
+			  ordinal);
+		return GPR_E_NOT_FOUND;
+	}
+	CUresult r = a->ctx_get_current(prev);
+	if (r != CUDA_SUCCESS)
+		return fail(c, "cuCtxGetCurrent", r, err, errlen);
+	CUcontext ctx = NULL;
+	r = a->primary_ctx_retain(&ctx, *dev);
+	if (r != CUDA_SUCCESS)
+		return fail(c, "cuDevicePrimaryCtxRetain", r, err, errlen);
+	r = a->ctx_set_current(ctx);
+	if (r != CUDA_SUCCESS) {
+		a->primary_ctx_release(*dev);
+		return fail(c, "cuCtxSetCurrent", r, err, errlen);
+	}
+	return 0;
+}
+
+static void leave_primary(struct gpr__cuda *c, CUdevice dev, CUcontext prev)
+{
+	c->api.ctx_set_current(prev);
+	c->api.primary_ctx_release(dev);
+}
+
+int gpr__cuda_pool_of(struct gpr__cuda *c, int ordinal, CUdeviceptr ptr,
+		      CUmemoryPool *pool, char *err, size_t errlen)
+{
+	*pool = NULL;
+	if (!c->lib)
+		return not_open(err, errlen);
+	if (!c->api.pointer_get_attribute)
+		return no_pools(c, err, errlen);
+	CUdevice dev;
+	CUcontext prev;
+	int e = enter_primary(c, ordinal, &dev, &prev, err, errlen);
+	if (e)
+		return e;
+	CUresult r = c->api.pointer_get_attribute(
+	    pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr);
+	leave_primary(c, dev, prev);
+	if (r != CUDA_SUCCESS) {
+		*pool = NULL;
+		return fail(c, "cuPointerGetAttribute(MEMPOOL_HANDLE)", r, err,
+			    errlen);
+	}
+	return 0;
+}
+
+int gpr__cuda_pool_bytes(struct gpr__cuda *c, CUmemoryPool pool,
+			 uint64_t *reserved, uint64_t *used, char *err,
+			 size_t errlen)
+{
+	if (!c->lib)
+		return not_open(err, errlen);
+	if (!c->api.mem_pool_get_attribute)
+		return no_pools(c, err, errlen);
+	CUresult r = c->api.mem_pool_get_attribute(
+	    pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, reserved);
+	if (r == CUDA_SUCCESS)
+		r = c->api.mem_pool_get_attribute(
+		    pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, used);
+	if (r != CUDA_SUCCESS)
+		return fail(c, "cuMemPoolGetAttribute", r, err, errlen);
+	return 0;
+}
+
+int gpr__cuda_pool_trim(struct gpr__cuda *c, int ordinal, CUmemoryPool pool,
+			uint64_t keep, char *err, size_t errlen)
+{
+	if (!c->lib)
+		return not_open(err, errlen);
+	if (!c->api.ctx_synchronize || !c->api.mem_pool_trim_to)
+		return no_pools(c, err, errlen);
+	CUdevice dev;
+	CUcontext prev;
+	int e = enter_primary(c, ordinal, &dev, &prev, err, errlen);
+	if (e)
+		return e;
+	/* frees made with cuMemFreeAsync count as used until observed */
+	CUresult r = c->api.ctx_synchronize();
+	const char *call = "cuCtxSynchronize";
+	if (r == CUDA_SUCCESS) {
+		r = c->api.mem_pool_trim_to(pool, (size_t)keep);
+		call = "cuMemPoolTrimTo";
+	}
+	leave_primary(c, dev, prev);
+	return r == CUDA_SUCCESS ? 0 : fail(c, call, r, err, errlen);
+}

@@ -14,6 +14,8 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef unsigned long long CUdeviceptr; /* CUdeviceptr_v2 */
+typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
 
 /* cuda.h: struct CUuuid_st { char bytes[16]; } */
 typedef struct {
@@ -36,6 +38,18 @@ enum {
 	CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_UNKNOWN = 999
+};
+
+/* cuda.h: CUpointer_attribute (the one we ask for). */
+enum { CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17 };
+
+/* cuda.h: CUmemPool_attribute (values 1-3 are the reuse flags, ints). */
+enum {
+	CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,	  /* cuuint64_t */
+	CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5, /* cuuint64_t */
+	CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,	  /* cuuint64_t */
+	CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,	  /* cuuint64_t */
+	CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8	  /* cuuint64_t */
 };
 
 #endif /* GPR_CUDA_ABI_H */

@@ -37,7 +37,15 @@
 	X(device_get_uuid, "cuDeviceGetUuid_v2", 0)                            \
 	X(device_get_uuid, "cuDeviceGetUuid", 0)                               \
 	X(device_get_pci_bus_id, "cuDeviceGetPCIBusId", 0)                     \
-	X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1)
+	X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 1)              \
+	X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 0)                   \
+	X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2", 0)              \
+	X(ctx_get_current, "cuCtxGetCurrent", 0)                               \
+	X(ctx_set_current, "cuCtxSetCurrent", 0)                               \
+	X(ctx_synchronize, "cuCtxSynchronize", 0)                              \
+	X(pointer_get_attribute, "cuPointerGetAttribute", 0)                   \
+	X(mem_pool_get_attribute, "cuMemPoolGetAttribute", 0)                  \
+	X(mem_pool_trim_to, "cuMemPoolTrimTo", 0)
 
 struct gpr__cuda_api {
 	CUresult (*get_error_string)(CUresult, const char **);
@@ -48,6 +56,16 @@ struct gpr__cuda_api {
 	CUresult (*device_get_uuid)(CUuuid *, CUdevice);
 	CUresult (*device_get_pci_bus_id)(char *, int, CUdevice);
 	CUresult (*primary_ctx_get_state)(CUdevice, unsigned int *, int *);
+	/* memory pools: used only where the primary context
+	 * is already active, so retaining it opens nothing */
+	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+	CUresult (*primary_ctx_release)(CUdevice);
+	CUresult (*ctx_get_current)(CUcontext *);
+	CUresult (*ctx_set_current)(CUcontext);
+	CUresult (*ctx_synchronize)(void);
+	CUresult (*pointer_get_attribute)(void *, int, CUdeviceptr);
+	CUresult (*mem_pool_get_attribute)(CUmemoryPool, int, void *);
+	CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
 };
 
 struct gpr__cuda {
@@ -87,6 +105,26 @@ int gpr__cuda_uuid(struct gpr__cuda *c, int ordinal, char *uuid, size_t len,
 /* "0000:00:00.0"-style bus id. */
 int gpr__cuda_pci_bus_id(struct gpr__cuda *c, int ordinal, char *bus,
 			 size_t len, char *err, size_t errlen);
+
+/*
+ * Memory pools of the stream-ordered allocator. Where a call
+ * needs a context, the primary context of `ordinal` is made current for
+ * it (retained and released around it, the thread's previous context
+ * restored); GPR_E_NOT_FOUND when that context is not active: nothing is
+ * ever opened. GPR_E_BAD_LIBRARY when the driver lacks the calls.
+ */
+/* The pool the allocation at `ptr` came from; NULL for none. */
+int gpr__cuda_pool_of(struct gpr__cuda *c, int ordinal, CUdeviceptr ptr,
+		      CUmemoryPool *pool, char *err, size_t errlen);
+/* The pool's reserve (RESERVED_MEM_CURRENT) and what is allocated from it
+ * (USED_MEM_CURRENT); needs no context. */
+int gpr__cuda_pool_bytes(struct gpr__cuda *c, CUmemoryPool pool,
+			 uint64_t *reserved, uint64_t *used, char *err,
+			 size_t errlen);
+/* Synchronizes the context (frees in flight become free), then
+ * cuMemPoolTrimTo(pool, keep). */
+int gpr__cuda_pool_trim(struct gpr__cuda *c, int ordinal, CUmemoryPool pool,
+			uint64_t keep, char *err, size_t errlen);
 
 /* "CUDA_ERROR_X: text" for a CUresult, written into buf. */
 void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf, size_t len);

@@ -31,6 +31,11 @@ void *gpr__dl_open(const char *path, int flags, char *err, size_t errlen)
 	void *lib = dlopen(path, flags);
 	if (!lib) {
 		const char *why = dlerror();
+		/* glibc starts with "<path>: ", which callers name already */
+		size_t n = strlen(path);
+		if (why && strncmp(why, path, n) == 0 && why[n] == ':' &&
+		    why[n + 1] == ' ')
+			why += n + 2;
 		gpr__errf(err, errlen, "%s", why ? why : "dlopen failed");
 	}
 	return lib;

@@ -1,4 +1,4 @@
-/* The byte formatter of fmt.h. */
+/* The byte formatter and the counted nouns of fmt.h. */
 #include "fmt.h"
 
 #include <inttypes.h>
@@ -34,5 +34,12 @@ char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len)
 	}
 	out[0] = '-';
 	gpr__fmt_bytes(-(uint64_t)bytes, out + 1, len - 1);
+	return out;
+}
+
+char *gpr__fmt_count(uint64_t n, const char *one, const char *many, char *out,
+		     size_t len)
+{
+	snprintf(out, len, "%" PRIu64 " %s", n, n == 1 ? one : many);
 	return out;
 }

@@ -3,6 +3,8 @@
  * units with one decimal, the unit rising before the figure would print
  * as 1024.0 ("512 B", "1.5 KiB", "80.0 GiB", "16.0 EiB"). Every product
  * uses it (issue 12: binary units everywhere); exact counts go in JSON.
+ * And counts of things with their noun in the right number ("1 call",
+ * "2 calls").
  */
 #ifndef GPR_OUT_FMT_H
 #define GPR_OUT_FMT_H
@@ -15,5 +17,12 @@ char *gpr__fmt_bytes(uint64_t bytes, char *out, size_t len);
 
 /* The same with a sign ("-1.5 KiB"). */
 char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len);
+
+/*
+ * n and the noun that agrees with it ("1 call", "0 calls", "3 calls") into
+ * out (cut to len); returns out.
+ */
+char *gpr__fmt_count(uint64_t n, const char *one, const char *many, char *out,
+		     size_t len);
 
 #endif /* GPR_OUT_FMT_H */

@@ -115,10 +115,12 @@ static void quoted(struct gpr__buf *b, const char *str)
 			if (n == 0) {
 				gpr__buf_puts(b, "\\ufffd");
 				s++;
-			} else if (cp >= 0x80 && cp <= 0x9f) {
-				/* C1 controls: legal JSON raw, but a terminal
-				 * showing the document would obey them (U+009B
-				 * starts an escape sequence) */
+			} else if (gpr__text_unsafe(cp)) {
+				/* C1 controls and bidi formatting (text.h):
+				 * legal JSON raw, but a terminal showing the
+				 * document would obey them (U+009B starts an
+				 * escape sequence, U+202E reverses what
+				 * follows) */
 				gpr__buf_printf(b, "\\u%04x", (unsigned)cp);
 				s += n;
 			} else {

@@ -15,8 +15,9 @@
  *	gpr__json_object_end(&j);	-> {"pid":42,"gpus":[...]}
  *
  * Strings may hold any byte (command lines, names from a hostile log):
- * quotes, backslashes and the controls C0, DEL and C1 (U+0080..U+009F,
- * which a terminal showing the document would obey) are escaped, and
+ * quotes, backslashes, the controls C0, DEL and C1 (U+0080..U+009F,
+ * which a terminal showing the document would obey) and the bidirectional
+ * formatting characters of text.h (U+202E and its kin) are escaped, and
  * bytes that are not valid UTF-8 become U+FFFD, so the document always
  * parses and never carries a raw terminal control.
  *

@@ -39,13 +39,21 @@ size_t gpr__utf8_len(const char *str, uint32_t *cp_out)
 	return n;
 }
 
+int gpr__text_unsafe(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || /* C0, DEL, C1 */
+	       (cp >= 0x202a && cp <= 0x202e) || /* embeddings, overrides */
+	       (cp >= 0x2066 && cp <= 0x2069) || /* isolates */
+	       cp == 0x200e || cp == 0x200f || cp == 0x061c; /* marks */
+}
+
 /* The character at s as shown: its length in bytes, 0 if it shows as '?'. */
 static size_t shown(const char *s, size_t *advance)
 {
 	uint32_t cp;
 	size_t len = gpr__utf8_len(s, &cp);
 	*advance = len ? len : 1;
-	if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+	if (len == 0 || gpr__text_unsafe(cp))
 		return 0;
 	return len;
 }

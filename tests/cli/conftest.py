@@ -4,12 +4,19 @@ GPURECLAIM_BIN: the tool (default build/cli/gpureclaim); GPR_SIM_DIR: the folder
 holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim).
 Each test gets its own sim state (a file under /dev/shm), removed after.
 """
+import fcntl
 import itertools
 import json
 import os
 import pathlib
+import pty
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 
 import pytest
 
@@ -58,6 +65,7 @@ class Sim:
         self.state = f"cli-{os.getpid()}-{next(_counter)}"
         self.config = ""
         self.children = []
+        self.sleepers = []
         request.addfinalizer(self.close)
 
     def configure(self, config=""):
@@ -81,6 +89,52 @@ class Sim:
                               timeout=timeout)
         return Result(proc)
 
+    def run_on_tty(self, *args, cols=80, rows=24, seconds=0.0, env=None):
+        """Runs the tool with stdout on a pseudo-terminal of cols x rows;
+        with `seconds`, stops it with SIGINT after that long (--watch).
+        Returns (exit code, what the terminal received, stderr)."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ,
+                    struct.pack("HHHH", rows, cols, 0, 0))
+        proc = subprocess.Popen([str(BIN), *args], env=env or self.env(),
+                                stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        deadline = time.monotonic() + seconds if seconds else None
+        while True:
+            wait = 0.05
+            if deadline and time.monotonic() >= deadline:
+                proc.send_signal(signal.SIGINT)
+                deadline = None
+            ready, _, _ = select.select([master], [], [], wait)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None and not deadline:
+                break
+        os.close(master)
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+        return proc.wait(timeout=10), out.decode(), err
+
+    def spawn_sleeper(self, *args):
+        """A Python child that sleeps with `args` (str or bytes) as the rest
+        of its command line, for `extra=GPU:PID:SIZE`; returns its Popen
+        once it runs. Killed when the test ends."""
+        child = subprocess.Popen(
+            [sys.executable.encode(), b"-c",
+             b"import time; print('up', flush=True); time.sleep(60)",
+             *(a.encode() if isinstance(a, str) else a for a in args)],
+            stdout=subprocess.PIPE)
+        self.sleepers.append(child)
+        assert child.stdout.readline() == b"up\n"
+        return child
+
     def spawn_alloc(self, gpu, *sizes):
         """A child that holds a context on `gpu` and allocations of
         `sizes` bytes; returns its Popen once it holds them."""
@@ -101,6 +155,10 @@ class Sim:
         return child
 
     def close(self):
+        for child in self.sleepers:
+            child.kill()
+            child.wait()
+            child.stdout.close()
         for child in self.children:
             try:
                 child.stdin.close()

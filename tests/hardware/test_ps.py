@@ -149,6 +149,19 @@ def test_gpureclaim_itself_never_appears():
         assert watcher.pid not in listed(doc)
 
 
+def test_json_carries_the_driver_and_marks_the_holder_alive(holder):
+    """The driver version is nvidia-smi's; the holder, a process of this
+    machine, is alive (not exited, not outside the pid namespace)."""
+    doc = ps_json()
+    r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                        "--format=csv,noheader"], capture_output=True,
+                       text=True, timeout=60, check=True)
+    assert doc["driver_version"] == r.stdout.splitlines()[0].strip(), doc
+    (p,) = [p for g in doc["gpus"] for p in g.get("processes", [])
+            if p["pid"] == holder.pid]
+    assert p["state"] == "alive", p
+
+
 def test_memory_info_v2_path_is_taken():
     doc = ps_json()
     assert doc["gpus"], doc

@@ -25,6 +25,9 @@ EXPECTED = {
     "gpureclaim/_gpureclaim.pyi",
     "gpureclaim/py.typed",
     "gpureclaim/libgpureclaim_trace.so",
+    *(f"gpureclaim/cluster/{m}.py" for m in (
+        "__init__", "_cli", "_dask_plugin", "_records", "_report", "dask",
+        "ray", "torch")),
     f"gpureclaim-{VERSION}.data/scripts/gpureclaim",
     f"gpureclaim-{VERSION}.dist-info/METADATA",
     f"gpureclaim-{VERSION}.dist-info/WHEEL",
@@ -100,7 +103,11 @@ def test_command_and_module_are_one_program(venv, tmp_path):
     try:
         for args in (["--help"], [], ["ps", "--json"], ["bogus"],
                      ["help", "ps"], ["ps", "--nope"], ["report"],
-                     ["help", "explain"], ["demo", "extra"]):
+                     ["help", "explain"], ["demo", "extra"],
+                     # a Dask cluster's reports, in the Python package
+                     ["release", "--help"], ["ps", "--dask"],
+                     ["ps", "--json", "--dask=tcp://127.0.0.1:9",
+                      "--timeout", "0"]):
             a = run([venv / "bin/gpureclaim", *args], check=False, env=env)
             b = run([venv / "bin/python", "-m", "gpureclaim", *args],
                     check=False, env=env)

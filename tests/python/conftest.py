@@ -1,9 +1,10 @@
 """Runs each scenario in a fresh interpreter: the simulated driver reads
 GPURECLAIM_SIM once, and a framework, once imported, stays imported.
 
-Environment: GPR_SIM_DIR (the sim's libraries, default build/sim) and
+Environment: GPR_SIM_DIR (the sim's libraries, default build/sim),
 GPR_PY_PATH (the folder holding the built gpureclaim package, default
-build/python); `meson test --suite python` sets both.
+build/python) and GPR_FAKES_BUILD (the stand-ins built from tests/fixtures,
+default build/tests/fixtures); `meson test --suite python` sets them.
 """
 import getpass
 import json
@@ -19,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
 SIM_DIR = os.path.abspath(os.environ.get("GPR_SIM_DIR", os.path.join(ROOT, "build", "sim")))
 PY_PATH = os.path.abspath(os.environ.get("GPR_PY_PATH", os.path.join(ROOT, "build", "python")))
+# the test stand-ins built from tests/fixtures (libtorch_cuda.so, the tracer)
+FAKES_BUILD = os.path.abspath(os.environ.get("GPR_FAKES_BUILD", os.path.join(ROOT, "build", "tests", "fixtures")))
 
 PRELUDE = """\
 import gc, json, os, sys
@@ -52,7 +55,9 @@ def scenario():
         state = "pytest-" + uuid.uuid4().hex[:12]
         states.append(state)
         e = dict(os.environ)
-        for k in ("FAKE_MPS", "FAKE_JAX_POOL"):
+        for k in ("FAKE_MPS", "FAKE_JAX_POOL", "FAKE_TORCH_LAYOUT",
+                  "FAKE_TORCH_VERSION", "FAKE_TRACE_ROWS", "FAKE_STACKS",
+                  "CUDA_INJECTION64_PATH"):
             e.pop(k, None)
         e.update(
             GPURECLAIM_SIM=f"{sim};state={state}" if sim else f"state={state}",
@@ -60,6 +65,7 @@ def scenario():
             GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR, "libnvidia-ml.so.1"),
             PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),
             PYTHONDONTWRITEBYTECODE="1",
+            GPR_FAKES_BUILD=FAKES_BUILD,
         )
         e.update(env or {})
         src = PRELUDE + textwrap.dedent(code)

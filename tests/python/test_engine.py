@@ -22,7 +22,7 @@ emit(dict(rows=[(x.name, x.kind, x.active) for x in gpureclaim.releasers()],
 """)
     assert r["rows"] == [
         ["torch", "cuda", False], ["cupy", "cuda", False],
-        ["numba", "cuda", False], ["jax", "cuda", False],
+        ["numba", "cuda", False], ["jax", "cuda", False], ["rmm", "cuda", False],
         ["mps", "metal", False], ["mlx", "metal", False],
         ["pool-a", "user", True], ["pool-b", "user", True]]
     # the frameworks' releasers are not the user's to remove

@@ -16,19 +16,7 @@ GiB = 1 << 30
 CONTEXT = 512 * MiB  # the sim's default context size
 
 HELPERS = """
-def parts(e, dev=0):
-    [g] = [g for g in e.gpus if g.device == dev]
-    out = {}
-    for p in g.parts:
-        out[p.kind + ":" + p.source] = out.get(p.kind + ":" + p.source, 0) + p.bytes
-    return out
-
-def check(e):
-    for g in e.gpus:
-        assert sum(p.bytes for p in g.parts if p.known) == g.driver, g
-        if g.source == "driver":
-            assert g.driver == gpureclaim.process_memory()[g.device], g
-    return e
+from scenario import parts, check
 """
 
 
@@ -62,10 +50,11 @@ emit(dict(parts=parts(e), driver=g.driver, rest=g.rest, source=g.source,
     assert r["rest"] == CONTEXT and r["consistent"] is True
     assert r["driver"] == r["mem"]["0"] == sum(p.values())
     assert r["source"] == "driver"
-    # every non-zero part carries one line of advice
+    # every non-zero part says what to do now or at the next start
     for part in r["d"]["gpus"][0]["parts"]:
         if part["bytes"]:
-            assert part["advice"], part
+            assert part["advice"] or part["hint"], part
+        assert part["exact"] is True, part
     assert "GPU 0: " in r["text"] and "rest" in r["text"]
     assert "gpureclaim.release() returns it" in r["text"]
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in r["text"]
@@ -119,7 +108,7 @@ gpureclaim.release()
 after = parts(check(gpureclaim.explain()))
 emit(dict(frag=frag.bytes, detail=frag.detail, text=str(e),
           split=stats["inactive_split_bytes.all.current"], after=after,
-          advice=frag.advice))
+          advice=frag.advice, hint=frag.hint))
 """)
     assert r["frag"] == r["split"] == 32 * MiB
     d = r["detail"]
@@ -128,7 +117,8 @@ emit(dict(frag=frag.bytes, detail=frag.detail, text=str(e),
     assert s["segment_size"] == 64 * MiB and s["free"] == 32 * MiB
     assert s["live_blocks"] == 2 and s["largest_live"] == 16 * MiB
     assert s["largest_live_address"] == s["segment"] + 16 * MiB
-    assert "expandable_segments:True" in r["advice"]
+    assert "free the live blocks" in r["advice"]
+    assert "expandable_segments:True" in r["hint"]
     assert "1 segment(s) hold live and free blocks" in r["text"]
     assert "pinned by 2 live block(s) (0 workspace), the largest 16.0 MiB" in r["text"]
     # the small tensors gone, the segments return
@@ -138,7 +128,7 @@ emit(dict(frag=frag.bytes, detail=frag.detail, text=str(e),
                           "fragmented:torch": 0}
 
 
-def test_cublas_workspace_inferred_by_size_and_freed_by_workspaces_true(scenario):
+def test_cublas_workspace_from_torchs_map_and_freed_by_workspaces_true(scenario):
     r = run(scenario, """
 import torch
 a = torch.empty(64 << 20, device="cuda")
@@ -148,19 +138,23 @@ gpureclaim.release()
 e = check(gpureclaim.explain())
 [ws] = [p for p in e.gpus[0].parts if p.kind == "workspace"]
 before = parts(e)
-gpureclaim.release(workspaces=True)
+rel = gpureclaim.release(workspaces=True)
 emit(dict(before=before, how=ws.how, advice=ws.advice, text=str(e),
-          after=parts(check(gpureclaim.explain()))))
+          exact=ws.exact, evidence=ws.evidence, detail=ws.detail,
+          notes=rel.notes, after=parts(check(gpureclaim.explain()))))
 """)
     assert r["before"]["workspace:cuBLAS"] == 32 * MiB
     assert r["before"]["live:torch"] == 0
     assert r["before"]["rest:context, modules, unreported"] == CONTEXT
-    assert r["how"].startswith("inferred: 1 live Torch block(s) of exactly 33554432")
-    assert "sm_90" in r["how"]
+    assert r["exact"] is True and r["evidence"] == "workspace_map"
+    assert "workspace map" in r["how"]
+    [b] = r["detail"]["blocks"]
+    assert b["size"] == 32 * MiB and b["handle"] > 0
     assert "release(workspaces=True)" in r["advice"]
-    assert "inferred" in r["text"]
+    assert "exact: " in r["text"] and "workspace_map" in r["text"]
     assert "workspace:cuBLAS" not in r["after"]
     assert r["after"]["live:torch"] == 0
+    assert any("33554432 bytes freed" in n for n in r["notes"]), r["notes"]
 
 
 def test_cublas_workspace_size_follows_architecture_and_config(scenario):
@@ -170,15 +164,23 @@ a = torch.empty(4 << 20, device="cuda")
 c = torch.matmul(a, a)
 del a, c
 e = check(gpureclaim.explain())
-emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts if p.kind == "workspace"]))
+emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts
+                           if p.kind in ("workspace", "unattributed")]))
 """
     r = run(scenario, code, env={"FAKE_SM": "8.0"})
     assert r["p"]["workspace:cuBLAS"] == 4096 * 1024 * 2 + 16 * 1024 * 8
-    assert "sm_80" in r["how"][0]
     r = run(scenario, code, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
     assert r["p"]["workspace:cuBLAS"] == 32 * MiB
+    # without the map, the size to look for follows them too
+    r = run(scenario, code, env={"FAKE_SM": "8.0", "FAKE_TORCH_LAYOUT": ""})
+    assert r["p"]["unattributed:torch"] == 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert "sm_80" in r["how"][0]
+    r = run(scenario, code, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+                                 "FAKE_TORCH_LAYOUT": ""})
+    assert r["p"]["unattributed:torch"] == 32 * MiB
     assert "CUBLAS_WORKSPACE_CONFIG=:4096:8" in r["how"][0]
-    # a live tensor of a workspace's size with no matmul: one per stream only
+    # a live tensor of a workspace's size next to the real one: only the
+    # map's block is the workspace
     r = run(scenario, """
 import torch
 a = torch.empty(32 << 20, device="cuda")
@@ -190,7 +192,7 @@ emit(parts(e))
     assert r.data["live:torch"] == 32 * MiB + 2 * MiB  # a and the product
 
 
-def test_cublaslt_workspace_inferred_only_next_to_a_cublas_one(scenario):
+def test_cublaslt_workspace_from_the_map(scenario):
     r = run(scenario, """
 import torch
 lone = torch.empty(1 << 20, device="cuda")  # 1 MiB, no matmul yet: live
@@ -210,7 +212,7 @@ emit(dict(before=before, after=parts(e),
     assert a["workspace:cuBLAS"] == 32 * MiB
     assert a["workspace:cuBLASLt"] == MiB
     assert a["live:torch"] == 0
-    assert r["how"][0].startswith("inferred: 1 live Torch block(s) of exactly 1048576")
+    assert "cuBLASLt workspace map" in r["how"][0]
 
 
 def test_segment_pinned_only_by_a_workspace_says_so(scenario):
@@ -234,6 +236,7 @@ emit(dict(p=parts(e), advice=frag.advice, detail=frag.detail))
 
 
 def test_cublas_workspace_known_from_allocator_history(scenario):
+    # no workspace map (a torch whose layout is not known): C++ frames decide
     r = run(scenario, """
 import torch
 torch.cuda.memory._record_memory_history()
@@ -241,11 +244,15 @@ x = torch.empty(32 << 20, device="cuda")  # same size, user code: not a workspac
 a = torch.empty(4 << 20, device="cuda")
 c = torch.matmul(a, a)
 e = check(gpureclaim.explain())
-emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts if p.kind == "workspace"]))
-""")
+emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts if p.kind == "workspace"],
+          ev=[p.evidence for p in e.gpus[0].parts if p.kind == "workspace"]))
+""", env={"FAKE_TORCH_LAYOUT": ""})
     assert r["p"]["workspace:cuBLAS"] == 32 * MiB
+    # x has Python frames only (no evidence): the heap scan finds its tensor
     assert r["p"]["live:torch"] == 32 * MiB + 8 * MiB
-    assert "frames name cuBLAS" in r["how"][0]
+    assert "unattributed:torch" not in r["p"]
+    assert "name Torch's cuBLAS workspace functions" in r["how"][0]
+    assert r["ev"] == ["history"]
 
 
 def test_cufft_plans_of_cupy_and_torch(scenario):
@@ -283,13 +290,14 @@ import jax
 jax.numpy_ones(4096)
 e = check(gpureclaim.explain())
 [pool] = [p for p in e.gpus[0].parts if p.kind == "pool"]
-emit(dict(p=parts(e), how=pool.how, advice=pool.advice))
+emit(dict(p=parts(e), how=pool.how, advice=pool.advice, hint=pool.hint))
 """, env={"FAKE_JAX_POOL": str(2 * GiB), "XLA_PYTHON_CLIENT_MEM_FRACTION": ".05"})
     assert r["p"]["pool:jax"] == 2 * GiB - 4096
     assert r["p"]["live:jax"] == 4096
     assert r["p"]["rest:context, modules, unreported"] == CONTEXT
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.05" in r["how"]
-    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in r["advice"]
+    assert r["advice"] == ""
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in r["hint"]
 
 
 def test_negative_rest_is_reported_not_clamped(scenario):

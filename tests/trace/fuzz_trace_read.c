@@ -4,7 +4,7 @@
  * `gpureclaim report` and the Chrome and SVG exports. The reports must
  * also keep their promise about hostile strings: no terminal control and
  * no invalid UTF-8 in the text, none unescaped in the JSON (it aborts
- * otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
+ * otherwise). `make fuzz` runs it open-ended, the `fuzz` suite (part of
  * `make check`) a fixed number of runs over the corpus in
  * tests/trace/corpus/.
  */
@@ -49,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	struct gpr_trace_stats s;
 	if (gpr_trace_stats_compute(&t, &s) == 0) {
+		if (null)
+			gpr_trace_export_svg(&t, &s, null);
 		struct gpr__buf b = {0};
 		gpr_trace_report_text(&b, "fuzz.trace", &t, &s, 10, 0);
 		if (!b.oom)
@@ -62,7 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (null) {
 		gpr_trace_export_chrome(&t, null);
-		gpr_trace_export_svg(&t, null);
 	}
 	gpr_trace_free(&t);
 	return 0;

@@ -120,6 +120,7 @@ assert json.loads(json.dumps(d)) == d
 "$GPR" report missing.trace 2>e8
 rc=$?
 check "report: missing file exits 1" '[ $rc -eq 1 ] && grep -q "missing.trace" e8'
+check "report: the missing file named once" '[ "$(grep -o missing.trace e8 | wc -l)" -eq 1 ]'
 head -c 100 s.trace >cut.trace
 "$GPR" report cut.trace 2>e8
 rc=$?
@@ -130,6 +131,112 @@ check "report: no file is a usage error" '[ $rc -eq 2 ]'
 "$GPR" report s.trace --top 0 2>/dev/null
 rc=$?
 check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
+
+# 10. the report's wording and figures (issue 12): nouns agree with their
+# counts, pinned host memory is labelled host, the plot's peak is the
+# text's, the plot's ticks are round
+check "report: one failed call, one unmatched free, one never freed" 'grep -q "^  1 call failed " r.txt && grep -q "^  1 free of memory" r.txt && grep -q "^Never freed: 1 allocation, " r.txt'
+check "report: no count with the wrong noun" '! grep -Eq "(^|[^0-9])1 (calls|allocations|frees|records)" r.txt'
+"$LOGTOOL" --cases cases.trace
+"$GPR" report cases.trace --svg cases.svg >cases.txt 2>e10
+rc=$?
+check "report cases: exit 0" '[ $rc -eq 0 ]'
+check "report cases: singular notes" 'grep -q "^  1 record was lost " cases.txt && grep -q "^  1 free missing from the log" cases.txt'
+check "report cases: pinned host memory labelled host" 'grep -Eq "^ +4\.0 KiB +0x5000000 +host +cuMemHostAlloc " cases.txt && ! grep -q "cuMemHostAlloc.*dev 0\|dev 0 *cuMemHostAlloc" cases.txt'
+check "report cases: never freed counts host apart" 'grep -q "^Never freed: 2 allocations, 512.0 MiB of device memory, 4.0 KiB of pinned host memory$" cases.txt'
+check "report cases: the plot's peak is the text's" "$PY - cases.txt cases.svg <<'PYEOF' 2>pyerr || { cat pyerr; false; }
+import re, sys
+text = open(sys.argv[1]).read()
+svg = open(sys.argv[2]).read()
+t = re.search(r'Peak driver memory: (\S+ \S+) at (\S+) s', text).groups()
+p = re.search(r'>peak (\S+ \S+) at (\S+) s<', svg).groups()
+assert t == p == ('1.0 GiB', '1.500'), (t, p)
+PYEOF"
+check "report cases: round ticks on both axes" "$PY - cases.svg p.svg <<'PYEOF' 2>pyerr || { cat pyerr; false; }
+import re, sys
+from decimal import Decimal
+UNIT = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
+for path in sys.argv[1:]:
+    svg = open(path).read()
+    # time: 0, s, 2s, ... with s = 1, 2 or 5 x 10^k
+    ts = [Decimal(x) for x in re.findall(r'middle\">([0-9.]+) s<', svg)]
+    step = ts[1] - ts[0]
+    assert ts[0] == 0 and len(ts) >= 3, ts
+    assert all(b - a == step for a, b in zip(ts, ts[1:])), ts
+    mant = step.scaleb(-step.adjusted()).normalize()
+    assert mant in (1, 2, 5), (path, ts)
+    # bytes: 0, s, 2s, ... with s a power of two
+    ys = [float(v) * UNIT[u] for v, u in
+          re.findall(r'end\">([0-9.]+) (B|KiB|MiB|GiB)<', svg)]
+    ystep = ys[1] - ys[0]
+    assert ys[0] == 0 and ystep > 0 and int(ystep) & (int(ystep) - 1) == 0, ys
+    assert all(abs(y - i * ystep) < 1e-6 * ystep for i, y in enumerate(ys)), ys
+PYEOF"
+check "report cases: no bidi override reaches the terminal" "$PY -c '
+import sys
+t = open(\"cases.txt\", \"rb\").read().decode(\"utf-8\")
+assert \"\\u202e\" not in t and \" lib?os.evil \" in t, t
+' 2>pyerr || { cat pyerr; false; }"
+"$GPR" report cases.trace --json >cases.json
+check "report cases: JSON escapes the override, keeps the name" "$PY - cases.json <<'PYEOF' 2>pyerr || { cat pyerr; false; }
+import json, sys
+raw = open(sys.argv[1], 'rb').read()
+assert b'\xe2\x80\xae' not in raw and b'lib\\u202eos.evil' in raw, raw
+libs = [l['library'] for l in json.loads(raw)['libraries']]
+assert 'lib\u202eos.evil' in libs, libs
+PYEOF"
+
+# 11. outputs are all opened before anything is rendered: one that cannot
+# be written fails the command first, nothing printed, nothing created
+"$GPR" report s.trace --chrome ok.json --svg /nonexistent/dir/p.svg >o11 2>e11
+rc=$?
+check "report: unwritable --svg exits 1, prints nothing" '[ $rc -eq 1 ] && [ ! -s o11 ] && grep -q "cannot write /nonexistent/dir/p.svg" e11'
+check "report: unwritable --svg: the other export not created" '[ ! -e ok.json ] && [ -z "$(ls -A . | grep "^\.ok\.json")" ]'
+"$GPR" report missing.trace --svg m.svg >o11 2>e11
+check "report: missing log, no export created" '[ ! -e m.svg ] && [ ! -s o11 ]'
+
+# 12. exports are created like the log (issue 16 item 4)
+cp s.trace keep.trace
+sum() { cksum <"$1"; }
+before=$(sum keep.trace)
+"$GPR" report keep.trace --svg keep.trace >/dev/null 2>e12; rc=$?
+check "export: never the log itself" '[ $rc -eq 1 ] && [ "$(sum keep.trace)" = "$before" ] && grep -q "keep.trace is the file being read" e12'
+"$GPR" report keep.trace --force --chrome keep.trace >/dev/null 2>e12; rc=$?
+check "export: never the log itself, --force or not" '[ $rc -eq 1 ] && [ "$(sum keep.trace)" = "$before" ]'
+ln keep.trace hard.svg
+"$GPR" report keep.trace --svg hard.svg >/dev/null 2>e12; rc=$?
+check "export: not a hard link of the log (same inode)" '[ $rc -eq 1 ] && [ "$(sum keep.trace)" = "$before" ]'
+echo precious >notes.txt
+"$GPR" report s.trace --svg notes.txt >o12 2>e12; rc=$?
+check "export: another file is not replaced" '[ $rc -eq 1 ] && [ "$(cat notes.txt)" = precious ] && [ ! -s o12 ] && grep -q "notes.txt exists and is not an export of gpureclaim (--force replaces it)" e12'
+"$GPR" report s.trace --svg notes.txt --force >/dev/null 2>e12; rc=$?
+check "export: --force replaces it" '[ $rc -eq 0 ] && head -2 notes.txt | grep -q "gpureclaim report"'
+"$GPR" report s.trace --svg notes.txt --chrome tl.json >/dev/null 2>e12; rc=$?
+"$GPR" report s.trace --svg notes.txt --chrome tl.json >/dev/null 2>e12; rc2=$?
+check "export: an earlier export is replaced without --force" '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ ! -s e12 ]'
+: >empty.svg
+"$GPR" report s.trace --svg empty.svg >/dev/null 2>e12; rc=$?
+check "export: an empty file is replaced" '[ $rc -eq 0 ] && [ -s empty.svg ]'
+echo precious >target.txt
+ln -s target.txt link.svg
+"$GPR" report s.trace --svg link.svg >/dev/null 2>e12; rc=$?
+check "export: a symbolic link is refused" '[ $rc -eq 1 ] && [ -L link.svg ] && [ "$(cat target.txt)" = precious ] && grep -q "symbolic link, not followed" e12'
+"$GPR" report s.trace --svg link.svg --force >/dev/null 2>e12; rc=$?
+check "export: --force replaces the link, never its target" '[ $rc -eq 0 ] && [ ! -L link.svg ] && [ -f link.svg ] && [ "$(cat target.txt)" = precious ]'
+mkfifo fifo.svg
+timeout 10 "$GPR" report s.trace --svg fifo.svg --force >/dev/null 2>e12; rc=$?
+check "export: a FIFO is refused, without hanging" '[ $rc -eq 1 ] && [ -p fifo.svg ] && grep -q "fifo.svg is not a regular file" e12'
+mkdir dir.svg
+"$GPR" report s.trace --svg dir.svg --force >/dev/null 2>e12; rc=$?
+check "export: a directory is refused" '[ $rc -eq 1 ] && grep -q "dir.svg is a directory" e12'
+"$GPR" report s.trace --svg same.out --chrome ./same.out >/dev/null 2>e12; rc=$?
+check "export: --svg and --chrome naming one file is bad usage" '[ $rc -eq 2 ] && [ ! -e same.out ]'
+for m in 022:600 077:600 277:400; do
+	rm -f mode.svg
+	(umask "${m%%:*}" && "$GPR" report s.trace --svg mode.svg >/dev/null 2>&1)
+	check "export: umask ${m%%:*} gives mode ${m##*:}" "[ \"\$(stat -c %a mode.svg)\" = ${m##*:} ]"
+done
+check "export: no temporary file left behind" '[ -z "$(ls -A . | grep "^\.")" ]'
 
 # 9. the churn through the fake CUPTI: every call recorded; with
 # GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or

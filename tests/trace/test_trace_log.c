@@ -6,7 +6,8 @@
  * and the report's renderings of hostile strings.
  *
  * `test_trace_log --sample FILE` writes the synthetic log to FILE for the
- * CLI test, `--hostile FILE` the log of hostile library and site names.
+ * CLI test, `--hostile FILE` the log of hostile library and site names,
+ * `--cases FILE` the log of the report's edge cases.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -286,14 +287,16 @@ static int parse_full(const unsigned char *b, size_t len, char *err, size_t el,
 	} else if (rc == 0) {
 		/* whatever parses must also aggregate and export */
 		struct gpr_trace_stats s;
-		if (gpr_trace_stats_compute(&t, &s) == 0)
-			gpr_trace_stats_free(&s);
+		int stats = gpr_trace_stats_compute(&t, &s) == 0;
 		FILE *f = fopen("/dev/null", "w");
 		if (f) {
 			gpr_trace_export_chrome(&t, f);
-			gpr_trace_export_svg(&t, f);
+			if (stats)
+				gpr_trace_export_svg(&t, &s, f);
 			fclose(f);
 		}
+		if (stats)
+			gpr_trace_stats_free(&s);
 		gpr_trace_free(&t);
 	}
 	return rc;
@@ -433,7 +436,10 @@ static void test_exports(void)
 	}
 	path_in_tmp(out, sizeof(out), "exp.svg");
 	f = fopen(out, "w");
-	CHECK(f && gpr_trace_export_svg(&t, f) == 0);
+	struct gpr_trace_stats s;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	CHECK(f && gpr_trace_export_svg(&t, &s, f) == 0);
+	gpr_trace_stats_free(&s);
 	if (f)
 		fclose(f);
 	j = slurp(out, &len);
@@ -674,7 +680,10 @@ static int svg_points_in_plot(const struct gpr_trace *t)
 	char out[256];
 	path_in_tmp(out, sizeof(out), "held.svg");
 	FILE *f = fopen(out, "w");
-	CHECK(f && gpr_trace_export_svg(t, f) == 0);
+	struct gpr_trace_stats s;
+	CHECK(gpr_trace_stats_compute(t, &s) == 0);
+	CHECK(f && gpr_trace_export_svg(t, &s, f) == 0);
+	gpr_trace_stats_free(&s);
 	if (f)
 		fclose(f);
 	size_t len = 0;
@@ -763,6 +772,26 @@ static void test_free_of_dropped_alloc(void)
 }
 
 /*
+ * A closed log of pid `pid`: strs (string ids from GPR_TRACE_N_OPS on),
+ * then v, ending `end` ns after the start, `dropped` records lost.
+ */
+static int write_named(const char *path, uint32_t pid, const char *const *strs,
+		       uint32_t n_strs, const struct gpr_trace_rec *v, size_t n,
+		       uint64_t end, uint32_t dropped)
+{
+	struct gpr_inj_tw w;
+	unlink(path);
+	int rc = gpr_inj_tw_open(&w, path, pid, 1700000000000000000ull, START);
+	if (rc < 0)
+		return rc;
+	rc = gpr_inj_tw_strings(&w, strs, n_strs);
+	if (rc == 0)
+		rc = gpr_inj_tw_records(&w, v, n);
+	int rc2 = gpr_inj_tw_close(&w, START + end, dropped);
+	return rc ? rc : rc2;
+}
+
+/*
  * Library and site names as a hostile log may hold them: C1 controls
  * encoded in UTF-8 (U+009B is CSI, U+0085 NEL), a raw 0x9b (CSI to an 8-bit
  * terminal), ESC and DEL, overlong forms, next to text that must survive
@@ -787,16 +816,36 @@ static int write_hostile(const char *path)
 	v[1].site = H_EVIL;
 	v[2] = rec(3000, 100, 0, H_CAFE, 0x7f0000200000, 1 << 18);
 	v[2].site = H_LONG;
-	struct gpr_inj_tw w;
-	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, 4243, 1700000000000000000ull, START);
-	if (rc < 0)
-		return rc;
-	rc = gpr_inj_tw_strings(&w, hostile_strs, 4);
-	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, 3);
-	int rc2 = gpr_inj_tw_close(&w, START + 10000, 0);
-	return rc ? rc : rc2;
+	return write_named(path, 4243, hostile_strs, 4, v, 3, 10000, 0);
+}
+
+/*
+ * One of each case the report words or places with care, for the CLI
+ * test: the first call 1.5 s after tracing began (every time shown counts
+ * from the start of tracing), a free missing from the log (an address
+ * allocated again), a failed call, a free of memory never seen allocated,
+ * a pinned host allocation and a device allocation never freed, one
+ * record lost, and a library whose name holds U+202E (RIGHT-TO-LEFT
+ * OVERRIDE), which a terminal must not receive.
+ */
+enum { C_LIB = GPR_TRACE_N_OPS, C_BIDI };
+static const char *const case_strs[] = {"libcase.so", "lib\xe2\x80\xaeos.evil"};
+
+static int write_cases(const char *path)
+{
+	const uint64_t t0 = 1500000000; /* 1.5 s */
+	struct gpr_trace_rec v[5];
+	v[0] = rec(t0, 1000, GPR_OP_MEM_ALLOC, C_LIB, 0x7f0000000000, GiB);
+	v[1] = rec(t0 + 10000000, 1000, GPR_OP_MEM_ALLOC, C_BIDI,
+		   0x7f0000000000, GiB / 2);
+	v[2] = rec(t0 + 20000000, 100, GPR_OP_MEM_ALLOC, C_LIB, 0, 1ull << 40);
+	v[2].result = 2;
+	v[3] = rec(t0 + 21000000, 100, GPR_OP_MEM_FREE, C_LIB, 0x1234000, 0);
+	v[4] = rec(t0 + 22000000, 100, GPR_OP_MEM_HOST_ALLOC, C_LIB, 0x5000000,
+		   4096);
+	for (size_t i = 0; i < 5; i++)
+		v[i].site = GPR_TRACE_NO_STRING; /* rec() names the sample's */
+	return write_named(path, 4244, case_strs, 2, v, 5, 2000000000ull, 1);
 }
 
 /* Valid UTF-8, no control (C0, DEL, C1) but newlines: safe to print. */
@@ -841,7 +890,7 @@ static void test_hostile_strings(void)
 	/* library column (28), never-freed owner, call site */
 	CHECK(strstr(x, "  evil?31m?2J?[0m? caf\xc3\xa9       ") != NULL);
 	CHECK(strstr(x, "by evil?31m?2J?[0m? caf\xc3\xa9\n") != NULL);
-	CHECK(strstr(x, "calls  site??????\xf0\x9f\x98\x80\n") != NULL);
+	CHECK(strstr(x, "1 call  site??????\xf0\x9f\x98\x80\n") != NULL);
 	/* cut and padded by characters, never inside a sequence */
 	CHECK(strstr(x, "  aaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\xc3\xa9 ") !=
 	      NULL);
@@ -874,7 +923,7 @@ static void test_hostile_strings(void)
 	free(data);
 	data = NULL;
 	f = open_memstream(&data, &len);
-	CHECK(f && gpr_trace_export_svg(&t, f) == 0);
+	CHECK(f && gpr_trace_export_svg(&t, &s, f) == 0);
 	if (f)
 		fclose(f);
 	CHECK(data && memchr(data, 0x9b, len) == NULL && printable(data));
@@ -890,6 +939,8 @@ int main(int argc, char **argv)
 		return write_sample(argv[2]) == 0 ? 0 : 1;
 	if (argc == 3 && strcmp(argv[1], "--hostile") == 0)
 		return write_hostile(argv[2]) == 0 ? 0 : 1;
+	if (argc == 3 && strcmp(argv[1], "--cases") == 0)
+		return write_cases(argv[2]) == 0 ? 0 : 1;
 	if (!mkdtemp(tmpdir)) {
 		perror("mkdtemp");
 		return 1;

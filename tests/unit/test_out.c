@@ -136,6 +136,14 @@ static void t_json_strings(void **state)
 	gpr__json_kv_str(&j, "k\x9b\xc2\x9b", "");
 	gpr__json_object_end(&j);
 	expect(&b, "{\"k\\ufffd\\u009b\":\"\"}");
+	/* bidi embeddings, overrides, isolates and marks escaped (the value
+	 * parses back the same); Hebrew and Arabic letters kept */
+	gpr__json_init(&j, &b);
+	gpr__json_str(&j, "a\xe2\x80\xaa\xe2\x80\xae\xe2\x81\xa6\xe2\x81\xa9"
+			  "\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c\xd7\x90\xd8\xa7"
+			  "\xe2\x80\xaf");
+	expect(&b, "\"a\\u202a\\u202e\\u2066\\u2069\\u200e\\u200f\\u061c"
+		   "\xd7\x90\xd8\xa7\xe2\x80\xaf\"");
 	gpr__buf_free(&b);
 }
 
@@ -186,6 +194,18 @@ static void t_text(void **state)
 					      "-caf\xc3\xa9");
 	assert_int_equal(gpr__text_len(s), 17);
 	gpr__buf_reset(&b);
+	/* the bidi formatting characters (U+202A-202E, U+2066-2069, LRM, RLM,
+	 * ALM) each '?', their neighbours (U+2029, U+206A, U+200D) and
+	 * right-to-left letters kept */
+	gpr__text_put(&b,
+		      "x\xe2\x80\xa9\xe2\x80\xaa\xe2\x80\xae\xe2\x80\xaf"
+		      "\xe2\x81\xa5\xe2\x81\xa6\xe2\x81\xa9\xe2\x81\xaa"
+		      "\xe2\x80\x8d\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c\xd7\x90",
+		      0, 0);
+	assert_string_equal(gpr__buf_str(&b),
+			    "x\xe2\x80\xa9??\xe2\x80\xaf\xe2\x81\xa5??"
+			    "\xe2\x81\xaa\xe2\x80\x8d???\xd7\x90");
+	gpr__buf_reset(&b);
 	/* cut at a width, never inside a character; padded with spaces */
 	gpr__text_put(&b, "caf\xc3\xa9s", 4, 1);
 	gpr__buf_puts(&b, "|");
@@ -231,6 +251,14 @@ static void t_fmt_bytes(void **state)
 	/* a short buffer is cut, never overrun */
 	assert_string_equal(gpr__fmt_bytes(80ull << 30, out, 4), "80.");
 	assert_string_equal(gpr__fmt_sbytes(-5, out, 1), "");
+	/* a count agrees with its noun */
+	assert_string_equal(gpr__fmt_count(1, "call", "calls", out, sizeof out),
+			    "1 call");
+	assert_string_equal(gpr__fmt_count(0, "call", "calls", out, sizeof out),
+			    "0 calls");
+	assert_string_equal(
+	    gpr__fmt_count(3, "process", "processes", out, sizeof out),
+	    "3 processes");
 }
 
 int main(int argc, char **argv)

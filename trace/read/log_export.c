@@ -35,11 +35,6 @@ static void us(struct gpr__json *j, const char *key, uint64_t ns_since_start)
 	gpr__json_ufixed(j, ns_since_start, 3);
 }
 
-static uint64_t since(const struct gpr_trace *t, uint64_t ns)
-{
-	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
-}
-
 /* A number as the string "0x..." (JSON has no hexadecimal). */
 static void hex(struct gpr__json *j, const char *key, uint64_t v)
 {
@@ -93,7 +88,7 @@ static void implied_free(struct chrome *c, const struct gpr_trace_step *s)
 	gpr__json_kv_str(j, "name", "free not in the log");
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
-	us(j, "ts", since(t, gpr_trace_key(t, r)));
+	us(j, "ts", gpr_trace_since_start(t, gpr_trace_key(t, r)));
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "bytes", d < 0 ? -(uint64_t)d : 0);
@@ -119,7 +114,7 @@ static void slice(struct chrome *c, const struct gpr_trace_rec *r)
 	gpr__json_kv_str(j, "name", gpr_trace_str(t, r->op, "?"));
 	gpr__json_kv_u64(j, "pid", t->hdr.pid);
 	gpr__json_kv_u64(j, "tid", r->tid);
-	us(j, "ts", since(t, r->t_ns));
+	us(j, "ts", gpr_trace_since_start(t, r->t_ns));
 	us(j, "dur", r->dur_ns);
 	gpr__json_key(j, "args");
 	gpr__json_object(j);
@@ -159,7 +154,7 @@ static int held_counters(struct chrome *c, const struct gpr_trace_step *s)
 	}
 	c->v[i] = gpr_trace_sadd(c->v[i], s->dev_delta);
 	c->total = gpr_trace_sadd(c->total, s->dev_delta);
-	uint64_t ts = since(c->t, gpr_trace_key(c->t, s->r));
+	uint64_t ts = gpr_trace_since_start(c->t, gpr_trace_key(c->t, s->r));
 	char name[300];
 	snprintf(name, sizeof(name), "device bytes: %s",
 		 gpr_trace_str(c->t, s->owner, "[unknown]"));
@@ -232,14 +227,14 @@ int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f)
 
 struct plot {
 	const struct gpr_trace *t;
-	uint64_t t0, t1;
+	uint64_t span; /* ns since tracing began at the right end of the axis */
 	/* series 0 = total, 1..k = libraries, k+1 = other */
 	uint32_t lib[MAX_SERIES + 1];
 	int n_series;
 	int64_t cur[MAX_SERIES + 1];
 	uint64_t *col; /* [series][PW] max held in each pixel column */
 	int last_col;
-	uint64_t ymax;
+	double ymax; /* bytes at the top of the axis */
 };
 
 static int series_of(const struct plot *p, uint32_t owner)
@@ -265,10 +260,8 @@ static int plot_step(void *ctx, const struct gpr_trace_step *st)
 	struct plot *p = ctx;
 	if (st->dev_delta == 0)
 		return 0;
-	uint64_t k = gpr_trace_key(p->t, st->r);
-	uint64_t span = p->t1 > p->t0 ? p->t1 - p->t0 : 1;
-	uint64_t off = k > p->t0 ? k - p->t0 : 0;
-	int col = (int)((unsigned __int128)off * (PW - 1) / span);
+	uint64_t off = gpr_trace_since_start(p->t, gpr_trace_key(p->t, st->r));
+	int col = (int)((unsigned __int128)off * (PW - 1) / p->span);
 	if (col >= PW)
 		col = PW - 1;
 	fill_to(p, col);
@@ -306,67 +299,62 @@ static void xml_text(FILE *f, const char *s, size_t max)
 
 static double ypix(const struct plot *p, uint64_t v)
 {
-	return PT + PH - (double)PH * (double)v / (double)p->ymax;
+	return PT + PH - (double)PH * (double)v / p->ymax;
+}
+
+/*
+ * The time between ticks: 1, 2 or 5 x 10^k seconds, the smallest that
+ * puts at most `max` steps in `span` seconds (> 0), so every label is a
+ * round number ("0.005 s", "0.5 s", "20 s").
+ */
+static double nice_seconds(double span, int max)
+{
+	double raw = span / max;
+	double p = 1e-9; /* the power of ten at or below raw, from 1 ns */
+	while (p * 10 <= raw)
+		p *= 10;
+	static const double m[] = {1, 2, 5};
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (m[i] * p >= raw * (1 - 1e-9))
+			return m[i] * p;
+	return 10 * p;
+}
+
+/*
+ * The bytes between ticks: a power of two (512 MiB, 1 GiB, 16 GiB), the
+ * smallest that puts at most `max` steps below `top`; *ticks is how many.
+ */
+static uint64_t nice_bytes(uint64_t top, int max, uint64_t *ticks)
+{
+	uint64_t step = 1;
+	for (int k = 0; k < 64; k++) {
+		step = 1ull << k;
+		*ticks = top / step + (top % step != 0);
+		if (*ticks <= (uint64_t)max)
+			break;
+	}
+	if (*ticks == 0)
+		*ticks = 1;
+	return step;
 }
 
 static const char *const colors[] = {"#222222", "#1f77b4", "#ff7f0e",
 				     "#2ca02c", "#d62728", "#9467bd",
 				     "#8c564b", "#7f7f7f"};
 
-int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f)
+static void svg_axes(FILE *f, const struct plot *p, uint64_t ystep,
+		     uint64_t yticks, double tstep, uint64_t tticks)
 {
-	struct gpr_trace_stats s;
-	int rc = gpr_trace_stats_compute(t, &s);
-	if (rc < 0)
-		return rc;
-	struct plot p = {.t = t, .t0 = s.t0, .t1 = s.t1, .last_col = -1};
-	p.n_series = 1;
-	/* the libraries with the highest peaks */
-	for (size_t i = 0; i < s.n_libs && p.n_series < MAX_SERIES; i++) {
-		size_t best = s.n_libs;
-		for (size_t j = 0; j < s.n_libs; j++) {
-			int taken = 0;
-			for (int k = 1; k < p.n_series; k++)
-				taken |= p.lib[k] == s.libs[j].lib;
-			if (!taken && s.libs[j].peak > 0 &&
-			    (best == s.n_libs ||
-			     s.libs[j].peak > s.libs[best].peak))
-				best = j;
-		}
-		if (best == s.n_libs)
-			break;
-		p.lib[p.n_series++] = s.libs[best].lib;
-	}
-	p.ymax = s.peak ? s.peak : 1;
-	p.col = calloc((size_t)(p.n_series + 1) * PW, sizeof(*p.col));
-	if (!p.col) {
-		gpr_trace_stats_free(&s);
-		return GPR_E_NOMEM;
-	}
-	rc = gpr_trace_replay(t, plot_step, &p, NULL, NULL);
-	fill_to(&p, PW - 1);
-	int other = 0;
-	for (int c = 0; c < PW; c++)
-		other |= p.col[p.n_series * PW + c] != 0;
 	char buf[64];
-	fprintf(
-	    f,
-	    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-	    "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
-	    "font-size=\"12\">\n"
-	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-	    "<text x=\"%d\" y=\"24\" font-size=\"15\">Driver memory held "
-	    "by pid %u, by allocating library</text>\n",
-	    W, H, W, H, PL, t->hdr.pid);
-	/* axes and grid */
 	fprintf(f,
 		"<g stroke=\"#999\" fill=\"none\"><rect x=\"%d\" y=\"%d\" "
 		"width=\"%d\" height=\"%d\"/></g>\n",
 		PL, PT, PW, PH);
-	for (int i = 0; i <= 4; i++) {
-		uint64_t v = p.ymax / 4 * (uint64_t)i;
-		double y = ypix(&p, v);
+	for (uint64_t i = 0; i <= yticks; i++) {
+		uint64_t v;
+		if (__builtin_mul_overflow(i, ystep, &v))
+			v = UINT64_MAX;
+		double y = ypix(p, v);
 		gpr__fmt_bytes(v, buf, sizeof(buf));
 		fprintf(f,
 			"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
@@ -374,18 +362,79 @@ int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f)
 			"text-anchor=\"end\">%s</text>\n",
 			PL, y, PL + PW, y, PL - 6, y + 4, buf);
 	}
-	double span_s = (double)(p.t1 > p.t0 ? p.t1 - p.t0 : 0) / 1e9;
-	for (int i = 0; i <= 4; i++) {
-		double x = PL + (double)PW * i / 4;
+	/* as many decimals as the step has: 0.005 -> 3, 0.5 -> 1, 20 -> 0 */
+	int decimals = 0;
+	for (double q = tstep; q < 1 - 1e-9 && decimals < 9; q *= 10)
+		decimals++;
+	for (uint64_t i = 0; i <= tticks; i++) {
+		double x = PL + (double)PW * (double)i / (double)tticks;
 		fprintf(f,
 			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">"
-			"%.3f s</text>\n",
-			x, PT + PH + 18, span_s * i / 4);
+			"%.*f s</text>\n",
+			x, PT + PH + 18, decimals, tstep * (double)i);
 	}
 	fprintf(f,
 		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since "
-		"the first traced call</text>\n",
+		"tracing began</text>\n",
 		PL + PW / 2, PT + PH + 36);
+}
+
+int gpr_trace_export_svg(const struct gpr_trace *t,
+			 const struct gpr_trace_stats *s, FILE *f)
+{
+	struct plot p = {.t = t, .last_col = -1};
+	p.n_series = 1;
+	/* the libraries with the highest peaks */
+	for (size_t i = 0; i < s->n_libs && p.n_series < MAX_SERIES; i++) {
+		size_t best = s->n_libs;
+		for (size_t j = 0; j < s->n_libs; j++) {
+			int taken = 0;
+			for (int k = 1; k < p.n_series; k++)
+				taken |= p.lib[k] == s->libs[j].lib;
+			if (!taken && s->libs[j].peak > 0 &&
+			    (best == s->n_libs ||
+			     s->libs[j].peak > s->libs[best].peak))
+				best = j;
+		}
+		if (best == s->n_libs)
+			break;
+		p.lib[p.n_series++] = s->libs[best].lib;
+	}
+	/* the axes end on a tick: round steps, the whole run shown */
+	uint64_t yticks, tticks;
+	uint64_t ystep = nice_bytes(s->peak ? s->peak : 1024, 5, &yticks);
+	p.ymax = (double)ystep * (double)yticks;
+	uint64_t end = gpr_trace_since_start(t, s->t1);
+	double span_s = (double)(end ? end : 1) / 1e9;
+	double tstep = nice_seconds(span_s, 6);
+	double steps = span_s / tstep - 1e-9;
+	tticks = (uint64_t)steps + (steps > (double)(uint64_t)steps);
+	if (tticks == 0)
+		tticks = 1;
+	double span_ns = tstep * (double)tticks * 1e9;
+	p.span =
+	    span_ns >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)span_ns;
+	if (p.span == 0)
+		p.span = 1;
+	p.col = calloc((size_t)(p.n_series + 1) * PW, sizeof(*p.col));
+	if (!p.col)
+		return GPR_E_NOMEM;
+	int rc = gpr_trace_replay(t, plot_step, &p, NULL, NULL);
+	fill_to(&p, PW - 1);
+	int other = 0;
+	for (int c = 0; c < PW; c++)
+		other |= p.col[p.n_series * PW + c] != 0;
+	char buf[64];
+	fprintf(f,
+		GPR_TRACE_SVG_SIGNATURE
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+		"height=\"%d\" viewBox=\"0 0 %d %d\" "
+		"font-family=\"sans-serif\" font-size=\"12\">\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+		"<text x=\"%d\" y=\"24\" font-size=\"15\">Driver memory held "
+		"by pid %u, by allocating library</text>\n",
+		W, H, W, H, PL, t->hdr.pid);
+	svg_axes(f, &p, ystep, yticks, tstep, tticks);
 	/* series */
 	for (int sidx = 0; sidx <= p.n_series; sidx++) {
 		if (sidx == p.n_series && !other)
@@ -413,12 +462,12 @@ int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f)
 				 36);
 		fputs("</text>\n", f);
 	}
-	gpr__fmt_bytes(s.peak, buf, sizeof(buf));
+	/* the peak as the text report gives it: same figure, same origin */
+	gpr__fmt_bytes(s->peak, buf, sizeof(buf));
 	fprintf(f, "<text x=\"%d\" y=\"%d\">peak %s at %.3f s</text>\n</svg>\n",
 		PL + PW + 14, PT + 10 + 18 * (MAX_SERIES + 2), buf,
-		(double)(s.peak_t > p.t0 ? s.peak_t - p.t0 : 0) / 1e9);
+		(double)gpr_trace_since_start(t, s->peak_t) / 1e9);
 	free(p.col);
-	gpr_trace_stats_free(&s);
 	if (rc == 0 && (fflush(f) != 0 || ferror(f)))
 		rc = GPR_E_IO;
 	return rc;

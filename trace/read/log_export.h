@@ -8,6 +8,19 @@
 #include <stdio.h>
 
 #include "log_read.h"
+#include "log_stats.h"
+
+/*
+ * How each export begins. `gpureclaim report` replaces an existing file
+ * without --force only when it begins so (an export of ours) or is empty
+ * (docs/trace.md, "Exports").
+ */
+#define GPR_TRACE_CHROME_SIGNATURE                                             \
+	"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"gpureclaim "    \
+	"trace\""
+#define GPR_TRACE_SVG_SIGNATURE                                                \
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"                         \
+	"<!-- gpureclaim report: driver memory over time -->\n"
 
 /*
  * Writes the Chrome trace-event JSON of t to f: a slice per call (thread =
@@ -18,8 +31,11 @@ int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f);
 
 /*
  * Writes an SVG plot of device bytes held over time: the total and the
- * libraries with the highest peaks. 0, GPR_E_NOMEM or GPR_E_IO.
+ * libraries with the highest peaks, from s (the statistics of t, so the
+ * plot's peak is the report's). Time runs from the start of tracing, as
+ * in every report; the axes have round ticks. 0, GPR_E_NOMEM or GPR_E_IO.
  */
-int gpr_trace_export_svg(const struct gpr_trace *t, FILE *f);
+int gpr_trace_export_svg(const struct gpr_trace *t,
+			 const struct gpr_trace_stats *s, FILE *f);
 
 #endif /* GPR_TRACE_LOG_EXPORT_H */

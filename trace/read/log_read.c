@@ -263,13 +263,11 @@ int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
 	memset(t, 0, sizeof(*t));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, GPR_E_IO, "%s: %s", path,
-			    strerror(errno));
+		return fail(err, errlen, GPR_E_IO, "%s", strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, GPR_E_IO, "%s: not a regular file",
-			    path);
+		return fail(err, errlen, GPR_E_IO, "not a regular file");
 	}
 	size_t len = (size_t)st.st_size;
 	unsigned char *buf = malloc(len ? len : 1);

@@ -34,7 +34,10 @@ struct gpr_trace {
 int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 		    size_t errlen);
 
-/* Reads the file at path and parses it; as gpr_trace_parse, or GPR_E_IO. */
+/*
+ * Reads the file at path and parses it; as gpr_trace_parse, or GPR_E_IO.
+ * The reason in err never names the path: the caller does, once.
+ */
 int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
 		   size_t errlen);
 

@@ -28,9 +28,7 @@ static char *fmt_ns(uint64_t ns, char *out, size_t len)
 
 static double secs(const struct gpr_trace *t, uint64_t ns)
 {
-	return ns > t->hdr.start_mono_ns
-		   ? (double)(ns - t->hdr.start_mono_ns) / 1e9
-		   : 0.0;
+	return (double)gpr_trace_since_start(t, ns) / 1e9;
 }
 
 static const char *str(const struct gpr_trace *t, uint32_t id)
@@ -42,15 +40,16 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 			   const struct gpr_trace *t,
 			   const struct gpr_trace_stats *s, int top, int brief)
 {
-	char x[32], y[32], z[32], w[32];
+	char x[32], y[32], z[32], w[32], n[64];
 	gpr__buf_puts(b, "Trace ");
 	gpr__text_put(b, path, 0, 1);
-	gpr__buf_printf(b, ": pid %u, %" PRIu64 " calls over %.3f s%s\n",
-			t->hdr.pid, s->records,
-			s->t1 > s->t0 ? (double)(s->t1 - s->t0) / 1e9 : 0.0,
-			t->complete ? ""
-				    : " (log not closed: the program was "
-				      "killed or is still running)");
+	gpr__buf_printf(
+	    b, ": pid %u, %s over %.3f s%s\n", t->hdr.pid,
+	    gpr__fmt_count(s->records, "call", "calls", n, sizeof(n)),
+	    s->t1 > s->t0 ? (double)(s->t1 - s->t0) / 1e9 : 0.0,
+	    t->complete ? ""
+			: " (log not closed: the program was "
+			  "killed or is still running)");
 	gpr__buf_printf(b,
 			"Peak driver memory: %s at %.3f s; held at the end: "
 			"%s\n",
@@ -127,28 +126,45 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 	}
 
 	if (!brief) {
-		gpr__buf_printf(b,
-				"\nNever freed: %zu allocations, %s of device "
-				"memory\n",
-				s->n_live,
+		uint64_t host = 0;
+		for (size_t i = 0; i < s->n_live; i++)
+			if (s->live[i].host)
+				host += s->live[i].bytes;
+		gpr__buf_printf(b, "\nNever freed: %s, %s of device memory",
+				gpr__fmt_count(s->n_live, "allocation",
+					       "allocations", n, sizeof(n)),
 				gpr__fmt_bytes(s->live_bytes, x, sizeof(x)));
+		if (host)
+			gpr__buf_printf(b, ", %s of pinned host memory",
+					gpr__fmt_bytes(host, y, sizeof(y)));
+		gpr__buf_puts(b, "\n");
 		for (size_t i = 0; i < s->n_live && (int)i < top; i++) {
 			const struct gpr_trace_live *l = &s->live[i];
-			gpr__buf_printf(
-			    b, "  %11s  %s0x%-14" PRIx64 " dev %-3d ",
-			    gpr__fmt_bytes(l->bytes, x, sizeof(x)),
-			    l->vmm ? "handle " : "", l->addr, l->device);
+			/* where the memory is: a device, or pinned host */
+			char where[16];
+			if (l->host)
+				snprintf(where, sizeof(where), "host");
+			else
+				snprintf(where, sizeof(where), "dev %d",
+					 l->device);
+			gpr__buf_printf(b, "  %11s  %s0x%-14" PRIx64 " %-7s ",
+					gpr__fmt_bytes(l->bytes, x, sizeof(x)),
+					l->vmm ? "handle " : "", l->addr,
+					where);
 			gpr__text_put(b, str(t, l->op), 20, 1);
 			gpr__buf_printf(b, " at %8.3fs by ", secs(t, l->t_ns));
 			gpr__text_put(b, str(t, l->owner), 0, 1);
 			gpr__buf_puts(b, "\n");
 		}
 		gpr__buf_puts(b, "\nTop call sites (by bytes allocated):\n");
+		if (s->n_sites == 0)
+			gpr__buf_puts(b, "  none in the log\n");
 		for (size_t i = 0; i < s->n_sites && (int)i < top; i++) {
 			const struct gpr_trace_sitestat *c = &s->sites[i];
-			gpr__buf_printf(b, "  %11s %8" PRIu64 " calls  ",
+			gpr__buf_printf(b, "  %11s %14s  ",
 					gpr__fmt_bytes(c->bytes, x, sizeof(x)),
-					c->calls);
+					gpr__fmt_count(c->calls, "call",
+						       "calls", n, sizeof(n)));
 			gpr__text_put(b, str(t, c->site), 0, 1);
 			gpr__buf_puts(b, "\n");
 		}
@@ -156,26 +172,29 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
 		gpr__buf_puts(b, "\nNotes:\n");
 		if (s->errors)
-			gpr__buf_printf(b,
-					"  %" PRIu64 " calls failed (counted "
-					"in errors, no memory moved)\n",
-					s->errors);
+			gpr__buf_printf(
+			    b, "  %s (counted in errors, no memory moved)\n",
+			    gpr__fmt_count(s->errors, "call failed",
+					   "calls failed", n, sizeof(n)));
 		if (s->unmatched_frees)
-			gpr__buf_printf(b,
-					"  %" PRIu64 " frees of memory "
-					"allocated before tracing began\n",
-					s->unmatched_frees);
+			gpr__buf_printf(
+			    b,
+			    "  %s of memory allocated before tracing "
+			    "began\n",
+			    gpr__fmt_count(s->unmatched_frees, "free", "frees",
+					   n, sizeof(n)));
 		if (s->dropped)
-			gpr__buf_printf(b,
-					"  %" PRIu64 " records were lost "
-					"(buffers full)\n",
-					s->dropped);
+			gpr__buf_printf(
+			    b, "  %s (buffers full)\n",
+			    gpr__fmt_count(s->dropped, "record was lost",
+					   "records were lost", n, sizeof(n)));
 		if (s->implied_frees)
-			gpr__buf_printf(b,
-					"  %" PRIu64 " frees missing from the "
-					"log, inferred where the address or "
-					"handle was allocated again\n",
-					s->implied_frees);
+			gpr__buf_printf(
+			    b,
+			    "  %s from the log, inferred where the address "
+			    "or handle was allocated again\n",
+			    gpr__fmt_count(s->implied_frees, "free missing",
+					   "frees missing", n, sizeof(n)));
 	}
 }
 
@@ -198,10 +217,7 @@ void gpr_trace_report_json(struct gpr__buf *b, const char *path,
 	gpr__json_kv_u64(&j, "implied_frees", s->implied_frees);
 	gpr__json_kv_u64(&j, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
 	gpr__json_kv_u64(&j, "peak_bytes", s->peak);
-	gpr__json_kv_u64(&j, "peak_at_ns",
-			 s->peak_t > t->hdr.start_mono_ns
-			     ? s->peak_t - t->hdr.start_mono_ns
-			     : 0);
+	gpr__json_kv_u64(&j, "peak_at_ns", gpr_trace_since_start(t, s->peak_t));
 	gpr__json_kv_u64(&j, "held_at_end_bytes", s->held_end);
 	gpr__json_kv_u64(&j, "host_peak_bytes", s->host_peak);
 

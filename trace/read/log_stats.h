@@ -117,6 +117,17 @@ static inline int64_t gpr_trace_sadd(int64_t a, int64_t b)
 	return r;
 }
 
+/*
+ * A time of the trace clock as ns since tracing began (the log's start),
+ * 0 for a time before it: the one origin of every time the reports and
+ * exports show, so the text, the JSON, the timeline and the plot agree.
+ */
+static inline uint64_t gpr_trace_since_start(const struct gpr_trace *t,
+					     uint64_t ns)
+{
+	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
+}
+
 /* The nearest-rank percentile p (0-100) of n sorted values; 0 if n == 0. */
 uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p);
 

@@ -34,3 +34,25 @@ def primary_active(dev):
 def rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def parts(e, dev=0):
+    """An explanation's parts of GPU dev: {"kind:source": bytes}, None
+    for a part whose bytes are unknown."""
+    [g] = [g for g in e.gpus if g.device == dev]
+    out = {}
+    for p in g.parts:
+        k = p.kind + ":" + p.source
+        out[k] = out.get(k, 0) + p.bytes if p.known else None
+    return out
+
+
+def check(e):
+    """The parts add up to each GPU's figure, the driver's where known."""
+    import gpureclaim
+
+    for g in e.gpus:
+        assert sum(p.bytes for p in g.parts if p.known) == g.driver, g
+        if g.source == "driver":
+            assert g.driver == gpureclaim.process_memory()[g.device], g
+    return e

@@ -1,15 +1,54 @@
-"""torch._C: the host cache and cuBLAS workspaces. A workspace is taken
-from the caching allocator, once per device, by the first matmul; its size
+"""torch._C: tensors' base type, the host cache and cuBLAS workspaces. A
+workspace is taken from the caching allocator, once per (device, cuBLAS
+handle, stream) as in Torch, where the handle is per thread; its size
 follows Torch: CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" pairs), else
-32 MiB on sm_90, else 8.125 MiB (":4096:2:16:8")."""
+32 MiB on sm_90, else 8.125 MiB (":4096:2:16:8"). Like Torch's, a
+workspace is no tensor: a block held in C++, recorded in the workspace
+maps of the stand-in libtorch_cuda.so when one is loaded (torch/__init__)."""
 import collections
 import os
 import re
+import threading
+import weakref
 
 WORKSPACE = 32 << 20  # cuBLAS workspace on Hopper
 
-_workspaces = {}
-_lt_workspaces = {}
+_workspaces = {}  # (device, handle, lt) -> _Workspace
+_wslib = None  # the stand-in libtorch_cuda.so (ctypes), or None
+_handles = threading.local()
+_next_handle = [0x5000]
+
+
+class TensorBase:
+    """torch._C.TensorBase: every tensor's C base type."""
+
+
+def _handle():
+    """The calling thread's cuBLAS handle (Torch keeps one per thread)."""
+    if not hasattr(_handles, "h"):
+        _next_handle[0] += 0x10
+        _handles.h = _next_handle[0]
+    return _handles.h
+
+
+class _Workspace:
+    """A caching-allocator block that no tensor wraps."""
+
+    def __init__(self, pool, nbytes, frames):
+        self.block = pool.malloc(nbytes, frames)
+        self._fin = weakref.finalize(self, pool.free, self.block)
+
+
+def _workspace(dev, lt, nbytes, frames):
+    from . import cuda
+
+    key = (dev, _handle(), lt)
+    if key not in _workspaces:
+        w = _Workspace(cuda._pool(dev), nbytes, frames)
+        _workspaces[key] = w
+        if _wslib is not None:
+            _wslib.fake_ws_put(lt, key[1], 0, w.block.address, dev, nbytes)
+    return _workspaces[key]
 host_empty_calls = collections.deque(maxlen=1000)
 clear_workspaces_calls = collections.deque(maxlen=1000)
 
@@ -32,8 +71,9 @@ def _host_emptyCache():
 
 def _cuda_clearCublasWorkspaces():
     clear_workspaces_calls.append(1)
+    if _wslib is not None:
+        _wslib.fake_ws_clear()
     _workspaces.clear()
-    _lt_workspaces.clear()
 
 
 def _cuda_memoryStats(device):

@@ -1,14 +1,31 @@
 """A fake torch for gpureclaim's tests: tensors of N bytes whose device
 memory comes from a caching allocator over the simulated driver (CUDA) or
-from the fake Metal driver (MPS, when FAKE_MPS=1)."""
+from the fake Metal driver (MPS, when FAKE_MPS=1).
+
+FAKE_TORCH_LAYOUT ("2.11" by default, "2.13", or "" for none) loads the
+stand-in libtorch_cuda.so of that layout ($GPR_FAKES_BUILD/libtorch_cuda-
+LAYOUT.so, soname libtorch_cuda.so) and names the version;
+FAKE_TORCH_VERSION overrides the version alone."""
+import ctypes
+import os
+import threading
 import weakref
 
 from . import _C, backends, cuda, fft, mps
 
-__version__ = "0.0-fake"
+_layout = os.environ.get("FAKE_TORCH_LAYOUT", "2.11")
+__version__ = os.environ.get("FAKE_TORCH_VERSION",
+                             f"{_layout}.0+fake" if _layout else "0.0-fake")
+if _layout and os.environ.get("GPR_FAKES_BUILD"):
+    _C._wslib = ctypes.CDLL(os.path.join(
+        os.environ["GPR_FAKES_BUILD"], f"libtorch_cuda-{_layout}.so"))
+    _C._wslib.fake_ws_put.argtypes = [
+        ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+        ctypes.c_int, ctypes.c_size_t]
+    _C._wslib.fake_ws_hold.argtypes = [ctypes.c_int]
 
 
-class Tensor:
+class Tensor(_C.TensorBase):
     def __init__(self, nbytes, device, _frames=None):
         self.nbytes = nbytes
         self.device = device
@@ -19,15 +36,28 @@ class Tensor:
                 _frames = [{"filename": "user.py", "name": "<module>",
                             "line": 1}]
             seg = cuda._pool(idx).malloc(nbytes, _frames)
+            self._block = seg
             self._fin = weakref.finalize(self, cuda._pool(idx).free, seg)
         elif device == "mps":
+            self._block = None
             block = mps._alloc(nbytes)
             self._fin = weakref.finalize(self, mps._free, block)
         else:
+            self._block = None
             self._fin = None
 
     def numel(self):
         return self.nbytes
+
+    def data_ptr(self):
+        return self._block.address if self._block is not None else 0
+
+    def backward(self):
+        """The autograd engine runs CUDA backward on its own thread, whose
+        cuBLAS handle gets a second workspace."""
+        t = threading.Thread(target=matmul, args=(self, self))
+        t.start()
+        t.join()
 
 
 def empty(nbytes, device="cpu"):
@@ -37,18 +67,27 @@ def empty(nbytes, device="cpu"):
 ones = empty
 
 
+def _frames(*names):
+    """Allocator history frames: Python ones only with FAKE_STACKS=python
+    (stacks="python"), else the C++ frames with these names too."""
+    if not cuda.memory._recording():
+        return None
+    py = [{"filename": "user.py", "name": "<module>", "line": 1}]
+    if os.environ.get("FAKE_STACKS") == "python":
+        return py
+    return [{"filename": "aten/src/ATen/cuda/CublasHandlePool.cpp",
+             "name": n, "line": 0} for n in names] + py
+
+
 def matmul(a, b):
-    """Allocates the result and, once per device, a cuBLAS workspace that
-    stays until torch._C._cuda_clearCublasWorkspaces()."""
+    """Allocates the result and, once per device and thread (cuBLAS
+    handle), a cuBLAS workspace that stays until
+    torch._C._cuda_clearCublasWorkspaces()."""
     if a.device.startswith("cuda"):
         dev = int(a.device.split(":")[1])
-        if dev not in _C._workspaces:
-            frames = None
-            if cuda.memory._recording():
-                frames = [{"filename": "aten/src/ATen/cuda/CublasHandlePool.cpp",
-                           "name": "at::cuda::getNewWorkspace()", "line": 0}]
-            _C._workspaces[dev] = Tensor(_C._workspace_size(dev), a.device,
-                                         frames)
+        _C._workspace(dev, 0, _C._workspace_size(dev), _frames(
+            "at::cuda::getNewWorkspace()",
+            "at::cuda::getCurrentCUDABlasHandle()"))
     return Tensor(a.nbytes, a.device)
 
 
@@ -58,9 +97,7 @@ def addmm(bias, a, b):
     workspace of CUBLASLT_WORKSPACE_SIZE KiB (1 MiB by default)."""
     out = matmul(a, b)
     dev = int(a.device.split(":")[1])
-    if dev not in _C._lt_workspaces:
-        import os
-
-        kib = int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024"))
-        _C._lt_workspaces[dev] = Tensor(kib * 1024, a.device)
+    kib = int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024"))
+    _C._workspace(dev, 1, min(kib * 1024, _C._workspace_size(dev)), _frames(
+        "getNewCUDABlasLtWorkspace", "at::cuda::getCUDABlasLtWorkspace()"))
     return out

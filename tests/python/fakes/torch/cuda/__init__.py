@@ -9,7 +9,7 @@ import threading
 
 import simcuda
 
-from . import memory  # noqa: F401
+from . import _alloc, memory  # noqa: F401
 from ._alloc import TorchPool
 
 _initialized = False
@@ -133,7 +133,7 @@ def memory_stats(device=None):
     }
 
 
-def memory_snapshot():
+def memory_snapshot(mempool_id=None, include_traces=True):
     calls.append(("memory_snapshot",))
     if not _initialized:
         return []
@@ -141,3 +141,66 @@ def memory_snapshot():
     for d in sorted(_pools):
         out.extend(_pools[d].snapshot())
     return out
+
+
+class _CUDAGraph:
+    """torch._C._CUDAGraph: the pybind base of CUDAGraph."""
+
+
+_next_graph_pool = [0]
+_next_handle_pool = [0]
+
+
+def graph_pool_handle():
+    """A pool id of the kind graphs share: (0, N)."""
+    _next_handle_pool[0] += 1
+    return (0, _next_handle_pool[0])
+
+
+class CUDAGraph(_CUDAGraph):
+    """A captured graph: capture_begin(pool) takes a private pool, (N, 0)
+    of its own unless one is shared; reset() or deletion gives it up."""
+
+    def __init__(self):
+        self._pool = None
+        self._captured = False
+
+    def capture_begin(self, pool=None):
+        if pool is None:
+            _next_graph_pool[0] += 1
+            pool = (_next_graph_pool[0], 0)
+        self._pool = tuple(pool)
+        _alloc.uses[self._pool] = _alloc.uses.get(self._pool, 0) + 1
+        _alloc.set_capture(self._pool)
+
+    def capture_end(self):
+        _alloc.set_capture(_alloc.DEFAULT)
+        self._captured = True
+
+    def pool(self):
+        if not self._captured:
+            raise RuntimeError("no completed capture")
+        return self._pool
+
+    def reset(self):
+        if self._pool is not None:
+            _alloc.uses[self._pool] -= 1
+            self._pool = None
+            self._captured = False
+
+    def __del__(self):
+        self.reset()
+
+
+class graph:
+    """with torch.cuda.graph(g, pool=None): ... captures into g."""
+
+    def __init__(self, cuda_graph, pool=None):
+        self.g, self.pool = cuda_graph, pool
+
+    def __enter__(self):
+        self.g.capture_begin(self.pool)
+
+    def __exit__(self, *exc):
+        self.g.capture_end()
+        return False

@@ -6,6 +6,12 @@ fitting free block of an existing segment of its pool (small: <= 1 MiB, in
 remainder stays free inside the segment. A segment goes back to the driver
 (empty_cache) only when every block in it is free, so small live tensors
 left in large freed segments pin them: inactive_split_bytes.
+
+Private pools, as Torch's CUDA graphs and MemPools have them: while a
+capture is under way (capturing(pool)) allocations come from that pool's
+own segments; empty_cache() frees a private pool's free segments only once
+no graph uses the pool (uses[pool] == 0). The snapshot gives each
+segment's segment_pool_id.
 """
 import threading
 
@@ -34,9 +40,24 @@ class Block:
         return self.seg.ptr + self.offset
 
 
+DEFAULT = (0, 0)
+uses = {}  # private pool id -> graphs (or MemPools) using it
+_capture = threading.local()
+
+
+def capturing():
+    """The private pool allocations go to now (DEFAULT outside a capture)."""
+    return getattr(_capture, "pool", DEFAULT)
+
+
+def set_capture(pool):
+    _capture.pool = pool
+
+
 class Segment:
-    def __init__(self, device, ptr, size, small):
+    def __init__(self, device, ptr, size, small, pool=DEFAULT):
         self.device, self.ptr, self.size, self.small = device, ptr, size, small
+        self.pool = pool
         self.blocks = [Block(self, 0, size)]
 
 
@@ -49,10 +70,11 @@ class TorchPool:
     def malloc(self, nbytes, frames=None):
         size = _round(nbytes, 512)
         small = size <= SMALL
+        pool = capturing()
         with self.lock:
             best = None
             for s in self.segments:
-                if s.small != small:
+                if s.small != small or s.pool != pool:
                     continue
                 for b in s.blocks:
                     if not b.allocated and b.size >= size and (
@@ -61,7 +83,7 @@ class TorchPool:
             if best is None:
                 seg_size = SEGMENT_ROUND if small else _round(size, SEGMENT_ROUND)
                 s = Segment(self.device, simcuda.alloc(self.device, seg_size),
-                            seg_size, small)
+                            seg_size, small, pool)
                 self.segments.append(s)
                 best = s.blocks[0]
             rest = best.size - size
@@ -91,7 +113,8 @@ class TorchPool:
         with self.lock:
             keep = []
             for s in self.segments:
-                if len(s.blocks) == 1 and not s.blocks[0].allocated:
+                if (len(s.blocks) == 1 and not s.blocks[0].allocated
+                        and uses.get(s.pool, 0) == 0):
                     simcuda.free(s.ptr)
                 else:
                     keep.append(s)
@@ -133,7 +156,7 @@ class TorchPool:
                     "requested_size": sum(b["requested_size"] for b in blocks),
                     "stream": 0,
                     "segment_type": "small" if s.small else "large",
-                    "segment_pool_id": (0, 0),
+                    "segment_pool_id": s.pool,
                     "is_expandable": False,
                     "frames": [],
                     "blocks": blocks,

@@ -1,0 +1,82 @@
+/*
+ * `gpureclaim ps` in parts: cli/ps_query.c reads one round (NVML through
+ * the core, who each process is from /proc), cli/ps_text.c and
+ * cli/ps_json.c render it, cli/cmd_ps.c holds the options and the loop.
+ */
+#ifndef GPR_CLI_PS_H
+#define GPR_CLI_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "cli.h"
+#include "gpureclaim.h"
+#include "out/buf.h"
+
+/* A process holding memory on a GPU, and who it is. */
+struct gpr_cli_ps_row {
+	uint32_t pid; /* as NVML reports it */
+	uint64_t bytes;
+	int bytes_known;
+	int compute, graphics;
+	enum gpr_cli_pid_state state;
+	int user_known, cmd_known;
+	char user[64];
+	char cmd[1024];
+};
+
+/* One GPU of a round. */
+struct gpr_cli_ps_gpu {
+	int index;
+	int err;	  /* 0 or the GPR_E_* of the failed query */
+	char detail[512]; /* gpr_last_error of that query */
+	struct gpr_gpu info;
+	struct gpr_cli_ps_row *rows; /* largest figure first */
+	size_t n;
+	size_t hidden; /* rows whose figure NVML withholds */
+};
+
+/* What one round read, and when. */
+struct gpr_cli_ps_round {
+	struct timespec when; /* CLOCK_REALTIME as the round began */
+	const char *host;     /* this machine's name */
+	const char *driver;   /* the NVIDIA driver's version; NULL: unknown */
+	struct gpr_cli_ps_gpu *gpus;
+	size_t n;
+};
+
+/*
+ * Reads a round: the GPUs in select[0..n_select) (every GPU when
+ * n_select is 0) in index order, each queried in a thread of its own (a
+ * GPU's first NVML query attaches it, several milliseconds each). 0 with
+ * r filled (a GPU that failed has its err set); or -1 when nothing can be
+ * listed, a message on stderr and *code the exit code.
+ */
+int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
+		     struct gpr_cli_ps_round *r, int *code);
+void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
+
+/* "<what went wrong> (<detail>)" for a failed query, as users read it. */
+void gpr_cli_ps_describe(int err, const char *detail, char *out, size_t len);
+
+/* A row's share of its GPU's memory, in percent. */
+double gpr_cli_ps_share(const struct gpr_cli_ps_gpu *g,
+			const struct gpr_cli_ps_row *r);
+
+/* How the text is laid out. */
+struct gpr_cli_ps_layout {
+	int width;    /* columns: every line is cut to it; 0: no limit */
+	int height;   /* rows: the listing fits in height - 1; 0: no limit */
+	int color;    /* SGR colours */
+	double watch; /* > 0: a header line with the time and this interval */
+};
+
+/* The text listing of r (docs/ps.md shows it). */
+void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
+		     const struct gpr_cli_ps_layout *l);
+
+/* The JSON document of r, one line (docs/ps.md, "JSON shape"). */
+void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);
+
+#endif /* GPR_CLI_PS_H */

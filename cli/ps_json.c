@@ -1,0 +1,100 @@
+/*
+ * `gpureclaim ps --json`: one document per round on one line, so that
+ * `ps --json --watch > gpu.jsonl` is a time series (docs/ps.md, "JSON
+ * shape").
+ */
+#include "ps.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "out/json.h"
+
+static const char *const state_names[] = {
+    [GPR_CLI_PID_ALIVE] = "alive",
+    [GPR_CLI_PID_EXITED] = "exited",
+    [GPR_CLI_PID_OUTSIDE] = "not_in_namespace",
+};
+
+/* When: UTC ISO 8601 with milliseconds, and seconds since the epoch. */
+static void when(struct gpr__json *j, const struct timespec *ts)
+{
+	struct tm tm;
+	char iso[48];
+	gmtime_r(&ts->tv_sec, &tm);
+	size_t n = strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(iso + n, sizeof(iso) - n, ".%03ldZ", ts->tv_nsec / 1000000);
+	gpr__json_kv_str(j, "time", iso);
+	gpr__json_key(j, "unix_time");
+	gpr__json_ufixed(
+	    j, (uint64_t)ts->tv_sec * 1000 + (uint64_t)ts->tv_nsec / 1000000,
+	    3);
+}
+
+static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
+		    const struct gpr_cli_ps_row *r)
+{
+	gpr__json_object(j);
+	gpr__json_kv_u64(j, "pid", r->pid);
+	gpr__json_kv_str(j, "state", state_names[r->state]);
+	gpr__json_kv_str(j, "user", r->user_known ? r->user : NULL);
+	gpr__json_kv_str(j, "command", r->cmd_known ? r->cmd : NULL);
+	gpr__json_key(j, "bytes");
+	if (r->bytes_known)
+		gpr__json_u64(j, r->bytes);
+	else
+		gpr__json_null(j);
+	gpr__json_kv_bool(j, "bytes_known", r->bytes_known);
+	gpr__json_key(j, "share");
+	if (r->bytes_known)
+		gpr__json_double(j, gpr_cli_ps_share(g, r), 3);
+	else
+		gpr__json_null(j);
+	gpr__json_kv_bool(j, "compute", r->compute);
+	gpr__json_kv_bool(j, "graphics", r->graphics);
+	gpr__json_object_end(j);
+}
+
+void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r)
+{
+	struct gpr__json j;
+	gpr__json_init(&j, b);
+	gpr__json_object(&j);
+	when(&j, &r->when);
+	gpr__json_kv_str(&j, "host", r->host);
+	gpr__json_kv_str(&j, "driver_version", r->driver);
+	gpr__json_key(&j, "gpus");
+	gpr__json_array(&j);
+	for (size_t k = 0; k < r->n; k++) {
+		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
+		const struct gpr_gpu *i = &g->info;
+		gpr__json_object(&j);
+		gpr__json_kv_i64(&j, "index", g->index);
+		if (g->err) {
+			char msg[768];
+			gpr_cli_ps_describe(g->err, g->detail, msg,
+					    sizeof(msg));
+			gpr__json_kv_str(&j, "error", msg);
+			gpr__json_object_end(&j);
+			continue;
+		}
+		gpr__json_kv_str(&j, "name", i->name);
+		gpr__json_kv_str(&j, "uuid", i->uuid);
+		gpr__json_kv_str(&j, "pci_bus_id", i->pci_bus_id);
+		gpr__json_kv_u64(&j, "total", i->total);
+		gpr__json_kv_u64(&j, "used", i->used);
+		gpr__json_kv_u64(&j, "free", i->free);
+		gpr__json_kv_bool(&j, "mig", i->mig);
+		gpr__json_kv_str(&j, "memory_info",
+				 i->memory_info_v2 ? "v2" : "v1");
+		gpr__json_key(&j, "processes");
+		gpr__json_array(&j);
+		for (size_t p = 0; p < g->n; p++)
+			process(&j, g, &g->rows[p]);
+		gpr__json_array_end(&j);
+		gpr__json_object_end(&j);
+	}
+	gpr__json_array_end(&j);
+	gpr__json_object_end(&j);
+	gpr__buf_puts(b, "\n");
+}

@@ -1,0 +1,194 @@
+/*
+ * Files the tool writes for the user (the exports of `report`), created
+ * the way the trace log is: the path the user names is never followed
+ * when it is a symbolic link, never the file being read, and a file that
+ * is not one of our exports is not replaced without --force. The data go
+ * to a new file beside the target (mkostemp: O_EXCL, mode 0600 less the
+ * umask, the stricter of the two) that is renamed over the target only
+ * once every output of the command is complete; a command that fails
+ * leaves the old files as they were and no temporary behind.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 1 if the regular file at fd is empty or begins with signature. */
+static int begins_with(int fd, const struct stat *st, const char *signature)
+{
+	if (st->st_size == 0)
+		return 1;
+	size_t n = strlen(signature);
+	if ((size_t)st->st_size < n)
+		return 0;
+	char *head = malloc(n);
+	if (!head)
+		return 0;
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(fd, head + got, n - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	int same = got == n && memcmp(head, signature, n) == 0;
+	free(head);
+	return same;
+}
+
+/*
+ * Whether what lies at path may be replaced: NULL if so, otherwise why
+ * not (a phrase that follows the path in a message).
+ */
+static const char *refusal(const char *path, const struct stat *lst,
+			   const char *signature, int force,
+			   const struct stat *input)
+{
+	if (input && lst->st_dev == input->st_dev &&
+	    lst->st_ino == input->st_ino)
+		return "is the file being read";
+	if (S_ISLNK(lst->st_mode))
+		return force ? NULL
+			     : "is a symbolic link, not followed (--force "
+			       "replaces the link itself)";
+	if (S_ISDIR(lst->st_mode))
+		return "is a directory";
+	if (!S_ISREG(lst->st_mode))
+		return "is not a regular file";
+	if (force)
+		return NULL;
+	if (lst->st_uid != geteuid())
+		return "belongs to another user (--force replaces it)";
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return "cannot be read to check what it is (--force "
+		       "replaces it)";
+	struct stat st;
+	int ours = fstat(fd, &st) == 0 && st.st_dev == lst->st_dev &&
+		   st.st_ino == lst->st_ino && begins_with(fd, &st, signature);
+	close(fd);
+	return ours ? NULL
+		    : "exists and is not an export of gpureclaim (--force "
+		      "replaces it)";
+}
+
+int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
+		     const char *signature, int force, const struct stat *input)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = path;
+	struct stat lst;
+	if (lstat(path, &lst) == 0) {
+		const char *why = refusal(path, &lst, signature, force, input);
+		if (why) {
+			fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path,
+				why);
+			return -1;
+		}
+	} else if (errno != ENOENT) {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			path, strerror(errno));
+		return -1;
+	}
+	/* dirname and basename may change their argument: copies */
+	char d[PATH_MAX], b[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen == 0 || plen >= sizeof(d) || path[plen - 1] == '/') {
+		fprintf(stderr, "gpureclaim %s: cannot write '%s': %s\n", cmd,
+			path,
+			strerror(plen >= sizeof(d) ? ENAMETOOLONG : EISDIR));
+		return -1;
+	}
+	snprintf(d, sizeof(d), "%s", path);
+	snprintf(b, sizeof(b), "%s", path);
+	const char *dir = dirname(d), *base = basename(b);
+	size_t len = strlen(dir) + strlen(base) + 16;
+	o->tmp = malloc(len);
+	if (!o->tmp) {
+		fprintf(stderr, "gpureclaim %s: out of memory\n", cmd);
+		return -1;
+	}
+	snprintf(o->tmp, len, "%s/.%s.XXXXXX", dir, base);
+	int fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			path, strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		return -1;
+	}
+	o->f = fdopen(fd, "w");
+	if (!o->f) {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			path, strerror(errno));
+		close(fd);
+		gpr_cli_out_abort(o);
+		return -1;
+	}
+	return 0;
+}
+
+int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd)
+{
+	if (!o->tmp)
+		return 0;
+	int bad = fflush(o->f) != 0 || ferror(o->f);
+	int e = errno;
+	if (fclose(o->f) != 0 && !bad) {
+		bad = 1;
+		e = errno;
+	}
+	o->f = NULL;
+	if (!bad && rename(o->tmp, o->path) != 0) {
+		bad = 1;
+		e = errno;
+	}
+	if (bad) {
+		fprintf(stderr, "gpureclaim %s: writing %s failed: %s\n", cmd,
+			o->path, strerror(e));
+		gpr_cli_out_abort(o);
+		return -1;
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	return 0;
+}
+
+void gpr_cli_out_abort(struct gpr_cli_out *o)
+{
+	if (o->f)
+		fclose(o->f);
+	o->f = NULL;
+	if (o->tmp)
+		unlink(o->tmp);
+	free(o->tmp);
+	o->tmp = NULL;
+}
+
+int gpr_cli_out_same(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (lstat(a, &sa) == 0 && lstat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	/* not both there yet: the same name in the same directory */
+	char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+	char ba[PATH_MAX], bb[PATH_MAX];
+	if (strlen(a) >= sizeof(da) || strlen(b) >= sizeof(db))
+		return strcmp(a, b) == 0;
+	snprintf(da, sizeof(da), "%s", a);
+	snprintf(db, sizeof(db), "%s", b);
+	snprintf(ba, sizeof(ba), "%s", a);
+	snprintf(bb, sizeof(bb), "%s", b);
+	if (!realpath(dirname(da), ra) || !realpath(dirname(db), rb))
+		return strcmp(a, b) == 0;
+	return strcmp(ra, rb) == 0 && strcmp(basename(ba), basename(bb)) == 0;
+}

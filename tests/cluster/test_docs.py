@@ -1,0 +1,104 @@
+"""Every example of docs/cluster.md and of the README's cluster section
+runs, as written, on the simulated driver: the Dask ones on a
+LocalCluster, the torch one under torchrun (gloo on the CPU), the Ray one
+on a local Ray that is told it has 2 GPUs."""
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+
+import distributed
+import pytest
+from simenv import (FAKES, HERE, PY_PATH, ROOT, cupy_only_fakes,
+                      patched_environ, remove_state, sim_env)
+
+ADDRESS = "tcp://10.0.0.5:8786"  # the address the examples show
+
+
+def examples(path):
+    """{name: code} of the blocks whose first line is `# example: NAME`."""
+    with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+    return {m.group(2): m.group(1) for m in re.finditer(
+        r"```(?:python|sh)\n(# example: ([\w-]+)\n.*?)```", text, re.S)}
+
+
+DOCS = examples("docs/cluster.md")
+README = examples("README.md")
+
+
+def test_the_examples_are_found():
+    assert set(DOCS) == {"dask", "dask-cli", "torch", "ray"}
+    assert set(README) == {"readme-dask"}
+
+
+@pytest.fixture
+def state():
+    s = "docs-" + uuid.uuid4().hex[:12]
+    yield s
+    remove_state(s)
+
+
+def run(code, env, tmp_path, argv=(), timeout=180):
+    path = tmp_path / "example.py"
+    path.write_text(code)
+    p = subprocess.run([sys.executable, *argv, str(path)], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-6000:]
+    return p.stdout
+
+
+@pytest.mark.parametrize("src,name", [(DOCS, "dask"), (README, "readme-dask")])
+def test_dask_examples(src, name, state, tmp_path):
+    out = run(src[name], dict(os.environ, **sim_env(state, "gpus=1")), tmp_path)
+    assert "<ClusterRelease (dask): 512.0 MiB returned by 2 of 2 workers" in out
+    if name == "dask":
+        assert "<ClusterExplanation (dask)" in out and "<ClusterUsage (dask)" in out
+        metrics = [ln.split()[-1] for ln in out.splitlines() if ln.startswith("tcp://")]
+        assert len(metrics) == 2 and all(m.isdigit() and int(m) > 0 for m in metrics)
+
+
+def test_dask_cli_example(state):
+    with patched_environ(sim_env(state, "gpus=1")):
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=":0",
+            silence_logs=logging.ERROR,
+            preload=[os.path.join(HERE, "sim_preload.py")])
+    try:
+        env = dict(os.environ, PYTHONPATH=PY_PATH)
+        for line in DOCS["dask-cli"].splitlines()[1:]:
+            cmd = line.replace(ADDRESS, cluster.scheduler_address)
+            cmd = cmd.replace("python ", f"{sys.executable} ", 1)
+            p = subprocess.run(cmd, shell=True, env=env, capture_output=True,
+                               text=True, timeout=120)
+            assert p.returncode == 0, (line, p.stdout, p.stderr)
+            assert "2 of 2 workers" in p.stdout or '"answered": 2' in p.stdout
+    finally:
+        cluster.close()
+
+
+def test_torch_example(state, tmp_path):
+    env = dict(os.environ, **sim_env(state, "gpus=1",
+                                     cupy_only_fakes(str(tmp_path / "fakes"))))
+    out = run(DOCS["torch"], env, tmp_path,
+              argv=("-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", "2"))
+    assert "epoch 1: 0 bytes returned by 2 ranks" in out
+    assert "<ClusterRelease (torch.distributed)" in out
+
+
+def test_ray_example(state, tmp_path):
+    env = dict(os.environ, **sim_env(state, "gpus=1", FAKES))
+    tmp = tempfile.mkdtemp(prefix="gpr-ray-")  # Ray's socket paths are short
+    env.update(RAY_OVERRIDE_RESOURCES='{"GPU": 2}', RAY_TMPDIR=tmp,
+               RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    try:
+        out = run(DOCS["ray"], env, tmp_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert "<ClusterRelease (ray): 512.0 MiB returned by 2 of 2 workers" in out
+    assert "<ClusterUsage (ray): 2 of 2 workers" in out
