@@ -2,13 +2,14 @@
 # needs no GPU. Both install what they need first (scripts/install-deps.sh).
 #
 # The build is Meson's: each folder's meson.build lists its files and
-# registers its tests. This file only names three build folders and runs
-# them quietly:
+# registers its tests (docs/build.md). This file only names four build
+# folders and runs them quietly:
 #   build/        the default compiler (CC), what `make demo` uses
-#   build/clang   CC=clang: the trace suite again, and the fuzz target
+#   build/clang   CC=clang: the trace suite again, and the fuzz targets
 #   build/asan    ASan+UBSan (-Db_sanitize=address,undefined)
+#   build/tsan    ThreadSanitizer (clang, -Db_sanitize=thread)
 # Variables: BUILD (the default build folder), PREFIX (make install),
-# PYTHON, FUZZ_ARGS (make fuzz).
+# PYTHON, FUZZ_ARGS (make fuzz, make fuzz-sim).
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -19,13 +20,24 @@ FUZZ_ARGS ?= -max_total_time=600
 
 CLANG_BUILD := build/clang
 ASAN_BUILD := build/asan
+TSAN_BUILD := build/tsan
 
 # Suites run in each build (meson test --suite).
 SUITES := layers exports unit cli python cluster trace examples install
 CLANG_SUITES := trace fuzz
 ASAN_SUITES := unit cli trace examples
+# the core, the driver layer and the simulator (unit); the injection
+# library's threads, rings and writer against the fake CUPTI (inject)
+TSAN_SUITES := unit inject
 
-.PHONY: all check check-ci demo deps install fuzz format format-check clean
+# TSan maps its shadow at fixed addresses that a high-entropy ASLR layout
+# can collide with: its tests run without address randomisation
+# (scripts/run-suites.sh takes WRAP_<label> as meson test's --wrapper).
+export WRAP_tsan := setarch $(shell uname -m) -R
+export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
+
+.PHONY: all check check-ci demo deps install fuzz fuzz-sim fuzz-targets \
+	format format-check clean
 
 # ninja's own output (a reconfiguration after a meson.build changed, say)
 # goes to meson-logs/ninja.txt; a failing build shows it.
@@ -47,6 +59,11 @@ $(CLANG_BUILD)/build.ninja:
 $(ASAN_BUILD)/build.ninja:
 	@bash scripts/meson-setup.sh $(ASAN_BUILD) "$${CC:-cc}" \
 		-Db_sanitize=address,undefined -Doptimization=1
+# clang's TSan runtime is linked into programs only: shared libraries
+# leave its symbols undefined (b_lundef off)
+$(TSAN_BUILD)/build.ninja:
+	@bash scripts/meson-setup.sh $(TSAN_BUILD) clang \
+		-Db_sanitize=thread -Db_lundef=false -Doptimization=1
 
 deps:
 	@bash scripts/install-deps.sh
@@ -56,16 +73,18 @@ check: deps
 	@$(MAKE) --no-print-directory check-ci
 
 check-ci: format-check $(BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
-		$(ASAN_BUILD)/build.ninja
+		$(ASAN_BUILD)/build.ninja $(TSAN_BUILD)/build.ninja
 	$(call build,$(BUILD))
 	@$(NINJA) -C $(BUILD) -n | grep -q 'no work to do' || \
 		{ echo "check: a second build of $(BUILD) is not a no-op"; exit 1; }
 	$(call build,$(CLANG_BUILD))
 	$(call build,$(ASAN_BUILD))
+	$(call build,$(TSAN_BUILD))
 	@bash scripts/run-suites.sh build/check-summary.txt \
 		gcc:$(BUILD):"$(SUITES)" \
 		clang:$(CLANG_BUILD):"$(CLANG_SUITES)" \
-		asan:$(ASAN_BUILD):"$(ASAN_SUITES)"
+		asan:$(ASAN_BUILD):"$(ASAN_SUITES)" \
+		tsan:$(TSAN_BUILD):"$(TSAN_SUITES)"
 
 # The README's main command.
 demo: deps all
@@ -80,12 +99,21 @@ install: $(BUILD)/build.ninja
 		$(if $(DESTDIR),--destdir $(DESTDIR))
 	@echo "installed under $(DESTDIR)$(abspath $(PREFIX))"
 
-# Open-ended fuzzing of the trace reader (FUZZ_ARGS bounds it).
-fuzz: $(CLANG_BUILD)/build.ninja
-	$(call build,$(CLANG_BUILD),tests/trace/fuzz_trace_read)
+# The libFuzzer targets (build/clang; scripts/fuzz-long.sh runs them).
+FUZZ_TARGETS := tests/trace/fuzz_trace_read tests/unit/fuzz_sim_config
+fuzz-targets: $(CLANG_BUILD)/build.ninja
+	$(call build,$(CLANG_BUILD),$(FUZZ_TARGETS))
+
+# Open-ended fuzzing of the trace reader, of the simulator's
+# GPURECLAIM_SIM parser (FUZZ_ARGS bounds them).
+fuzz: fuzz-targets
 	@mkdir -p fuzz-corpus-tmp
 	$(CLANG_BUILD)/tests/trace/fuzz_trace_read $(FUZZ_ARGS) \
 		fuzz-corpus-tmp tests/trace/corpus
+fuzz-sim: fuzz-targets
+	@mkdir -p fuzz-sim-corpus-tmp
+	$(CLANG_BUILD)/tests/unit/fuzz_sim_config $(FUZZ_ARGS) \
+		fuzz-sim-corpus-tmp tests/unit/corpus_sim
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

@@ -10,7 +10,10 @@
 #
 # Two reference rows say where the time goes: `gpureclaim --version`
 # (starting the process, nothing loaded) and `gpureclaim version` (NVML
-# loaded, initialised and shut down, no GPU attached).
+# loaded, initialised and shut down, no GPU attached). Rows with
+# GPURECLAIM_PS_VARIANT time the other ways `ps` can start and end
+# (cli/ps_start.c, docs/ps.md): each must list exactly what the default
+# lists (checked before timing), and the fastest is the one to keep.
 #
 # While it runs, a Python child holds 1 GiB through torch (when torch and
 # a GPU are there) so every tool lists a process, as in real use.
@@ -64,27 +67,48 @@ time.sleep(3600)
 	read -r _ <"$fifo"
 fi
 
-# The contenders: a label and a command line each; the first is the
-# reference the ratios are taken against.
+# The contenders: a label and a command line each (run with eval, so a
+# variable set before the command costs no extra process); the first is
+# the reference the ratios are taken against, the second the target.
+Q=$(printf '%q' "$BIN")
+V=GPURECLAIM_PS_VARIANT
 labels=(
 	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
 	"gpureclaim ps"
 	"gpureclaim ps --json"
+	"  ps, nvml=noattach (NO_ATTACH init first)"
+	"  ps, start=serial (NVML started by the first query)"
+	"  ps, exit=libc (ends through exit())"
+	"  ps, gpu=split (facts, processes: two threads a GPU)"
+	"  ps, start=serial,exit=libc (as before this change)"
 	"gpureclaim --version (process start only)"
 	"gpureclaim version (NVML init + shutdown, no GPU)"
 )
 cmds=(
 	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
-	"$BIN ps"
-	"$BIN ps --json"
-	"$BIN --version"
-	"$BIN version"
+	"$Q ps"
+	"$Q ps --json"
+	"$V=nvml=noattach $Q ps"
+	"$V=start=serial $Q ps"
+	"$V=exit=libc $Q ps"
+	"$V=gpu=split $Q ps"
+	"$V=start=serial,exit=libc $Q ps"
+	"$Q --version"
+	"$Q version"
 )
 n=${#cmds[@]}
 
-# one warm-up each
+# one warm-up each; the variants must list what the default lists
+same=yes
+want=$(eval "${cmds[1]}")
 for ((c = 0; c < n; c++)); do
-	${cmds[c]} >/dev/null
+	got=$(eval "${cmds[c]}") || {
+		echo "ps_bench: '${cmds[c]}' failed" >&2
+		exit 1
+	}
+	if [[ ${cmds[c]} == *"$V="* && $got != "$want" ]]; then
+		same="NO: ${labels[c]}"
+	fi
 done
 
 declare -A us # us[c,r]: microseconds of contender c in round r
@@ -93,7 +117,7 @@ for ((r = 0; r < R; r++)); do
 		c=$(((k + r) % n))
 		# EPOCHREALTIME is "s.uuuuuu": without the dot, microseconds
 		t0=${EPOCHREALTIME/[.,]/}
-		${cmds[c]} >/dev/null
+		eval "${cmds[c]}" >/dev/null
 		t1=${EPOCHREALTIME/[.,]/}
 		us[$c,$r]=$((10#$t1 - 10#$t0))
 	done
@@ -121,6 +145,7 @@ nprocs=$("$BIN" ps --json | "$PY" -c 'import json,sys; print(sum(len(g.get("proc
 ngpus=$(nvidia-smi -L | wc -l)
 echo "ps_bench: $R rounds, each contender once per round in a rotating order;"
 echo "          $ngpus GPU(s), $nprocs process(es) listed"
+echo "          the variants list the same as gpureclaim ps: $same"
 printf '%-60s %10s %10s %16s\n' "ms per call" median min "ratio med (min)"
 for ((c = 0; c < n; c++)); do
 	awk -v l="${labels[c]}" -v m="${med[c]}" -v x="${mn[c]}" \

@@ -42,8 +42,10 @@ int gpr_cli_cluster(int argc, char **argv);
 /* ---------------- arguments (cli/util_parse.c) ---------------- */
 
 /*
- * Parses a whole string as a number of seconds: finite, > 0 and at most
- * one day. 0 and *out set on success, -1 otherwise.
+ * Parses a whole string as a number of seconds: decimal digits with an
+ * optional fraction ("0.5", "2", "10.25"; no blank, sign, hex or
+ * exponent), from 0.1 to 86400 (one day). 0 and *out set on success, -1
+ * otherwise.
  */
 int gpr_cli_parse_seconds(const char *s, double *out);
 
@@ -92,6 +94,21 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
 
+/*
+ * NVML initialised with nvmlInitWithFlags(flags) (GPR_NVML_INIT_FLAG_*),
+ * the library the core loads ($GPURECLAIM_NVML_LIBRARY or
+ * libnvidia-ml.so.1). NVML counts its initialisations and the first one's
+ * flags hold while the count stays above 0, so the core's nvmlInit_v2
+ * that follows works under them. Returns the library's handle for
+ * gpr_cli_nvml_done, or NULL (nothing held) when it cannot be loaded,
+ * lacks nvmlInitWithFlags (*r = NVML_ERROR_FUNCTION_NOT_FOUND) or refuses
+ * (*r its answer).
+ */
+void *gpr_cli_nvml_init_flags(unsigned int flags, int *r);
+
+/* nvmlShutdown and dlclose of what gpr_cli_nvml_init_flags returned. */
+void gpr_cli_nvml_done(void *lib);
+
 /* ---------------- files written for the user (cli/util_file.c) --------- */
 
 /* An output being written: to a temporary file beside `path` until commit. */
@@ -102,12 +119,23 @@ struct gpr_cli_out {
 };
 
 /*
- * Opens the output `path` of subcommand `cmd`. Refused (a message on
- * stderr, -1): the file `input` (device and inode), a directory or any
- * other non-regular file, a symbolic link (with force: the link itself is
- * replaced, never followed), and without force a file that is not ours
- * to replace: another user's, or one that neither is empty nor begins
- * with `signature` (how our exports begin). 0 with o->f open otherwise.
+ * Whether subcommand `cmd` may replace what lies at `path` with a file of
+ * its own: 0 when nothing is there or it may, -1 with a message on stderr
+ * otherwise. Refused: the file `input` (device and inode; NULL: none), a
+ * directory or any other non-regular file, a symbolic link (with force:
+ * the link itself may be replaced, never followed), and without force a
+ * file that is not ours to replace: another user's, or one that neither is
+ * empty nor begins with `signature` (the message calls ours `what`, e.g.
+ * "an export of gpureclaim"). force: 1 given, 0 not given (the message
+ * says what --force would do), -1 the command has no --force.
+ */
+int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
+		      const char *what, int force, const struct stat *input);
+
+/*
+ * Opens the output `path` of subcommand `cmd`, refused as
+ * gpr_cli_out_check says (our files: exports beginning with `signature`).
+ * 0 with o->f open, or -1 with a message on stderr.
  */
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 		     const char *signature, int force,
@@ -144,6 +172,13 @@ enum gpr_cli_pid_state {
  * (PROC_PID_INIT_INO, 0xEFFFFFFC).
  */
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid);
+
+/*
+ * Does once what the first look-ups of gpr_cli_proc_state and
+ * gpr_cli_proc_user would: the pid namespace test, and a getpwuid_r of
+ * our own uid, which loads the NSS configuration and modules.
+ */
+void gpr_cli_proc_warm(void);
 
 /*
  * The user name owning process pid (owner of /proc/PID, name through

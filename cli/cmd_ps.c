@@ -16,7 +16,9 @@
  * - An index given with -i that no GPU has is bad usage (exit 2); it can
  *   only be checked once NVML answered.
  * - A one-shot listing leaves the handle open when it exits: closing it
- *   calls nvmlShutdown (2.7 ms on an H200), work the exit makes moot.
+ *   calls nvmlShutdown (2.7 ms on an H200), work the exit makes moot; it
+ *   ends with _exit once its output is flushed, and NVML is started on a
+ *   thread while the rest is prepared (cli/ps_start.c says why).
  */
 #include "ps.h"
 
@@ -62,9 +64,9 @@ static const char usage_text[] =
     "    --json              one JSON document, with the time, host and\n"
     "                        driver version (with --watch: one per line,\n"
     "                        JSON Lines)\n"
-    "    --watch SECONDS     repeat every SECONDS (e.g. 0.5) until "
-    "Ctrl-C;\n"
-    "                        on a terminal the listing fits the window\n"
+    "    --watch SECONDS     repeat every SECONDS (0.1 to 86400, e.g. 0.5)\n"
+    "                        until Ctrl-C; on a terminal the listing fits\n"
+    "                        the window\n"
     "    -i, --gpu INDEX     only GPU INDEX (NVML index); repeat it or\n"
     "                        give a comma list (-i 0,2)\n"
     "    --color[=WHEN]      colour the text: auto (on a terminal, unless\n"
@@ -114,7 +116,8 @@ static int parse_args(int argc, char **argv, int *help)
 			if (gpr_cli_parse_seconds(optarg, &env.watch) != 0)
 				return usage_error(
 				    "--watch needs a number of seconds "
-				    "> 0 (at most 86400), not '%s'",
+				    "from 0.1 to 86400, digits with an "
+				    "optional fraction (0.5, 2), not '%s'",
 				    optarg);
 			break;
 		case 'i':
@@ -228,8 +231,19 @@ static int wait_interrupted(const sigset_t *set, double seconds)
  * the top of the file); kept here so leak checkers see it reachable. */
 static gpr_ctx *volatile left_open;
 
+/* 1 if a GPU of the round could not be queried. */
+static int any_failed(const struct gpr_cli_ps_round *r)
+{
+	for (size_t k = 0; k < r->n; k++)
+		if (r->gpus[k].err)
+			return 1;
+	return 0;
+}
+
 int gpr_cli_ps(int argc, char **argv)
 {
+	gpr_cli_prof_start();
+	double t0 = gpr_cli_prof_clock();
 	int help = 0;
 	int code = parse_args(argc, argv, &help);
 	if (code != GPR_CLI_OK)
@@ -238,43 +252,85 @@ int gpr_cli_ps(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return GPR_CLI_OK;
 	}
+	struct gpr_cli_ps_variant variant;
+	if (gpr_cli_ps_variant(&variant) != 0)
+		return GPR_CLI_USAGE;
 
-	/* A reader that leaves (`| head -1`) ends the run through EPIPE,
-	 * quietly with 0, instead of killing it with SIGPIPE. */
-	signal(SIGPIPE, SIG_IGN);
-	tzset();
-	char host[256] = "";
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		host[0] = '\0';
+	struct gpr_cli_ps_start start = {0};
 	struct gpr_cli_probe driver = {0};
+	char host[256] = "";
 	struct gpr_cli_ps_round round = {.host = host};
 	struct gpr_cli_ps_layout layout = {
 	    .color = !env.json && gpr_cli_color(env.color, STDOUT_FILENO),
 	    .watch = env.watch};
-	int tty = isatty(STDOUT_FILENO);
 	gpr_ctx *ctx = NULL;
 	struct gpr__buf out = {0};
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
-	int err = gpr_open(NULL, &ctx);
+	/* the profile's log: the core's NVML steps, with their times */
+	GPR_OPTS(gpr_opts, opts,
+		 .log = gpr_cli_prof_on() ? gpr_cli_prof_log : NULL,
+		 .log_level = GPR_LOG_DEBUG);
+	int err = gpr_open(&opts, &ctx);
 	if (err != 0) {
 		fprintf(stderr, "gpureclaim: %s\n", gpr_strerror(err));
 		code = GPR_CLI_ERROR;
 		goto cleanup;
 	}
+	gpr_cli_prof_step(t0, "options, handle");
+	gpr_cli_ps_start(&start, ctx, &variant);
+
+	t0 = gpr_cli_prof_clock();
+	/* A reader that leaves (`| head -1`) ends the run through EPIPE,
+	 * quietly with 0, instead of killing it with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	tzset();
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	int tty = isatty(STDOUT_FILENO);
+	gpr_cli_prof_step(t0, "time zone, host name, terminal");
+	if (!variant.serial) {
+		t0 = gpr_cli_prof_clock();
+		gpr_cli_proc_warm();
+		gpr_cli_prof_step(t0,
+				  "warm-up: pid namespace, NSS (getpwuid_r)");
+	}
+	gpr_cli_ps_started(&start);
 	if (env.watch > 0)
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	int clear = env.watch > 0 && !env.json && tty;
 	for (int first = 1;; first = 0) {
 		gpr__buf_reset(&out);
-		if (gpr_cli_ps_query(ctx, env.select, env.n_select, &round,
-				     &code) < 0)
+		if (gpr_cli_ps_query(ctx, env.select, env.n_select,
+				     variant.split, &round, &code) < 0)
 			goto cleanup;
+		if (first && start.flagged && any_failed(&round)) {
+			/* maybe only unattached: read it as without the flag */
+			gpr_cli_prof_note("a GPU failed under NO_ATTACH: NVML "
+					  "started again as usual");
+			gpr_cli_ps_round_free(&round);
+			gpr_close(ctx);
+			ctx = NULL;
+			gpr_cli_ps_unflag(&start);
+			err = gpr_open(&opts, &ctx);
+			if (err != 0) {
+				fprintf(stderr, "gpureclaim: %s\n",
+					gpr_strerror(err));
+				code = GPR_CLI_ERROR;
+				goto cleanup;
+			}
+			if (gpr_cli_ps_query(ctx, env.select, env.n_select,
+					     variant.split, &round, &code) < 0)
+				goto cleanup;
+		}
+		t0 = gpr_cli_prof_clock();
 		/* the driver's version, once: NVML is up, so it costs µs */
 		if (first && env.json) {
 			gpr_cli_probe_nvml(&driver);
 			round.driver = driver.available ? driver.version : NULL;
+			gpr_cli_prof_step(t0, "driver version (--json)");
+			t0 = gpr_cli_prof_clock();
 		}
 		int failed;
 		note_errors(&round, &failed);
@@ -291,11 +347,13 @@ int gpr_cli_ps(int argc, char **argv)
 		else
 			gpr_cli_ps_text(&out, &round, &layout);
 		gpr_cli_ps_round_free(&round);
+		gpr_cli_prof_step(t0, "render %s", env.json ? "JSON" : "text");
 		if (out.oom) {
 			fprintf(stderr, "gpureclaim: out of memory\n");
 			code = GPR_CLI_ERROR;
 			goto cleanup;
 		}
+		t0 = gpr_cli_prof_clock();
 		if (gpr__buf_write(&out, stdout) != 0) {
 			/* EPIPE: SIGPIPE ignored, the reader left */
 			code = errno == EPIPE ? GPR_CLI_OK : GPR_CLI_ERROR;
@@ -304,6 +362,7 @@ int gpr_cli_ps(int argc, char **argv)
 					strerror(errno));
 			goto cleanup;
 		}
+		gpr_cli_prof_step(t0, "write stdout");
 		code = failed ? GPR_CLI_ERROR : GPR_CLI_OK;
 		if (env.watch <= 0)
 			break;
@@ -313,10 +372,13 @@ int gpr_cli_ps(int argc, char **argv)
 		}
 	}
 cleanup:
+	gpr_cli_ps_started(&start); /* gpr_open failed: nothing running */
 	gpr__buf_free(&out);
-	if (env.watch > 0 || code != GPR_CLI_OK)
+	if (env.watch > 0 || code != GPR_CLI_OK) {
 		gpr_close(ctx);
-	else
+		gpr_cli_ps_unflag(&start);
+	} else {
 		left_open = ctx;
-	return code;
+	}
+	return gpr_cli_ps_end(&start, code, env.watch <= 0);
 }

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,10 @@ static int render(const char *path, struct gpr_cli_out *chrome,
 	struct gpr_trace t;
 	struct gpr_trace_stats s;
 	char err[256];
-	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
+	/* A symbolic link named here is followed; the reader follows none. */
+	char real[PATH_MAX];
+	if (gpr_trace_load(realpath(path, real) ? real : path, &t, err,
+			   sizeof(err)) < 0) {
 		fprintf(stderr, "gpureclaim report: %s: %s\n", path, err);
 		return GPR_CLI_ERROR;
 	}

@@ -4,28 +4,28 @@
  * allocation and free of every CUDA process it starts is logged, then
  * prints a summary of the log. CMD's exit status is returned (128 + the
  * signal when it was killed); its stdout and stderr are left alone, our
- * own lines on stderr start with "gpureclaim trace:".
+ * own lines on stderr start with "gpureclaim trace:". The summary reads
+ * the logs the traced processes say they wrote (trace_names.h).
  */
 #include "cli.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "out/buf.h"
+#include "../trace/format/trace_switch.h"
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
 #include "locate.h"
+#include "trace_names.h"
 
 static struct env {
 	const char *output; /* -o, --output FILE */
@@ -68,6 +68,10 @@ static void usage(FILE *f)
 	    "toolkit: docs/trace.md)\n"
 	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so "
 	    "to use\n"
+	    "    GPURECLAIM_TRACE_*         the measurement switches "
+	    "(docs/trace.md): 1/0/yes/no/\n"
+	    "                               true/false, any case; "
+	    "anything else is refused\n"
 	    "\n"
 	    "EXAMPLES:\n"
 	    "    gpureclaim trace -- python train.py --epochs 1\n"
@@ -81,29 +85,46 @@ static void usage(FILE *f)
 }
 
 /*
- * Clears the way for the log: an old trace log at path is removed, any
- * other file is left alone (an error). 0 or -1 with a message.
+ * Clears the way for the log: an old trace log of this user at path is
+ * removed; anything else there (another file, a link, a FIFO, another
+ * user's log) is left alone, an error (cli/util_file.c's one rule for
+ * files we replace). 0 or -1 with a message.
  */
 static int prepare_output(const char *path)
 {
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return 0;
-	if (S_ISREG(st.st_mode)) {
-		char magic[8] = {0};
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, magic, sizeof(magic)) : -1;
-		if (fd >= 0)
-			close(fd);
-		if ((n == 0 || (n == 8 && memcmp(magic, "GPRTRACE", 8) == 0)) &&
-		    unlink(path) == 0)
-			return 0;
+	if (gpr_cli_out_check("trace", path, GPR_TRACE_MAGIC, "a trace log", -1,
+			      NULL) < 0)
+		return -1;
+	if (unlink(path) != 0 && errno != ENOENT) {
+		fprintf(stderr, "gpureclaim trace: cannot replace %s: %s\n",
+			path, strerror(errno));
+		return -1;
 	}
-	fprintf(stderr,
-		"gpureclaim trace: %s exists and is not a trace log; not "
-		"overwriting it\n",
-		path);
-	return -1;
+	return 0;
+}
+
+/*
+ * The injection library's on/off switches: a bad value is refused here,
+ * before CMD runs (the library itself could only warn and go on).
+ */
+static int check_switches(void)
+{
+	static const char *const names[] = {
+#define GPR_X_NAME(name) name,
+	    GPR_TRACE_SWITCHES(GPR_X_NAME)
+#undef GPR_X_NAME
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = getenv(names[i]);
+		if (gpr_trace_switch_parse(v) < 0) {
+			fprintf(stderr,
+				"gpureclaim trace: %s='%.64s' is not one of "
+				"%s\n",
+				names[i], v, GPR_TRACE_SWITCH_WORDS);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void forward(int sig, siginfo_t *si, void *uc)
@@ -117,45 +138,124 @@ static void forward(int sig, siginfo_t *si, void *uc)
 		kill((pid_t)child_pid, sig);
 }
 
-static void summary(const char *path)
+/* The summary of one log on stderr. */
+static void summarise(const struct gpr_cli_trace_log *log)
 {
 	struct gpr_trace t;
 	char err[256];
-	if (access(path, F_OK) != 0) {
-		fprintf(stderr,
-			"gpureclaim trace: no trace was written to %s (CMD "
-			"did not use CUDA, or tracing failed: see above)\n",
-			path);
+	if (gpr_trace_load(log->path, &t, err, sizeof(err)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s: %s\n", log->path, err);
 		return;
 	}
-	if (gpr_trace_load(path, &t, err, sizeof(err)) < 0) {
-		fprintf(stderr, "gpureclaim trace: %s: %s\n", path, err);
+	if (t.hdr.pid != (uint32_t)log->pid) {
+		fprintf(stderr,
+			"gpureclaim trace: %s is not the log of process %ld "
+			"(it was replaced); not reading it\n",
+			log->path, log->pid);
+		gpr_trace_free(&t);
 		return;
 	}
 	struct gpr_trace_stats s;
 	if (gpr_trace_stats_compute(&t, &s) == 0) {
 		struct gpr__buf b = {0};
 		gpr__buf_puts(&b, "\ngpureclaim trace: summary\n");
-		gpr_trace_report_text(&b, path, &t, &s, env.full ? 10 : 5,
+		gpr_trace_report_text(&b, log->path, &t, &s, env.full ? 10 : 5,
 				      !env.full);
 		gpr__buf_printf(&b, "\nFull report: gpureclaim report %s\n",
-				path);
+				log->path);
 		if (!b.oom)
 			gpr__buf_write(&b, stderr);
 		gpr__buf_free(&b);
 		gpr_trace_stats_free(&s);
 	}
 	gpr_trace_free(&t);
-	char pat[PATH_MAX + 8];
-	snprintf(pat, sizeof(pat), "%s.*", path);
-	glob_t g;
-	if (glob(pat, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++)
+}
+
+/*
+ * Summarises the log at `want` when a process wrote it, else the log of
+ * CMD's own process, else the first; lists the others.
+ */
+static void summary(const char *want, pid_t child,
+		    const struct gpr_cli_trace_names *tn)
+{
+	if (tn->n == 0) {
+		fprintf(stderr,
+			"gpureclaim trace: no trace was written (CMD did not "
+			"use CUDA, or tracing failed: see above)\n");
+		return;
+	}
+	size_t k = tn->n;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (strcmp(tn->v[i].path, want) == 0)
+			k = i;
+	for (size_t i = 0; i < tn->n && k == tn->n; i++)
+		if (tn->v[i].pid == (long)child)
+			k = i;
+	if (k == tn->n)
+		k = 0;
+	if (strcmp(tn->v[k].path, want) != 0)
+		fprintf(stderr,
+			"gpureclaim trace: %s was already there; the log is "
+			"%s\n",
+			want, tn->v[k].path);
+	summarise(&tn->v[k]);
+	for (size_t i = 0; i < tn->n; i++)
+		if (i != k)
 			fprintf(stderr,
 				"gpureclaim trace: another process wrote %s\n",
-				g.gl_pathv[i]);
-		globfree(&g);
+				tn->v[i].path);
+}
+
+/*
+ * The log's absolute path into out: -o, relative to the working directory,
+ * or with no -o the default's directory into *dir (the child adds
+ * "/gpureclaim-<pid>.trace"). Refused when longer than GPR_TRACE_MAX_PATH:
+ * a path is never cut to another one. GPR_CLI_OK, or an exit code with a
+ * message.
+ */
+#define DEFAULT_NAME_MAX sizeof("/gpureclaim-4294967295.trace")
+static int log_path(char *out, size_t len, char **dir)
+{
+	*dir = NULL;
+	out[0] = '\0';
+	char *cwd = NULL;
+	if (!env.output || env.output[0] != '/') {
+		cwd = getcwd(NULL, 0);
+		if (!cwd) {
+			fprintf(stderr,
+				"gpureclaim trace: cannot get the working "
+				"directory: %m; give -o an absolute path\n");
+			return GPR_CLI_ERROR;
+		}
 	}
+	if (!env.output) {
+		size_t n = strlen(cwd) + DEFAULT_NAME_MAX - 1;
+		if (n > GPR_TRACE_MAX_PATH) {
+			fprintf(
+			    stderr,
+			    "gpureclaim trace: the working directory's path "
+			    "is too long for the log's default name (%zu "
+			    "bytes with it, more than %d); give -o a "
+			    "shorter path\n",
+			    n, GPR_TRACE_MAX_PATH);
+			free(cwd);
+			return GPR_CLI_USAGE;
+		}
+		*dir = cwd;
+		return GPR_CLI_OK;
+	}
+	int n = snprintf(out, len, "%s%s%s", cwd ? cwd : "", cwd ? "/" : "",
+			 env.output);
+	free(cwd);
+	size_t want = n < 0 ? SIZE_MAX : (size_t)n;
+	if (want > GPR_TRACE_MAX_PATH || want >= len) {
+		fprintf(stderr,
+			"gpureclaim trace: the log's path would be %zu bytes, "
+			"more than %d; give -o a shorter path\n",
+			want, GPR_TRACE_MAX_PATH);
+		return GPR_CLI_USAGE;
+	}
+	return GPR_CLI_OK;
 }
 
 int gpr_cli_trace(int argc, char **argv)
@@ -198,6 +298,8 @@ int gpr_cli_trace(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	char **cmd = argv + optind;
+	if (check_switches() < 0)
+		return GPR_CLI_USAGE;
 
 	char inj[PATH_MAX], cupti[PATH_MAX];
 	const char *from = "";
@@ -239,23 +341,24 @@ int gpr_cli_trace(int argc, char **argv)
 				"untraced\n");
 
 	/* The log's absolute path: CMD may change directory. */
-	char out[PATH_MAX];
-	out[0] = '\0';
-	if (env.output) {
-		if (env.output[0] == '/')
-			snprintf(out, sizeof(out), "%s", env.output);
-		else {
-			char cwd[PATH_MAX];
-			if (!getcwd(cwd, sizeof(cwd))) {
-				fprintf(stderr, "gpureclaim trace: getcwd: "
-						"%m\n");
-				return GPR_CLI_ERROR;
-			}
-			snprintf(out, sizeof(out), "%.2000s/%.2000s", cwd,
-				 env.output);
-		}
-		if (traced && prepare_output(out) < 0)
+	char out[GPR_TRACE_MAX_PATH + DEFAULT_NAME_MAX];
+	char *dir = NULL;
+	struct gpr_cli_trace_names names;
+	memset(&names, 0, sizeof(names));
+	if (traced) {
+		int rc = log_path(out, sizeof(out), &dir);
+		if (rc != GPR_CLI_OK)
+			return rc;
+		if (out[0] && prepare_output(out) < 0) {
+			free(dir);
 			return GPR_CLI_ERROR;
+		}
+		char err[512];
+		if (gpr_cli_trace_names_open(&names, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpureclaim trace: %s\n", err);
+			free(dir);
+			return GPR_CLI_ERROR;
+		}
 	}
 
 	struct sigaction sa, old_int, old_term;
@@ -270,25 +373,22 @@ int gpr_cli_trace(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		gpr_cli_trace_names_free(&names);
+		free(dir);
 		return GPR_CLI_ERROR;
 	}
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		if (traced) {
-			char def[PATH_MAX];
-			if (!out[0]) {
-				char cwd[PATH_MAX];
-				if (!getcwd(cwd, sizeof(cwd)))
-					snprintf(cwd, sizeof(cwd), ".");
-				snprintf(def, sizeof(def),
-					 "%.3000s/gpureclaim-%d.trace", cwd,
+			if (dir)
+				snprintf(out, sizeof(out),
+					 "%s/gpureclaim-%d.trace", dir,
 					 (int)getpid());
-			}
 			setenv("CUDA_INJECTION64_PATH", inj, 1);
 			setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
-			setenv("GPURECLAIM_TRACE_OUTPUT", out[0] ? out : def,
-			       1);
+			setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+			setenv("GPURECLAIM_TRACE_NAMES_DIR", names.dir, 1);
 		}
 		execvp(cmd[0], cmd);
 		int e = errno;
@@ -297,15 +397,16 @@ int gpr_cli_trace(int argc, char **argv)
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	child_pid = pid;
-	if (!out[0]) {
-		char cwd[PATH_MAX];
-		snprintf(out, sizeof(out), "%.3000s/gpureclaim-%d.trace",
-			 getcwd(cwd, sizeof(cwd)) ? cwd : ".", (int)pid);
-	}
+	if (dir)
+		snprintf(out, sizeof(out), "%s/gpureclaim-%d.trace", dir,
+			 (int)pid);
+	free(dir);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			fprintf(stderr, "gpureclaim trace: waitpid: %m\n");
+			gpr_cli_trace_names_collect(&names);
+			gpr_cli_trace_names_free(&names);
 			return GPR_CLI_ERROR;
 		}
 	}
@@ -315,7 +416,10 @@ int gpr_cli_trace(int argc, char **argv)
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
+	if (traced && gpr_cli_trace_names_collect(&names) < 0)
+		fprintf(stderr, "gpureclaim trace: out of memory\n");
 	if (traced && !env.quiet)
-		summary(out);
+		summary(out, pid, &names);
+	gpr_cli_trace_names_free(&names);
 	return code;
 }

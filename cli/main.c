@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,6 +114,13 @@ static int command_help(const char *name)
 
 int main(int argc, char **argv)
 {
+	/*
+	 * Large blocks (a trace's records, the report's maps) straight from
+	 * the kernel and back to it when freed: glibc would otherwise raise
+	 * this threshold as they are freed and keep later ones in its heap,
+	 * where the memory a phase of the report frees stays resident.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	if (argc < 2) {
 		usage(stderr);
 		return GPR_CLI_USAGE;

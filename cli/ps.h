@@ -1,11 +1,14 @@
 /*
  * `gpureclaim ps` in parts: cli/ps_query.c reads one round (NVML through
  * the core, who each process is from /proc), cli/ps_text.c and
- * cli/ps_json.c render it, cli/cmd_ps.c holds the options and the loop.
+ * cli/ps_json.c render it, cli/ps_start.c starts NVML and ends a one-shot
+ * listing, cli/ps_profile.c times the steps for the benchmark, and
+ * cli/cmd_ps.c holds the options and the loop.
  */
 #ifndef GPR_CLI_PS_H
 #define GPR_CLI_PS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -49,11 +52,12 @@ struct gpr_cli_ps_round {
 /*
  * Reads a round: the GPUs in select[0..n_select) (every GPU when
  * n_select is 0) in index order, each queried in a thread of its own (a
- * GPU's first NVML query attaches it, several milliseconds each). 0 with
- * r filled (a GPU that failed has its err set); or -1 when nothing can be
- * listed, a message on stderr and *code the exit code.
+ * GPU's first NVML query attaches it, several milliseconds each), or two
+ * with `split` (its facts, its processes). 0 with r filled (a GPU that
+ * failed has its err set); or -1 when nothing can be listed, a message on
+ * stderr and *code the exit code.
  */
-int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
+int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code);
 void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
 
@@ -78,5 +82,61 @@ void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 
 /* The JSON document of r, one line (docs/ps.md, "JSON shape"). */
 void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);
+
+/* ---------------- start and end (cli/ps_start.c) ---------------- */
+
+/* GPURECLAIM_PS_VARIANT, the measurement switch (docs/ps.md). */
+struct gpr_cli_ps_variant {
+	int noattach;  /* nvml=noattach: NVML_INIT_FLAG_NO_ATTACH first */
+	int serial;    /* start=serial: NVML started by the first query */
+	int libc_exit; /* exit=libc: a one-shot listing returns to exit() */
+	int split;     /* gpu=split: two threads a GPU, facts and processes */
+};
+
+/* Reads the switch (all 0 when unset); -1 with a message when malformed. */
+int gpr_cli_ps_variant(struct gpr_cli_ps_variant *v);
+
+struct gpr_cli_ps_start {
+	gpr_ctx *ctx;
+	struct gpr_cli_ps_variant variant;
+	pthread_t thread;
+	int running;   /* thread started, not joined */
+	void *flagged; /* NVML initialised with NO_ATTACH by the tool */
+};
+
+/* Starts NVML for ctx on a thread (start=serial: leaves it to the first
+ * query); the caller goes on preparing, then calls gpr_cli_ps_started. */
+void gpr_cli_ps_start(struct gpr_cli_ps_start *s, gpr_ctx *ctx,
+		      const struct gpr_cli_ps_variant *v);
+void gpr_cli_ps_started(struct gpr_cli_ps_start *s);
+
+/* Ends the tool's own NO_ATTACH initialisation, if any. Call it after
+ * closing the handle that worked under it. */
+void gpr_cli_ps_unflag(struct gpr_cli_ps_start *s);
+
+/* Prints the profile, then, for a one-shot listing, _exit(code) (see
+ * cli/ps_start.c); otherwise returns code. */
+int gpr_cli_ps_end(const struct gpr_cli_ps_start *s, int code, int one_shot);
+
+/* ---------------- profile (cli/ps_profile.c) ---------------- */
+
+/* Reads GPURECLAIM_PS_PROFILE: call it first, as main's time is taken. */
+void gpr_cli_prof_start(void);
+int gpr_cli_prof_on(void);
+/* Names the calling thread in the profile ("main" until named). */
+void gpr_cli_prof_thread(const char *name);
+const char *gpr_cli_prof_thread_name(void);
+/* A step's start, for gpr_cli_prof_step; 0 when the profile is off. */
+double gpr_cli_prof_clock(void);
+/* Records the step "<what>: <ms since t0> ms" as ending now. */
+void gpr_cli_prof_step(double t0, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Records a moment, without a duration. */
+void gpr_cli_prof_note(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* The core's log (gpr_log_fn): each message recorded as a step. */
+void gpr_cli_prof_log(void *user, int level, const char *msg);
+/* Every step, to stderr, each line starting with "ps-profile ". */
+void gpr_cli_prof_print(void);
 
 #endif /* GPR_CLI_PS_H */

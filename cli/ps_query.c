@@ -7,7 +7,10 @@
  * NVML is thread-safe, so the attachments of several GPUs overlap instead
  * of adding up. The handle is shared: the core's calls may be made from
  * several threads (only gpr_close may not), and gpr_last_error is per
- * thread, so each thread keeps its own GPU's detail.
+ * thread, so each thread keeps its own GPU's detail. Split (a measurement
+ * variant, cli/ps_start.c), each GPU gets two threads, one for its facts
+ * (name, memory, MIG mode) and one for its processes, should the driver
+ * answer the two at once.
  */
 #include "ps.h"
 
@@ -50,26 +53,84 @@ static int row_cmp(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+/* What a job reads of its GPU. */
+enum part { BOTH, FACTS, PROCESSES };
+
 struct job {
 	gpr_ctx *ctx;
 	struct gpr_cli_ps_gpu *g;
-	int rc; /* 0 or GPR_E_NOMEM; a failed query is kept in g->err */
+	enum part part;
+	char name[12];	  /* its thread, in the profile */
+	int err;	  /* the failed query's GPR_E_*, kept apart until the
+			   * jobs of a GPU are merged */
+	char detail[512]; /* its gpr_last_error */
+	int rc;		  /* 0 or GPR_E_NOMEM */
 };
 
-/* Fills j->g for GPU j->g->index. */
+/* Who each process is (/proc, getpwuid_r), the profile timing each kind
+ * of look-up over the GPU's processes. */
+static void identify(struct gpr_cli_ps_gpu *g)
+{
+	double state = 0, user = 0, cmd = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		struct gpr_cli_ps_row *r = &g->rows[i];
+		double t0 = gpr_cli_prof_clock();
+		r->state = gpr_cli_proc_state(r->pid);
+		double t1 = gpr_cli_prof_clock();
+		state += t1 - t0;
+		/* another namespace's pid would name an unrelated process */
+		if (r->state == GPR_CLI_PID_OUTSIDE)
+			continue;
+		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
+						  sizeof(r->user)) == 0;
+		double t2 = gpr_cli_prof_clock();
+		user += t2 - t1;
+		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
+						    sizeof(r->cmd)) == 0;
+		cmd += gpr_cli_prof_clock() - t2;
+	}
+	if (!gpr_cli_prof_on() || g->n == 0)
+		return;
+	/* as steps ending now, each as long as its sum */
+	double now = gpr_cli_prof_clock();
+	gpr_cli_prof_step(now - state,
+			  "GPU %d pid states (kill, /proc/PID/stat)", g->index);
+	gpr_cli_prof_step(now - user, "GPU %d users (stat, getpwuid_r)",
+			  g->index);
+	gpr_cli_prof_step(now - cmd, "GPU %d commands (/proc/PID/cmdline)",
+			  g->index);
+}
+
+/* Fills j->g's part j->part for GPU j->g->index. */
 static void *query_gpu(void *arg)
 {
 	struct job *j = arg;
 	struct gpr_cli_ps_gpu *g = j->g;
 	struct gpr_process *procs = NULL;
 	size_t n = 0;
-	int err = gpr_gpu_info(j->ctx, g->index, &g->info);
-	if (err == 0)
+	const char *was = gpr_cli_prof_thread_name();
+	gpr_cli_prof_thread(j->name);
+	int err = 0;
+	double t0;
+	if (j->part != PROCESSES) {
+		t0 = gpr_cli_prof_clock();
+		err = gpr_gpu_info(j->ctx, g->index, &g->info);
+		gpr_cli_prof_step(t0, "GPU %d gpr_gpu_info", g->index);
+	}
+	if (err == 0 && j->part != FACTS) {
+		t0 = gpr_cli_prof_clock();
 		err = gpr_gpu_processes(j->ctx, g->index, &procs, &n);
+		gpr_cli_prof_step(t0, "GPU %d gpr_gpu_processes", g->index);
+	}
 	if (err != 0) {
-		g->err = err;
-		snprintf(g->detail, sizeof(g->detail), "%s",
+		j->err = err;
+		snprintf(j->detail, sizeof(j->detail), "%s",
 			 gpr_last_error(j->ctx));
+		gpr_cli_prof_thread(was);
+		return NULL;
+	}
+	if (j->part == FACTS) {
+		gpr_cli_prof_thread(was);
 		return NULL;
 	}
 	if (n > 0) {
@@ -77,6 +138,7 @@ static void *query_gpu(void *arg)
 		if (!g->rows) {
 			gpr_free(procs);
 			j->rc = GPR_E_NOMEM;
+			gpr_cli_prof_thread(was);
 			return NULL;
 		}
 	}
@@ -87,21 +149,15 @@ static void *query_gpu(void *arg)
 		r->bytes_known = procs[i].bytes_known;
 		r->compute = procs[i].compute;
 		r->graphics = procs[i].graphics;
-		r->state = gpr_cli_proc_state(r->pid);
-		/* another namespace's pid would name an unrelated process */
-		if (r->state == GPR_CLI_PID_OUTSIDE)
-			continue;
-		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
-						  sizeof(r->user)) == 0;
-		r->cmd_known = gpr_cli_proc_cmdline((pid_t)r->pid, r->cmd,
-						    sizeof(r->cmd)) == 0;
 	}
 	g->n = n;
+	gpr_free(procs);
+	identify(g);
 	for (size_t i = 0; i < n; i++)
 		g->hidden += !g->rows[i].bytes_known;
-	gpr_free(procs);
 	if (g->n > 1) /* qsort(NULL, 0) is undefined */
 		qsort(g->rows, g->n, sizeof(*g->rows), row_cmp);
+	gpr_cli_prof_thread(was);
 	return NULL;
 }
 
@@ -142,7 +198,23 @@ void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r)
 	r->n = 0;
 }
 
-int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
+/* Each GPU's jobs into it, facts first: the first failure is the GPU's
+ * (as one thread reading facts, then processes, would stop there). */
+static void merge(struct job *jobs, size_t n_jobs)
+{
+	for (size_t i = 0; i < n_jobs; i++) {
+		struct gpr_cli_ps_gpu *g = jobs[i].g;
+		if (!jobs[i].err || g->err)
+			continue;
+		g->err = jobs[i].err;
+		snprintf(g->detail, sizeof(g->detail), "%s", jobs[i].detail);
+		free(g->rows);
+		g->rows = NULL;
+		g->n = g->hidden = 0;
+	}
+}
+
+int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code)
 {
 	r->gpus = NULL;
@@ -173,7 +245,8 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
 		return -1;
 	}
 	size_t n = n_select ? (size_t)n_select : (size_t)count;
-	struct job *jobs = n ? calloc(n, sizeof(*jobs)) : NULL;
+	size_t n_jobs = split ? 2 * n : n;
+	struct job *jobs = n ? calloc(n_jobs, sizeof(*jobs)) : NULL;
 	r->gpus = n ? calloc(n, sizeof(*r->gpus)) : NULL;
 	if (n && (!jobs || !r->gpus))
 		goto oom;
@@ -183,11 +256,20 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select,
 	/* listed in index order, whatever order -i gave */
 	if (n > 1)
 		qsort(r->gpus, n, sizeof(*r->gpus), cmp_index);
-	for (size_t g = 0; g < n; g++)
-		jobs[g] = (struct job){.ctx = ctx, .g = &r->gpus[g]};
-	run_jobs(jobs, n);
-	for (size_t g = 0; g < n; g++)
-		if (jobs[g].rc)
+	for (size_t k = 0; k < n_jobs; k++) {
+		struct job *j = &jobs[k];
+		*j = (struct job){.ctx = ctx, .g = &r->gpus[k % n]};
+		j->part = !split ? BOTH : k < n ? FACTS : PROCESSES;
+		snprintf(j->name, sizeof(j->name), "gpu%d%s", j->g->index,
+			 j->part == PROCESSES ? "p" : "");
+	}
+	double t0 = gpr_cli_prof_clock();
+	run_jobs(jobs, n_jobs);
+	gpr_cli_prof_step(t0, "every GPU read (%s)",
+			  split ? "two threads each" : "a thread each");
+	merge(jobs, n_jobs);
+	for (size_t k = 0; k < n_jobs; k++)
+		if (jobs[k].rc)
 			goto oom;
 	free(jobs);
 	return 0;

@@ -1,7 +1,8 @@
 /*
  * The NVIDIA libraries as the tool reads them itself: the driver's
  * version (NVML) and the CUDA driver API version (libcuda), which the
- * core's API does not give. Each probe loads its library, asks, and
+ * core's API does not give, and an NVML initialisation with flags, which
+ * the core does not make. Each probe loads its library, asks, and
  * unloads it (a library already loaded in the process, as NVML is by
  * `ps`'s handle, only has its counts raised and lowered).
  */
@@ -105,5 +106,37 @@ void gpr_cli_probe_cuda(struct gpr_cli_probe *p)
 				 "cuDriverGetVersion: CUresult %d", r);
 		}
 	}
+	dlclose(lib);
+}
+
+void *gpr_cli_nvml_init_flags(unsigned int flags, int *r)
+{
+	*r = NVML_ERROR_LIBRARY_NOT_FOUND;
+	dlerror();
+	void *lib =
+	    dlopen(lib_path("GPURECLAIM_NVML_LIBRARY", "libnvidia-ml.so.1"),
+		   RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return NULL;
+	nvmlReturn_t (*init)(unsigned int) =
+	    (nvmlReturn_t(*)(unsigned int))dlsym(lib, "nvmlInitWithFlags");
+	/* gpr_cli_nvml_done needs it: no init it could not undo */
+	if (!dlsym(lib, "nvmlShutdown"))
+		init = NULL;
+	*r = init ? init(flags) : NVML_ERROR_FUNCTION_NOT_FOUND;
+	if (*r != NVML_SUCCESS) {
+		dlclose(lib);
+		return NULL;
+	}
+	return lib;
+}
+
+void gpr_cli_nvml_done(void *lib)
+{
+	if (!lib)
+		return;
+	nvmlReturn_t (*shutdown)(void) =
+	    (nvmlReturn_t(*)(void))dlsym(lib, "nvmlShutdown");
+	shutdown();
 	dlclose(lib);
 }

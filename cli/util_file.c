@@ -46,39 +46,76 @@ static int begins_with(int fd, const struct stat *st, const char *signature)
 }
 
 /*
- * Whether what lies at path may be replaced: NULL if so, otherwise why
- * not (a phrase that follows the path in a message).
+ * Whether what lies at path (lstat'ed into lst) may be replaced: 0 if so,
+ * otherwise 1 with the reason in why, a phrase that follows the path in a
+ * message (gpr_cli_out_check says which files are refused).
  */
-static const char *refusal(const char *path, const struct stat *lst,
-			   const char *signature, int force,
-			   const struct stat *input)
+static int refusal(char *why, size_t len, const char *path,
+		   const struct stat *lst, const char *signature,
+		   const char *what, int force, const struct stat *input)
 {
+	/* said only when the command has a --force that was not given */
+	const char *hint = "";
+	const char *phrase = NULL;
+	int not_ours = 0; /* a file of this user that is not one of ours */
 	if (input && lst->st_dev == input->st_dev &&
-	    lst->st_ino == input->st_ino)
-		return "is the file being read";
-	if (S_ISLNK(lst->st_mode))
-		return force ? NULL
-			     : "is a symbolic link, not followed (--force "
-			       "replaces the link itself)";
-	if (S_ISDIR(lst->st_mode))
-		return "is a directory";
-	if (!S_ISREG(lst->st_mode))
-		return "is not a regular file";
-	if (force)
-		return NULL;
-	if (lst->st_uid != geteuid())
-		return "belongs to another user (--force replaces it)";
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return "cannot be read to check what it is (--force "
-		       "replaces it)";
-	struct stat st;
-	int ours = fstat(fd, &st) == 0 && st.st_dev == lst->st_dev &&
-		   st.st_ino == lst->st_ino && begins_with(fd, &st, signature);
-	close(fd);
-	return ours ? NULL
-		    : "exists and is not an export of gpureclaim (--force "
-		      "replaces it)";
+	    lst->st_ino == input->st_ino) {
+		phrase = "is the file being read";
+	} else if (S_ISLNK(lst->st_mode)) {
+		if (force > 0)
+			return 0;
+		phrase = "is a symbolic link, not followed";
+		hint = " (--force replaces the link itself)";
+	} else if (S_ISDIR(lst->st_mode)) {
+		phrase = "is a directory";
+	} else if (!S_ISREG(lst->st_mode)) {
+		phrase = "is not a regular file";
+	} else if (force > 0) {
+		return 0;
+	} else if (lst->st_uid != geteuid()) {
+		phrase = "belongs to another user";
+		hint = " (--force replaces it)";
+	} else {
+		int fd =
+		    open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			phrase = "cannot be read to check what it is";
+		} else {
+			struct stat st;
+			int ours = fstat(fd, &st) == 0 &&
+				   st.st_dev == lst->st_dev &&
+				   st.st_ino == lst->st_ino &&
+				   begins_with(fd, &st, signature);
+			close(fd);
+			if (ours)
+				return 0;
+			phrase = "exists and is not";
+			not_ours = 1;
+		}
+		hint = " (--force replaces it)";
+	}
+	snprintf(why, len, "%s%s%s%s", phrase, not_ours ? " " : "",
+		 not_ours ? what : "", force == 0 ? hint : "");
+	return 1;
+}
+
+int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
+		      const char *what, int force, const struct stat *input)
+{
+	struct stat lst;
+	if (lstat(path, &lst) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			path, strerror(errno));
+		return -1;
+	}
+	char why[256];
+	if (!refusal(why, sizeof(why), path, &lst, signature, what, force,
+		     input))
+		return 0;
+	fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path, why);
+	return -1;
 }
 
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
@@ -86,19 +123,9 @@ int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 {
 	memset(o, 0, sizeof(*o));
 	o->path = path;
-	struct stat lst;
-	if (lstat(path, &lst) == 0) {
-		const char *why = refusal(path, &lst, signature, force, input);
-		if (why) {
-			fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path,
-				why);
-			return -1;
-		}
-	} else if (errno != ENOENT) {
-		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
-			path, strerror(errno));
+	if (gpr_cli_out_check(cmd, path, signature, "an export of gpureclaim",
+			      force, input) != 0)
 		return -1;
-	}
 	/* dirname and basename may change their argument: copies */
 	char d[PATH_MAX], b[PATH_MAX];
 	size_t plen = strlen(path);

@@ -13,13 +13,20 @@ int gpr_cli_parse_seconds(const char *s, double *out)
 {
 	if (!s || !*s)
 		return -1;
+	/* digits, then at most one '.' and digits: no blank, sign, hex, e */
+	size_t i = strspn(s, "0123456789");
+	if (i == 0 || (s[i] == '.' && strspn(s + i + 1, "0123456789") == 0))
+		return -1;
+	if (s[i] == '.')
+		i += 1 + strspn(s + i + 1, "0123456789");
+	if (s[i] != '\0')
+		return -1;
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
 	if (errno != 0 || end == s || *end != '\0')
 		return -1;
-	/* !(v > 0) also rejects NaN */
-	if (!isfinite(v) || !(v > 0) || v > 86400)
+	if (!isfinite(v) || v < 0.1 || v > 86400)
 		return -1;
 	*out = v;
 	return 0;

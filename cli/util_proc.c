@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -103,19 +104,31 @@ int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 	return 0;
 }
 
-/* 1 unless /proc/self/ns/pid shows a pid namespace other than the host's. */
+static int host_ns = 1;
+
+static void test_pid_namespace(void)
+{
+	struct stat st;
+	/* PROC_PID_INIT_INO (include/linux/proc_ns.h), fixed since Linux
+	 * 3.8; a kernel without the file cannot tell: host */
+	host_ns =
+	    stat("/proc/self/ns/pid", &st) != 0 || st.st_ino == 0xEFFFFFFCu;
+}
+
+/* 1 unless /proc/self/ns/pid shows a pid namespace other than the host's;
+ * `ps` asks from a thread per GPU. */
 static int host_pid_namespace(void)
 {
-	static int known, host = 1;
-	if (!known) {
-		struct stat st;
-		/* PROC_PID_INIT_INO (include/linux/proc_ns.h), fixed since
-		 * Linux 3.8; a kernel without the file cannot tell: host */
-		host = stat("/proc/self/ns/pid", &st) != 0 ||
-		       st.st_ino == 0xEFFFFFFCu;
-		known = 1;
-	}
-	return host;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, test_pid_namespace);
+	return host_ns;
+}
+
+void gpr_cli_proc_warm(void)
+{
+	char user[64];
+	(void)host_pid_namespace();
+	(void)gpr_cli_proc_user(getpid(), user, sizeof user);
 }
 
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid)

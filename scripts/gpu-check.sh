@@ -67,9 +67,21 @@ for s in $stages; do
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
+		# the judge (with a row per variant), where each step's time
+		# goes (default, then NO_ATTACH), the warm query, then the NVML
+		# experiments (bench/nvml_cost.c and bench/nvml_exit.c say what
+		# each answers)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"; "$B/bench/ps_query_bench"
-		  "$B/bench/nvml_cost"; "$B/bench/nvml_cost" parallel; } 2>&1 | tee "$OUT/$s.txt" ;;
+		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"
+		  bash bench/ps_profile.sh "$B/cli/gpureclaim"
+		  GPURECLAIM_PS_VARIANT=nvml=noattach bash bench/ps_profile.sh "$B/cli/gpureclaim"
+		  "$B/bench/ps_query_bench"
+		  for w in "" parallel noattach "noattach parallel" \
+			"noattach thenplain parallel" nogpus lazy \
+			"parallel procsfirst twice" "parallel split" libs overlap; do
+			"$B/bench/nvml_cost" $w
+		  done
+		  "$B/bench/nvml_exit"; } 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-trace)
 		# the targets: traced against paused in one process; then the
 		# process-level comparison with _record_memory_history

@@ -21,10 +21,14 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 # the docs' and helps' examples pipe JSON through jq; tests run them
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
-# clang's sanitizer and libFuzzer runtimes
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a >/dev/null 2>&1 ||
+# clang's sanitizer runtimes (ThreadSanitizer for `make check`) and libFuzzer
+if ! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a ||
+	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a; } >/dev/null 2>&1 ||
+	! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.tsan-x86_64.a ||
+		ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.tsan*.a; } >/dev/null 2>&1; then
 	need_apt+=(libclang-rt-14-dev)
+fi
+command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
 	need_apt+=(python3 python3-dev python3-pip)
 else

@@ -9,7 +9,12 @@ log=$(mktemp)
 wipe=()
 # a folder left half set up by an interrupted run is set up anew
 [ -d "$dir/meson-private" ] && wipe=(--wipe)
-if CC=$cc "${MESON:-meson}" setup "${wipe[@]}" "$dir" "$@" >"$log" 2>&1; then
+# clang's builds compile the C++ test stand-ins with clang++ too
+cxx=${CXX:-}
+if [ -z "$cxx" ] && [ "$(basename "$cc")" = clang ] && command -v clang++ >/dev/null; then
+	cxx=clang++
+fi
+if env CC="$cc" ${cxx:+CXX="$cxx"} "${MESON:-meson}" setup "${wipe[@]}" "$dir" "$@" >"$log" 2>&1; then
 	mv "$log" "$dir/meson-logs/setup.txt"
 else
 	cat "$log" >&2

@@ -4,7 +4,9 @@
 # per suite (Meson's tests, and the checks their runners count inside
 # them: pytest cases, cmocka cases) and the total, also into SUMMARY. The tests' output is in
 # DIR/meson-logs/testlog.txt; a failing test's output is shown here.
-# A sanitized build (asan) gets three times the timeouts.
+# A sanitized build (asan, tsan) gets three times the timeouts; the
+# variable WRAP_<label>, when set, is meson test's --wrapper for that build
+# (the tsan run: setarch ... -R, from the Makefile).
 set -uo pipefail
 summary=$1
 shift
@@ -18,7 +20,9 @@ for spec in "$@"; do
 	args=()
 	for s in $suites; do args+=(--suite "$s"); done
 	mult=1
-	[ "$label" = asan ] && mult=3
+	case $label in asan | tsan) mult=3 ;; esac
+	wrap_var=WRAP_$label
+	[ -n "${!wrap_var:-}" ] && args+=(--wrapper "${!wrap_var}")
 	"${MESON:-meson}" test -C "$dir" --no-rebuild --print-errorlogs \
 		--timeout-multiplier "$mult" "${args[@]}" \
 		>"$dir/meson-logs/check.txt" 2>&1

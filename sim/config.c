@@ -14,12 +14,16 @@
 #include <string.h>
 #include <strings.h>
 
+/* The reason, one line: controls of the quoted text show as '?'. */
 static int bad(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, whylen, fmt, ap);
 	va_end(ap);
+	for (char *p = why; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	return -1;
 }
 
@@ -92,6 +96,25 @@ static int parse_size(const char *s, uint64_t *out)
 	return -1;
 }
 
+/*
+ * The next item of a `sep`-separated list, cut in place; "" for an empty
+ * one (two separators in a row), NULL after the last.
+ */
+static char *next_item(char **rest, char sep)
+{
+	char *it = *rest;
+	if (!it)
+		return NULL;
+	char *end = strchr(it, sep);
+	if (end) {
+		*end = '\0';
+		*rest = end + 1;
+	} else {
+		*rest = NULL;
+	}
+	return trim(it);
+}
+
 static int parse_faults(char *v, struct sim__config *c, char *why,
 			size_t whylen)
 {
@@ -106,18 +129,22 @@ static int parse_faults(char *v, struct sim__config *c, char *why,
 	    {"foreign-pid", SIM_FAULT_FOREIGN_PID},
 	    {"memory-v1", SIM_FAULT_MEMORY_V1},
 	    {"procs-v2", SIM_FAULT_PROCS_V2},
+	    {"initflags-refused", SIM_FAULT_INITFLAGS_REFUSED},
+	    {"unattached", SIM_FAULT_UNATTACHED},
 	};
-	char *save = NULL;
-	for (char *f = strtok_r(v, ",", &save); f;
-	     f = strtok_r(NULL, ",", &save)) {
-		f = trim(f);
+	char *rest = v;
+	int item = 0;
+	for (char *f; (f = next_item(&rest, ','));) {
+		item++;
 		if (!*f)
-			return bad(why, whylen, "empty fault in 'fault'");
+			return bad(why, whylen, "fault item %d is empty", item);
 		if (strncmp(f, "broken:", 7) == 0) {
 			uint64_t i;
 			if (parse_uint(f + 7, SIM_MAX_GPUS - 1, &i))
-				return bad(why, whylen,
-					   "bad GPU index in fault '%s'", f);
+				return bad(
+				    why, whylen,
+				    "fault item %d ('%s'): bad GPU index", item,
+				    f);
 			c->broken_mask |= 1u << i;
 			continue;
 		}
@@ -126,20 +153,27 @@ static int parse_faults(char *v, struct sim__config *c, char *why,
 		       strcmp(f, names[k].name) != 0)
 			k++;
 		if (k == sizeof names / sizeof names[0])
-			return bad(why, whylen, "unknown fault '%s'", f);
+			return bad(why, whylen,
+				   "fault item %d ('%s') is not a fault", item,
+				   f);
 		c->faults |= names[k].bit;
 	}
 	return 0;
 }
 
-/* GPU:PID[g]:SIZE */
-static int parse_extra_item(char *item, struct sim__config *c, char *why,
+/* GPU:PID[g]:SIZE, item number n of all extra items */
+static int parse_extra_item(char *item, int n, struct sim__config *c, char *why,
 			    size_t whylen)
 {
+	char text[96];
+	snprintf(text, sizeof text, "%s", item);
+	if (!*item)
+		return bad(why, whylen, "extra item %d is empty", n);
 	char *p1 = strchr(item, ':');
 	char *p2 = p1 ? strchr(p1 + 1, ':') : NULL;
 	if (!p1 || !p2 || strchr(p2 + 1, ':'))
-		return bad(why, whylen, "extra '%s' is not GPU:PID:SIZE", item);
+		return bad(why, whylen,
+			   "extra item %d ('%s') is not GPU:PID:SIZE", n, text);
 	*p1 = *p2 = '\0';
 	char *gpu = trim(item), *pid = trim(p1 + 1), *size = trim(p2 + 1);
 	if (c->nextra == SIM_MAX_EXTRA)
@@ -148,27 +182,39 @@ static int parse_extra_item(char *item, struct sim__config *c, char *why,
 	struct sim__extra *e = &c->extra[c->nextra];
 	uint64_t v;
 	if (parse_uint(gpu, SIM_MAX_GPUS - 1, &v))
-		return bad(why, whylen, "bad GPU index '%s' in extra", gpu);
+		return bad(why, whylen, "extra item %d ('%s'): bad GPU index",
+			   n, text);
 	e->gpu = (int)v;
-	size_t n = strlen(pid);
-	e->graphics = n > 0 && pid[n - 1] == 'g';
+	size_t len = strlen(pid);
+	e->graphics = len > 0 && pid[len - 1] == 'g';
 	if (e->graphics)
-		pid[n - 1] = '\0';
+		pid[len - 1] = '\0';
 	if (parse_uint(pid, 0x7fffffff, &v) || v == 0)
-		return bad(why, whylen, "bad pid '%s' in extra", pid);
+		return bad(why, whylen, "extra item %d ('%s'): bad pid", n,
+			   text);
 	e->pid = (uint32_t)v;
 	if (parse_size(size, &e->bytes))
-		return bad(why, whylen, "bad size '%s' in extra", size);
+		return bad(why, whylen, "extra item %d ('%s'): bad size", n,
+			   text);
+	for (int i = 0; i < c->nextra; i++) {
+		const struct sim__extra *o = &c->extra[i];
+		if (o->gpu == e->gpu && o->pid == e->pid &&
+		    o->graphics == e->graphics)
+			return bad(why, whylen,
+				   "extra item %d ('%s'): pid %u is already "
+				   "in GPU %d's %s list (item %d)",
+				   n, text, e->pid, e->gpu,
+				   e->graphics ? "graphics" : "compute", i + 1);
+	}
 	c->nextra++;
 	return 0;
 }
 
 static int parse_extra(char *v, struct sim__config *c, char *why, size_t whylen)
 {
-	char *save = NULL;
-	for (char *it = strtok_r(v, ",", &save); it;
-	     it = strtok_r(NULL, ",", &save)) {
-		if (parse_extra_item(trim(it), c, why, whylen))
+	char *rest = v;
+	for (char *it; (it = next_item(&rest, ','));) {
+		if (parse_extra_item(it, c->nextra + 1, c, why, whylen))
 			return -1;
 	}
 	return 0;
@@ -234,8 +280,30 @@ static int check_ranges(struct sim__config *c, char *why, size_t whylen)
 			   c->gpus);
 	for (int i = 0; i < c->nextra; i++) {
 		if (c->extra[i].gpu >= c->gpus)
-			return bad(why, whylen, "extra on GPU %d but gpus=%d",
-				   c->extra[i].gpu, c->gpus);
+			return bad(why, whylen,
+				   "extra item %d is on GPU %d but gpus=%d",
+				   i + 1, c->extra[i].gpu, c->gpus);
+		if (c->extra[i].bytes > c->memory)
+			return bad(why, whylen,
+				   "extra item %d holds %llu bytes, more than "
+				   "the GPU's memory (%llu)",
+				   i + 1, (unsigned long long)c->extra[i].bytes,
+				   (unsigned long long)c->memory);
+	}
+	/* what the extra processes hold together fits each GPU */
+	for (int g = 0; g < c->gpus; g++) {
+		uint64_t sum = 0;
+		for (int i = 0; i < c->nextra; i++)
+			if (c->extra[i].gpu == g &&
+			    __builtin_add_overflow(sum, c->extra[i].bytes,
+						   &sum))
+				sum = UINT64_MAX;
+		if (sum > c->memory)
+			return bad(why, whylen,
+				   "extra items on GPU %d hold %llu bytes "
+				   "together, more than its memory (%llu)",
+				   g, (unsigned long long)sum,
+				   (unsigned long long)c->memory);
 	}
 	if (c->context > c->memory)
 		return bad(why, whylen, "context is larger than memory");

@@ -63,6 +63,15 @@ struct gpr_ctx {
 	atomic_int nvml_state;
 	struct gpr__nvml nvml;
 	char nvml_error[GPR__ERRLEN];
+	/* NVML's load and init, timed under init_lock for a debug log and
+	 * logged after it (a log callback may query this handle) */
+	int nvml_opening;
+	struct gpr__nvml_note {
+		char call[sizeof(((struct gpr__nvml *)0)->path) + 8];
+		double ms;
+		nvmlReturn_t r;
+	} nvml_notes[2];
+	int n_nvml_notes;
 
 	pthread_mutex_t map_lock;
 	int nvml_of[GPR__MAP_CAP]; /* NVML index, -1 unmatched, MAP_UNKNOWN */

@@ -195,11 +195,22 @@ struct gpr__nvml_api {
 						     unsigned int *, void *);
 };
 
+/*
+ * Told of each NVML step once it returned: the call ("nvmlInit_v2"; the
+ * load is "dlopen <path>", NVML_ERROR_LIBRARY_NOT_FOUND when it fails),
+ * the GPU index (-1: none), its wall time in ms and NVML's answer. May be
+ * called from any thread that queries.
+ */
+typedef void (*gpr__nvml_step_fn)(void *user, const char *call, int index,
+				  double ms, nvmlReturn_t r);
+
 struct gpr__nvml {
 	void *lib;
 	int initialised; /* nvmlInit_v2 succeeded; shutdown on close */
 	char path[512];
-	int stride; /* process record stride: 0 unknown, 24 or 32 */
+	int stride;		/* process record stride: 0 unknown, 24 or 32 */
+	gpr__nvml_step_fn step; /* NULL: steps are not timed */
+	void *step_user;
 	struct gpr__nvml_api api;
 };
 
@@ -211,6 +222,12 @@ struct gpr__nvml {
  */
 int gpr__nvml_open(struct gpr__nvml *m, const char *path, char *err,
 		   size_t errlen);
+
+/* gpr__nvml_open, with `step` (may be NULL) told of every NVML step from
+ * the load on, for as long as m stays open. */
+int gpr__nvml_open_timed(struct gpr__nvml *m, const char *path,
+			 gpr__nvml_step_fn step, void *user, char *err,
+			 size_t errlen);
 void gpr__nvml_close(struct gpr__nvml *m);
 
 int gpr__nvml_count(struct gpr__nvml *m, int *n, char *err, size_t errlen);

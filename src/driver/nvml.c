@@ -3,13 +3,15 @@
  * shadows or is shadowed by the copy PyTorch loads), initialised with
  * nvmlInit_v2 and shut down on close; NVML counts init/shutdown pairs, so
  * other users in the process are unaffected. Device facts and memory
- * figures; process lists live in nvml_procs.c.
+ * figures; process lists live in nvml_procs.c. Each step can be timed for
+ * a listener (m->step): the core logs them at GPR_LOG_DEBUG.
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "driver.h"
 #include "gpureclaim.h"
@@ -25,16 +27,46 @@ static const struct gpr__dl_sym nvml_syms[] = {GPR__NVML_SYMBOLS(NVML_ROW)};
 GPR__NVML_SYMBOLS(NVML_CHECK)
 #undef NVML_CHECK
 
+double gpr__nvml_step_start(const struct gpr__nvml *m)
+{
+	if (!m->step)
+		return 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void gpr__nvml_step_end(const struct gpr__nvml *m, const char *call, int index,
+			double t0, nvmlReturn_t r)
+{
+	if (m->step)
+		m->step(m->step_user, call, index, gpr__nvml_step_start(m) - t0,
+			r);
+}
+
 int gpr__nvml_open(struct gpr__nvml *m, const char *path, char *err,
 		   size_t errlen)
 {
+	return gpr__nvml_open_timed(m, path, NULL, NULL, err, errlen);
+}
+
+int gpr__nvml_open_timed(struct gpr__nvml *m, const char *path,
+			 gpr__nvml_step_fn step, void *user, char *err,
+			 size_t errlen)
+{
 	memset(m, 0, sizeof *m);
+	m->step = step;
+	m->step_user = user;
 	const char *p = gpr__dl_choose(path, "GPURECLAIM_NVML_LIBRARY",
 				       "libnvidia-ml.so.1");
 	snprintf(m->path, sizeof m->path, "%s", p);
-	char why[GPR__ERRLEN];
+	char why[GPR__ERRLEN], call[sizeof m->path + 8];
+	snprintf(call, sizeof call, "dlopen %s", m->path);
+	double t0 = gpr__nvml_step_start(m);
 	void *lib =
 	    gpr__dl_open(m->path, RTLD_NOW | RTLD_LOCAL, why, sizeof why);
+	gpr__nvml_step_end(m, call, -1, t0,
+			   lib ? NVML_SUCCESS : NVML_ERROR_LIBRARY_NOT_FOUND);
 	if (!lib) {
 		gpr__errf(err, errlen, "cannot load %s: %s", m->path, why);
 		return GPR_E_NO_NVML;
@@ -48,13 +80,16 @@ int gpr__nvml_open(struct gpr__nvml *m, const char *path, char *err,
 		return r;
 	}
 	m->lib = lib;
+	t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t nr = m->api.init();
+	gpr__nvml_step_end(m, "nvmlInit_v2", -1, t0, nr);
 	if (nr != NVML_SUCCESS) {
 		char what[GPR__ERRLEN];
 		gpr__nvml_describe(m, nr, what, sizeof what);
 		gpr__errf(err, errlen, "nvmlInit_v2 (%s): %s", m->path, what);
 		dlclose(lib);
 		m->lib = NULL;
+		m->step = NULL;
 		memset(&m->api, 0, sizeof m->api);
 		return GPR_E_NVML;
 	}
@@ -70,6 +105,7 @@ void gpr__nvml_close(struct gpr__nvml *m)
 		dlclose(m->lib);
 	m->lib = NULL;
 	m->initialised = 0;
+	m->step = NULL;
 	memset(&m->api, 0, sizeof m->api);
 }
 
@@ -156,7 +192,9 @@ int gpr__nvml_count(struct gpr__nvml *m, int *n, char *err, size_t errlen)
 	if (!m->lib)
 		return not_open(err, errlen);
 	unsigned int count = 0;
+	double t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t r = m->api.device_get_count(&count);
+	gpr__nvml_step_end(m, "nvmlDeviceGetCount_v2", -1, t0, r);
 	if (r != NVML_SUCCESS)
 		return gpr__nvml_fail(m, "nvmlDeviceGetCount_v2", -1, r, err,
 				      errlen);
@@ -175,7 +213,9 @@ int gpr__nvml_handle(struct gpr__nvml *m, int index, nvmlDevice_t *dev,
 		gpr__errf(err, errlen, "NVML index %d out of range", index);
 		return GPR_E_RANGE;
 	}
+	double t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t r = m->api.device_get_handle_by_index(index, dev);
+	gpr__nvml_step_end(m, "nvmlDeviceGetHandleByIndex_v2", index, t0, r);
 	if (r == NVML_ERROR_INVALID_ARGUMENT) {
 		gpr__errf(err, errlen, "NVML index %d out of range", index);
 		return GPR_E_RANGE;
@@ -202,7 +242,10 @@ static int memory(struct gpr__nvml *m, nvmlDevice_t dev, int index,
 		gpr_nvmlMemory_v2_t v2;
 		memset(&v2, 0, sizeof v2);
 		v2.version = GPR_NVML_STRUCT_VERSION(gpr_nvmlMemory_v2_t, 2);
+		double t0 = gpr__nvml_step_start(m);
 		nvmlReturn_t r = m->api.device_get_memory_info_v2(dev, &v2);
+		gpr__nvml_step_end(m, "nvmlDeviceGetMemoryInfo_v2", index, t0,
+				   r);
 		if (r == NVML_SUCCESS) {
 			out->total = v2.total;
 			out->reserved = v2.reserved;
@@ -217,7 +260,9 @@ static int memory(struct gpr__nvml *m, nvmlDevice_t dev, int index,
 	}
 	gpr_nvmlMemory_v1_t v1;
 	memset(&v1, 0, sizeof v1);
+	double t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t r = m->api.device_get_memory_info(dev, &v1);
+	gpr__nvml_step_end(m, "nvmlDeviceGetMemoryInfo", index, t0, r);
 	if (r != NVML_SUCCESS)
 		return gpr__nvml_fail(m, "nvmlDeviceGetMemoryInfo", index, r,
 				      err, errlen);
@@ -247,7 +292,9 @@ static int text(struct gpr__nvml *m, const char *call, int index,
 	buf[0] = '\0';
 	if (!fn)
 		return 0;
+	double t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t r = fn(dev, buf, (unsigned int)len);
+	gpr__nvml_step_end(m, call, index, t0, r);
 	buf[len - 1] = '\0';
 	if (r != NVML_SUCCESS) {
 		buf[0] = '\0';
@@ -263,7 +310,9 @@ static int mig_mode(struct gpr__nvml *m, nvmlDevice_t dev, int index, int *mig,
 	if (!m->api.device_get_mig_mode)
 		return 0;
 	unsigned int current = 0, pending = 0;
+	double t0 = gpr__nvml_step_start(m);
 	nvmlReturn_t r = m->api.device_get_mig_mode(dev, &current, &pending);
+	gpr__nvml_step_end(m, "nvmlDeviceGetMigMode", index, t0, r);
 	/* GPUs without MIG (all but A100/A30/H100/H200/B200...) say so */
 	if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND)
 		return 0;
@@ -289,7 +338,9 @@ int gpr__nvml_gpu_info(struct gpr__nvml *m, int index,
 	if (!e && m->api.device_get_pci_info) {
 		gpr_nvmlPciInfo_t pci;
 		memset(&pci, 0, sizeof pci);
+		double t0 = gpr__nvml_step_start(m);
 		nvmlReturn_t r = m->api.device_get_pci_info(dev, &pci);
+		gpr__nvml_step_end(m, "nvmlDeviceGetPciInfo_v3", index, t0, r);
 		if (r != NVML_SUCCESS)
 			e = gpr__nvml_fail(m, "nvmlDeviceGetPciInfo_v3", index,
 					   r, err, errlen);
@@ -322,8 +373,8 @@ int gpr__nvml_index_by_uuid(struct gpr__nvml *m, const char *uuid, int *index,
 		nvmlDevice_t dev;
 		char u[GPR_NVML_DEVICE_UUID_V2_BUFFER_SIZE];
 		if (gpr__nvml_handle(m, i, &dev, NULL, 0) ||
-		    text(m, "", i, m->api.device_get_uuid, dev, u, sizeof u,
-			 NULL, 0))
+		    text(m, "nvmlDeviceGetUUID", i, m->api.device_get_uuid, dev,
+			 u, sizeof u, NULL, 0))
 			continue;
 		if (strcasecmp(u, uuid) == 0) {
 			*index = i;

@@ -125,7 +125,9 @@ static int fetch(struct gpr__nvml *m, nvmlDevice_t dev, int index,
 		buf = grown;
 		memset(buf, SENTINEL, size);
 		count = cap;
+		double t0 = gpr__nvml_step_start(m);
 		r = fn(dev, &count, buf);
+		gpr__nvml_step_end(m, what, index, t0, r);
 		if (r == NVML_SUCCESS)
 			break;
 		if (r == NVML_ERROR_FUNCTION_NOT_FOUND && fallback &&

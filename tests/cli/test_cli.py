@@ -308,6 +308,18 @@ def test_fault_foreign_pid(sim):
     (["ps", "--watch", "abc"], ["--watch", "abc"]),
     (["ps", "--watch", "-1"], ["--watch"]),
     (["ps", "--watch", "nan"], ["--watch"]),
+    # decimal only, from 0.1 s: no hex, blank, sign, exponent, or less
+    (["ps", "--watch", "0x10"], ["--watch", "0x10", "0.1"]),
+    (["ps", "--watch", " 1"], ["--watch", "' 1'"]),
+    (["ps", "--watch", "1 "], ["--watch"]),
+    (["ps", "--watch", "+1"], ["--watch"]),
+    (["ps", "--watch", "1e-300"], ["--watch", "1e-300"]),
+    (["ps", "--watch", "1e2"], ["--watch"]),
+    (["ps", "--watch", "0.05"], ["--watch", "0.1"]),
+    (["ps", "--watch", "1."], ["--watch"]),
+    (["ps", "--watch", ".5"], ["--watch"]),
+    (["ps", "--watch", "inf"], ["--watch"]),
+    (["ps", "--watch", "86400.5"], ["--watch", "86400"]),
     (["ps", "--watch"], ["needs a value"]),
     (["ps", "-i", "abc"], ["-i", "abc"]),
     (["ps", "-i", "-1"], ["-i"]),
@@ -354,6 +366,13 @@ def test_watch_json_lines_until_sigint(sim):
         assert gpu_of(doc, 0)["processes"][0]["bytes"] == GiB
 
 
+@pytest.mark.parametrize("interval", ["0.1", "2", "10.25", "86400"])
+def test_watch_decimal_intervals_accepted(sim, interval):
+    rc, out, err = watch(sim, ["--json", "--watch", interval], 0.5)
+    assert rc == 0, err
+    assert len(out.splitlines()) >= 1 and err == "", (out, err)
+
+
 def test_watch_reader_leaves_exits_0(sim):
     """`ps --json --watch 0.1 | head -1`: once the reader is gone the
     watch ends quietly with 0, not killed by SIGPIPE."""
@@ -395,7 +414,7 @@ def test_watch_on_a_terminal_clears_and_fits_the_width(sim):
 
 def test_watch_sees_a_process_come_and_go(sim):
     sim.configure(f"context={CTX}")
-    proc = subprocess.Popen([str(BIN), "ps", "--json", "--watch", "0.05"],
+    proc = subprocess.Popen([str(BIN), "ps", "--json", "--watch", "0.1"],
                             env=sim.env(), stdout=subprocess.PIPE, text=True)
     try:
         first = json.loads(proc.stdout.readline())

@@ -6,12 +6,16 @@
 - A process that never used the GPU is absent, and so is gpureclaim itself
   after many queries (it never opens a context).
 - NVML's v2 memory-info path is the one taken on a real driver.
+- Every GPURECLAIM_PS_VARIANT lists what the default lists (the NO_ATTACH
+  one either works or falls back), and GPURECLAIM_PS_PROFILE times the
+  real NVML's steps, saying whether NO_ATTACH was granted and held.
 
 The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -169,3 +173,44 @@ def test_memory_info_v2_path_is_taken():
         assert "error" not in g, g
         assert g["memory_info"] == "v2", g
         assert 0 < g["used"] + g["free"] <= g["total"], g
+
+
+JSON_CLOCK = re.compile(r'"time":"[^"]*","unix_time":[0-9.]+,')
+
+
+def run_ps(*args, **env):
+    r = subprocess.run([BIN, "ps", *args], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, **env))
+    return r
+
+
+@pytest.mark.parametrize("variant", [
+    "nvml=noattach", "start=serial", "exit=libc", "gpu=split",
+    "nvml=noattach,start=serial,exit=libc,gpu=split"])
+def test_variants_list_the_same(holder, variant):
+    for fmt in ([], ["--json"]):
+        want = run_ps(*fmt)
+        got = run_ps(*fmt, GPURECLAIM_PS_VARIANT=variant)
+        assert got.returncode == want.returncode == 0, got.stderr
+        assert JSON_CLOCK.sub("", got.stdout) == \
+            JSON_CLOCK.sub("", want.stdout), (variant, fmt)
+        assert got.stderr == want.stderr
+
+
+@pytest.mark.parametrize("variant", ["", "nvml=noattach"])
+def test_profile_times_the_real_nvml(holder, variant):
+    """Prints (for the run's log) what NVML did, and how long it took."""
+    want = run_ps()
+    r = run_ps(GPURECLAIM_PS_PROFILE="1", GPURECLAIM_PS_VARIANT=variant)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want.stdout
+    lines = r.stderr.splitlines()
+    assert lines and all(line.startswith("ps-profile ") for line in lines)
+    print("\n".join(lines))
+    text = r.stderr
+    n = len(ps_json()["gpus"])
+    for i in range(n):
+        assert re.search(
+            rf"NVML nvmlDeviceGetHandleByIndex_v2 GPU {i}: [0-9.]+ ms", text)
+    if variant:
+        assert "nvmlInitWithFlags(NO_ATTACH) by the tool (" in text

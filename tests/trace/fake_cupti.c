@@ -100,9 +100,9 @@ EXPORT int fake_enabled(int domain, unsigned cbid)
  * One driver call: enter callback, `work` (may be NULL), exit callback
  * with `result`. The context is current for the call's duration.
  */
-static void *last_caller;
+static __thread void *last_caller; /* threads call at once: one each */
 
-/* The return address of the latest fake_call: a caller's call site. */
+/* The return address of this thread's latest fake_call: a call site. */
 EXPORT void *fake_last_caller(void)
 {
 	return last_caller;

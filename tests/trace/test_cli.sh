@@ -5,7 +5,8 @@
 # Run from the source root by `meson test --suite trace`, which sets the
 # paths of what it built: GPR (the command), TRACER
 # (libgpureclaim_trace.so), FAKE_CUPTI, APP (test_inject), LOGTOOL
-# (test_trace_log), CHURN (bench/trace_churn), PYTHON.
+# (test_trace_log), CHURN (bench/trace_churn), TRACE_GEN (bench/trace_gen),
+# PYTHON.
 set -u
 SRC=$(pwd)
 FAKE=$FAKE_CUPTI
@@ -56,11 +57,30 @@ check "trace: no command is a usage error" '[ $rc -eq 2 ]'
 "$GPR" trace --help >h
 check "trace --help has examples" 'grep -q EXAMPLES h'
 
+# 4b. an on/off switch with a value that is not 1/0/yes/no/true/false:
+# refused in one line before the command runs
+GPURECLAIM_TRACE_SELFTIME=maybe GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran4b' 2>e4b
+rc=$?
+check "trace: bad switch value is a usage error" '[ $rc -eq 2 ] && [ ! -e ran4b ]'
+check "trace: bad switch value said in one line" '[ "$(wc -l <e4b)" -eq 1 ] && grep -q "GPURECLAIM_TRACE_SELFTIME=.maybe. is not one of 1/0/yes/no/true/false" e4b'
+GPURECLAIM_TRACE_NO_SCHEDSTAT=Yes GPURECLAIM_TRACE_SELFTIME=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- true 2>/dev/null
+rc=$?
+check "trace: switch words in any case accepted" '[ $rc -eq 0 ]'
+
 # 5. -o over a file that is not a trace log: refused, file intact
 echo precious >keep.txt
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o keep.txt -- true 2>e5
 rc=$?
 check "trace: will not overwrite a non-log" '[ $rc -eq 1 ] && [ "$(cat keep.txt)" = precious ]'
+check "trace: the non-log named once" '[ "$(grep -c keep.txt e5)" -eq 1 ] && grep -q "^gpureclaim trace: /.*/keep.txt exists and is not a trace log$" e5'
+ln -s keep.txt keep-link.trace
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o keep-link.trace -- sh -c 'touch ran5' 2>e5
+rc=$?
+check "trace: -o on a symbolic link refused, not followed, CMD not run" '[ $rc -eq 1 ] && [ ! -e ran5 ] && [ -L keep-link.trace ] && [ "$(cat keep.txt)" = precious ] && grep -q "keep-link.trace is a symbolic link, not followed$" e5'
+: >empty5.trace
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o empty5.trace -- true 2>e5
+rc=$?
+check "trace: -o on an empty file replaces it" '[ $rc -eq 0 ] && [ ! -s e5 ]'
 
 # 6. end to end: a "CUDA program" that loads the injection as libcuda would
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o app.trace -- "$APP" --cuda-app >o6 2>e6
@@ -76,6 +96,55 @@ rc=$?
 check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && ! ls app.trace.* >/dev/null 2>&1'
 "$GPR" report app.trace --json >app.json
 check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
+
+# 6b. names planted at the default log path (CMD's pid is the child's:
+# the shell plants gpureclaim-$$.trace, then execs the CUDA program). The
+# summary must read the log the program really wrote, never the plant.
+"$LOGTOOL" --sample planted-src.trace
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
+rc=$?
+check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
+check "trace planted log: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6c && ! grep -q "Peak driver memory: 2.0 GiB" e6c'
+check "trace planted log: says the name was taken" 'grep -q "gpureclaim trace: .*/gpureclaim-[0-9]*\.trace was already there; the log is .*/gpureclaim-[0-9]*\.trace\.[0-9]*" e6c'
+check "trace planted log: points at the real log" 'grep -q "^Full report: gpureclaim report .*/gpureclaim-[0-9]*\.trace\.[0-9]*$" e6c'
+rm -f gpureclaim-*.trace*
+GPURECLAIM_CUPTI_LIBRARY=$FAKE timeout 20 "$GPR" trace -- sh -c 'mkfifo gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6d
+rc=$?
+check "trace planted FIFO: no hang, exit code 5" '[ $rc -eq 5 ]'
+check "trace planted FIFO: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6d'
+rm -f gpureclaim-*.trace*
+# a FIFO given to report: one line, exit 1, at once
+mkfifo fifo.trace
+timeout 10 "$GPR" report fifo.trace >/dev/null 2>e6e
+rc=$?
+check "report FIFO: exit 1, no hang" '[ $rc -eq 1 ]'
+check "report FIFO: one line saying why" '[ "$(wc -l <e6e)" -eq 1 ] && grep -q "fifo.trace.*not a regular file" e6e'
+# a symbolic link named on the command line is followed (docs/trace.md)
+ln -s app.trace link.trace
+"$GPR" report link.trace --json >link.json
+check "report: a symlink named by the user is read" "$PY -c 'import json,sys; sys.exit(json.load(open(\"link.json\"))[\"records\"]!=20)'"
+
+# 6c. long paths are refused, never cut to another path
+LONG=$($PY -c 'print("d/" * 2040 + "x.trace")')
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o "$LONG" -- sh -c 'touch ran6c' 2>e6f
+rc=$?
+check "trace -o too long: usage error, command not run" '[ $rc -eq 2 ] && [ ! -e ran6c ]'
+check "trace -o too long: said so" 'grep -q "gpureclaim trace: the log.s path would be 4[0-9]* bytes, more than 40[0-9]*" e6f'
+# a working directory of ~3,100 bytes: the log lands in it, uncut
+D=$T/$($PY -c 'print("/".join(["w" * 200] * 15))')
+mkdir -p "$D"
+(cd "$D" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- "$APP" --cuda-app >/dev/null 2>"$T/e6g")
+rc=$?
+check "trace in a 3,100-byte directory: exit code 5" '[ $rc -eq 5 ]'
+check "trace in a 3,100-byte directory: the log is there" 'ls "$D"/gpureclaim-*.trace >/dev/null 2>&1 && grep -q "Peak driver memory: 80.0 KiB" "$T/e6g"'
+# ~4,070 bytes, too long with the default name added: refused (give -o)
+D2=$D/$($PY -c 'print("/".join(["v" * 200] * 5 + ["u" * 20]))')
+mkdir -p "$D2"
+(cd "$D2" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran6h' >/dev/null 2>"$T/e6h")
+rc=$?
+check "trace in a 4,070-byte directory: refused, not run" '[ $rc -eq 2 ] && [ ! -e "$D2/ran6h" ]'
+check "trace in a 4,070-byte directory: said so" 'grep -q "gpureclaim trace: the working directory.s path is too long .*-o" "$T/e6h"'
+rm -rf "$T/wwwwwwwwww"*
 
 # 7. report of the synthetic sample: text, JSON, exports
 "$LOGTOOL" --sample s.trace
@@ -131,6 +200,38 @@ check "report: no file is a usage error" '[ $rc -eq 2 ]'
 "$GPR" report s.trace --top 0 2>/dev/null
 rc=$?
 check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
+
+# 8b. memory: peak RSS of `report` at most twice the log's size plus the
+# tool's own (measured on a tiny log); a log larger than half the memory
+# refused before reading; a log of millions of empty strings refused
+# without costing memory. Not under ASan (its shadow memory is not ours).
+GEN=$TRACE_GEN
+peak_kb() { /usr/bin/time -f "%x %M" -o peak "$@" >/dev/null 2>"$T/perr"; tail -n 1 peak; }
+if [ -x /usr/bin/time ] && [ -x "$GEN" ] && ! nm "$GPR" 2>/dev/null | grep -q __asan_init; then
+	"$GEN" random 10 tiny.trace
+	read -r rc base < <(peak_kb "$GPR" report tiny.trace --json)
+	for spec in "random 200000" "pairs 200000" "strings 131000"; do
+		set -- $spec
+		"$GEN" "$1" "$2" mem.trace
+		read -r rc kb < <(peak_kb "$GPR" report mem.trace --json)
+		size_kb=$(( $(stat -c %s mem.trace) / 1024 ))
+		check "report $1 $2: exit 0, peak ${kb} KiB <= 2 x ${size_kb} KiB + ${base} KiB + 2 MiB" \
+			"[ $rc -eq 0 ] && [ $kb -le $((2 * size_kb + base + 2048)) ]"
+	done
+	"$GEN" strings 3900000 mem.trace
+	read -r rc kb < <(peak_kb "$GPR" report mem.trace --json)
+	check "report: 16 MiB of empty strings refused, peak ${kb} KiB" \
+		"[ $rc -eq 1 ] && grep -q 'more than 131072 strings' $T/perr && [ $kb -le $((base + 2048)) ]"
+	rm -f mem.trace tiny.trace
+else
+	echo "skip report memory checks (no /usr/bin/time, no trace_gen, or an ASan build)"
+fi
+head -c 64 s.trace >huge.trace
+truncate -s 16T huge.trace 2>/dev/null || truncate -s 4T huge.trace
+timeout 10 "$GPR" report huge.trace 2>e8b
+rc=$?
+check "report: a log larger than half the memory refused at once" '[ $rc -eq 1 ] && grep -q "is larger than the .* MiB this machine can read" e8b'
+rm -f huge.trace
 
 # 10. the report's wording and figures (issue 12): nouns agree with their
 # counts, pinned host memory is labelled host, the plot's peak is the
@@ -245,6 +346,8 @@ calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["c
 if [ -x "$CHURN" ]; then
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub0.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 records every call" '[ "$(calls sub0.trace)" = 1000 ]'
 	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
 	# GPURECLAIM_TRACE_INJECT_ONLY never touches CUPTI: a busy CUPTI goes unnoticed

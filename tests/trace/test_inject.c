@@ -7,6 +7,7 @@
  *
  * Usage: test_inject INJECTION_LIB FAKE_CUPTI
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -720,6 +722,120 @@ static void check_pause(void)
 	CHECK(exited(&r, 12));
 }
 
+static size_t count_str(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * On/off switches take 1/0/yes/no/true/false in any case: "0" and "no"
+ * are off (recording goes on), an unknown word is said once on stderr and
+ * taken as off.
+ */
+static void check_switches(void)
+{
+	static const char *const off[] = {"GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0",
+					  "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=No",
+					  "GPURECLAIM_TRACE_INJECT_ONLY=false",
+					  "GPURECLAIM_TRACE_SUBSCRIBE_ONLY="};
+	char out[512];
+	struct run r;
+	struct gpr_trace t;
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		snprintf(out, sizeof(out), "%s/switch-off-%zu.trace", dir, i);
+		run("calls", out, off[i], &r);
+		CHECK(exited(&r, 5));
+		CHECK(r.err[0] == '\0');
+		if (load(out, &t) == 0) {
+			if (t.n_recs != 20)
+				fprintf(stderr, "%s: %zu records\n", off[i],
+					t.n_recs);
+			CHECK(t.n_recs == 20);
+			gpr_trace_free(&t);
+		}
+	}
+	snprintf(out, sizeof(out), "%s/switch-on.trace", dir);
+	run("calls", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=TRUE", &r);
+	CHECK(exited(&r, 5));
+	if (load(out, &t) == 0) {
+		CHECK(t.n_recs == 0);
+		gpr_trace_free(&t);
+	}
+	snprintf(out, sizeof(out), "%s/switch-bad.trace", dir);
+	run("calls", out,
+	    "GPURECLAIM_TRACE_SELFTIME=maybe,GPURECLAIM_TRACE_SUBSCRIBE_ONLY= "
+	    "1",
+	    &r);
+	CHECK(exited(&r, 5));
+	CHECK(count_str(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_SELFTIME="
+			       "'maybe' is not one of 1/0/yes/no/true/false; "
+			       "taken as off\n") == 1);
+	CHECK(count_str(r.err, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=' 1' is not "
+			       "one of") == 1);
+	CHECK(count_str(r.err, "gpureclaim-trace:") == 2);
+	CHECK(strstr(r.err, "self time:") == NULL);
+	if (load(out, &t) == 0) {
+		CHECK(t.n_recs == 20);
+		gpr_trace_free(&t);
+	}
+}
+
+/*
+ * The log's real name, told to `gpureclaim trace`: with the name taken (a
+ * planted file), the log goes to NAME.<pid>, and the file named by the pid
+ * in $GPURECLAIM_TRACE_NAMES_DIR says so.
+ */
+static void check_names(void)
+{
+	char names[512], out[512], env[600];
+	struct run r;
+	snprintf(names, sizeof(names), "%s/names", dir);
+	CHECK(mkdir(names, 0700) == 0);
+	snprintf(out, sizeof(out), "%s/taken.trace", dir);
+	FILE *f = fopen(out, "w");
+	if (f) {
+		fputs("planted", f);
+		fclose(f);
+	}
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_NAMES_DIR=%s", names);
+	run("calls", out, env, &r);
+	CHECK(exited(&r, 5));
+	DIR *d = opendir(names);
+	struct dirent *e;
+	int seen = 0;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		seen++;
+		char path[1024], got[1024] = "", want[1024];
+		snprintf(path, sizeof(path), "%s/%s", names, e->d_name);
+		snprintf(want, sizeof(want), "%s.%s\n", out, e->d_name);
+		FILE *nf = fopen(path, "r");
+		if (nf) {
+			size_t n = fread(got, 1, sizeof(got) - 1, nf);
+			got[n] = '\0';
+			fclose(nf);
+		}
+		if (strcmp(got, want) != 0)
+			fprintf(stderr, "names: '%s', expected '%s'\n", got,
+				want);
+		CHECK(strcmp(got, want) == 0);
+		struct gpr_trace t;
+		want[strlen(want) - 1] = '\0';
+		if (load(want, &t) == 0) {
+			CHECK(t.n_recs == 20);
+			CHECK(t.hdr.pid == strtoul(e->d_name, NULL, 10));
+			gpr_trace_free(&t);
+		}
+	}
+	if (d)
+		closedir(d);
+	CHECK(seen == 1);
+}
+
 /* A fast walk misled by a stale word repeats at most 256 times. */
 static void check_stale(void)
 {
@@ -781,6 +897,17 @@ static void check_failures(void)
 	CHECK(exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: cannot load CUPTI") != NULL);
 	CHECK(access(out, F_OK) != 0);
+	/* a path longer than a log's may be: refused whole, never cut */
+	static char longp[4200];
+	memset(longp, 'd', sizeof(longp) - 1);
+	longp[0] = '/';
+	for (size_t i = 100; i < sizeof(longp) - 1; i += 100)
+		longp[i] = '/';
+	run("calls", longp, NULL, &r);
+	CHECK(exited(&r, 5));
+	CHECK(strstr(r.err,
+		     "gpureclaim-trace: GPURECLAIM_TRACE_OUTPUT is 4199 "
+		     "bytes, more than 4080; this run is not traced") != NULL);
 	/* a symlink in the way is never followed */
 	snprintf(out, sizeof(out), "%s/link.trace", dir);
 	char target[512];
@@ -929,6 +1056,8 @@ int main(int argc, char **argv)
 	check_stale();
 	check_pause();
 	check_busy();
+	check_switches();
+	check_names();
 	check_failures();
 	check_signals();
 	check_signal_behaviour();

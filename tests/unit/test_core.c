@@ -443,6 +443,80 @@ static void t_log_reenter(void **state)
 	gpr_close(q.ctx);
 }
 
+struct log_steps {
+	gpr_ctx *ctx;
+	int init, attach, lists, cuda, reentered;
+	int inner; /* what the query made from the callback returned */
+};
+
+static int starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Counts the debug messages that time NVML's steps; re-enters the handle
+ * from the message of nvmlInit_v2, which the opening thread times. */
+static void log_steps(void *user, int level, const char *msg)
+{
+	struct log_steps *q = user;
+	assert_int_equal(level, GPR_LOG_DEBUG);
+	if (starts(msg, "NVML ")) {
+		/* "NVML <call>[ GPU i]: <ms> ms[, why]" */
+		const char *at = strstr(msg, ": ");
+		double ms = -1;
+		assert_non_null(at);
+		assert_int_equal(sscanf(at, ": %lf ms", &ms), 1);
+		assert_true(ms >= 0);
+	}
+	if (starts(msg, "NVML nvmlInit_v2: ") && !q->reentered++) {
+		int n = 0;
+		q->inner = gpr_gpu_count(q->ctx, &n);
+	}
+	q->init += starts(msg, "NVML nvmlInit_v2: ");
+	q->attach += starts(msg, "NVML nvmlDeviceGetHandleByIndex_v2 GPU 1: ");
+	q->lists +=
+	    starts(msg, "NVML nvmlDeviceGetComputeRunningProcesses GPU 0: ");
+	q->cuda += starts(msg, "CUDA look-up of ") &&
+		   strstr(msg, "(RTLD_NOLOAD): ") && strstr(msg, " ms, ");
+}
+
+/* At GPR_LOG_DEBUG each NVML call is logged with its time (the load and
+ * nvmlInit_v2 after the init lock is dropped: the callback may query);
+ * at GPR_LOG_INFO none is. */
+static void t_log_nvml_steps(void **state)
+{
+	(void)state;
+	alarm(10); /* a deadlock fails instead of hanging */
+	sim_setup("gpus=2");
+	struct log_steps q = {0};
+	q.inner = 1;
+	struct gpr_opts o = {.sz = sizeof o,
+			     .log = log_steps,
+			     .log_user = &q,
+			     .log_level = GPR_LOG_DEBUG};
+	assert_int_equal(gpr_open(&o, &q.ctx), 0);
+	struct gpr_gpu g;
+	struct gpr_process *p = NULL;
+	size_t n = 0;
+	assert_int_equal(gpr_gpu_info(q.ctx, 1, &g), 0);
+	assert_int_equal(gpr_gpu_processes(q.ctx, 0, &p, &n), 0);
+	gpr_free(p);
+	assert_int_equal(q.init, 1);
+	assert_int_equal(q.inner, 0);
+	assert_true(q.attach >= 1);
+	assert_true(q.lists >= 1);
+	assert_true(q.cuda >= 1);
+	gpr_close(q.ctx);
+
+	struct log_steps none = {0};
+	o.log_user = &none;
+	o.log_level = GPR_LOG_INFO;
+	assert_int_equal(gpr_open(&o, &none.ctx), 0);
+	assert_int_equal(gpr_gpu_info(none.ctx, 1, &g), 0);
+	assert_int_equal(none.init + none.attach + none.cuda, 0);
+	gpr_close(none.ctx);
+}
+
 /* Library paths from the options win over the environment. */
 static void t_paths(void **state)
 {
@@ -474,6 +548,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_registry),
 	    cmocka_unit_test(t_log),
 	    cmocka_unit_test(t_log_reenter),
+	    cmocka_unit_test(t_log_nvml_steps),
 	    cmocka_unit_test(t_paths),
 	};
 	return gpr_test_main(argc, argv, "core", tests,

@@ -337,59 +337,88 @@ static void t_busy(void **state)
 	gpr_close(other);
 }
 
+enum { THREADS = 8, ROUNDS = 25 };
+
 struct shared {
 	gpr_ctx *ctx;
-	int64_t bytes;
-	pthread_barrier_t *go;
+	int64_t bytes; /* summed over this thread's releases */
+	int failed;
+	pthread_barrier_t *go, *done;
 };
 
+/* ROUNDS releases, all threads at once each round. */
 static void *releaser_thread(void *arg)
 {
 	struct shared *s = arg;
-	pthread_barrier_wait(s->go);
-	gpr_report *r = NULL;
-	if (gpr_release(s->ctx, NULL, &r) == 0)
-		s->bytes = gpr_report_bytes(r);
-	else
-		s->bytes = -1;
-	gpr_report_free(r);
+	for (int k = 0; k < ROUNDS; k++) {
+		pthread_barrier_wait(s->go);
+		gpr_report *r = NULL;
+		if (gpr_release(s->ctx, NULL, &r) == 0)
+			s->bytes += gpr_report_bytes(r);
+		else
+			s->failed++;
+		gpr_report_free(r);
+		pthread_barrier_wait(s->done);
+	}
 	return NULL;
 }
 
-/* Eight releases at once serialize: the sum is exactly what was cached. */
+/* The cache filled again: what fill() cached, allocated anew. */
+static void refill(struct pool *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		if (p->b[i].state != BLK_GONE)
+			continue;
+		assert_int_equal(sim_cuda_open_device(p->lib, p->b[i].dev), 0);
+		assert_int_equal(
+		    sim_cuda_alloc(p->lib, p->b[i].size, &p->b[i].ptr), 0);
+		p->b[i].state = BLK_CACHED;
+	}
+}
+
+/*
+ * Eight threads release at once, 25 times each, the cache filled again
+ * between rounds: the releases serialize, and their sum is exactly what
+ * was cached, every round.
+ */
 static void t_threads(void **state)
 {
 	(void)state;
-	alarm(30); /* a deadlock fails instead of hanging */
+	alarm(120); /* a deadlock fails instead of hanging */
 	sim_setup("gpus=2");
 	struct pool p;
 	pool_init(&p, sim_cuda_load());
 	uint64_t want = fill(&p);
-	p.sleep_ms = 5;
+	p.sleep_ms = 1;
 	gpr_ctx *ctx = open_ctx();
 	struct gpr_releaser rel = pool_releaser(&p, "pool");
 	assert_int_equal(gpr_register(ctx, &rel), 0);
-	enum { N = 8 };
-	struct shared s[N];
-	pthread_t t[N];
-	pthread_barrier_t go;
-	pthread_barrier_init(&go, NULL, N);
-	for (int i = 0; i < N; i++) {
-		s[i].ctx = ctx;
-		s[i].bytes = -2;
-		s[i].go = &go;
+	struct shared s[THREADS];
+	pthread_t t[THREADS];
+	pthread_barrier_t go, done;
+	pthread_barrier_init(&go, NULL, THREADS + 1);
+	pthread_barrier_init(&done, NULL, THREADS + 1);
+	for (int i = 0; i < THREADS; i++) {
+		s[i] = (struct shared){ctx, 0, 0, &go, &done};
 		pthread_create(&t[i], NULL, releaser_thread, &s[i]);
 	}
+	for (int k = 0; k < ROUNDS; k++) {
+		if (k > 0)
+			refill(&p);
+		pthread_barrier_wait(&go);
+		pthread_barrier_wait(&done);
+	}
 	int64_t total = 0;
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < THREADS; i++) {
 		pthread_join(t[i], NULL);
-		assert_true(s[i].bytes >= 0);
+		assert_int_equal(s[i].failed, 0);
 		total += s[i].bytes;
 	}
 	pthread_barrier_destroy(&go);
-	assert_int_equal(total, (int64_t)want);
+	pthread_barrier_destroy(&done);
+	assert_int_equal(total, (int64_t)want * ROUNDS);
 	assert_int_equal(atomic_load(&p.max_inside), 1);
-	assert_int_equal(atomic_load(&p.entered), N * 3);
+	assert_int_equal(atomic_load(&p.entered), THREADS * ROUNDS * 3);
 	gpr_close(ctx);
 }
 

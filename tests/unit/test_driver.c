@@ -453,6 +453,92 @@ static void test_nvml_bad_library(void **state)
 	gpr__nvml_close(&m);
 }
 
+struct steps {
+	int n;
+	char call[32][96];
+	int index[32];
+	nvmlReturn_t r[32];
+};
+
+static void note_step(void *user, const char *call, int index, double ms,
+		      nvmlReturn_t r)
+{
+	struct steps *s = user;
+	assert_true(ms >= 0);
+	if (s->n == 32)
+		return;
+	snprintf(s->call[s->n], sizeof s->call[s->n], "%s", call);
+	s->index[s->n] = index;
+	s->r[s->n++] = r;
+}
+
+/* The step of `call` on GPU `index`, or -1. */
+static int step_of(const struct steps *s, const char *call, int index)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->call[i], call) == 0 && s->index[i] == index)
+			return i;
+	return -1;
+}
+
+/* A listener hears every NVML step, in order, with its answer: the load,
+ * the init, then each call on a GPU; a failed load as
+ * NVML_ERROR_LIBRARY_NOT_FOUND. */
+static void test_nvml_steps_timed(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2;fault=mig");
+	struct steps s = {0};
+	struct gpr__nvml m;
+	int r = gpr__nvml_open_timed(&m, NULL, note_step, &s, err, sizeof err);
+	assert_int_equal(r, 0);
+	char load[600];
+	snprintf(load, sizeof load, "dlopen %s", m.path);
+	assert_int_equal(step_of(&s, load, -1), 0);
+	assert_int_equal(step_of(&s, "nvmlInit_v2", -1), 1);
+	assert_int_equal(s.r[0], NVML_SUCCESS);
+	struct gpr__nvml_gpu g;
+	assert_int_equal(gpr__nvml_gpu_info(&m, 1, &g, err, sizeof err), 0);
+	static const char *calls[] = {
+	    "nvmlDeviceGetHandleByIndex_v2",
+	    "nvmlDeviceGetName",
+	    "nvmlDeviceGetUUID",
+	    "nvmlDeviceGetPciInfo_v3",
+	    "nvmlDeviceGetMemoryInfo_v2",
+	    "nvmlDeviceGetMigMode",
+	};
+	int prev = 1;
+	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+		int at = step_of(&s, calls[i], 1);
+		assert_true(at > prev);
+		assert_int_equal(s.r[at], NVML_SUCCESS);
+		prev = at;
+	}
+	struct gpr__nvml_proc *p = NULL;
+	size_t n = 0;
+	assert_int_equal(gpr__nvml_processes(&m, 0, &p, &n, err, sizeof err),
+			 0);
+	free(p);
+	assert_true(step_of(&s, "nvmlDeviceGetComputeRunningProcesses", 0) >
+		    prev);
+	/* an error is heard as NVML's answer */
+	assert_int_equal(gpr__nvml_memory(&m, 7, &g, err, sizeof err),
+			 GPR_E_RANGE);
+	int bad = step_of(&s, "nvmlDeviceGetHandleByIndex_v2", 7);
+	assert_true(bad > 0);
+	assert_int_equal(s.r[bad], NVML_ERROR_INVALID_ARGUMENT);
+	gpr__nvml_close(&m);
+	assert_null(m.step); /* closed: nobody is told any more */
+
+	struct steps f = {0};
+	assert_int_equal(gpr__nvml_open_timed(&m, "/nonexistent/libnvml.so",
+					      note_step, &f, err, sizeof err),
+			 GPR_E_NO_NVML);
+	assert_int_equal(f.n, 1);
+	assert_string_equal(f.call[0], "dlopen /nonexistent/libnvml.so");
+	assert_int_equal(f.r[0], NVML_ERROR_LIBRARY_NOT_FOUND);
+}
+
 static void test_nvml_describe(void **state)
 {
 	(void)state;
@@ -898,6 +984,7 @@ int main(int argc, char **argv)
 	static const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_loader_first_resolvable_wins),
 	    cmocka_unit_test(test_loader_choose),
+	    cmocka_unit_test(test_nvml_steps_timed),
 	    cmocka_unit_test(test_cuda_not_loaded),
 	    cmocka_unit_test(test_cuda_loaded_not_initialised),
 	    cmocka_unit_test(test_cuda_primary_state),

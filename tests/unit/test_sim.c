@@ -151,6 +151,87 @@ static void test_config_bad_extra(void **st)
 	bad_config_fails_every_call("extra=0:12");
 }
 
+/*
+ * As bad_config_fails_every_call, in a child of its own (the sim reads its
+ * configuration once per process), and the one line the sim writes names
+ * the item at fault: `says` is in it.
+ */
+static void bad_config_says(const char *config, const char *says)
+{
+	char path[] = "/tmp/gpr-sim-stderr-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fd, 2);
+		sim_setup(config);
+		void *lib = dlopen(sim_path("libcuda.so.1"), RTLD_NOW);
+		if (!lib)
+			_exit(3);
+		int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+		struct nvml nv = nvml_load();
+		int ok = init && init(0) == CUDA_ERROR_NOT_INITIALIZED &&
+			 nv.init() == NVML_ERROR_UNINITIALIZED;
+		fflush(stderr);
+		_exit(ok ? 0 : 1);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char buf[1024] = "";
+	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (!strstr(buf, says))
+		fprintf(stderr, "config '%s' said: %s(expected '%s')\n", config,
+			buf, says);
+	assert_non_null(strstr(buf, says));
+}
+
+/* Extra processes that no GPU could hold, or that make no sense. */
+static void test_config_extra_nonsense(void **st)
+{
+	(void)st;
+	/* two halves of 2^64 on one GPU: the sum must not wrap to 0 */
+	bad_config_says("memory=16777215T;extra=0:1:8388608T,0:2:8388608T",
+			"extra items on GPU 0 hold 18446744073709551615 bytes "
+			"together, more than its memory");
+	bad_config_says("memory=80GiB;extra=0:1:1GiB,0:2:100GiB",
+			"extra item 2 holds 107374182400 bytes, more than the "
+			"GPU's memory (85899345920)");
+	bad_config_says(
+	    "extra=0:5:1MiB,0:5:2MiB",
+	    "extra item 2 ('0:5:2MiB'): pid 5 is already in GPU 0's "
+	    "compute list (item 1)");
+	bad_config_says("extra=0:5:1MiB,,0:6:1MiB", "extra item 2 is empty");
+	bad_config_says("extra=0:5:1MiB;extra=0:6:2MiX",
+			"extra item 2 ('0:6:2MiX'): bad size");
+}
+
+static void test_config_empty_fault(void **st)
+{
+	(void)st;
+	bad_config_says("fault=,,", "fault item 1 is empty");
+	bad_config_says("fault=mig,,stride32", "fault item 2 is empty");
+	bad_config_says("fault=mig,stride33",
+			"fault item 2 ('stride33') is not a fault");
+	/* the reason stays one line whatever the text quoted */
+	bad_config_says("gp\ns=2", "unknown key 'gp?s'\n");
+}
+
+/* The same pid in both lists of a GPU, or on two GPUs, is fine. */
+static void test_config_extra_same_pid(void **st)
+{
+	(void)st;
+	sim_setup("gpus=2;extra=0:5:1MiB,0:5g:2MiB,1:5:3MiB");
+	struct nvml nv = nvml_load();
+	assert_int_equal(nv.init(), 0);
+	assert_int_equal(nvml_bytes_of(&nv, nvml_dev(&nv, 1), 5), 3 * MiB);
+}
+
 static void test_config_bad_state(void **st)
 {
 	(void)st;
@@ -666,6 +747,99 @@ static void test_fault_procs_v2(void **st)
 	assert_int_equal(buf[0].pid, 10);
 }
 
+/* ---------------- nvmlInitWithFlags ---------------- */
+
+struct nvml_init {
+	int (*initf)(unsigned int);
+	int (*shutdown)(void);
+	int (*name)(nvmlDevice_t, char *, unsigned int);
+};
+
+static struct nvml_init nvml_init_load(struct nvml *nv)
+{
+	struct nvml_init f;
+	f.initf = (int (*)(unsigned int))sim_sym(nv->lib, "nvmlInitWithFlags");
+	f.shutdown = (int (*)(void))sim_sym(nv->lib, "nvmlShutdown");
+	f.name = (int (*)(nvmlDevice_t, char *, unsigned int))sim_sym(
+	    nv->lib, "nvmlDeviceGetName");
+	return f;
+}
+
+/* Without a fault every flag initialises as nvmlInit_v2 does. */
+static void test_init_flags_work_alike(void **st)
+{
+	(void)st;
+	sim_setup("gpus=2");
+	struct nvml nv = nvml_load();
+	struct nvml_init f = nvml_init_load(&nv);
+	char name[96];
+	assert_int_equal(
+	    f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH | GPR_NVML_INIT_FLAG_NO_GPUS),
+	    NVML_SUCCESS);
+	assert_int_equal(f.name(nvml_dev(&nv, 1), name, sizeof name), 0);
+	assert_string_equal(name, "Simulated GPU");
+	assert_int_equal(f.shutdown(), NVML_SUCCESS);
+	/* counted like nvmlInit_v2: one shutdown ends it */
+	assert_int_equal(f.shutdown(), NVML_ERROR_UNINITIALIZED);
+}
+
+/*
+ * fault=unattached: after a NO_ATTACH initialisation, handles are given
+ * but calls on them answer NVML_ERROR_UNINITIALIZED; the first
+ * initialisation's flags hold for a later nvmlInit_v2 (NVML's docs:
+ * FORCE_INIT is what undoes them) and end with the count.
+ */
+static void test_fault_unattached(void **st)
+{
+	(void)st;
+	sim_setup("fault=unattached");
+	struct nvml nv = nvml_load();
+	struct nvml_init f = nvml_init_load(&nv);
+	char name[96];
+	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH), NVML_SUCCESS);
+	nvmlDevice_t d = nvml_dev(&nv, 0);
+	assert_int_equal(f.name(d, name, sizeof name),
+			 NVML_ERROR_UNINITIALIZED);
+	unsigned int cur, pend;
+	assert_int_equal(nv.mig(d, &cur, &pend), NVML_ERROR_UNINITIALIZED);
+	assert_int_equal(nv.init(), NVML_SUCCESS); /* the count only */
+	assert_int_equal(f.name(d, name, sizeof name),
+			 NVML_ERROR_UNINITIALIZED);
+	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_FORCE_INIT), NVML_SUCCESS);
+	assert_int_equal(f.name(d, name, sizeof name), NVML_SUCCESS);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(f.shutdown(), NVML_SUCCESS);
+	/* a fresh start without the flag attaches */
+	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH), NVML_SUCCESS);
+	assert_int_equal(f.shutdown(), NVML_SUCCESS);
+	assert_int_equal(nv.init(), NVML_SUCCESS);
+	assert_int_equal(f.name(nvml_dev(&nv, 0), name, sizeof name),
+			 NVML_SUCCESS);
+}
+
+static void test_fault_initflags_refused(void **st)
+{
+	(void)st;
+	sim_setup("fault=initflags-refused");
+	struct nvml nv = nvml_load();
+	struct nvml_init f = nvml_init_load(&nv);
+	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH),
+			 NVML_ERROR_UNKNOWN);
+	/* nothing was counted; nvmlInit_v2 still works */
+	assert_int_equal(f.shutdown(), NVML_ERROR_UNINITIALIZED);
+	assert_int_equal(nv.init(), NVML_SUCCESS);
+	assert_int_equal(f.shutdown(), NVML_SUCCESS);
+}
+
+static void test_init_flags_bad_config(void **st)
+{
+	(void)st;
+	sim_setup("gpus=99");
+	struct nvml nv = nvml_load();
+	struct nvml_init f = nvml_init_load(&nv);
+	assert_int_equal(f.initf(0), NVML_ERROR_UNINITIALIZED);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -675,6 +849,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_config_bad_fault),
 	    cmocka_unit_test(test_config_broken_out_of_range),
 	    cmocka_unit_test(test_config_bad_extra),
+	    cmocka_unit_test(test_config_extra_nonsense),
+	    cmocka_unit_test(test_config_empty_fault),
+	    cmocka_unit_test(test_config_extra_same_pid),
 	    cmocka_unit_test(test_config_bad_state),
 	    cmocka_unit_test(test_config_no_equals),
 	    cmocka_unit_test(test_config_good),
@@ -696,6 +873,10 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_fault_foreign_pid),
 	    cmocka_unit_test(test_fault_memory_v1),
 	    cmocka_unit_test(test_fault_procs_v2),
+	    cmocka_unit_test(test_init_flags_work_alike),
+	    cmocka_unit_test(test_fault_unattached),
+	    cmocka_unit_test(test_fault_initflags_refused),
+	    cmocka_unit_test(test_init_flags_bad_config),
 	};
 	return gpr_test_main(argc, argv, "sim", tests,
 			     sizeof tests / sizeof tests[0]);

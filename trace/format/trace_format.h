@@ -41,9 +41,16 @@
 #define GPR_TRACE_NO_STRING 0xffffffffu
 #define GPR_TRACE_NO_DEVICE (-1)
 
+/*
+ * The longest path a log may have, in bytes: PATH_MAX less room for the
+ * ".<pid>" a second process of the same run adds. Longer ones are refused,
+ * never cut.
+ */
+#define GPR_TRACE_MAX_PATH 4080
+
 /* Bounds a reader enforces (a writer never exceeds them). */
 #define GPR_TRACE_MAX_STRING 4096
-#define GPR_TRACE_MAX_STRINGS (1u << 22)
+#define GPR_TRACE_MAX_STRINGS (1u << 17) /* a writer interns <= 65,555 */
 
 /* The header, as laid out on disk (offsets in comments). */
 struct gpr_trace_header {

@@ -17,6 +17,11 @@
  *
  * Any failure prints one "gpureclaim-trace: ..." line and leaves the
  * program running untraced; this library never exits or aborts.
+ *
+ * A setuid or setgid program (secure execution, AT_SECURE) is never
+ * traced: its environment belongs to the user who started it, and the
+ * paths in it would make this library load code and create files with
+ * the program's privileges. Paths are also read with secure_getenv.
  */
 #include "inject.h"
 
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "cupti_abi.h"
@@ -399,7 +405,7 @@ static const char *cupti_error(CUptiResult r)
 
 static int load_cupti(void)
 {
-	const char *env = getenv("GPURECLAIM_CUPTI_LIBRARY");
+	const char *env = secure_getenv("GPURECLAIM_CUPTI_LIBRARY");
 	const char *names[] = {env, "libcupti.so", "libcupti.so.13",
 			       "libcupti.so.12"};
 	char why[256] = "";
@@ -435,7 +441,7 @@ static int load_cupti(void)
 	}
 	gpr_inj_callsite_exclude((const void *)api.subscribe);
 	/* The driver that loaded us, for context -> device. */
-	const char *cuda = getenv("GPURECLAIM_CUDA_LIBRARY");
+	const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
 	void *cu = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
 			  RTLD_NOLOAD | RTLD_LAZY);
 	if (cu) {
@@ -483,14 +489,16 @@ static int subscribe(void)
 	return 0;
 }
 
+/*
+ * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
+ * callback, record nothing: what CUPTI's presence alone costs.
+ */
+static int subscribe_only;
+
 /* 0: callbacks on; 1: on purpose none (SUBSCRIBE_ONLY); -1: failed. */
 static int enable(void)
 {
-	/*
-	 * GPURECLAIM_TRACE_SUBSCRIBE_ONLY: hold the subscription, enable no
-	 * callback, record nothing: what CUPTI's presence alone costs.
-	 */
-	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY"))
+	if (subscribe_only)
 		return 1;
 	for (CUpti_CallbackId c = 0; c < MAX_CBID; c++) {
 		if (!op_of_cbid[DOM_DRIVER_API][c])
@@ -516,7 +524,13 @@ static int tracing;
 
 static void init_once(void)
 {
-	gpr_inj_state.selftime = getenv("GPURECLAIM_TRACE_SELFTIME") != NULL;
+	if (getauxval(AT_SECURE)) {
+		gpr_inj_say("not tracing a setuid or setgid program (secure "
+			    "execution); it runs untraced");
+		return;
+	}
+	gpr_inj_state.selftime = gpr_inj_switch("GPURECLAIM_TRACE_SELFTIME");
+	subscribe_only = gpr_inj_switch("GPURECLAIM_TRACE_SUBSCRIBE_ONLY");
 	map_cbids();
 	if (gpr_inj_tt_init() < 0 || gpr_inj_map_init() < 0 ||
 	    gpr_inj_callsite_init() < 0) {
@@ -529,11 +543,20 @@ static void init_once(void)
 	 * CUPTI never loaded: what the injection alone costs, to tell it
 	 * from what CUPTI's subscription costs (SUBSCRIBE_ONLY).
 	 */
-	int inject_only = getenv("GPURECLAIM_TRACE_INJECT_ONLY") != NULL;
+	int inject_only = gpr_inj_switch("GPURECLAIM_TRACE_INJECT_ONLY");
 	if (!inject_only && (load_cupti() < 0 || subscribe() < 0))
 		return;
-	char path[4096];
-	const char *out = getenv("GPURECLAIM_TRACE_OUTPUT");
+	char path[GPR_TRACE_MAX_PATH + 1];
+	const char *out = secure_getenv("GPURECLAIM_TRACE_OUTPUT");
+	if (out && strlen(out) > GPR_TRACE_MAX_PATH) {
+		gpr_inj_say(
+		    "GPURECLAIM_TRACE_OUTPUT is %zu bytes, more than %d; "
+		    "this run is not traced",
+		    strlen(out), GPR_TRACE_MAX_PATH);
+		if (!inject_only)
+			api.unsubscribe(api.sub);
+		return;
+	}
 	if (out && *out)
 		snprintf(path, sizeof(path), "%s", out);
 	else

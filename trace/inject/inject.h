@@ -26,7 +26,7 @@
  *   epoch    incremented by gpureclaim_trace_pause (inject.c, under its
  *            lock); read by each call's entry callback, which forgets the
  *            calls entered before a pause (their exit never comes).
- *   selftime set once by init_once (inject.c) from
+ *   selftime set once by init_once (inject.c) from the switch
  *            GPURECLAIM_TRACE_SELFTIME before any callback is enabled or
  *            the writer starts; read-only afterwards.
  * Plain globals in one struct: the callbacks pay no lock and no pointer
@@ -41,6 +41,13 @@ extern struct gpr_inj_state gpr_inj_state;
 
 /* One line on stderr, "gpureclaim-trace: ..." (inject_state.c). */
 void gpr_inj_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * An on/off switch of the environment (trace/format/trace_switch.h), read
+ * with secure_getenv: 1 or 0. A value that is not an on/off word is said
+ * on stderr and taken as off. Each switch is read once, at initialisation,
+ * never by a callback (inject_state.c).
+ */
+int gpr_inj_switch(const char *name);
 
 #define GPR_RING_SIZE 8192 /* records per thread; a power of two */
 #define GPR_INFLIGHT 4	   /* nested calls followed per thread */

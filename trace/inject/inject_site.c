@@ -69,8 +69,8 @@ int gpr_inj_callsite_init(void)
 {
 	strtab.v = calloc(MAX_INTERNED, sizeof(*strtab.v));
 	sites = calloc(SITE_SLOTS, sizeof(*sites));
-	no_callsite = getenv("GPURECLAIM_TRACE_NO_CALLSITE") != NULL;
-	no_fast_walk = getenv("GPURECLAIM_TRACE_FULL_WALK") != NULL;
+	no_callsite = gpr_inj_switch("GPURECLAIM_TRACE_NO_CALLSITE");
+	no_fast_walk = gpr_inj_switch("GPURECLAIM_TRACE_FULL_WALK");
 	return strtab.v && sites ? 0 : -1;
 }
 

@@ -19,6 +19,8 @@
 static _Atomic(struct gpr_inj_tt *) list;
 static pthread_key_t key;
 static __thread struct gpr_inj_tt *self;
+/* GPURECLAIM_TRACE_NO_SCHEDSTAT, read once at init. */
+static int no_schedstat;
 
 static void retire(void *p)
 {
@@ -32,6 +34,7 @@ static void retire(void *p)
 
 int gpr_inj_tt_init(void)
 {
+	no_schedstat = gpr_inj_switch("GPURECLAIM_TRACE_NO_SCHEDSTAT");
 	return pthread_key_create(&key, retire) == 0 ? 0 : -1;
 }
 
@@ -72,7 +75,7 @@ struct gpr_inj_tt *gpr_inj_tt_self(void)
 	memset(tt->ctx_key, 0, sizeof(tt->ctx_key));
 	tt->sched_fd = -1;
 	tt->have_last = 0;
-	if (!getenv("GPURECLAIM_TRACE_NO_SCHEDSTAT"))
+	if (!no_schedstat)
 		tt->sched_fd =
 		    open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	self = tt;

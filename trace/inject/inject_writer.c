@@ -10,10 +10,16 @@
  * writer for a final flush, waits for it (at most 2 s), restores the
  * previous action and re-raises, so the exit status is what it would have
  * been. A previous handler of the program is called as before.
+ *
+ * The log's real name (NAME, or NAME.<pid> when NAME is taken) is told to
+ * `gpureclaim trace` through a file named by the pid in the private
+ * directory $GPURECLAIM_TRACE_NAMES_DIR, so it never guesses the name.
  */
 #include "inject.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +35,7 @@
 
 static struct {
 	struct gpr_inj_tw w;
-	char path[4096];
+	char path[PATH_MAX];
 	pthread_t thread;
 	int efd;
 	pid_t pid;
@@ -212,6 +218,42 @@ static void in_child(void)
 	atomic_store(&gpr_inj_state.active, 0);
 }
 
+/*
+ * Leaves the log's absolute path in $GPURECLAIM_TRACE_NAMES_DIR/<pid> for
+ * `gpureclaim trace`. Silent when that cannot be done: the directory is
+ * gone once the traced command has ended, and a late process has nobody to
+ * tell.
+ */
+static void tell_name(void)
+{
+	const char *dir = secure_getenv("GPURECLAIM_TRACE_NAMES_DIR");
+	char abs[PATH_MAX], name[PATH_MAX];
+	if (!dir || !*dir)
+		return;
+	int n;
+	if (wr.path[0] == '/') {
+		n = snprintf(abs, sizeof(abs), "%s", wr.path);
+	} else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			return;
+		n = snprintf(abs, sizeof(abs), "%s/%s", cwd, wr.path);
+	}
+	if (n < 0 || (size_t)n >= sizeof(abs) - 1)
+		return;
+	abs[n++] = '\n';
+	int k = snprintf(name, sizeof(name), "%s/%d", dir, (int)wr.pid);
+	if (k < 0 || (size_t)k >= sizeof(name))
+		return;
+	int fd = open(
+	    name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	ssize_t w = write(fd, abs, (size_t)n);
+	(void)w;
+	close(fd);
+}
+
 int gpr_inj_writer_start(const char *path)
 {
 	struct timespec rt;
@@ -261,6 +303,7 @@ int gpr_inj_writer_start(const char *path)
 	pthread_atfork(NULL, NULL, in_child);
 	install(SIGINT, &wr.old_int);
 	install(SIGTERM, &wr.old_term);
+	tell_name();
 	atomic_store(&gpr_inj_state.active, 1);
 	return 0;
 }

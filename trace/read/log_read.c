@@ -1,6 +1,13 @@
 /*
- * The trace log reader: two passes over the chunks, the first checks the
- * structure and counts, the second copies into arrays sized by the first.
+ * The trace log reader. The log is read twice in order through a fixed
+ * window (pread for a file): the first pass checks the structure and counts
+ * the records, strings and string bytes, the second copies them into arrays
+ * of exactly that size, checking everything again (a file may change
+ * between the passes). So what a log costs in memory is its records (72
+ * bytes each), its strings (their bytes, a NUL, a 4-byte offset and a
+ * 1-byte kind each; empty strings share one NUL) and the window, never a
+ * copy of the file; the records are then put in order through 16-byte sort
+ * keys. docs/trace.md states the bound.
  */
 #include "log_read.h"
 
@@ -17,6 +24,12 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "the log is little-endian and read as laid out in memory");
+/* String offsets are 32-bit: the most string bytes a log can hold fit. */
+_Static_assert((uint64_t)GPR_TRACE_MAX_STRINGS *(GPR_TRACE_MAX_STRING + 1) <
+		   UINT32_MAX,
+	       "string offsets fit in 32 bits");
+
+#define WINDOW (1u << 20) /* bytes read at a time from a file */
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -46,59 +59,147 @@ static uint64_t rd64(const unsigned char *p)
 	return v;
 }
 
-/* One pass over the chunks; copies into t when `copy`. */
-static int walk(const unsigned char *b, size_t len, struct gpr_trace *t,
-		int copy, uint64_t *n_recs, uint32_t *n_strs, char *err,
+/* The log's bytes: all in memory, or a file read through a window. */
+struct src {
+	const unsigned char *mem; /* the whole log, or NULL for a file */
+	int fd;
+	uint64_t len;	    /* bytes in the log */
+	unsigned char *buf; /* the window: bytes at..at+have of the file */
+	uint64_t at;
+	size_t have;
+	int err; /* errno of a failed read; -1: the file got shorter */
+};
+
+/*
+ * The n bytes at offset off (off + n <= len, n <= WINDOW), or NULL with
+ * s->err set.
+ */
+static const unsigned char *bytes_at(struct src *s, uint64_t off, size_t n)
+{
+	if (s->mem)
+		return s->mem + off;
+	if (off >= s->at && off + n <= s->at + s->have)
+		return s->buf + (off - s->at);
+	size_t want = s->len - off < WINDOW ? (size_t)(s->len - off) : WINDOW;
+	size_t got = 0;
+	while (got < want) {
+		ssize_t k =
+		    pread(s->fd, s->buf + got, want - got, (off_t)(off + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			s->err = errno;
+			s->have = 0;
+			return NULL;
+		}
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	s->at = off;
+	s->have = got;
+	if (got < n) {
+		s->err = -1;
+		return NULL;
+	}
+	return s->buf;
+}
+
+static int read_failed(const struct src *s, char *err, size_t errlen)
+{
+	if (s->err > 0)
+		return fail(err, errlen, GPR_E_IO, "reading failed: %s",
+			    strerror(s->err));
+	return fail(err, errlen, GPR_E_IO,
+		    "the file got shorter while being read");
+}
+
+struct counts {
+	uint64_t recs;	/* records */
+	uint32_t strs;	/* strings */
+	uint64_t bytes; /* string bytes with their NULs (empty ones: none) */
+};
+
+/*
+ * One pass over the chunks. Counts into *c; when `copy`, also copies into
+ * t, whose arrays were sized by a first pass: `lim`.
+ */
+static int walk(struct src *s, struct gpr_trace *t, int copy,
+		const struct counts *lim, struct counts *c, char *err,
 		size_t errlen)
 {
 	size_t rs = t->hdr.record_size;
-	size_t off = t->hdr.header_size;
-	uint64_t nr = 0;
-	uint32_t ns = 0;
+	uint64_t len = s->len;
+	uint64_t off = t->hdr.header_size;
+	struct counts n = {0, 0, 1}; /* byte 0: the NUL of every "" */
 	while (off < len) {
 		if (len - off < GPR_TRACE_CHUNK_HEADER_SIZE)
 			return fail(err, errlen, GPR_E_FORMAT,
-				    "truncated: %zu stray bytes at offset %zu "
-				    "(a chunk header needs %d)",
-				    len - off, off,
+				    "truncated: %llu stray bytes at offset "
+				    "%llu (a chunk header needs %d)",
+				    (unsigned long long)(len - off),
+				    (unsigned long long)off,
 				    GPR_TRACE_CHUNK_HEADER_SIZE);
-		const unsigned char *ch = b + off;
+		const unsigned char *ch =
+		    bytes_at(s, off, GPR_TRACE_CHUNK_HEADER_SIZE);
+		if (!ch)
+			return read_failed(s, err, errlen);
+		char tag[4];
+		memcpy(tag, ch, 4);
 		uint32_t count = rd32(ch + 4);
 		uint64_t plen = rd64(ch + 8);
-		size_t at = off;
+		uint64_t at = off;
 		off += GPR_TRACE_CHUNK_HEADER_SIZE;
 		if (plen > len - off)
 			return fail(err, errlen, GPR_E_FORMAT,
-				    "truncated: chunk at offset %zu says %llu "
-				    "bytes, %zu remain",
-				    at, (unsigned long long)plen, len - off);
-		const unsigned char *p = b + off;
-		if (memcmp(ch, "RECS", 4) == 0) {
+				    "truncated: chunk at offset %llu says %llu "
+				    "bytes, %llu remain",
+				    (unsigned long long)at,
+				    (unsigned long long)plen,
+				    (unsigned long long)(len - off));
+		if (memcmp(tag, "RECS", 4) == 0) {
 			if (plen % rs != 0 || plen / rs != count)
 				return fail(err, errlen, GPR_E_FORMAT,
 					    "corrupt: record chunk at offset "
-					    "%zu: %u records of %zu bytes do "
+					    "%llu: %u records of %zu bytes do "
 					    "not fill %llu bytes",
-					    at, count, rs,
+					    (unsigned long long)at, count, rs,
 					    (unsigned long long)plen);
-			if (copy)
-				for (uint32_t i = 0; i < count; i++)
-					memcpy(&t->recs[nr + i], p + i * rs,
-					       sizeof(struct gpr_trace_rec));
-			nr += count;
-		} else if (memcmp(ch, "STRS", 4) == 0) {
+			if (count > (uint64_t)UINT32_MAX - 1 - n.recs)
+				return fail(err, errlen, GPR_E_FORMAT,
+					    "more than %u records",
+					    UINT32_MAX - 1);
+			if (copy && count > lim->recs - n.recs)
+				return fail(err, errlen, GPR_E_IO,
+					    "the file changed while being "
+					    "read");
+			for (uint32_t i = 0; copy && i < count; i++) {
+				const unsigned char *p =
+				    bytes_at(s, off + (uint64_t)i * rs,
+					     sizeof(struct gpr_trace_rec));
+				if (!p)
+					return read_failed(s, err, errlen);
+				memcpy(&t->recs[n.recs + i], p,
+				       sizeof(struct gpr_trace_rec));
+			}
+			n.recs += count;
+		} else if (memcmp(tag, "STRS", 4) == 0) {
 			if (plen < 4)
 				return fail(err, errlen, GPR_E_FORMAT,
 					    "corrupt: string chunk at offset "
-					    "%zu is too short",
-					    at);
+					    "%llu is too short",
+					    (unsigned long long)at);
+			const unsigned char *p = bytes_at(s, off, 4);
+			if (!p)
+				return read_failed(s, err, errlen);
 			uint32_t first = rd32(p);
-			if (first != ns)
+			if (first != n.strs)
 				return fail(err, errlen, GPR_E_FORMAT,
 					    "corrupt: string chunk at offset "
-					    "%zu starts at id %u, expected %u",
-					    at, first, ns);
-			if (count > GPR_TRACE_MAX_STRINGS - ns)
+					    "%llu starts at id %u, expected %u",
+					    (unsigned long long)at, first,
+					    n.strs);
+			if (count > GPR_TRACE_MAX_STRINGS - n.strs)
 				return fail(err, errlen, GPR_E_FORMAT,
 					    "corrupt: more than %u strings",
 					    GPR_TRACE_MAX_STRINGS);
@@ -108,42 +209,59 @@ static int walk(const unsigned char *b, size_t len, struct gpr_trace *t,
 					return fail(err, errlen, GPR_E_FORMAT,
 						    "corrupt: string %u runs "
 						    "past its chunk",
-						    ns + i);
-				uint32_t sl = rd32(p + q);
+						    n.strs + i);
+				p = bytes_at(s, off + q, 4);
+				if (!p)
+					return read_failed(s, err, errlen);
+				uint32_t sl = rd32(p);
 				q += 4;
 				if (sl > GPR_TRACE_MAX_STRING || sl > plen - q)
 					return fail(err, errlen, GPR_E_FORMAT,
 						    "corrupt: string %u has "
 						    "length %u",
-						    ns + i, sl);
-				if (copy) {
-					char *s = malloc(sl + 1);
-					if (!s)
-						return fail(err, errlen,
-							    GPR_E_NOMEM,
-							    "out of memory");
-					memcpy(s, p + q, sl);
+						    n.strs + i, sl);
+				uint32_t id = n.strs + i;
+				uint64_t need = sl ? sl + 1 : 0;
+				if (copy && (id >= lim->strs ||
+					     need > lim->bytes - n.bytes))
+					return fail(err, errlen, GPR_E_IO,
+						    "the file changed while "
+						    "being read");
+				if (copy && sl == 0)
+					t->str_off[id] = 0;
+				if (copy && sl > 0) {
+					p = bytes_at(s, off + q, sl);
+					if (!p)
+						return read_failed(s, err,
+								   errlen);
+					char *d = t->str_data + n.bytes;
+					memcpy(d, p, sl);
 					for (uint32_t j = 0; j < sl; j++)
-						if (s[j] == '\0')
-							s[j] = '?';
-					s[sl] = '\0';
-					t->strs[ns + i] = s;
-					t->n_strs = ns + i + 1;
+						if (d[j] == '\0')
+							d[j] = '?';
+					d[sl] = '\0';
+					t->str_off[id] = (uint32_t)n.bytes;
 				}
+				if (copy)
+					t->n_strs = id + 1;
+				n.bytes += need;
 				q += sl;
 			}
 			if (q != plen)
 				return fail(err, errlen, GPR_E_FORMAT,
 					    "corrupt: string chunk at offset "
-					    "%zu has %llu bytes left over",
-					    at, (unsigned long long)(plen - q));
-			ns += count;
+					    "%llu has %llu bytes left over",
+					    (unsigned long long)at,
+					    (unsigned long long)(plen - q));
+			n.strs += count;
 		}
 		/* Other tags: chunks of a later minor revision; skipped. */
 		off += plen;
 	}
-	*n_recs = nr;
-	*n_strs = ns;
+	if (copy && (n.recs != lim->recs || n.strs != lim->strs))
+		return fail(err, errlen, GPR_E_IO,
+			    "the file changed while being read");
+	*c = n;
 	return 0;
 }
 
@@ -167,39 +285,79 @@ static int check_records(struct gpr_trace *t, char *err, size_t errlen)
 				    "corrupt: record %zu has device %d", i,
 				    r->device);
 		if (t->kinds[r->op] == 0xff)
-			t->kinds[r->op] =
-			    (unsigned char)gpr_trace_op_kind(t->strs[r->op]);
+			t->kinds[r->op] = (unsigned char)gpr_trace_op_kind(
+			    gpr_trace_str(t, r->op, ""));
 	}
 	return 0;
 }
 
-static const struct gpr_trace *sort_trace;
+/* A record's place in the sorted order: its effect time, then ties. */
+struct sort_key {
+	uint64_t key;
+	uint32_t idx;
+};
 
-static int cmp_rec(const void *a, const void *b)
+static int cmp_key(const void *a, const void *b, void *ctx)
 {
-	const struct gpr_trace_rec *x = a, *y = b;
-	uint64_t kx = gpr_trace_key(sort_trace, x);
-	uint64_t ky = gpr_trace_key(sort_trace, y);
-	if (kx != ky)
-		return kx < ky ? -1 : 1;
-	if (x->t_ns != y->t_ns)
-		return x->t_ns < y->t_ns ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
+	const struct sort_key *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	const struct gpr_trace *t = ctx;
+	const struct gpr_trace_rec *rx = &t->recs[x->idx],
+				   *ry = &t->recs[y->idx];
+	if (rx->t_ns != ry->t_ns)
+		return rx->t_ns < ry->t_ns ? -1 : 1;
+	if (rx->tid != ry->tid)
+		return rx->tid < ry->tid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sorts the records by effect time (ties: entry, thread, file order). */
+static int sort_records(struct gpr_trace *t)
+{
+	size_t n = t->n_recs;
+	if (n < 2)
+		return 0;
+	struct sort_key *k = malloc(n * sizeof(*k));
+	if (!k)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		k[i] = (struct sort_key){gpr_trace_key(t, &t->recs[i]),
+					 (uint32_t)i};
+	qsort_r(k, n, sizeof(*k), cmp_key, t);
+	/* Puts record k[i].idx at i, one cycle of the permutation at a time. */
+	for (size_t i = 0; i < n; i++) {
+		if (k[i].idx == i)
+			continue;
+		struct gpr_trace_rec tmp = t->recs[i];
+		size_t j = i;
+		for (;;) {
+			size_t from = k[j].idx;
+			k[j].idx = (uint32_t)j;
+			if (from == i) {
+				t->recs[j] = tmp;
+				break;
+			}
+			t->recs[j] = t->recs[from];
+			j = from;
+		}
+	}
+	free(k);
 	return 0;
 }
 
-int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
-		    size_t errlen)
+static int parse(struct src *s, struct gpr_trace *t, char *err, size_t errlen)
 {
-	const unsigned char *b = buf;
 	memset(t, 0, sizeof(*t));
-	if (len < GPR_TRACE_HEADER_SIZE)
+	if (s->len < GPR_TRACE_HEADER_SIZE)
 		return fail(err, errlen, GPR_E_FORMAT,
-			    "not a gpureclaim trace: %zu bytes, shorter than "
+			    "not a gpureclaim trace: %llu bytes, shorter than "
 			    "the %d-byte header",
-			    len, GPR_TRACE_HEADER_SIZE);
-	memcpy(&t->hdr, b, sizeof(t->hdr));
+			    (unsigned long long)s->len, GPR_TRACE_HEADER_SIZE);
+	const unsigned char *h = bytes_at(s, 0, GPR_TRACE_HEADER_SIZE);
+	if (!h)
+		return read_failed(s, err, errlen);
+	memcpy(&t->hdr, h, sizeof(t->hdr));
 	if (memcmp(t->hdr.magic, GPR_TRACE_MAGIC, 8) != 0)
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "not a gpureclaim trace (no GPRTRACE magic)");
@@ -209,7 +367,7 @@ int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 			    "reader reads version %d)",
 			    t->hdr.version, GPR_TRACE_VERSION);
 	if (t->hdr.header_size < GPR_TRACE_HEADER_SIZE ||
-	    t->hdr.header_size > len)
+	    t->hdr.header_size > s->len)
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "corrupt: header size %u", t->hdr.header_size);
 	if (t->hdr.record_size < GPR_TRACE_RECORD_SIZE ||
@@ -221,81 +379,104 @@ int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 			    t->hdr.clock);
 	t->complete = (t->hdr.flags & GPR_TRACE_F_COMPLETE) != 0;
 
-	uint64_t nr;
-	uint32_t ns;
-	int rc = walk(b, len, t, 0, &nr, &ns, err, errlen);
+	struct counts c, c2;
+	int rc = walk(s, t, 0, NULL, &c, err, errlen);
 	if (rc < 0)
 		return rc;
 	if (t->complete &&
-	    (nr != t->hdr.record_count || ns != t->hdr.string_count))
+	    (c.recs != t->hdr.record_count || c.strs != t->hdr.string_count))
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "corrupt: header counts %llu records and %u "
 			    "strings, the file holds %llu and %u",
 			    (unsigned long long)t->hdr.record_count,
-			    t->hdr.string_count, (unsigned long long)nr, ns);
-	t->recs = calloc(nr ? nr : 1, sizeof(*t->recs));
-	t->strs = calloc(ns ? ns : 1, sizeof(*t->strs));
-	t->kinds = malloc(ns ? ns : 1);
-	if (!t->recs || !t->strs || !t->kinds) {
+			    t->hdr.string_count, (unsigned long long)c.recs,
+			    c.strs);
+	t->recs = malloc((c.recs ? c.recs : 1) * sizeof(*t->recs));
+	t->str_off = malloc((c.strs ? c.strs : 1) * sizeof(*t->str_off));
+	t->kinds = malloc(c.strs ? c.strs : 1);
+	t->str_data = malloc(c.bytes);
+	if (!t->recs || !t->str_off || !t->kinds || !t->str_data) {
 		gpr_trace_free(t);
-		return fail(err, errlen, GPR_E_NOMEM, "out of memory");
+		return fail(err, errlen, GPR_E_NOMEM,
+			    "out of memory (%llu records, %llu bytes of "
+			    "strings)",
+			    (unsigned long long)c.recs,
+			    (unsigned long long)c.bytes);
 	}
-	memset(t->kinds, 0xff, ns ? ns : 1);
-	rc = walk(b, len, t, 1, &nr, &ns, err, errlen);
+	t->str_data[0] = '\0';
+	memset(t->kinds, 0xff, c.strs ? c.strs : 1);
+	rc = walk(s, t, 1, &c, &c2, err, errlen);
 	if (rc == 0) {
-		t->n_recs = nr;
+		t->n_recs = c2.recs;
 		rc = check_records(t, err, errlen);
 	}
-	if (rc < 0) {
+	if (rc == 0 && sort_records(t) < 0)
+		rc = fail(err, errlen, GPR_E_NOMEM, "out of memory");
+	if (rc < 0)
 		gpr_trace_free(t);
-		return rc;
-	}
-	sort_trace = t;
-	if (t->n_recs)
-		qsort(t->recs, t->n_recs, sizeof(*t->recs), cmp_rec);
-	sort_trace = NULL;
-	return 0;
+	return rc;
+}
+
+int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
+		    size_t errlen)
+{
+	struct src s = {.mem = buf, .fd = -1, .len = len};
+	return parse(&s, t, err, errlen);
+}
+
+uint64_t gpr_trace_max_log_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+	long page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return UINT64_MAX;
+	return (uint64_t)pages * (uint64_t)page / 2;
 }
 
 int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
 		   size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * A planted FIFO must not block the open, a symbolic link is not
+	 * followed, and only a regular file is read.
+	 */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP)
+		return fail(err, errlen, GPR_E_IO,
+			    "a symbolic link (not followed)");
 	if (fd < 0)
 		return fail(err, errlen, GPR_E_IO, "%s", strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, GPR_E_IO, "not a regular file");
+		return fail(err, errlen, GPR_E_IO,
+			    "not a regular file (a FIFO, device or "
+			    "directory)");
 	}
-	size_t len = (size_t)st.st_size;
-	unsigned char *buf = malloc(len ? len : 1);
-	if (!buf) {
+	uint64_t max = gpr_trace_max_log_bytes();
+	if ((uint64_t)st.st_size > max) {
 		close(fd);
-		return fail(err, errlen, GPR_E_NOMEM, "out of memory");
+		return fail(err, errlen, GPR_E_NOMEM,
+			    "%llu MiB is larger than the %llu MiB this "
+			    "machine can read (half its memory: reading needs "
+			    "up to twice a log's size)",
+			    (unsigned long long)(st.st_size >> 20),
+			    (unsigned long long)(max >> 20));
 	}
-	size_t got = 0;
-	while (got < len) {
-		ssize_t k = read(fd, buf + got, len - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
+	struct src s = {.fd = fd, .len = (uint64_t)st.st_size};
+	s.buf = malloc(WINDOW);
+	int rc = s.buf ? parse(&s, t, err, errlen)
+		       : fail(err, errlen, GPR_E_NOMEM, "out of memory");
+	free(s.buf);
 	close(fd);
-	int rc = gpr_trace_parse(buf, got, t, err, errlen);
-	free(buf);
 	return rc;
 }
 
 void gpr_trace_free(struct gpr_trace *t)
 {
-	if (t->strs)
-		for (uint32_t i = 0; i < t->n_strs; i++)
-			free(t->strs[i]);
-	free(t->strs);
+	free(t->str_data);
+	free(t->str_off);
 	free(t->recs);
 	free(t->kinds);
 	memset(t, 0, sizeof(*t));
@@ -320,5 +501,5 @@ uint64_t gpr_trace_key(const struct gpr_trace *t, const struct gpr_trace_rec *r)
 const char *gpr_trace_str(const struct gpr_trace *t, uint32_t id,
 			  const char *dflt)
 {
-	return id < t->n_strs ? t->strs[id] : dflt;
+	return id < t->n_strs ? t->str_data + t->str_off[id] : dflt;
 }

@@ -3,6 +3,10 @@
  * file: every count, size, offset and string id is checked against the
  * bytes actually present, and a bad file gives an error message, never a
  * crash or a read past the buffer.
+ *
+ * Memory: the records (72 bytes each) and the strings (their bytes, a NUL,
+ * 5 bytes each) plus a 1 MiB window; never a copy of the file. With the
+ * statistics, at most twice the log's size plus a constant (docs/trace.md).
  */
 #ifndef GPR_TRACE_LOG_READ_H
 #define GPR_TRACE_LOG_READ_H
@@ -19,8 +23,12 @@ struct gpr_trace {
 	/* Records sorted by effect time (gpr_trace_key). */
 	struct gpr_trace_rec *recs;
 	size_t n_recs;
-	/* Strings by id, NUL-terminated (a NUL inside becomes '?'). */
-	char **strs;
+	/*
+	 * Strings by id: str_data + str_off[id], NUL-terminated (a NUL inside
+	 * becomes '?'). Read them with gpr_trace_str.
+	 */
+	char *str_data;
+	uint32_t *str_off;
 	uint32_t n_strs;
 	/* Kind of each string used as an operation name, by string id. */
 	unsigned char *kinds;
@@ -36,12 +44,18 @@ int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 
 /*
  * Reads the file at path and parses it; as gpr_trace_parse, or GPR_E_IO.
+ * Only a regular file is read: a symbolic link at path is not followed and
+ * a FIFO or device is refused without blocking. A file larger than
+ * gpr_trace_max_log_bytes() is refused (GPR_E_NOMEM) before any reading.
  * The reason in err never names the path: the caller does, once.
  */
 int gpr_trace_load(const char *path, struct gpr_trace *t, char *err,
 		   size_t errlen);
 
 void gpr_trace_free(struct gpr_trace *t);
+
+/* The largest log gpr_trace_load reads: half the physical memory. */
+uint64_t gpr_trace_max_log_bytes(void);
 
 /* The kind of record r's operation. */
 enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,

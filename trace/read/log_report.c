@@ -125,11 +125,13 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 				gpr__fmt_bytes(d->held_end, w, sizeof(w)));
 	}
 
+	int saturated = s->saturated;
 	if (!brief) {
 		uint64_t host = 0;
 		for (size_t i = 0; i < s->n_live; i++)
 			if (s->live[i].host)
-				host += s->live[i].bytes;
+				saturated |=
+				    gpr_trace_usum(&host, s->live[i].bytes);
 		gpr__buf_printf(b, "\nNever freed: %s, %s of device memory",
 				gpr__fmt_count(s->n_live, "allocation",
 					       "allocations", n, sizeof(n)),
@@ -169,8 +171,14 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 			gpr__buf_puts(b, "\n");
 		}
 	}
-	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors) {
+	if (s->unmatched_frees || s->dropped || s->implied_frees || s->errors ||
+	    saturated) {
 		gpr__buf_puts(b, "\nNotes:\n");
+		if (saturated)
+			gpr__buf_puts(b,
+				      "  some byte figures reached the largest "
+				      "value they can hold and stopped there "
+				      "(the log holds sizes no GPU has)\n");
 		if (s->errors)
 			gpr__buf_printf(
 			    b, "  %s (counted in errors, no memory moved)\n",
@@ -215,6 +223,7 @@ void gpr_trace_report_json(struct gpr__buf *b, const char *path,
 	gpr__json_kv_u64(&j, "dropped", s->dropped);
 	gpr__json_kv_u64(&j, "unmatched_frees", s->unmatched_frees);
 	gpr__json_kv_u64(&j, "implied_frees", s->implied_frees);
+	gpr__json_kv_bool(&j, "sums_saturated", s->saturated);
 	gpr__json_kv_u64(&j, "duration_ns", s->t1 > s->t0 ? s->t1 - s->t0 : 0);
 	gpr__json_kv_u64(&j, "peak_bytes", s->peak);
 	gpr__json_kv_u64(&j, "peak_at_ns", gpr_trace_since_start(t, s->peak_t));

@@ -10,51 +10,90 @@
 #include "gpureclaim.h"
 #include "u64map.h"
 
+/*
+ * What the replay holds: key -> index of the allocating record, by address
+ * and by VMM handle. Everything else about an allocation is in its record,
+ * so a held allocation costs one map slot (at most 35 bytes).
+ */
 struct live_set {
-	struct gpr_trace_live *v;
-	size_t n, cap;
-	struct gpr_trace_map addr;   /* address -> index in v */
-	struct gpr_trace_map handle; /* VMM handle -> index in v */
+	struct gpr_trace_map addr;
+	struct gpr_trace_map handle;
 };
 
-static int live_add(struct live_set *ls, struct gpr_trace_map *m,
-		    const struct gpr_trace_live *e)
+static struct gpr_trace_live live_of(const struct gpr_trace *t, uint32_t i)
 {
-	if (ls->n == ls->cap) {
-		size_t cap = ls->cap ? ls->cap * 2 : 256;
-		void *p = realloc(ls->v, cap * sizeof(*ls->v));
-		if (!p)
-			return -1;
-		ls->v = p;
-		ls->cap = cap;
-	}
-	if (gpr_trace_map_put(m, e->addr, (uint32_t)ls->n) < 0)
-		return -1;
-	ls->v[ls->n++] = *e;
-	return 0;
+	const struct gpr_trace_rec *r = &t->recs[i];
+	enum gpr_trace_kind k = gpr_trace_rec_kind(t, r);
+	struct gpr_trace_live e = {.addr = k == GPR_K_CREATE ? r->aux : r->addr,
+				   .bytes = r->bytes,
+				   .t_ns = r->t_ns,
+				   .owner = r->lib,
+				   .op = r->op,
+				   .device = r->device,
+				   .vmm = k == GPR_K_CREATE,
+				   .host = k == GPR_K_HOST_ALLOC};
+	return e;
 }
 
-/* Removes key from m and its entry from v (the last entry moves in). */
-static int live_take(struct live_set *ls, struct gpr_trace_map *m, uint64_t key,
-		     struct gpr_trace_live *out)
+/* Removes key from m; 1 and its record's index in *idx if it was there. */
+static int live_take(struct gpr_trace_map *m, uint64_t key, uint32_t *idx)
 {
 	uint32_t *ip = gpr_trace_map_get(m, key);
 	if (!ip)
 		return 0;
-	uint32_t i = *ip;
-	*out = ls->v[i];
+	*idx = *ip;
 	gpr_trace_map_del(m, key);
-	size_t last = ls->n - 1;
-	if (i != last) {
-		ls->v[i] = ls->v[last];
-		struct gpr_trace_map *lm =
-		    ls->v[i].vmm ? &ls->handle : &ls->addr;
-		uint32_t *lp = gpr_trace_map_get(lm, ls->v[i].addr);
-		if (lp)
-			*lp = i;
-	}
-	ls->n--;
 	return 1;
+}
+
+/* A held allocation's place in the list: size, then record order. */
+struct live_key {
+	uint64_t bytes;
+	uint32_t idx;
+};
+
+/* Largest first, then in the order they took effect. */
+static int cmp_live(const void *a, const void *b)
+{
+	const struct live_key *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * The allocations still held, largest first, as an array (malloc'ed). The
+ * maps are freed before the array is made, and the order is found on
+ * 16-byte keys, so the array is the only large thing left.
+ */
+static int live_list(const struct gpr_trace *t, struct live_set *ls,
+		     struct gpr_trace_live **out, size_t *n_out)
+{
+	size_t n = ls->addr.n + ls->handle.n, k = 0;
+	struct live_key *key = malloc((n ? n : 1) * sizeof(*key));
+	if (!key)
+		return GPR_E_NOMEM;
+	const struct gpr_trace_map *maps[2] = {&ls->addr, &ls->handle};
+	for (int m = 0; m < 2; m++)
+		for (size_t i = 0; i < maps[m]->cap; i++)
+			if (maps[m]->used[i])
+				key[k++] = (struct live_key){
+				    t->recs[maps[m]->vals[i]].bytes,
+				    maps[m]->vals[i]};
+	gpr_trace_map_free(&ls->addr);
+	gpr_trace_map_free(&ls->handle);
+	qsort(key, n, sizeof(*key), cmp_live);
+	struct gpr_trace_live *v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v) {
+		free(key);
+		return GPR_E_NOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = live_of(t, key[i].idx);
+	free(key);
+	*out = v;
+	*n_out = n;
+	return 0;
 }
 
 static int64_t signed_bytes(uint64_t b)
@@ -86,66 +125,62 @@ int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 		enum gpr_trace_kind kind = gpr_trace_rec_kind(t, r);
 		struct gpr_trace_step s = {
 		    .r = r, .kind = kind, .owner = r->lib, .device = r->device};
-		struct gpr_trace_live e = {r->addr, r->bytes,  r->t_ns, r->lib,
-					   r->op,   r->device, 0,	0};
-		struct gpr_trace_live old;
 		struct gpr_trace_map *m = &ls.addr;
+		uint64_t key = r->addr;
+		uint32_t old;
 		switch (r->result == 0 ? kind : GPR_K_OTHER) {
 		case GPR_K_CREATE:
-			e.addr = r->aux;
-			e.vmm = 1;
+			key = r->aux;
 			m = &ls.handle;
 			/* fall through */
 		case GPR_K_ALLOC:
 		case GPR_K_HOST_ALLOC:
-			e.host = kind == GPR_K_HOST_ALLOC;
 			/*
 			 * A key still held: its free is not in the log (a
 			 * dropped record, or made while paused). The earlier
 			 * allocation ends here, against its own owner and
 			 * device, before this one begins.
 			 */
-			if (live_take(&ls, m, e.addr, &old) && fn) {
+			if (live_take(m, key, &old) && fn) {
+				struct gpr_trace_live e = live_of(t, old);
 				struct gpr_trace_step f =
 				    free_step(r,
-					      old.vmm	 ? GPR_K_RELEASE
-					      : old.host ? GPR_K_HOST_FREE
-							 : GPR_K_FREE,
-					      &old);
+					      e.vmm    ? GPR_K_RELEASE
+					      : e.host ? GPR_K_HOST_FREE
+						       : GPR_K_FREE,
+					      &e);
 				f.implied = 1;
 				rc = fn(ctx, &f);
 			}
-			if (rc == 0 && live_add(&ls, m, &e) < 0)
+			if (rc == 0 &&
+			    gpr_trace_map_put(m, key, (uint32_t)i) < 0)
 				rc = GPR_E_NOMEM;
-			if (e.host)
-				s.host_delta = signed_bytes(e.bytes);
+			if (kind == GPR_K_HOST_ALLOC)
+				s.host_delta = signed_bytes(r->bytes);
 			else
-				s.dev_delta = signed_bytes(e.bytes);
+				s.dev_delta = signed_bytes(r->bytes);
 			break;
 		case GPR_K_RELEASE:
 			m = &ls.handle;
+			key = r->aux;
 			/* fall through */
 		case GPR_K_FREE:
-		case GPR_K_HOST_FREE: {
-			uint64_t key = kind == GPR_K_RELEASE ? r->aux : r->addr;
-			if (live_take(&ls, m, key, &old))
-				s = free_step(r, kind, &old);
-			else
+		case GPR_K_HOST_FREE:
+			if (live_take(m, key, &old)) {
+				struct gpr_trace_live e = live_of(t, old);
+				s = free_step(r, kind, &e);
+			} else {
 				s.unmatched = key != 0;
+			}
 			break;
-		}
 		default:
 			break;
 		}
 		if (rc == 0 && fn)
 			rc = fn(ctx, &s);
 	}
-	if (rc == 0 && live) {
-		*live = ls.v;
-		*n_live = ls.n;
-		ls.v = NULL;
-	}
-	free(ls.v);
+	if (rc == 0 && live)
+		rc = live_list(t, &ls, live, n_live);
 	gpr_trace_map_free(&ls.addr);
 	gpr_trace_map_free(&ls.handle);
 	return rc;
@@ -223,12 +258,33 @@ static uint64_t clamp0(int64_t v)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* h + d for a figure of bytes held, noting when it saturates. */
+static int64_t held_add(struct acc *a, int64_t h, int64_t d)
+{
+	int64_t r;
+	if (__builtin_add_overflow(h, d, &r)) {
+		a->s->saturated = 1;
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	}
+	return r;
+}
+
+/* *acc += v, noting when it saturates. */
+static void sum(struct acc *a, uint64_t *acc, uint64_t v)
+{
+	a->s->saturated |= gpr_trace_usum(acc, v);
+}
+
 /* The bytes held: by owning library, by device, in total. */
 static int on_held(struct acc *a, const struct gpr_trace_step *st)
 {
 	struct gpr_trace_stats *s = a->s;
 	const struct gpr_trace_rec *r = st->r;
 	int fresh;
+	/* a size beyond INT64_MAX was held at INT64_MAX by the replay */
+	if (st->dev_delta == INT64_MAX || st->dev_delta == -INT64_MAX ||
+	    st->host_delta == INT64_MAX || st->host_delta == -INT64_MAX)
+		s->saturated = 1;
 	if (st->dev_delta != 0) {
 		struct gpr_trace_libstat *o =
 		    table_slot(&a->libs, st->owner, &fresh);
@@ -239,10 +295,10 @@ static int on_held(struct acc *a, const struct gpr_trace_step *st)
 		int64_t *h = held_slot(&a->lib_held, &a->lib_held_cap, oi);
 		if (!h)
 			return GPR_E_NOMEM;
-		*h = gpr_trace_sadd(*h, st->dev_delta);
+		*h = held_add(a, *h, st->dev_delta);
 		if (st->dev_delta < 0) {
 			o->frees++;
-			o->freed_bytes += (uint64_t)-st->dev_delta;
+			sum(a, &o->freed_bytes, (uint64_t)-st->dev_delta);
 		}
 		if (clamp0(*h) > o->peak)
 			o->peak = clamp0(*h);
@@ -256,18 +312,18 @@ static int on_held(struct acc *a, const struct gpr_trace_step *st)
 		h = held_slot(&a->dev_held, &a->dev_held_cap, di);
 		if (!h)
 			return GPR_E_NOMEM;
-		*h = gpr_trace_sadd(*h, st->dev_delta);
+		*h = held_add(a, *h, st->dev_delta);
 		if (st->dev_delta > 0)
-			d->alloc_bytes += (uint64_t)st->dev_delta;
+			sum(a, &d->alloc_bytes, (uint64_t)st->dev_delta);
 		else
-			d->freed_bytes += (uint64_t)-st->dev_delta;
+			sum(a, &d->freed_bytes, (uint64_t)-st->dev_delta);
 		if (clamp0(*h) > d->peak) {
 			d->peak = clamp0(*h);
 			d->peak_t = gpr_trace_key(a->t, r);
 		}
 	}
-	a->held = gpr_trace_sadd(a->held, st->dev_delta);
-	a->host = gpr_trace_sadd(a->host, st->host_delta);
+	a->held = held_add(a, a->held, st->dev_delta);
+	a->host = held_add(a, a->host, st->host_delta);
 	if (clamp0(a->held) > s->peak) {
 		s->peak = clamp0(a->held);
 		s->peak_t = gpr_trace_key(a->t, r);
@@ -311,7 +367,7 @@ static int on_step(void *ctx, const struct gpr_trace_step *st)
 	l->calls++;
 	if (allocating) {
 		l->allocs++;
-		l->alloc_bytes += r->bytes;
+		sum(a, &l->alloc_bytes, r->bytes);
 	}
 
 	/* the device: a free's is that of the memory freed */
@@ -337,7 +393,7 @@ static int on_step(void *ctx, const struct gpr_trace_step *st)
 		c->lib = r->lib;
 		c->calls++;
 		if (allocating)
-			c->bytes += r->bytes;
+			sum(a, &c->bytes, r->bytes);
 	}
 
 	/* the operation */
@@ -349,7 +405,7 @@ static int on_step(void *ctx, const struct gpr_trace_step *st)
 	if (r->result != 0)
 		o->errors++;
 	else
-		o->bytes += r->bytes;
+		sum(a, &o->bytes, r->bytes);
 	if (r->dur_ns > o->max)
 		o->max = r->dur_ns;
 	return 0;
@@ -377,94 +433,90 @@ static int cmp_site(const void *a, const void *b)
 	return x->calls > y->calls ? -1 : x->calls < y->calls;
 }
 
-static int cmp_live(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-	const struct gpr_trace_live *x = a, *y = b;
-	if (x->bytes != y->bytes)
-		return x->bytes > y->bytes ? -1 : 1;
-	return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
 }
 
-struct lat {
-	uint32_t op;
-	int waited;
-	uint64_t dur, wait;
-};
-
-static int cmp_lat(const void *a, const void *b)
+static uint64_t sat128(unsigned __int128 v)
 {
-	const struct lat *x = a, *y = b;
-	if (x->op != y->op)
-		return x->op < y->op ? -1 : 1;
-	return x->dur < y->dur ? -1 : x->dur > y->dur;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
-static uint64_t sat(long double v)
-{
-	return v >= (long double)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
-}
-
-/* Percentiles and waiting shares of one operation's sorted calls. */
-static void op_latency(const struct lat *l, size_t n, uint64_t *tmp,
-		       struct gpr_trace_opstat *o)
-{
-	long double dur = 0, wait = 0, td = 0, tw = 0;
-	for (size_t i = 0; i < n; i++)
-		tmp[i] = l[i].dur;
-	o->p50 = gpr_trace_percentile(tmp, n, 50);
-	o->p90 = gpr_trace_percentile(tmp, n, 90);
-	o->p99 = gpr_trace_percentile(tmp, n, 99);
-	for (size_t i = 0; i < n; i++) {
-		if (!l[i].waited)
-			continue;
-		uint64_t w = l[i].wait < l[i].dur ? l[i].wait : l[i].dur;
-		o->waited_calls++;
-		dur += l[i].dur;
-		wait += w;
-		if (l[i].dur >= o->p99) {
-			td += l[i].dur;
-			tw += w;
-		}
-	}
-	o->dur_sum = sat(dur);
-	o->wait_sum = sat(wait);
-	o->wait_share = dur > 0 ? (double)(wait / dur) : 0;
-	o->tail_wait_share = td > 0 ? (double)(tw / td) : 0;
-}
-
-/* Fills the latency figures of every operation: one sort, one pass. */
+/*
+ * Fills the latency figures of every operation (s->ops, sorted by op):
+ * the durations grouped by operation in one array of 8 bytes a record,
+ * each group sorted for its percentiles, then one pass for the waiting
+ * shares (exact 128-bit sums).
+ */
 static int ops_latency(const struct gpr_trace *t, struct gpr_trace_stats *s)
 {
-	size_t n = t->n_recs;
-	struct lat *l = malloc((n ? n : 1) * sizeof(*l));
-	uint64_t *tmp = malloc((n ? n : 1) * sizeof(*tmp));
-	if (!l || !tmp) {
-		free(l);
-		free(tmp);
-		return GPR_E_NOMEM;
+	size_t n = t->n_recs, k = s->n_ops;
+	uint32_t *op_index =
+	    malloc((t->n_strs ? t->n_strs : 1) * sizeof(*op_index));
+	size_t *start = calloc(k + 1, sizeof(*start));
+	uint64_t *dur = malloc((n ? n : 1) * sizeof(*dur));
+	unsigned __int128(*sums)[4] = calloc(k ? k : 1, sizeof(*sums));
+	int rc = GPR_E_NOMEM;
+	if (!op_index || !start || !dur || !sums)
+		goto out;
+	for (size_t j = 0; j < k; j++)
+		op_index[s->ops[j].op] = (uint32_t)j;
+	for (size_t i = 0; i < n; i++)
+		start[op_index[t->recs[i].op] + 1]++;
+	for (size_t j = 0; j < k; j++)
+		start[j + 1] += start[j];
+	for (size_t i = 0; i < n; i++)
+		dur[start[op_index[t->recs[i].op]]++] = t->recs[i].dur_ns;
+	for (size_t j = k; j > 0; j--) /* back to each group's start */
+		start[j] = start[j - 1];
+	start[0] = 0;
+	for (size_t j = 0; j < k; j++) {
+		uint64_t *g = dur + start[j];
+		size_t m = start[j + 1] - start[j];
+		qsort(g, m, sizeof(*g), cmp_u64);
+		s->ops[j].p50 = gpr_trace_percentile(g, m, 50);
+		s->ops[j].p90 = gpr_trace_percentile(g, m, 90);
+		s->ops[j].p99 = gpr_trace_percentile(g, m, 99);
 	}
+	free(dur);
+	dur = NULL;
+	/* [0] time and [1] waiting of all waited calls, [2] [3] at >= p99 */
 	for (size_t i = 0; i < n; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
-		l[i] = (struct lat){r->op, (r->flags & GPR_TRACE_R_WAIT) != 0,
-				    r->dur_ns, r->wait_ns};
+		if (!(r->flags & GPR_TRACE_R_WAIT))
+			continue;
+		size_t j = op_index[r->op];
+		struct gpr_trace_opstat *o = &s->ops[j];
+		uint64_t w = r->wait_ns < r->dur_ns ? r->wait_ns : r->dur_ns;
+		o->waited_calls++;
+		sums[j][0] += r->dur_ns;
+		sums[j][1] += w;
+		if (r->dur_ns >= o->p99) {
+			sums[j][2] += r->dur_ns;
+			sums[j][3] += w;
+		}
 	}
-	if (n)
-		qsort(l, n, sizeof(*l), cmp_lat);
-	/* Both l and s->ops are sorted by op: walk them together. */
-	size_t k = 0;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j < n && l[j].op == l[i].op)
-			j++;
-		while (k < s->n_ops && s->ops[k].op < l[i].op)
-			k++;
-		if (k < s->n_ops && s->ops[k].op == l[i].op)
-			op_latency(l + i, j - i, tmp, &s->ops[k]);
-		i = j;
+	for (size_t j = 0; j < k; j++) {
+		struct gpr_trace_opstat *o = &s->ops[j];
+		o->dur_sum = sat128(sums[j][0]);
+		o->wait_sum = sat128(sums[j][1]);
+		o->wait_share = sums[j][0] ? (double)((long double)sums[j][1] /
+						      (long double)sums[j][0])
+					   : 0;
+		o->tail_wait_share = sums[j][2]
+					 ? (double)((long double)sums[j][3] /
+						    (long double)sums[j][2])
+					 : 0;
 	}
-	free(l);
-	free(tmp);
-	return 0;
+	rc = 0;
+out:
+	free(op_index);
+	free(start);
+	free(dur);
+	free(sums);
+	return rc;
 }
 
 static int cmp_op(const void *a, const void *b)
@@ -507,7 +559,8 @@ int gpr_trace_stats_compute(const struct gpr_trace *t,
 		rc = ops_latency(t, s);
 		for (size_t i = 0; i < s->n_live; i++)
 			if (!s->live[i].host)
-				s->live_bytes += s->live[i].bytes;
+				s->saturated |= gpr_trace_usum(
+				    &s->live_bytes, s->live[i].bytes);
 		if (s->n_libs)
 			qsort(s->libs, s->n_libs, sizeof(*s->libs), cmp_lib);
 		if (s->n_devs)
@@ -515,8 +568,6 @@ int gpr_trace_stats_compute(const struct gpr_trace *t,
 		if (s->n_sites)
 			qsort(s->sites, s->n_sites, sizeof(*s->sites),
 			      cmp_site);
-		if (s->n_live)
-			qsort(s->live, s->n_live, sizeof(*s->live), cmp_live);
 	}
 	free(a.libs.v);
 	free(a.devs.v);

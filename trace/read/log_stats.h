@@ -42,7 +42,8 @@ typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
  * Replays the records in effect order, calling fn for each; stops early
  * when fn returns non-zero and returns that. Returns GPR_E_NOMEM when out
  * of memory, 0 otherwise. When live/n_live are given, *live receives the
- * allocations still held at the end (malloc'ed, the caller frees).
+ * allocations still held at the end, largest first, then in the order
+ * they took effect (malloc'ed, the caller frees).
  */
 struct gpr_trace_live {
 	uint64_t addr; /* address, or VMM handle when vmm */
@@ -101,6 +102,12 @@ struct gpr_trace_stats {
 	struct gpr_trace_live *live; /* never freed, by bytes descending */
 	size_t n_live;
 	uint64_t live_bytes; /* device bytes among them */
+	/*
+	 * A byte figure reached its limit and stopped there (sums at
+	 * UINT64_MAX, bytes held at INT64_MAX): the log holds sizes no GPU
+	 * has. Every sum saturates instead of wrapping.
+	 */
+	int saturated;
 };
 
 /* Computes the statistics of t. 0, or GPR_E_NOMEM. */
@@ -115,6 +122,16 @@ static inline int64_t gpr_trace_sadd(int64_t a, int64_t b)
 	if (__builtin_add_overflow(a, b, &r))
 		return b > 0 ? INT64_MAX : INT64_MIN;
 	return r;
+}
+
+/* *acc += v, stopping at UINT64_MAX; 1 when it stopped there. */
+static inline int gpr_trace_usum(uint64_t *acc, uint64_t v)
+{
+	if (__builtin_add_overflow(*acc, v, acc)) {
+		*acc = UINT64_MAX;
+		return 1;
+	}
+	return 0;
 }
 
 /*

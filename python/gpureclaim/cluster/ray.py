@@ -78,7 +78,10 @@ def _pg_actors(pg, kind: str):
     try:
         from ray.util.state import list_actors
 
+        # the session this process is connected to, not a guess: with two
+        # Ray instances on one host the State API refuses to pick one
         listed = list_actors(
+            address=ray.get_runtime_context().gcs_address,
             filters=[("placement_group_id", "=", pg.id.hex()),
                      ("state", "=", "ALIVE")], limit=10000)
     except Exception as e:

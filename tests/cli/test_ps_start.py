@@ -1,0 +1,255 @@
+"""How one-shot `ps` starts and ends (cli/ps_start.c), on the simulated
+driver: every GPURECLAIM_PS_VARIANT lists exactly what the default lists,
+the NO_ATTACH way falls back when NVML refuses it or leaves the GPUs
+unattached, and GPURECLAIM_PS_PROFILE times each step on stderr without
+changing stdout. bench/ps_profile.sh, which sums those steps, runs here
+too (its figures are the sim's, so only its shape is checked)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, MiB, ROOT
+
+CTX = 64 * MiB
+VARIANTS = ["nvml=attach,start=thread,exit=quick,gpu=whole",
+            "nvml=noattach", "start=serial", "exit=libc", "gpu=split",
+            "nvml=noattach,start=serial,exit=libc,gpu=split"]
+JSON_CLOCK = re.compile(r'"time":"[^"]*","unix_time":[0-9.]+,')
+
+
+def same_listing(a, b):
+    """Text as is; JSON without the time of the round."""
+    return JSON_CLOCK.sub("", a) == JSON_CLOCK.sub("", b)
+
+
+def profile_lines(err):
+    lines = [line for line in err.splitlines() if line.startswith("ps-")]
+    assert all(line.startswith("ps-profile ") for line in lines), err
+    return lines
+
+
+def steps(err):
+    """{(thread, step): ms} of the profile's timed steps (summed)."""
+    out = {}
+    for line in profile_lines(err):
+        if line.startswith("ps-profile #"):
+            continue
+        m = re.match(r"ps-profile +([0-9.]+) (\S+) +(.*)$", line)
+        assert m, line
+        assert float(m.group(1)) >= 0
+        t = re.match(r"(.*): ([0-9.]+) ms(, .*)?$", m.group(3))
+        if t:
+            key = (m.group(2), t.group(1))
+            out[key] = out.get(key, 0.0) + float(t.group(2))
+    return out
+
+
+def notes(err):
+    return [line for line in profile_lines(err) if not line.endswith(" ms")]
+
+
+@pytest.fixture
+def busy(sim):
+    """Two GPUs, a process with a context on GPU 0, an extra one on 1."""
+    sim.configure(f"gpus=2;context={CTX};extra=1:4000000:3GiB")
+    return sim
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_variants_list_the_same(busy, variant, fmt):
+    child = busy.spawn_alloc(0, 5 * MiB)
+    want = busy.run("ps", *fmt)
+    assert want.rc == 0 and str(child.pid) in want.out, want
+    got = busy.run("ps", *fmt,
+                   env=busy.env(GPURECLAIM_PS_VARIANT=variant))
+    assert got.rc == 0, got
+    assert same_listing(got.out, want.out), (got, want)
+    assert got.err == want.err == ""
+
+
+@pytest.mark.parametrize("config", ["fault=unattached",
+                                    "fault=initflags-refused"])
+def test_noattach_falls_back(sim, config):
+    """Refused, or granted with GPUs that then fail: the listing is the
+    one NVML gives when initialised as usual, and the profile says why."""
+    sim.configure(f"gpus=2;context={CTX};extra=1:4000000:3GiB;{config}")
+    child = sim.spawn_alloc(1, 2 * MiB)
+    want = sim.run("ps", "--json")
+    assert want.rc == 0 and str(child.pid) in want.out, want
+    got = sim.run("ps", "--json", env=sim.env(
+        GPURECLAIM_PS_VARIANT="nvml=noattach", GPURECLAIM_PS_PROFILE="1"))
+    assert got.rc == 0, got
+    assert same_listing(got.out, want.out)
+    said = "\n".join(notes(got.err)) + "\n" + "\n".join(
+        step for _, step in steps(got.err))
+    if "unattached" in config:
+        assert "NO_ATTACH) by the tool (ok 0)" in said, got.err
+        assert "a GPU failed under NO_ATTACH: NVML started again" in said
+        assert "NVML_ERROR_UNINITIALIZED" in got.err  # the first try
+    else:
+        assert "NO_ATTACH) by the tool (refused" in said, got.err
+        assert "rc 999" in said  # NVML_ERROR_UNKNOWN
+        assert "started again" not in said
+
+
+def test_unattached_bites_only_noattach(sim):
+    sim.configure(f"gpus=2;context={CTX};fault=unattached")
+    r = sim.run("ps", "--json")
+    assert r.rc == 0, r
+    assert [g["name"] for g in r.json()["gpus"]] == ["Simulated GPU"] * 2
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+@pytest.mark.parametrize("variant", ["nvml=noattach", "gpu=split",
+                                     "nvml=noattach,gpu=split"])
+def test_broken_gpu_under_variants(sim, variant, fmt):
+    """A GPU that is really lost fails the second time too, and fails once
+    with its facts and its processes read apart: the same error line and
+    exit status as without the variant."""
+    sim.configure(f"gpus=3;context={CTX};fault=broken:1;"
+                  "extra=1:4000000:1GiB,2:4000001:2GiB")
+    want = sim.run("ps", *fmt)
+    assert want.rc == 1 and "GPU_IS_LOST" in want.out, want
+    got = sim.run("ps", *fmt, env=sim.env(GPURECLAIM_PS_VARIANT=variant,
+                                          GPURECLAIM_PS_PROFILE="1"))
+    assert got.rc == 1, got
+    assert same_listing(got.out, want.out), (got, want)
+    assert [line for line in got.err.splitlines()
+            if not line.startswith("ps-profile ")] == \
+        want.err.splitlines()
+    retried = any("started again" in n for n in notes(got.err))
+    assert retried == ("noattach" in variant)
+    if "split" in variant:
+        threads = {who for who, _ in steps(got.err)}
+        assert {"gpu1", "gpu1p", "gpu2p"} <= threads, threads
+
+
+def test_noattach_with_watch(busy):
+    """--watch keeps the handle that worked under NO_ATTACH round after
+    round, and ends as usual on SIGINT."""
+    proc = subprocess.Popen(
+        [str(BIN), "ps", "--json", "--watch", "0.1"],
+        env=busy.env(GPURECLAIM_PS_VARIANT="nvml=noattach"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert len(lines) >= 2 and all("4000000" in line for line in lines)
+
+
+@pytest.mark.parametrize("value", [
+    "bogus", "nvml", "nvml=", "nvml=maybe", "start=parallel", "gpu=2",
+    "exit=quick,", "exit=quick,,start=serial", "x" * 300])
+def test_bad_variant_is_usage(sim, value):
+    r = sim.run("ps", env=sim.env(GPURECLAIM_PS_VARIANT=value))
+    assert r.rc == 2, r
+    assert r.out == ""
+    assert r.err.startswith("gpureclaim ps: GPURECLAIM_PS_VARIANT is a "
+                            "list of nvml=attach|noattach"), r
+
+
+def test_empty_variant_is_the_default(busy):
+    r = busy.run("ps", env=busy.env(GPURECLAIM_PS_VARIANT=""))
+    assert r.rc == 0 and r.err == "", r
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_profile_times_each_step(busy, fmt):
+    child = busy.spawn_alloc(0, 5 * MiB)
+    want = busy.run("ps", *fmt)
+    t0 = f"{time.time():.6f}"
+    got = busy.run("ps", *fmt, env=busy.env(GPURECLAIM_PS_PROFILE=t0))
+    assert got.rc == 0, got
+    assert same_listing(got.out, want.out)
+    head = profile_lines(got.err)[0]
+    m = re.search(r"([0-9.]+) ms of CPU before main; "
+                  r"main_after_given_ms=([0-9.]+)$", head)
+    assert m, head
+    assert 0 < float(m.group(2)) < 10000
+    got_steps = steps(got.err)
+    named = {step for _, step in got_steps}
+    for step in ["options, handle", "NVML nvmlInit_v2",
+                 "NVML nvmlDeviceGetHandleByIndex_v2 GPU 0",
+                 "NVML nvmlDeviceGetHandleByIndex_v2 GPU 1",
+                 "NVML nvmlDeviceGetMigMode GPU 1",
+                 "NVML nvmlDeviceGetComputeRunningProcesses GPU 0",
+                 "GPU 0 users (stat, getpwuid_r)",
+                 "GPU 1 pid states (kill, /proc/PID/stat)",
+                 "warm-up: pid namespace, NSS (getpwuid_r)",
+                 "waited for NVML's start",
+                 "every GPU read (a thread each)", "write stdout",
+                 "render JSON" if fmt else "render text"]:
+        assert step in named, (step, got.err)
+    # each GPU is read on a thread of its own, NVML started on another
+    assert ("gpu1", "GPU 1 gpr_gpu_info") in got_steps
+    assert ("nvml", "NVML nvmlInit_v2") in got_steps
+    assert any("CUDA look-up of" in s and "not loaded" in s
+               for s in got.err.splitlines())
+    assert notes(got.err)[-1].endswith("profile printed (the process "
+                                       "exits next)")
+    if fmt:
+        assert "driver version (--json)" in named
+
+
+@pytest.mark.parametrize("value", ["", "0"])
+def test_profile_off(busy, value):
+    r = busy.run("ps", env=busy.env(GPURECLAIM_PS_PROFILE=value))
+    assert r.rc == 0 and r.err == "", r
+
+
+def test_profile_serial_start_on_main(busy):
+    r = busy.run("ps", env=busy.env(GPURECLAIM_PS_PROFILE="1",
+                                    GPURECLAIM_PS_VARIANT="start=serial"))
+    assert r.rc == 0, r
+    got = steps(r.err)
+    assert ("main", "NVML nvmlInit_v2") in got
+    assert not any(step.startswith("warm-up") for _, step in got)
+
+
+def test_quick_exit_writes_everything_to_a_file(busy, tmp_path):
+    """_exit skips stdio's flush at exit: the listing must be out first."""
+    want = busy.run("ps")
+    path = tmp_path / "out.txt"
+    with open(path, "w") as f:
+        rc = subprocess.run([str(BIN), "ps"], env=busy.env(), stdout=f,
+                            stderr=subprocess.PIPE, timeout=30).returncode
+    assert rc == 0
+    assert path.read_text() == want.out
+
+
+def test_ps_profile_script_on_the_sim(busy):
+    busy.spawn_alloc(0, 5 * MiB)
+    env = busy.env(GPURECLAIM_PS_PROFILE_ANY="1")
+    r = subprocess.run(["bash", str(ROOT / "bench/ps_profile.sh"), str(BIN),
+                        "3", "--json"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("ps_profile: 3 runs of 'gpureclaim ps "
+                               "--json'")
+    rows = {}
+    for line in lines[2:-1]:
+        m = re.match(r" *([0-9.]+) +([0-9.]+|-) +(\S+) +(.*)$", line)
+        assert m, line
+        rows[(m.group(3), m.group(4))] = m.group(2)
+    assert ("shell", "exec to main (fork, exec, loading)") in rows
+    assert ("nvml", "NVML nvmlInit_v2") in rows
+    assert ("gpu0", "GPU 0 users (stat, getpwuid_r)") in rows
+    assert any(k[1].startswith("exit (after the last step") for k in rows)
+    assert lines[-1].startswith("CPU time before main: ")
+
+
+def test_ps_profile_script_skips_without_a_driver(sim):
+    env = dict(os.environ, PATH="/nonexistent")
+    r = subprocess.run(["/bin/bash", str(ROOT / "bench/ps_profile.sh"),
+                        str(BIN)], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "skipped: no NVIDIA driver\n"
