@@ -3,7 +3,8 @@
 # each build folder (`meson test`, tests in parallel), then prints one line
 # per suite (Meson's tests, and the checks their runners count inside
 # them: pytest cases, cmocka cases) and the total, also into SUMMARY. The tests' output is in
-# DIR/meson-logs/testlog.txt; a failing test's output is shown here.
+# DIR/meson-logs/testlog.txt (testlog-<wrapper>.txt under a wrapper); a
+# failing test's output is shown here.
 # A sanitized build (asan, tsan) gets three times the timeouts; the
 # variable WRAP_<label>, when set, is meson test's --wrapper for that build
 # (the tsan run: setarch ... -R, from the Makefile).
@@ -21,13 +22,19 @@ for spec in "$@"; do
 	for s in $suites; do args+=(--suite "$s"); done
 	mult=1
 	case $label in asan | tsan) mult=3 ;; esac
+	# meson test names its log after the wrapper's program
 	wrap_var=WRAP_$label
-	[ -n "${!wrap_var:-}" ] && args+=(--wrapper "${!wrap_var}")
+	wrap=${!wrap_var:-}
+	log=$dir/meson-logs/testlog
+	if [ -n "$wrap" ]; then
+		args+=(--wrapper "$wrap")
+		log=$log-$(basename "${wrap%% *}")
+	fi
 	"${MESON:-meson}" test -C "$dir" --no-rebuild --print-errorlogs \
 		--timeout-multiplier "$mult" "${args[@]}" \
 		>"$dir/meson-logs/check.txt" 2>&1
 	rc=$?
-	"${PYTHON:-python3}" - "$dir/meson-logs/testlog.json" "$label" "$suites" "$rc" \
+	"${PYTHON:-python3}" - "$log.json" "$label" "$suites" "$rc" \
 		>>"$summary" <<'PY' || status=1
 import json, re, sys
 
@@ -50,7 +57,13 @@ def cases(out):
 log, label, suites, rc = sys.argv[1], sys.argv[2], sys.argv[3].split(), int(sys.argv[4])
 counts = {s: [0, 0, 0, 0] for s in suites}  # passed, failed, skipped, cases
 failed = []
-with open(log) as f:
+try:
+    f = open(log)
+except OSError as e:
+    sys.stderr.write(f"{label}: no test log ({e.strerror}: {log}); meson "
+                     f"test's output is in {log.rsplit('/', 1)[0]}/check.txt\n")
+    sys.exit(1)
+with f:
     for line in f:
         t = json.loads(line)
         # "unit - gpureclaim:test_core" (suites joined by "+")
@@ -70,7 +83,7 @@ with open(log) as f:
 for t in failed:
     out = (t.get("stdout") or "").splitlines()
     sys.stderr.write(f"---- {label}: {t['name']} {t['result']} "
-                     f"(last lines; all in meson-logs/testlog.txt)\n")
+                     f"(last lines; all in {log[:-5]}.txt)\n")
     sys.stderr.write("\n".join(out[-60:]) + "\n")
 for s in suites:
     p, f, k, c = counts[s]
