@@ -163,7 +163,9 @@ def objects_of(builddir):
     db = os.path.join(builddir, "compile_commands.json")
     if not os.path.exists(db):
         return None
-    root = os.path.realpath(".")
+    # the checkout the sources really lie in (run from a folder of links
+    # to it, as the docs runner does, "." is not it)
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     objs = {}
     with open(db) as f:
         for entry in json.load(f):

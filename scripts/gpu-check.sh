@@ -4,9 +4,10 @@
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
 #   stages: env build installed rmm hw-ps hw-release hw-explain hw-trace
-#           hw-cluster bench-ps bench-release bench-explain bench-trace
+#           hw-cluster docs bench-ps bench-release bench-explain bench-trace
 # installed: the C install (meson install) staged in build/gpu-inst; its
 # command finds its own injection library and this machine's CUPTI.
+# docs runs the docs' GPU-only examples (tests/docs/docs.py --gpu).
 # hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
 # fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
 # rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
@@ -15,7 +16,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/cli/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -63,6 +64,14 @@ for s in $stages; do
 		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
 			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
 			tee "$OUT/$s.txt" | tail -80 ;;
+	docs)
+		# the examples marked <!-- gpu -->, with this build's command
+		# and package first on the paths, as the docs' readers have them,
+		# and this build as the docs' build/ (GPR_DOCS_BUILD)
+		log "$s"
+		PATH="$PWD/$B/cli:$PATH" PYTHONPATH="$PWD/$B/python${PYTHONPATH:+:$PYTHONPATH}" \
+			GPR_DOCS_BUILD="$PWD/$B" \
+			python3 tests/docs/docs.py --gpu 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;

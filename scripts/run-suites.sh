@@ -64,8 +64,15 @@ except OSError as e:
                      f"test's output is in {log.rsplit('/', 1)[0]}/check.txt\n")
     sys.exit(1)
 with f:
-    for line in f:
-        t = json.loads(line)
+    for n, line in enumerate(f, 1):
+        try:
+            t = json.loads(line)
+        except ValueError:
+            # another `meson test` of the same folder wrote it meanwhile
+            sys.stderr.write(f"{label}: {log}:{n} is not a test record; "
+                             "was meson test run twice at once on "
+                             f"{log.rsplit('/', 2)[0]}?\n")
+            sys.exit(1)
         # "unit - gpureclaim:test_core" (suites joined by "+")
         names = t["name"].split(" - ", 1)[0].split("+")
         suite = next((s for s in names if s in counts), None)
