@@ -97,7 +97,7 @@ def main():
     failed = 0
     for name, (cmd, env) in loops.items():
         e = dict(os.environ, **env)
-        r = subprocess.run([str(build / "gpureclaim"), "trace", "-q", "-o",
+        r = subprocess.run([str(build / "cli/gpureclaim"), "trace", "-q", "-o",
                             f"/tmp/gpr-ab-{name}.trace", "--"] + cmd,
                            capture_output=True, text=True, env=e,
                            timeout=900)

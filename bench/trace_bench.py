@@ -25,7 +25,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build")
-BIN = BUILD / "gpureclaim"
+BIN = BUILD / "cli/gpureclaim"
 CHURN = BUILD / "bench/trace_churn"
 REPS = int(os.environ.get("REPS", "5"))
 

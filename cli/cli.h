@@ -27,6 +27,12 @@ int gpr_cli_ps(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
+/* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
+int gpr_cli_explain(int argc, char **argv);
+int gpr_cli_demo(int argc, char **argv);
+/* A Dask cluster's reports: `ps --dask`, `explain --dask`, `release
+ * --dask` (python/gpureclaim/cluster/_cli.py, docs/cluster.md). */
+int gpr_cli_cluster(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,

@@ -14,7 +14,7 @@
 
 The log is parsed here with the layout of docs/trace.md (not with the C
 reader), which checks the documentation too.
-The tool: $GPURECLAIM_BIN (default build/gpureclaim).
+The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
 import os
@@ -27,7 +27,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 GiB = 1 << 30
 
 

@@ -4,7 +4,7 @@
  * `gpureclaim report`, its HTML page and the Chrome and SVG exports. The
  * reports must also keep their promise about hostile strings: no terminal
  * control and no invalid UTF-8 in the text, none unescaped in the JSON (it
- * aborts otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
+ * aborts otherwise). `make fuzz` runs it open-ended, the `fuzz` suite (part of
  * `make check`) a fixed number of runs over the corpus in
  * tests/trace/corpus/.
  */

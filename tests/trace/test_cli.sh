@@ -2,13 +2,14 @@
 # `gpureclaim trace` and `gpureclaim report` without a GPU: exit codes,
 # output left alone, CUPTI discovery errors, an end-to-end trace through
 # the fake CUPTI, the report's JSON and exports (validated by Python).
-# Usage: test_cli.sh BUILD_DIR
+# Run from the source root by `meson test --suite trace`, which sets the
+# paths of what it built: GPR (the command), TRACER
+# (libgpureclaim_trace.so), FAKE_CUPTI, APP (test_inject), LOGTOOL
+# (test_trace_log), CHURN (bench/trace_churn), TRACE_GEN (bench/trace_gen),
+# PYTHON.
 set -u
-B=$(cd "$1" && pwd)
 SRC=$(pwd)
-GPR=$B/gpureclaim
-FAKE=$B/tests/trace/libcupti-fake.so
-APP=$B/tests/trace/test_inject
+FAKE=$FAKE_CUPTI
 PY=${PYTHON:-python3}
 T=$(mktemp -d /tmp/gpr-trace-cli-XXXXXX)
 fails=0
@@ -16,8 +17,10 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
-# The injection library must be found beside the CLI.
-[ -f "$B/libgpureclaim_trace.so" ] || { echo "no $B/libgpureclaim_trace.so"; exit 1; }
+# The command finds the injection library by itself (in a build folder:
+# the trace part's; installed: its libdir or the Python package).
+unset GPURECLAIM_TRACE_LIBRARY
+[ -f "$TRACER" ] || { echo "no $TRACER"; exit 1; }
 cd "$T" || exit 1
 
 # 1. exit code and output of the traced command unchanged
@@ -97,7 +100,7 @@ check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.
 # 6b. names planted at the default log path (CMD's pid is the child's:
 # the shell plants gpureclaim-$$.trace, then execs the CUDA program). The
 # summary must read the log the program really wrote, never the plant.
-"$B/tests/trace/test_trace_log" --sample planted-src.trace
+"$LOGTOOL" --sample planted-src.trace
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
 rc=$?
 check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
@@ -144,7 +147,7 @@ check "trace in a 4,070-byte directory: said so" 'grep -q "gpureclaim trace: the
 rm -rf "$T/wwwwwwwwww"*
 
 # 7. report of the synthetic sample: text, JSON, exports
-"$B/tests/trace/test_trace_log" --sample s.trace
+"$LOGTOOL" --sample s.trace
 "$GPR" report s.trace >r.txt
 rc=$?
 check "report: text exit 0" '[ $rc -eq 0 ]'
@@ -156,7 +159,7 @@ check "report: exports validated by python" "$PY $SRC/tests/trace/check_exports.
 
 # 7b. hostile names (C1 CSI as UTF-8 and as a raw byte, ESC, DEL, bad
 # UTF-8): the text shows them as '?', the JSON escapes them and parses
-"$B/tests/trace/test_trace_log" --hostile h.trace
+"$LOGTOOL" --hostile h.trace
 "$GPR" report h.trace >h.txt
 rc=$?
 check "report hostile: text exit 0" '[ $rc -eq 0 ]'
@@ -202,7 +205,7 @@ check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 # tool's own (measured on a tiny log); a log larger than half the memory
 # refused before reading; a log of millions of empty strings refused
 # without costing memory. Not under ASan (its shadow memory is not ours).
-GEN=$B/bench/trace_gen
+GEN=$TRACE_GEN
 peak_kb() { /usr/bin/time -f "%x %M" -o peak "$@" >/dev/null 2>"$T/perr"; tail -n 1 peak; }
 if [ -x /usr/bin/time ] && [ -x "$GEN" ] && ! nm "$GPR" 2>/dev/null | grep -q __asan_init; then
 	"$GEN" random 10 tiny.trace
@@ -235,7 +238,7 @@ rm -f huge.trace
 # text's, the plot's ticks are round
 check "report: one failed call, one unmatched free, one never freed" 'grep -q "^  1 call failed " r.txt && grep -q "^  1 free of memory" r.txt && grep -q "^Never freed: 1 allocation, " r.txt'
 check "report: no count with the wrong noun" '! grep -Eq "(^|[^0-9])1 (calls|allocations|frees|records)" r.txt'
-"$B/tests/trace/test_trace_log" --cases cases.trace
+"$LOGTOOL" --cases cases.trace
 "$GPR" report cases.trace --svg cases.svg >cases.txt 2>e10
 rc=$?
 check "report cases: exit 0" '[ $rc -eq 0 ]'
@@ -340,7 +343,6 @@ check "export: no temporary file left behind" '[ -z "$(ls -A . | grep "^\.")" ]'
 # GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or
 # GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
-CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
