@@ -1,97 +1,119 @@
 # gpureclaim — `make demo` runs the main job, `make check` runs every test that
 # needs no GPU. Both install what they need first (scripts/install-deps.sh).
 #
-# Variables: BUILD (output folder), CC, SAN=1 (ASan+UBSan build), TSAN=1
-# (ThreadSanitizer build, clang), PYTHON.
-# Each part of the tree adds its own rules in its build.mk; this file holds
-# what they share.
+# The build is Meson's: each folder's meson.build lists its files and
+# registers its tests (docs/build.md). This file only names four build
+# folders and runs them quietly:
+#   build/        the default compiler (CC), what `make demo` uses
+#   build/clang   CC=clang: the trace suite again, and the fuzz targets
+#   build/asan    ASan+UBSan (-Db_sanitize=address,undefined)
+#   build/tsan    ThreadSanitizer (clang, -Db_sanitize=thread)
+# Variables: BUILD (the default build folder), PREFIX (make install),
+# PYTHON, FUZZ_ARGS (make fuzz, make fuzz-sim).
 
 BUILD ?= build
-CC ?= cc
+PREFIX ?= /usr/local
 PYTHON ?= python3
-SAN ?=
-TSAN ?=
-# Prefix of the test programs a run starts (the TSan run sets it).
-TEST_WRAP ?=
+MESON ?= meson
+NINJA ?= ninja
+FUZZ_ARGS ?= -max_total_time=600
 
-CSTD := -std=c11 -D_GNU_SOURCE
-WARN := -Wall -Wextra -Werror
-OPT ?= -O2
-ifeq ($(SAN),1)
-SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-OPT := -O1
-endif
-ifeq ($(TSAN),1)
-SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
-OPT := -O1
+CLANG_BUILD := build/clang
+ASAN_BUILD := build/asan
+TSAN_BUILD := build/tsan
+
+# Suites run in each build (meson test --suite).
+SUITES := layers exports unit cli python cluster trace examples install views docs
+CLANG_SUITES := trace fuzz
+ASAN_SUITES := unit cli trace examples
+# the core, the driver layer and the simulator (unit); the injection
+# library's threads, rings and writer against the fake CUPTI (inject)
+TSAN_SUITES := unit inject
+
 # TSan maps its shadow at fixed addresses that a high-entropy ASLR layout
-# can collide with: its runs go without address randomisation.
-TEST_WRAP := setarch $(shell uname -m) -R
+# can collide with: its tests run without address randomisation
+# (scripts/run-suites.sh takes WRAP_<label> as meson test's --wrapper).
+export WRAP_tsan := setarch $(shell uname -m) -R
 export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
-endif
-CFLAGS := $(CSTD) $(WARN) $(OPT) -g -fPIC -fvisibility=hidden \
-	-Iinclude -Isrc -Isrc/driver $(SANFLAGS) $(EXTRA_CFLAGS)
-LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
-LDLIBS := -ldl -lpthread
 
-# Filled by the build.mk files.
-ALL_TARGETS :=
-# Test runs (phony targets) made by `make check` on the normal build.
-CHECK_RUNS :=
-# Test runs made again on the ASan+UBSan build.
-SAN_RUNS :=
-# Test runs made again on the ThreadSanitizer build (clang).
-TSAN_RUNS :=
+.PHONY: all check check-ci demo deps install fuzz fuzz-sim fuzz-targets \
+	format format-check clean
 
-.PHONY: all check check-ci demo deps format format-check clean
-all: build-all
+# ninja's own output (a reconfiguration after a meson.build changed, say)
+# goes to meson-logs/ninja.txt; a failing build shows it.
+define build
+	@$(NINJA) -C $(1) --quiet $(2) >$(1)/meson-logs/ninja.txt 2>&1 || \
+		{ cat $(1)/meson-logs/ninja.txt; exit 1; }
+endef
 
-include src/out/build.mk
-include src/build.mk
-include sim/build.mk
-include trace/build.mk
-include cli/build.mk
-include tests/build.mk
--include python/build.mk
--include examples/build.mk
--include bench/build.mk
+all: $(BUILD)/build.ninja
+	$(call build,$(BUILD))
 
-build-all: $(ALL_TARGETS)
-.PHONY: build-all
-
-# Includes and calls go down the layers only, without loops (docs/naming.md).
-check-layers: build-all
-	@$(PYTHON) scripts/check-layers.py --objects $(BUILD)/obj
-.PHONY: check-layers
-CHECK_RUNS += check-layers
-
-$(BUILD)/obj/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
-
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# A build folder is set up once (its log in meson-logs/setup.txt); later
+# runs of ninja reconfigure it by themselves when a meson.build changes.
+# Each rule names its compiler, so one folder never mixes two.
+$(BUILD)/build.ninja:
+	@bash scripts/meson-setup.sh $(BUILD) "$${CC:-cc}"
+$(CLANG_BUILD)/build.ninja:
+	@bash scripts/meson-setup.sh $(CLANG_BUILD) clang
+$(ASAN_BUILD)/build.ninja:
+	@bash scripts/meson-setup.sh $(ASAN_BUILD) "$${CC:-cc}" \
+		-Db_sanitize=address,undefined -Doptimization=1
+# clang's TSan runtime is linked into programs only: shared libraries
+# leave its symbols undefined (b_lundef off)
+$(TSAN_BUILD)/build.ninja:
+	@bash scripts/meson-setup.sh $(TSAN_BUILD) clang \
+		-Db_sanitize=thread -Db_lundef=false -Doptimization=1
 
 deps:
 	@bash scripts/install-deps.sh
 
 # The README's test command.
 check: deps
-	$(MAKE) check-ci
+	@$(MAKE) --no-print-directory check-ci
 
-check-ci: format-check
-	$(MAKE) all
-	$(MAKE) CC=clang BUILD=build/clang all
-	$(MAKE) $(CHECK_RUNS)
-	@# the injection library's stack walks depend on the compiler's frames
-	$(MAKE) CC=clang BUILD=build/clang test-trace
-	$(MAKE) SAN=1 BUILD=build/asan $(SAN_RUNS)
-	$(MAKE) CC=clang TSAN=1 BUILD=build/tsan $(TSAN_RUNS)
-	@echo "make check: all passed"
+check-ci: format-check $(BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
+		$(ASAN_BUILD)/build.ninja $(TSAN_BUILD)/build.ninja
+	$(call build,$(BUILD))
+	@$(NINJA) -C $(BUILD) -n | grep -q 'no work to do' || \
+		{ echo "check: a second build of $(BUILD) is not a no-op"; exit 1; }
+	$(call build,$(CLANG_BUILD))
+	$(call build,$(ASAN_BUILD))
+	$(call build,$(TSAN_BUILD))
+	@bash scripts/run-suites.sh build/check-summary.txt \
+		gcc:$(BUILD):"$(SUITES)" \
+		clang:$(CLANG_BUILD):"$(CLANG_SUITES)" \
+		asan:$(ASAN_BUILD):"$(ASAN_SUITES)" \
+		tsan:$(TSAN_BUILD):"$(TSAN_SUITES)"
 
 # The README's main command.
-demo: deps
-	$(MAKE) all
+demo: deps all
 	@bash scripts/demo.sh "$(BUILD)"
+
+# The C library, its header and gpureclaim.pc, the command, the injection
+# library and the Python package, under PREFIX (DESTDIR honoured).
+install: $(BUILD)/build.ninja
+	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	$(call build,$(BUILD))
+	@$(MESON) install -C $(BUILD) --no-rebuild --quiet \
+		$(if $(DESTDIR),--destdir $(DESTDIR))
+	@echo "installed under $(DESTDIR)$(abspath $(PREFIX))"
+
+# The libFuzzer targets (build/clang; scripts/fuzz-long.sh runs them).
+FUZZ_TARGETS := tests/trace/fuzz_trace_read tests/unit/fuzz_sim_config
+fuzz-targets: $(CLANG_BUILD)/build.ninja
+	$(call build,$(CLANG_BUILD),$(FUZZ_TARGETS))
+
+# Open-ended fuzzing of the trace reader, of the simulator's
+# GPURECLAIM_SIM parser (FUZZ_ARGS bounds them).
+fuzz: fuzz-targets
+	@mkdir -p fuzz-corpus-tmp
+	$(CLANG_BUILD)/tests/trace/fuzz_trace_read $(FUZZ_ARGS) \
+		fuzz-corpus-tmp tests/trace/corpus
+fuzz-sim: fuzz-targets
+	@mkdir -p fuzz-sim-corpus-tmp
+	$(CLANG_BUILD)/tests/unit/fuzz_sim_config $(FUZZ_ARGS) \
+		fuzz-sim-corpus-tmp tests/unit/corpus_sim
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

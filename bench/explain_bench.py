@@ -105,7 +105,7 @@ def child_env(fake):
         env.update(GPURECLAIM_SIM="gpus=1;memory=200GiB;state=explain-bench",
                    GPURECLAIM_CUDA_LIBRARY=str(sim / "libcuda.so.1"),
                    GPURECLAIM_NVML_LIBRARY=str(sim / "libnvidia-ml.so.1"),
-                   GPR_FAKES_BUILD=str(ROOT / "build/tests"))
+                   GPR_FAKES_BUILD=str(ROOT / "build/tests/fixtures"))
     if env.get("PYTHONPATH"):
         path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(path)

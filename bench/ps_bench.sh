@@ -19,11 +19,11 @@
 # a GPU are there) so every tool lists a process, as in real use.
 #
 # usage: bench/ps_bench.sh [GPURECLAIM_BIN] [ROUNDS]
-#        (defaults: $GPURECLAIM_BIN, else build/gpureclaim; ROUNDS=21, >= 7)
+#        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; ROUNDS=21, >= 7)
 # Without an NVIDIA driver: prints "skipped: no NVIDIA driver", exits 0.
 set -euo pipefail
 
-BIN=${1:-${GPURECLAIM_BIN:-build/gpureclaim}}
+BIN=${1:-${GPURECLAIM_BIN:-build/cli/gpureclaim}}
 R=${2:-21}
 if ((R < 7)); then
 	echo "ps_bench: at least 7 rounds, not $R" >&2

@@ -10,14 +10,14 @@
 # command, median) orders them.
 #
 # usage: bench/ps_profile.sh [GPURECLAIM_BIN] [RUNS] [PS ARGS...]
-#        (defaults: $GPURECLAIM_BIN, else build/gpureclaim; RUNS=11, >= 3)
+#        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; RUNS=11, >= 3)
 # GPURECLAIM_PS_VARIANT in the environment profiles that variant.
 # Without an NVIDIA driver (no nvidia-smi, or it fails): prints "skipped:
 # no NVIDIA driver", exits 0; GPURECLAIM_PS_PROFILE_ANY=1 runs anyway (on
 # the simulated driver, for a test).
 set -euo pipefail
 
-BIN=${1:-${GPURECLAIM_BIN:-build/gpureclaim}}
+BIN=${1:-${GPURECLAIM_BIN:-build/cli/gpureclaim}}
 R=${2:-11}
 shift $(($# < 2 ? $# : 2))
 if ((R < 3)); then

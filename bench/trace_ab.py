@@ -99,7 +99,7 @@ def main():
     for name, (cmd, env) in loops.items():
         e = dict(os.environ, **env)
         backend = os.environ.get("BACKEND", "auto")
-        r = subprocess.run([str(build / "gpureclaim"), "trace", "-q",
+        r = subprocess.run([str(build / "cli/gpureclaim"), "trace", "-q",
                             "--backend", backend, "-o",
                             f"/tmp/gpr-ab-{name}.trace", "--"] + cmd,
                            capture_output=True, text=True, env=e,

@@ -89,7 +89,7 @@ def has_gpu():
 class Bench:
     def __init__(self, a):
         self.a = a
-        self.bin = str(pathlib.Path(a.build) / "gpureclaim")
+        self.bin = str(pathlib.Path(a.build) / "cli/gpureclaim")
         self.walls = {}  # loop -> seconds per process run so far
         self.loop = None
 

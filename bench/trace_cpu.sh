@@ -18,7 +18,7 @@ N=${3:-200000}
 EVICT=${EVICT:-1048576}
 COLD_N=${COLD_N:-20000}
 FAKE=$B/bench/fakecuda
-TR=$(cd "$B" && pwd)/libgpureclaim_trace.so
+TR=$(cd "$B" && pwd)/trace/inject/libgpureclaim_trace.so
 CHURN=$B/bench/trace_churn
 LOG=/tmp/gpr-trace-cpu-$$.trace
 trap 'rm -f "$LOG"' EXIT
@@ -59,7 +59,7 @@ CUPTI=$B/tests/trace/libcupti-fake.so
 for ((r = 0; r < ROUNDS; r++)); do
 	rm -f "$LOG"
 	GPURECLAIM_TRACE_SELFTIME=1 GPURECLAIM_CUPTI_LIBRARY=$CUPTI \
-		"$B/gpureclaim" trace -q --backend cupti -o "$LOG" -- "$CHURN" fake "$N" 2>&1 >/dev/null |
+		"$B/cli/gpureclaim" trace -q --backend cupti -o "$LOG" -- "$CHURN" fake "$N" 2>&1 >/dev/null |
 		sed -n 's/.*median \([0-9]*\) ns.*/\1/p'
 done | median | xargs printf '  median %s ns\n'
 

@@ -14,7 +14,7 @@ set -eu
 B=${1:-build}
 RUNS=${2:-3}
 SIZES=${3:-"100000 1000000"}
-GPR=$B/gpureclaim
+GPR=$B/cli/gpureclaim
 GEN=$B/bench/trace_gen
 [ -x "$GPR" ] && [ -x "$GEN" ] || { echo "build first: make all ($GPR, $GEN)" >&2; exit 1; }
 T=$(mktemp -d /tmp/gpr-reader-bench-XXXXXX)

@@ -39,7 +39,7 @@ mlp) churn=(python3 "$LOOPS" mlp $((N / 40 > 10 ? N / 40 : 10))) ;;
 	exit 2
 	;;
 esac
-tr=("$B/gpureclaim" trace -q -o /tmp/gpr-variants.trace --)
+tr=("$B/cli/gpureclaim" trace -q -o /tmp/gpr-variants.trace --)
 declare -A sum
 read -r -a variants <<<"untraced ${VARIANTS:-traced no-callsite no-schedstat neither subscribe-only}"
 variants=(untraced $(printf '%s\n' "${variants[@]:1}" | grep -vx untraced || true))

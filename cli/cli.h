@@ -27,6 +27,12 @@ int gpr_cli_ps(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
+/* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
+int gpr_cli_explain(int argc, char **argv);
+int gpr_cli_demo(int argc, char **argv);
+/* A Dask cluster's reports: `ps --dask`, `explain --dask`, `release
+ * --dask` (python/gpureclaim/cluster/_cli.py, docs/cluster.md). */
+int gpr_cli_cluster(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,
@@ -200,19 +206,7 @@ void gpr_cli_progress_start(const char *what);
 void gpr_cli_progress_phase(const char *phase);
 void gpr_cli_progress_stop(void);
 
-/* ---------------- the tracer's pieces (cli/trace_find.c) ---------------- */
-
-/* The tracer library ($GPURECLAIM_TRACE_LIBRARY, else beside this
- * executable or in ../lib, ../lib64), as an absolute path. 0 or -1. */
-int gpr_cli_find_tracer(char *out, size_t len);
-
-/*
- * libcupti: $GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti wheel of the
- * Python that cmd runs (or python3), the CUDA toolkit, $LD_LIBRARY_PATH,
- * the system's library directory. *from says where. 0 or -1.
- */
-int gpr_cli_find_cupti(char *const *cmd, char *out, size_t len,
-		       const char **from);
+/* ---------------- the tracer's preload (cli/trace_preload.c) --------- */
 
 /*
  * The LD_PRELOAD that puts tracer first in front of old (NULL: none),

@@ -30,6 +30,7 @@
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
+#include "locate.h"
 #include "trace_names.h"
 
 enum backend { B_AUTO, B_INTERPOSE, B_CUPTI };
@@ -93,9 +94,12 @@ static void usage(FILE *f)
 	    "    -h, --help          show this help\n"
 	    "\n"
 	    "ENVIRONMENT:\n"
-	    "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use\n"
-	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so to "
-	    "use\n"
+	    "    GPURECLAIM_CUPTI_LIBRARY   path of libcupti.so to use (else: "
+	    "the nvidia-cuda-cupti\n"
+	    "                               wheel, Torch's, the CUDA "
+	    "toolkit: docs/trace.md)\n"
+	    "    GPURECLAIM_TRACE_LIBRARY   path of libgpureclaim_trace.so "
+	    "to use\n"
 	    "    GPURECLAIM_TRACE_*         the measurement switches "
 	    "(docs/trace.md): 1/0/yes/no/\n"
 	    "                               true/false, any case; "
@@ -352,11 +356,15 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 {
 	const char *from = "";
 	cupti[0] = '\0';
-	if (gpr_cli_find_tracer(tracer, PATH_MAX) < 0) {
+	struct gpr__buf tried = {0};
+	if (gpr_cli_find_tracer(tracer, PATH_MAX, &tried) < 0) {
 		fprintf(stderr,
-			"gpureclaim trace: libgpureclaim_trace.so not found "
-			"beside the gpureclaim binary or in ../lib (or at "
-			"$GPURECLAIM_TRACE_LIBRARY)\n");
+			"gpureclaim trace: libgpureclaim_trace.so not found; "
+			"looked at:\n%s"
+			"gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
+			"its path\n",
+			gpr__buf_str(&tried));
+		gpr__buf_free(&tried);
 		return 0;
 	}
 	if (*backend != B_CUPTI && setuid_program(cmd[0])) {
@@ -374,9 +382,12 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 		if (!env.quiet)
 			fprintf(stderr, "gpureclaim trace: interposer %s%s\n",
 				tracer, env.dormant ? " (dormant)" : "");
+		gpr__buf_free(&tried);
 		return 1;
 	}
-	int found = gpr_cli_find_cupti(cmd, cupti, PATH_MAX, &from) == 0;
+	gpr__buf_reset(&tried);
+	int found =
+	    gpr_cli_find_cupti(cmd, cupti, PATH_MAX, &from, &tried) == 0;
 	if (!found)
 		cupti[0] = '\0';
 	if (*backend == B_AUTO) {
@@ -387,17 +398,20 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 				found ? "CUPTI fallback "
 				      : "no CUPTI found for a fallback",
 				found ? cupti : "");
+		gpr__buf_free(&tried);
 		return 1;
 	}
 	if (!found) {
 		fprintf(stderr,
-			"gpureclaim trace: no CUPTI library found (looked at "
-			"$GPURECLAIM_CUPTI_LIBRARY, the nvidia-cuda-cupti "
-			"wheel, $CUDA_HOME and /usr/local/cuda*/extras/CUPTI/"
-			"lib64, $LD_LIBRARY_PATH); install one (pip install "
-			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n");
+			"gpureclaim trace: no CUPTI library found; looked "
+			"at:\n%s"
+			"gpureclaim trace: install one (pip install "
+			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n",
+			gpr__buf_str(&tried));
+		gpr__buf_free(&tried);
 		return 0;
 	}
+	gpr__buf_free(&tried);
 	if (!env.quiet)
 		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
 			from);

@@ -1,7 +1,8 @@
 /*
  * gpureclaim: the command-line tool's entry point. Dispatches
  * `gpureclaim <command> [args]` to gpr_cli_<command> (cli/cli.h states the
- * contract); exit 2 on a command it does not know.
+ * contract); exit 2 on a command it does not know. `python -m gpureclaim`
+ * runs this same program (python/gpureclaim/__main__.py).
  */
 #include "cli.h"
 
@@ -24,6 +25,10 @@ static const struct command commands[] = {
     {"report", gpr_cli_report, "summarise a trace log"},
     {"version", gpr_cli_version,
      "show the version, the NVIDIA driver's and what can be loaded"},
+    {"explain", gpr_cli_explain,
+     "run a Python script, then say where its GPU memory went"},
+    {"demo", gpr_cli_demo,
+     "drop Torch and CuPy arrays, release, show the before and after"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -55,6 +60,10 @@ static void usage(FILE *f)
 			commands[i].summary);
 	fprintf(f, "    %-9s %s\n", "help", "show a command's options");
 	fprintf(f, "\n"
+		   "With --dask ADDRESS, ps, explain and release ask every "
+		   "worker of a Dask\n"
+		   "cluster, each about its own process (docs/cluster.md).\n");
+	fprintf(f, "\n"
 		   "OPTIONS:\n"
 		   "    -h, --help [COMMAND]   show this help, or a command's\n"
 		   "    -V, --version          show the version\n"
@@ -65,9 +74,26 @@ static void usage(FILE *f)
 		   "    gpureclaim ps --json -i 0     # GPU 0, as JSON\n"
 		   "    gpureclaim trace -- python train.py   # log its "
 		   "allocations\n"
+		   "    gpureclaim explain train.py   # where the memory went\n"
 		   "    gpureclaim help ps            # a command's options\n"
 		   "\n"
 		   "Exit status: 0 ok, 1 runtime error, 2 bad usage.\n");
+}
+
+/*
+ * A Dask cluster's reports live in the Python package: `release` (it has
+ * no other form) and `ps` given --dask. (`explain` goes there anyway.)
+ */
+static int for_cluster(int argc, char **argv)
+{
+	if (strcmp(argv[0], "release") == 0)
+		return 1;
+	if (strcmp(argv[0], "ps") != 0)
+		return 0;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strncmp(argv[i], "--dask", 6) == 0)
+			return 1;
+	return 0;
 }
 
 /* The help of command `name` (`gpureclaim help ps`, `gpureclaim --help ps`),
@@ -118,6 +144,8 @@ int main(int argc, char **argv)
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}
+	if (for_cluster(argc - 1, argv + 1))
+		return gpr_cli_cluster(argc - 1, argv + 1);
 	const struct command *c = find(cmd);
 	if (!c) {
 		if (cmd[0] == '-')

@@ -33,7 +33,7 @@ extern "C" {
 #define GPR_VERSION_MINOR 2
 #define GPR_VERSION_PATCH 0
 /* "0.2.0": made from the three numbers above, the one place the version
- * lives (setup.py reads them too). */
+ * lives (meson.build reads them too). */
 #define GPR_VERSION_STRING                                                     \
 	GPR_STRINGIFY_(GPR_VERSION_MAJOR)                                      \
 	"." GPR_STRINGIFY_(GPR_VERSION_MINOR) "." GPR_STRINGIFY_(              \

@@ -8,12 +8,14 @@ on its own layer or above. Includes are resolved as the compiler does
 include that resolves to no tracked file fails too.
 
 It also fails on an include loop between files, and, given --objects
-BUILD/obj (after a build), on a loop of calls between files (a global
-symbol of A used by B and one of B used by A, through any chain) or a call
-into a higher layer, read from `nm` of each tracked source's object.
+BUILD (a Meson build folder, after a build), on a loop of calls between
+files (a global symbol of A used by B and one of B used by A, through any
+chain) or a call into a higher layer, read from `nm` of each tracked
+source's objects (BUILD/compile_commands.json says which they are).
 
-Usage: check-layers.py [--objects BUILD/obj]
+Usage: check-layers.py [--objects BUILD]
 """
+import json
 import os
 import re
 import subprocess
@@ -161,17 +163,44 @@ def nm_symbols(obj):
     return defined, used
 
 
+def objects_of(builddir):
+    """{tracked source path: [its object files]} from Meson's compilation
+    database (a source compiled for several targets has several)."""
+    db = os.path.join(builddir, "compile_commands.json")
+    if not os.path.exists(db):
+        return None
+    # the checkout the sources really lie in (run from a folder of links
+    # to it, as the docs runner does, "." is not it)
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    objs = {}
+    with open(db) as f:
+        for entry in json.load(f):
+            d = entry["directory"]
+            src = os.path.relpath(os.path.realpath(
+                os.path.join(d, entry["file"])), root)
+            objs.setdefault(src, []).append(os.path.join(d, entry["output"]))
+    return objs
+
+
 def check_calls(files, objdir, errors):
+    objs = objects_of(objdir)
+    if objs is None:
+        errors.append(f"no {objdir}/compile_commands.json: --objects takes "
+                      "a Meson build folder")
+        return
     owner, uses = {}, {}
     for src in files:
         if not src.endswith(".c"):
             continue
-        obj = os.path.join(objdir, src[:-2] + ".o")
-        if not os.path.exists(obj):
+        built = [o for o in objs.get(src, ()) if os.path.exists(o)]
+        if not built:
             continue
-        defined, used = nm_symbols(obj)
-        for sym in defined:
-            owner.setdefault(sym, set()).add(src)
+        used = set()
+        for obj in built:
+            d, u = nm_symbols(obj)
+            for sym in d:
+                owner.setdefault(sym, set()).add(src)
+            used |= u
         uses[src] = used
     if not uses:
         errors.append(f"no object of a tracked source under {objdir}")

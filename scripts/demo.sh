@@ -14,7 +14,7 @@ BUILD=${1:-build}
 PYTHON=${PYTHON:-python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PKG="$ROOT/$BUILD/python"
-GPR="$ROOT/$BUILD/gpureclaim"
+GPR="$ROOT/$BUILD/cli/gpureclaim"
 TRACE="$ROOT/$BUILD/demo-seed.trace" # kept: `gpureclaim report` it
 state="demo-$$"
 trap 'rm -f /dev/shm/gpureclaim-sim-*-"$state"' EXIT

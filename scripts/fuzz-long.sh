@@ -3,8 +3,9 @@
 # (default 600, the ten minutes issue 16 asks for), starting from its
 # committed corpus, with inputs allowed to grow to 1 MiB (large logs: what
 # `make check`'s short runs, capped at 16 KiB, never reach). New inputs go
-# to a scratch corpus under build/fuzz/long-*, kept for a look afterwards;
-# a crash leaves its input in build/fuzz/long-*/crash-* and fails the run.
+# to a scratch corpus under build/clang/fuzz-long-*, kept for a look
+# afterwards; a crash leaves its input in build/clang/fuzz-long-*/crash-*
+# and fails the run.
 # Needs clang's libFuzzer runtime (scripts/install-deps.sh installs it).
 #
 # Usage: scripts/fuzz-long.sh [SECONDS] [JOBS]
@@ -13,18 +14,18 @@ set -euo pipefail
 SECONDS_EACH=${1:-600}
 JOBS=${2:-1}
 cd "$(dirname "$0")/.."
-make build/fuzz/fuzz_trace_read build/fuzz/fuzz_sim_config >/dev/null
+make --no-print-directory fuzz-targets  # in build/clang (Makefile)
 
 # target binary, committed corpus, scratch name
 targets=(
-	"build/fuzz/fuzz_trace_read tests/trace/corpus trace-read"
-	"build/fuzz/fuzz_sim_config tests/unit/corpus_sim sim-config"
+	"build/clang/tests/trace/fuzz_trace_read tests/trace/corpus trace-read"
+	"build/clang/tests/unit/fuzz_sim_config tests/unit/corpus_sim sim-config"
 )
 fail=0
 for t in "${targets[@]}"; do
 	set -- $t
 	bin=$1 seeds=$2 name=$3
-	work=build/fuzz/long-$name
+	work=build/clang/fuzz-long-$name
 	mkdir -p "$work/corpus"
 	echo "== $name: ${SECONDS_EACH}s, $JOBS job(s), corpus $seeds -> $work/corpus"
 	par=()

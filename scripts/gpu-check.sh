@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
-# need with that machine's compiler, then runs the stages named on the
+# need with that machine's compiler (Meson and ninja; no cmocka or
+# meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs
-#           bench-ps bench-release bench-explain bench-trace bench-trace-ab
+#   stages: env build installed rmm hw-ps hw-release hw-explain hw-trace
+#           hw-cluster docs bench-ps bench-release bench-explain bench-trace
+#           bench-trace-ab
+# installed: the C install (meson install) staged in build/gpu-inst; its
+# command finds its own injection library and this machine's CUPTI.
 # docs runs the docs' GPU-only examples (tests/docs/docs.py --gpu).
 # hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
 # fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
@@ -21,11 +25,10 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain bench-trace bench-trace-ab}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain bench-trace bench-trace-ab}
 export PYTHONUNBUFFERED=1
-export GPURECLAIM_BIN=$PWD/$B/gpureclaim
+export GPURECLAIM_BIN=$PWD/$B/cli/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
-export GPURECLAIM_TRACE_LIBRARY=$PWD/$B/libgpureclaim_trace.so
 log() { echo "== $* ($(date -u +%H:%M:%S))"; }
 for s in $stages; do
 	case $s in
@@ -33,7 +36,28 @@ for s in $stages; do
 		log env
 		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
-		  gcc --version | head -1; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+		  gcc --version | head -1; meson --version; ninja --version; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+	build)
+		log build
+		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
+			>"$OUT/build.txt" 2>&1 &&
+			ninja -C "$B" >>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
+	installed)
+		# expect: the version; ps lists the GPUs; trace prints "interposer
+		# <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
+		# having found build/gpu-inst/.../libgpureclaim_trace.so (the
+		# program prints the LD_PRELOAD it got)
+		log "$s"
+		rm -rf build/gpu-inst
+		meson install -C "$B" --no-rebuild --quiet --destdir "$PWD/build/gpu-inst" &&
+		{ inst=$(find "$PWD/build/gpu-inst" -path '*/bin/gpureclaim')
+		  echo "installed: $inst"
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" --version
+		  "$inst" ps
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
+			'import os, torch; print("preload:", os.environ.get("LD_PRELOAD")); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
+		} 2>&1 | tee "$OUT/$s.txt" ;;
 	rmm)
 		log rmm
 		want="rmm-cu13 librmm-cu13 rapids-logger"
@@ -42,13 +66,6 @@ for s in $stages; do
 			--target "$B/pydeps" $want 2>&1 | tail -5
 		export PYTHONPATH=$PWD/$B/pydeps${PYTHONPATH:+:$PYTHONPATH}
 		python3 -c 'import rmm; print("rmm", rmm.__version__)' 2>&1 | tee "$OUT/rmm.txt" ;;
-	build)
-		log build
-		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
-			$B/libgpureclaim_trace.so $B/bench/ps_query_bench $B/bench/nvml_cost \
-			$B/bench/nvml_exit $B/bench/trace_churn python-ext \
-			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-		tail -3 "$OUT/build.txt" ;;
 	hw-cluster)
 		# the workers and ranks must not use NVLink multicast on this machine
 		log "$s"
@@ -59,9 +76,11 @@ for s in $stages; do
 			tee "$OUT/$s.txt" | tail -80 ;;
 	docs)
 		# the examples marked <!-- gpu -->, with this build's command
-		# and package first on the paths, as the docs' readers have them
+		# and package first on the paths, as the docs' readers have them,
+		# and this build as the docs' build/ (GPR_DOCS_BUILD)
 		log "$s"
-		PATH="$PWD/$B:$PATH" PYTHONPATH="$PWD/$B/python${PYTHONPATH:+:$PYTHONPATH}" \
+		PATH="$PWD/$B/cli:$PATH" PYTHONPATH="$PWD/$B/python${PYTHONPATH:+:$PYTHONPATH}" \
+			GPR_DOCS_BUILD="$PWD/$B" \
 			python3 tests/docs/docs.py --gpu 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	hw-*)
 		log "$s"
@@ -72,9 +91,9 @@ for s in $stages; do
 		# experiments (bench/nvml_cost.c and bench/nvml_exit.c say what
 		# each answers)
 		log "$s"
-		{ bash bench/ps_bench.sh "$B/gpureclaim"
-		  bash bench/ps_profile.sh "$B/gpureclaim"
-		  GPURECLAIM_PS_VARIANT=nvml=noattach bash bench/ps_profile.sh "$B/gpureclaim"
+		{ bash bench/ps_bench.sh "$B/cli/gpureclaim"
+		  bash bench/ps_profile.sh "$B/cli/gpureclaim"
+		  GPURECLAIM_PS_VARIANT=nvml=noattach bash bench/ps_profile.sh "$B/cli/gpureclaim"
 		  "$B/bench/ps_query_bench"
 		  for w in "" parallel noattach "noattach parallel" \
 			"noattach thenplain parallel" nogpus lazy \

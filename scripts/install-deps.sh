@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs what `make check` and `make demo` need on a fresh Debian 12 machine,
-# and says what to install by hand where it cannot (not root, no apt).
+# and says what to install by hand where it cannot (not root, no apt). Quiet
+# when everything is there.
+#   apt: gcc, g++, clang (+ its sanitizer and libFuzzer runtimes),
+#        clang-format, make, pkg-config, git, jq, cmocka, the Python headers
+#        and pip
+#   pip: meson (>= 1.4; Debian 12 has 1.0), meson-python, ninja, pytest,
+#        auditwheel; the cluster tests' engines (distributed, torch, ray)
 set -euo pipefail
 
+PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
@@ -10,6 +17,7 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
 # the docs' and helps' examples pipe JSON through jq; tests run them
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
@@ -21,6 +29,13 @@ if ! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a ||
 	need_apt+=(libclang-rt-14-dev)
 fi
 command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+	need_apt+=(python3 python3-dev python3-pip)
+else
+	"$PYTHON" -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)' ||
+		need_apt+=(python3-dev)
+	"$PYTHON" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -35,32 +50,43 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 	fi
 fi
 
-PYTHON=${PYTHON:-python3}
-if ! command -v "$PYTHON" >/dev/null 2>&1; then
-	echo "install-deps: $PYTHON not found; install python3 and python3-dev" >&2
-	exit 1
-fi
-if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
-	echo "install-deps: pip install pytest"
-	"$PYTHON" -m pip install -q pytest
-fi
+# The Python tools, for the Python that runs the build ($PYTHON).
+need_pip=()
+"$PYTHON" -c 'import pytest' >/dev/null 2>&1 || need_pip+=(pytest)
+"$PYTHON" -c 'import mesonpy' >/dev/null 2>&1 || need_pip+=('meson-python>=0.16')
+"$PYTHON" -c 'import auditwheel' >/dev/null 2>&1 || need_pip+=(auditwheel)
+# meson and ninja: the commands, new enough (ninja --quiet is 1.11)
+meson_ok() {
+	command -v meson >/dev/null 2>&1 && meson --version | "$PYTHON" -c \
+		'import sys; v = tuple(map(int, sys.stdin.read().split(".")[:2])); sys.exit(v < (1, 4))'
+}
+ninja_ok() {
+	command -v ninja >/dev/null 2>&1 && ninja --version | "$PYTHON" -c \
+		'import sys; v = tuple(map(int, sys.stdin.read().split(".")[:2])); sys.exit(v < (1, 11))'
+}
+meson_ok || need_pip+=('meson>=1.4')
+ninja_ok || need_pip+=(ninja)
 # The cluster tests (tests/cluster) run the real engines: Dask, the CPU
 # build of torch (torch.distributed on gloo) and Ray with its State API.
 # Versions as tested; on this project's machines pip takes them (torch
 # 2.13.0+cpu included) from the local wheel store, about 1 MiB from PyPI.
-cluster=()
-"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || cluster+=("distributed==2026.8.0")
-"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || cluster+=("torch==2.13.0")
-"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || cluster+=("ray[default]==2.60.0")
-if [ ${#cluster[@]} -gt 0 ]; then
-	echo "install-deps: pip install ${cluster[*]}"
-	"$PYTHON" -m pip install -q "${cluster[@]}"
+"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || need_pip+=("distributed==2026.8.0")
+"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || need_pip+=("torch==2.13.0")
+"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || need_pip+=("ray[default]==2.60.0")
+
+if [ ${#need_pip[@]} -gt 0 ]; then
+	echo "install-deps: pip install ${need_pip[*]}"
+	pip_args=(-q)
+	# Debian's own Python is "externally managed" (PEP 668): as root, say
+	# that installing into it is meant
+	if "$PYTHON" -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+		pip_args+=(--break-system-packages)
+	fi
+	"$PYTHON" -m pip install "${pip_args[@]}" "${need_pip[@]}"
+	hash -r
+	if ! meson_ok || ! ninja_ok; then
+		echo "install-deps: meson (>= 1.4) or ninja (>= 1.11) is still not on PATH;" \
+			"add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH" >&2
+		exit 1
+	fi
 fi
-if ! "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
-	echo "install-deps: Python.h not found for $PYTHON; install python3-dev" >&2
-	exit 1
-fi
-if ! "$PYTHON" -c 'import setuptools' >/dev/null 2>&1; then
-	"$PYTHON" -m pip install -q setuptools
-fi
-echo "install-deps: ok"

@@ -6,10 +6,11 @@
 # Debian's chromium (and python3-pil, which trims the pictures) when they
 # are missing and this runs as root. Not part of
 # `make check` (which checks the same HTML: tests/views).
-#   usage: bash scripts/render-views.sh [BUILD]     (after make all)
+#   usage: bash scripts/render-views.sh [BUILD]     (after make all; BUILD: build)
 set -euo pipefail
-BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# a Meson build folder: relative to the checkout's root, or absolute
+BUILD=$(cd "$ROOT" && cd "${1:-build}" && pwd)
 PYTHON=${PYTHON:-python3}
 OUT=$(mktemp -d /tmp/gpr-views-XXXXXX)
 state="views-$$"
@@ -30,12 +31,12 @@ if [ -z "$browser" ] || ! /usr/bin/python3 -c 'import PIL' 2>/dev/null; then
 fi
 
 GPURECLAIM_SIM="gpus=2;state=$state" \
-GPURECLAIM_CUDA_LIBRARY="$ROOT/$BUILD/sim/libcuda.so.1" \
-GPURECLAIM_NVML_LIBRARY="$ROOT/$BUILD/sim/libnvidia-ml.so.1" \
-GPURECLAIM_BIN="$ROOT/$BUILD/gpureclaim" \
-GPR_TRACE_SAMPLE="$ROOT/$BUILD/tests/trace/test_trace_log" \
-GPR_FAKES_BUILD="$ROOT/$BUILD/tests" \
-PYTHONPATH="$ROOT/$BUILD/python:$ROOT/tests/python/fakes" \
+GPURECLAIM_CUDA_LIBRARY="$BUILD/sim/libcuda.so.1" \
+GPURECLAIM_NVML_LIBRARY="$BUILD/sim/libnvidia-ml.so.1" \
+GPURECLAIM_BIN="$BUILD/cli/gpureclaim" \
+GPR_TRACE_SAMPLE="$BUILD/tests/trace/test_trace_log" \
+GPR_FAKES_BUILD="$BUILD/tests/fixtures" \
+PYTHONPATH="$BUILD/python:$ROOT/tests/python/fakes" \
 	"$PYTHON" "$ROOT/tests/views/views.py" "$OUT"
 
 mkdir -p "$ROOT/docs/img"

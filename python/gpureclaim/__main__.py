@@ -1,6 +1,13 @@
-"""python -m gpureclaim demo | explain SCRIPT [ARGS]
-       python -m gpureclaim {ps,release,explain} --dask ADDRESS (a Dask
-       cluster's report: gpureclaim/cluster/_cli.py, docs/cluster.md)
+"""python -m gpureclaim: the `gpureclaim` command.
+
+`python -m gpureclaim ARGS` and `gpureclaim ARGS` are one program: ps,
+trace, report, version and the help are the command's own (C, installed
+beside the interpreter's scripts: this module runs it), and the command
+hands explain and demo to this module. So the help, the output and the exit
+status are the same either way. $GPURECLAIM_BIN names the command where it
+is not installed (a build folder).
+A Dask cluster's reports (ps --dask, explain --dask, release --dask:
+gpureclaim/cluster/_cli.py, docs/cluster.md) are this module's too.
 
 explain: runs SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) and prints
 gpureclaim.explain() when it ends, also when it raises (the traceback
@@ -19,22 +26,39 @@ of two calls, each in a fresh interpreter:
 The table shows the driver's per-process figure after allocating, what the
 call returned, and what is still held. With GPURECLAIM_SIM set (no GPU:
 the simulated driver and the test suite's fake torch/cupy) the table says
-"simulated".
+"simulated". Without Torch, CuPy or a GPU it says in one line what is
+missing (exit status 1).
 """
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 
 GiB = 1 << 30
 
 
+def _fail(msg):
+    """The one line a demo failure prints (stderr), exit status 1."""
+    print(f"gpureclaim demo: {msg}", file=sys.stderr)
+    return 1
+
+
 def _run(kind):
     import gc
 
-    import cupy
-    import torch
+    try:
+        import cupy
+        import torch
+    except ImportError as e:
+        return _fail(f"cannot import {e.name or e}")
+    if not torch.cuda.is_available():
+        return _fail("Torch sees no CUDA GPU (torch.cuda.is_available() is "
+                     "False); `make demo` in a source checkout runs the "
+                     "scenario on the simulated driver")
 
     import gpureclaim
 
@@ -63,9 +87,36 @@ def _run(kind):
     del keep
     print(json.dumps(dict(held=held, returned=returned,
                           still=after - start, ms=ms)))
+    return 0
 
 
-def _demo():
+_DEMO_USAGE = """\
+USAGE: gpureclaim demo
+
+Drop a 1 GiB Torch tensor held in a reference cycle and a 1 GiB CuPy array,
+then compare torch.cuda.empty_cache() + CuPy's free_all_blocks() with
+gpureclaim.release_cached_memory(): what each gives back to the driver.
+Needs Torch and CuPy on a CUDA GPU (`make demo` in a source checkout runs it
+on the simulated driver).
+
+Exit status: 0 ok, 1 something missing or failed (one line says what), 2 bad
+usage.
+"""
+
+
+def _demo(argv):
+    if argv[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(_DEMO_USAGE)
+        return 0
+    if argv:
+        sys.stderr.write(f"gpureclaim demo: unexpected argument '{argv[0]}'\n"
+                         "Run 'gpureclaim demo --help' for the usage.\n")
+        return 2
+    missing = [m for m in ("torch", "cupy") if importlib.util.find_spec(m) is None]
+    if missing:
+        return _fail(f"needs Torch and CuPy on a CUDA GPU; missing: "
+                     f"{', '.join(missing)} (`make demo` in a source "
+                     "checkout runs the scenario on the simulated driver)")
     from gpureclaim import format_bytes
 
     simulated = bool(os.environ.get("GPURECLAIM_SIM"))
@@ -74,10 +125,16 @@ def _demo():
                         ("ours", "gpureclaim.release_cached_memory()")):
         p = subprocess.run([sys.executable, "-m", "gpureclaim", "_demo-run", kind],
                            capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.stderr.write(p.stdout + p.stderr)
-            return 1
-        rows.append((label, json.loads(p.stdout.strip().splitlines()[-1])))
+        lines = p.stdout.strip().splitlines()
+        if p.returncode != 0 or not lines:
+            err = p.stderr.strip().splitlines()
+            demo_lines = [x for x in err if x.startswith("gpureclaim demo: ")]
+            if demo_lines:  # the child said what is wrong
+                sys.stderr.write(demo_lines[-1] + "\n")
+                return 1
+            last = err[-1] if err else f"exit status {p.returncode}"
+            return _fail(f"the {kind} run failed: {last}")
+        rows.append((label, json.loads(lines[-1])))
     where = ("simulated driver, fake torch and cupy (no GPU here)"
              if simulated else "CUDA")
     print(f"gpureclaim demo ({where}): a 1 GiB Torch tensor in a reference "
@@ -125,14 +182,28 @@ def _print_explanation(header, raw=False):
         pass
 
 
+_EXPLAIN_USAGE = """\
+USAGE: gpureclaim explain SCRIPT [ARGS...]
+
+Run the Python script SCRIPT (sys.argv = [SCRIPT, ARGS...]) and print
+gpureclaim.explain() when it ends (also after an exception) and on SIGUSR1
+while it runs: where this process's GPU memory goes.
+
+EXAMPLES:
+    gpureclaim explain train.py --epochs 1
+    kill -USR1 <pid>            # an explanation now, the script goes on
+
+Exit status: the script's (1 if it raised), 2 bad usage.
+"""
+
+
 def _explain(argv):
     import runpy
     import signal
     import traceback
 
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m gpureclaim explain SCRIPT [ARGS...]",
-              file=sys.stderr)
+        print(_EXPLAIN_USAGE, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     script = argv[0]
     busy = []
@@ -173,24 +244,77 @@ def _explain(argv):
     return 1
 
 
+def _command():
+    """The installed `gpureclaim` command: $GPURECLAIM_BIN, else the scripts
+    folder of the installation scheme this package lies in (a virtual
+    environment's bin, ~/.local/bin, /usr/local/bin), else bin/ beside the
+    package (pip install --target), else the PATH."""
+    env = os.environ.get("GPURECLAIM_BIN")
+    if env:
+        return env
+    site = os.path.realpath(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    dirs = []
+    for scheme in sysconfig.get_scheme_names():
+        try:
+            paths = sysconfig.get_paths(scheme)
+        except (KeyError, ValueError):
+            continue
+        if site in (os.path.realpath(paths.get("platlib", "")),
+                    os.path.realpath(paths.get("purelib", ""))):
+            dirs.append(paths["scripts"])
+    dirs.append(os.path.join(site, "bin"))
+    for d in dirs:
+        p = os.path.join(d, "gpureclaim")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return shutil.which("gpureclaim")
+
+
+def _exec_command(argv):
+    cmd = _command()
+    if not cmd:
+        print("gpureclaim: the gpureclaim command is not installed beside "
+              "this package (pip install . installs both); set "
+              "GPURECLAIM_BIN to its path", file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(cmd, [cmd, *argv])
+    except OSError as e:
+        print(f"gpureclaim: cannot run {cmd}: {e.strerror}", file=sys.stderr)
+        return 1
+
+
+def _for_cluster(argv):
+    """A Dask cluster's report: release (it has no other form), ps given
+    --dask, explain whose first argument is --dask (else it names a
+    script). cli/main.c hands the same to this module."""
+    if argv[:1] == ["release"]:
+        return True
+    if argv[:1] == ["ps"]:
+        opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+        return any(a.startswith("--dask") for a in opts)
+    return argv[:1] == ["explain"] and argv[1:2] != [] and \
+        argv[1].startswith("--dask")
+
+
 def main(argv):
-    if argv[:1] in (["ps"], ["release"]) or (
-            argv[:1] == ["explain"] and argv[1:2]
-            and argv[1].startswith("--dask")):
+    if _for_cluster(argv):
         from gpureclaim.cluster._cli import main as cluster_main
 
         return cluster_main(argv[0], argv[1:])
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
     if len(argv) >= 2 and argv[0] == "_demo-run":
-        _run(argv[1])
-        return 0
+        try:
+            return _run(argv[1])
+        except Exception as e:  # one line, no traceback
+            return _fail(f"{type(e).__name__}: {e}")
     if argv[:1] == ["demo"]:
-        return _demo()
-    print("usage: python -m gpureclaim demo | explain SCRIPT [ARGS...]\n"
-          "       python -m gpureclaim {ps,release,explain} --dask ADDRESS "
-          "[--json] [--help]", file=sys.stderr)
-    return 2
+        return _demo(argv[1:])
+    return _exec_command(argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Fixtures for the CLI tests: the built tool and the simulated driver.
 
-GPURECLAIM_BIN: the tool (default build/gpureclaim); GPR_SIM_DIR: the folder
+GPURECLAIM_BIN: the tool (default build/cli/gpureclaim); GPR_SIM_DIR: the folder
 holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim).
 Each test gets its own sim state (a file under /dev/shm), removed after.
 """
@@ -21,7 +21,7 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("GPURECLAIM_BIN", ROOT / "build/gpureclaim"))
+BIN = pathlib.Path(os.environ.get("GPURECLAIM_BIN", ROOT / "build/cli/gpureclaim"))
 SIM_DIR = pathlib.Path(os.environ.get("GPR_SIM_DIR", ROOT / "build/sim"))
 HELPER = pathlib.Path(__file__).with_name("sim_alloc.py")
 MiB = 1 << 20
@@ -175,7 +175,7 @@ class Sim:
 @pytest.fixture
 def sim(request):
     if not BIN.exists():
-        pytest.fail(f"{BIN} not built (make build/gpureclaim)")
+        pytest.fail(f"{BIN} not built (make all)")
     if not (SIM_DIR / "libnvidia-ml.so.1").exists():
         pytest.fail(f"{SIM_DIR}/libnvidia-ml.so.1 not built")
     return Sim(request)

@@ -13,7 +13,7 @@ before it may say where it runs:
   ```sh        a script, run by bash with errexit and pipefail
   ```python    a script, run by python3
   ```c         a program (or, without main(), the body of one), built with
-               the C API (-Iinclude, build/libgpureclaim.a) and run
+               the C API (-Iinclude, build/src/libgpureclaim.a) and run
   ```text      not code: a synopsis, a file format, a sample; it must hold
                no command line (`$ `) and no output of a command
   <!-- gpu -->                 runs only on a GPU machine:
@@ -24,8 +24,11 @@ before it may say where it runs:
   <!-- skip: REASON -->        does not run: only for `make check` (the
                                suite itself), `scripts/fuzz-long.sh` (forty
                                minutes; make check runs every fuzz target
-                               briefly) and `pip install` (changes the
-                               machine's Python)
+                               briefly), `pip install` and `make install`
+                               (they change the machine; tests/install runs
+                               both into scratch places), and a block that
+                               starts with one of those installs and then
+                               uses what it installed
   <!-- cluster -->             on real engines (a Dask LocalCluster,
                                torchrun, a local Ray): the block's first line
                                `# example: NAME` names the case of
@@ -36,7 +39,9 @@ before it may say where it runs:
 
 Blocks run from a scratch folder holding links to the checkout's top
 folders (so `build/...`, `examples/...` resolve and outputs stay out of
-the tree), with the environment docs/sim.md tells a user to set, and with
+the tree; `build` there is the build folder under test: $GPR_DOCS_BUILD,
+which the `docs` suite sets to its Meson build folder, else the checkout's
+build/), with the environment docs/sim.md tells a user to set, and with
 a GPURECLAIM_SIM state of their own (each `GPURECLAIM_SIM='...'` a block
 sets gets `;state=...` added): the sim's tables are shared only within a
 block. Whatever a block leaves running is ended with it.
@@ -56,7 +61,9 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNABLE = {"console", "sh", "python", "c"}
 KINDS = RUNNABLE | {"text"}
-SKIPPABLE = ("make check", "pip install", "scripts/fuzz-long.sh")
+SKIPPABLE = ("make check", "pip install", "make install",
+             "scripts/fuzz-long.sh")
+INSTALLS = ("pip install", "make install")
 TIMEOUT = 300
 
 
@@ -127,8 +134,11 @@ def problems_of(b):
                          or b.marker.startswith(("skip:", "gpu:"))):
         return [f"{b.id}: unknown marker <!-- {b.marker} -->"]
     if b.where == "skip":
-        cmds = [ln.split("#")[0].strip() for ln in b.body.splitlines()]
-        bad = [c for c in cmds if c and not c.startswith(SKIPPABLE)]
+        cmds = [c for c in (ln.split("#")[0].strip()
+                            for ln in b.body.splitlines()) if c]
+        bad = [c for c in cmds if not c.startswith(SKIPPABLE)]
+        if cmds and cmds[0].startswith(INSTALLS):
+            bad = []  # the rest uses what the install put in place
         if bad:
             return [f"{b.id}: only {' and '.join(SKIPPABLE)} may be skipped, "
                     f"not {bad[0]!r}"]
@@ -139,6 +149,12 @@ def problems_of(b):
         if not m or f'"{m.group(1)}"' not in harness:
             return [f"{b.id}: a cluster example starts with `# example: "
                     "NAME`, a case of tests/cluster/test_docs.py"]
+    if b.where == "sim" and re.search(r"\bmeson test\b|\bmake check\b",
+                                      b.body):
+        # it would run suites inside this one, and meson test would
+        # rewrite the log of the run in progress (meson-logs/testlog.json)
+        return [f"{b.id}: a block that runs here must not run the test "
+                "suites (meson test, make check): mark it or make it text"]
     if b.info == "text":
         for ln in b.body.splitlines():
             if ln.startswith("$ "):
@@ -151,12 +167,13 @@ def problems_of(b):
 
 # ------------------------------------------------------------ environment
 
-def sim_environment(state):
-    """The variables docs/sim.md's sim-environment block sets, from the
-    checkout's root, with GPURECLAIM_SIM made to use `state`."""
+def sim_environment(state, cwd):
+    """The variables docs/sim.md's sim-environment block sets, from `cwd`
+    (a scratch folder: its build/ is the build under test), with
+    GPURECLAIM_SIM made to use `state`."""
     [env_block] = [b for b in all_blocks() if b.where == "env"]
     script = with_state(env_block.body, state) + "\nenv -0\n"
-    p = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True,
+    p = subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True,
                        check=True, env=os.environ.copy())
     env = dict(kv.split("=", 1) for kv in
                p.stdout.decode().split("\0") if "=" in kv)
@@ -179,11 +196,20 @@ def remove_state(state):
             pass
 
 
+def build_dir():
+    """The build folder the docs' `build/...` stand for."""
+    return os.path.abspath(os.environ.get("GPR_DOCS_BUILD")
+                           or os.path.join(ROOT, "build"))
+
+
 def scratch():
-    """A folder with links to the checkout's top entries."""
+    """A folder with links to the checkout's top entries, `build` to the
+    build under test."""
     d = tempfile.mkdtemp(prefix="gpr-docs-")
     for name in os.listdir(ROOT):  # .git too: examples may ask git
-        os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
+        if name != "build":
+            os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
+    os.symlink(build_dir(), os.path.join(d, "build"))
     return d
 
 
@@ -279,7 +305,7 @@ def run_block(b, gpu=False):
     d = scratch()
     env = dict(os.environ)
     if not gpu:
-        env.update(sim_environment(state))
+        env.update(sim_environment(state, d))
     env["TMPDIR"] = d
     try:
         if b.info == "console":
@@ -323,7 +349,7 @@ def run_block(b, gpu=False):
             open(f, "w").write(c_program(b.body))
             cc = os.environ.get("CC", "cc")
             p = run_shell(f"{cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror "
-                          f"-Iinclude example.c build/libgpureclaim.a -ldl "
+                          f"-Iinclude example.c build/src/libgpureclaim.a -ldl "
                           f"-lpthread -o example && ./example", d, env)
         else:
             return None

@@ -7,6 +7,7 @@ printed in docs/c-api.md and docs/python.md, is the keys the code emits."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -58,10 +59,11 @@ def test_one_field_table_is_the_keys_of_every_form():
     c_table, c_keys = field_table("c-api.md")
     py_table, py_keys = field_table("python.md")
     assert c_table == py_table  # the same table on both pages
-    env = docs.sim_environment("docs-fields")
+    d = docs.scratch()
+    env = docs.sim_environment("docs-fields", d)
     try:
         demo = subprocess.run(
-            [os.path.join(docs.ROOT, "build", "examples", "release_demo"),
+            [os.path.join(d, "build", "examples", "release_demo"),
              "--json"], env=env, capture_output=True, text=True, check=True)
         code = ("import json, torch, gpureclaim\n"
                 "t = torch.empty(1 << 20, device='cuda')\n"
@@ -71,6 +73,7 @@ def test_one_field_table_is_the_keys_of_every_form():
                             capture_output=True, text=True)
     finally:
         docs.remove_state("docs-fields")
+        shutil.rmtree(d, ignore_errors=True)
     c_doc, py_doc = json.loads(demo.stdout), json.loads(py.stdout)
     assert sorted(set(key_paths(c_doc))) == sorted(c_keys)
     assert sorted(set(key_paths(py_doc))) == sorted(c_keys)

@@ -351,8 +351,11 @@ def _gpus():
     return r.stdout.count("GPU ") if r.returncode == 0 else 0
 
 
-TRACER = os.environ.get("GPURECLAIM_TRACE_LIBRARY", str(ROOT / "build/libgpureclaim_trace.so"))
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
+# the tracer of BIN's build folder (<build>/cli/gpureclaim)
+TRACER = os.environ.get(
+    "GPURECLAIM_TRACE_LIBRARY",
+    str(pathlib.Path(BIN).resolve().parent.parent / "trace/inject/libgpureclaim_trace.so"))
 
 
 def _tracer_has_live_query():

@@ -15,7 +15,7 @@ or without Torch and CuPy).
 Each scenario runs in a fresh interpreter with CUDA_DEVICE_ORDER=PCI_BUS_ID,
 so CUDA ordinals are nvidia-smi's indices (all GPUs stay visible).
 The package: $GPURECLAIM_PYTHONPATH (default build/python); the tool:
-$GPURECLAIM_BIN (default build/gpureclaim). `pytest -s` shows the figures.
+$GPURECLAIM_BIN (default build/cli/gpureclaim). `pytest -s` shows the figures.
 """
 import json
 import os
@@ -30,7 +30,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 MiB = 1 << 20
 
 

@@ -10,7 +10,7 @@
   one either works or falls back), and GPURECLAIM_PS_PROFILE times the
   real NVML's steps, saying whether NO_ATTACH was granted and held.
 
-The tool: $GPURECLAIM_BIN (default build/gpureclaim).
+The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
 import os
@@ -25,7 +25,7 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 MiB = 1 << 20
 
 

@@ -24,8 +24,8 @@ Each of these runs with both backends (the interposer, CUPTI). Then:
 
 The log is parsed here with the layout of docs/trace.md (not with the C
 reader), which checks the documentation too.
-The tool: $GPURECLAIM_BIN (default build/gpureclaim); the Python package:
-$GPURECLAIM_PYTHONPATH (default build/python).
+The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim); the Python
+package: $GPURECLAIM_PYTHONPATH (default build/python).
 """
 import json
 import os
@@ -38,7 +38,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/gpureclaim"))
+BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 PYPATH = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 GiB = 1 << 30
 

@@ -4,7 +4,7 @@ GPURECLAIM_SIM once, and a framework, once imported, stays imported.
 Environment: GPR_SIM_DIR (the sim's libraries, default build/sim),
 GPR_PY_PATH (the folder holding the built gpureclaim package, default
 build/python) and GPR_FAKES_BUILD (the stand-ins built from tests/fixtures,
-default build/tests); `make test-python` sets them.
+default build/tests/fixtures); `meson test --suite python` sets them.
 """
 import getpass
 import json
@@ -21,7 +21,7 @@ FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
 SIM_DIR = os.path.abspath(os.environ.get("GPR_SIM_DIR", os.path.join(ROOT, "build", "sim")))
 PY_PATH = os.path.abspath(os.environ.get("GPR_PY_PATH", os.path.join(ROOT, "build", "python")))
 # the test stand-ins built from tests/fixtures (libtorch_cuda.so, the tracer)
-FAKES_BUILD = os.path.abspath(os.environ.get("GPR_FAKES_BUILD", os.path.join(ROOT, "build", "tests")))
+FAKES_BUILD = os.path.abspath(os.environ.get("GPR_FAKES_BUILD", os.path.join(ROOT, "build", "tests", "fixtures")))
 
 PRELUDE = """\
 import gc, json, os, sys

@@ -6,8 +6,8 @@
  * RMM's replay log of every GPU. The reports must also keep their promise
  * about hostile strings: no terminal control and no invalid UTF-8 in the
  * text, none unescaped in the JSON (it aborts otherwise). `make fuzz` runs
- * it open-ended, `make fuzz-short` (part of `make check`) a fixed number
- * of runs over the corpus in tests/trace/corpus/.
+ * it open-ended, the `fuzz` suite (part of `make check`) a fixed number of
+ * runs over the corpus in tests/trace/corpus/.
  */
 #include <stddef.h>
 #include <stdint.h>

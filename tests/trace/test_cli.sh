@@ -3,13 +3,16 @@
 # output left alone, backends and their discovery errors, an end-to-end
 # trace through the fake CUPTI and one through the interposer on the
 # simulated driver, the report's JSON and exports (validated by Python).
-# Usage: test_cli.sh BUILD_DIR
+# Run from the source root by `meson test --suite trace`, which sets the
+# paths of what it built: GPR (the command), TRACER
+# (libgpureclaim_trace.so), FAKE_CUPTI, APP (test_inject), LOGTOOL
+# (test_trace_log), CHURN (bench/trace_churn), TRACE_GEN (bench/trace_gen),
+# PYTHON, and for the interposer on the simulated driver SIM_DIR (the
+# sim's libraries), RELEASE_DEMO (examples/release_demo) and PY_PATH (the
+# built package).
 set -u
-B=$(cd "$1" && pwd)
 SRC=$(pwd)
-GPR=$B/gpureclaim
-FAKE=$B/tests/trace/libcupti-fake.so
-APP=$B/tests/trace/test_inject
+FAKE=$FAKE_CUPTI
 PY=${PYTHON:-python3}
 T=$(mktemp -d /tmp/gpr-trace-cli-XXXXXX)
 fails=0
@@ -17,13 +20,15 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
-# The injection library must be found beside the CLI.
-[ -f "$B/libgpureclaim_trace.so" ] || { echo "no $B/libgpureclaim_trace.so"; exit 1; }
+# The command finds the injection library by itself (in a build folder:
+# the trace part's; installed: its libdir or the Python package).
+unset GPURECLAIM_TRACE_LIBRARY
+[ -f "$TRACER" ] || { echo "no $TRACER"; exit 1; }
 cd "$T" || exit 1
 # A sanitizer build's tracer needs its runtimes first in every program it
 # is preloaded into (`gpureclaim trace` keeps them first); those programs
 # (sh, python3) are not ours: no leak report for them.
-SAN_PRELOAD=$(ldd "$B/libgpureclaim_trace.so" | awk '/lib(a|ub)san\.so/ {print $3}' | sort | paste -sd:)
+SAN_PRELOAD=$(ldd "$TRACER" | awk '/lib(a|ub)san\.so/ {print $3}' | sort | paste -sd:)
 if [ -n "$SAN_PRELOAD" ]; then
 	export LD_PRELOAD=$SAN_PRELOAD
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
@@ -35,7 +40,7 @@ rc=$?
 check "trace: exit code 3 propagates" '[ $rc -eq 3 ]'
 check "trace: stdout untouched" '[ "$(cat o1)" = out ]'
 check "trace: stderr of the command kept" 'grep -qx err e1'
-check "trace: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $B/libgpureclaim_trace.so; CUPTI fallback $FAKE' e1"
+check "trace: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $TRACER; CUPTI fallback $FAKE' e1"
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- true 2>e1b
 check "trace --backend cupti: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1b"
 check "trace: no CUDA, no log, said so" 'grep -q "no trace was written" e1'
@@ -66,9 +71,9 @@ rc=$?
 check "trace: --dormant with cupti is a usage error" '[ $rc -eq 2 ]'
 # the preload comes first, after a sanitizer's runtime, once
 "$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre1
-check "trace: LD_PRELOAD names the tracer" "grep -q '$B/libgpureclaim_trace.so' pre1"
+check "trace: LD_PRELOAD names the tracer" "grep -q '$TRACER' pre1"
 LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD:}/nonexistent/libother.so" "$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre2 2>/dev/null
-check "trace: an earlier LD_PRELOAD is kept, after the tracer" "grep -q '$B/libgpureclaim_trace.so:/nonexistent/libother.so' pre2"
+check "trace: an earlier LD_PRELOAD is kept, after the tracer" "grep -q '$TRACER:/nonexistent/libother.so' pre2"
 # a set-user-ID program ignores LD_PRELOAD: auto uses CUPTI, says so
 cp "$(type -P true)" ./suid-true && chmod u+s ./suid-true
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- ./suid-true 2>e3e
@@ -128,7 +133,7 @@ check "report app: 20 records, by CUPTI" "$PY -c 'import json,sys; d=json.load(o
 # the shell plants gpureclaim-$$.trace, then execs the CUDA program, which
 # calls the fake CUPTI: --backend cupti). The summary must read the log the
 # program really wrote, never the plant.
-"$B/tests/trace/test_trace_log" --sample planted-src.trace
+"$LOGTOOL" --sample planted-src.trace
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
 rc=$?
 check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
@@ -175,7 +180,7 @@ check "trace in a 4,070-byte directory: said so" 'grep -q "gpureclaim trace: the
 rm -rf "$T/wwwwwwwwww"*
 
 # 7. report of the synthetic sample: text, JSON, exports
-"$B/tests/trace/test_trace_log" --sample s.trace
+"$LOGTOOL" --sample s.trace
 "$GPR" report s.trace >r.txt
 rc=$?
 check "report: text exit 0" '[ $rc -eq 0 ]'
@@ -187,7 +192,7 @@ check "report: exports validated by python" "$PY $SRC/tests/trace/check_exports.
 
 # 7b. hostile names (C1 CSI as UTF-8 and as a raw byte, ESC, DEL, bad
 # UTF-8): the text shows them as '?', the JSON escapes them and parses
-"$B/tests/trace/test_trace_log" --hostile h.trace
+"$LOGTOOL" --hostile h.trace
 "$GPR" report h.trace >h.txt
 rc=$?
 check "report hostile: text exit 0" '[ $rc -eq 0 ]'
@@ -215,7 +220,7 @@ assert json.loads(json.dumps(d)) == d
 
 # 7c. RMM's replay log: the golden files, written by hand from RMM's
 # format (tests/trace/golden), one per GPU; read back as RMM reads it
-"$B/tests/trace/test_trace_log" --rmm-sample rmm.trace
+"$LOGTOOL" --rmm-sample rmm.trace
 TZ=UTC "$GPR" report rmm.trace --rmm-csv replay.csv --json >rmm.json 2>e7c
 rc=$?
 check "report --rmm-csv: exit 0, one file per GPU" '[ $rc -eq 0 ] && [ -f replay.dev0.csv ] && [ -f replay.dev1.csv ] && [ ! -e replay.csv ]'
@@ -242,7 +247,7 @@ check "report --rmm-csv: naming another export fails, nothing written" '[ $rc -e
 check "report --rmm-csv: no temporary file left behind" '[ -z "$(ls -A | grep "^\.")" ]'
 
 # 7d. a large log: the size warning, --max-events, the progress line
-"$B/tests/trace/test_trace_log" --big big.trace 250000
+"$LOGTOOL" --big big.trace 250000
 "$GPR" report big.trace --chrome full.json >/dev/null 2>e7d
 check "report: a timeline over 100 MB is said" 'grep -q "the timeline will be about .*--max-events" e7d'
 check "report: no progress line off a terminal" '! grep -q $(printf "\r") e7d'
@@ -283,7 +288,7 @@ check "report: bad --top is a usage error" '[ $rc -eq 2 ]'
 # tool's own (measured on a tiny log); a log larger than half the memory
 # refused before reading; a log of millions of empty strings refused
 # without costing memory. Not under ASan (its shadow memory is not ours).
-GEN=$B/bench/trace_gen
+GEN=$TRACE_GEN
 peak_kb() { /usr/bin/time -f "%x %M" -o peak "$@" >/dev/null 2>"$T/perr"; tail -n 1 peak; }
 if [ -x /usr/bin/time ] && [ -x "$GEN" ] && ! nm "$GPR" 2>/dev/null | grep -q __asan_init; then
 	"$GEN" random 10 tiny.trace
@@ -316,7 +321,7 @@ rm -f huge.trace
 # text's, the plot's ticks are round
 check "report: one failed call, one unmatched free, one never freed" 'grep -q "^  1 call failed " r.txt && grep -q "^  1 free of memory" r.txt && grep -q "^Never freed: 1 allocation, " r.txt'
 check "report: no count with the wrong noun" '! grep -Eq "(^|[^0-9])1 (calls|allocations|frees|records)" r.txt'
-"$B/tests/trace/test_trace_log" --cases cases.trace
+"$LOGTOOL" --cases cases.trace
 "$GPR" report cases.trace --svg cases.svg >cases.txt 2>e10
 rc=$?
 check "report cases: exit 0" '[ $rc -eq 0 ]'
@@ -421,7 +426,6 @@ check "export: no temporary file left behind" '[ -z "$(ls -A . | grep "^\.")" ]'
 # GPURECLAIM_TRACE_SUBSCRIBE_ONLY (CUPTI held, no callback) or
 # GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
-CHURN=$B/bench/trace_churn
 if [ -x "$CHURN" ]; then
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
@@ -449,11 +453,11 @@ fi
 # 10. the interposer on the simulated driver, no CUPTI anywhere: the C
 # example (the core's own dlopen/dlsym of the driver) and the seed
 # scenario in Python (the fake torch and cupy call the sim through ctypes)
-SIMENV=(GPURECLAIM_SIM="gpus=2;state=trace-cli-$$" LD_LIBRARY_PATH="$B/sim"
-	GPURECLAIM_CUDA_LIBRARY="$B/sim/libcuda.so.1"
-	GPURECLAIM_NVML_LIBRARY="$B/sim/libnvidia-ml.so.1"
+SIMENV=(GPURECLAIM_SIM="gpus=2;state=trace-cli-$$" LD_LIBRARY_PATH="$SIM_DIR"
+	GPURECLAIM_CUDA_LIBRARY="$SIM_DIR/libcuda.so.1"
+	GPURECLAIM_NVML_LIBRARY="$SIM_DIR/libnvidia-ml.so.1"
 	GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so)
-env "${SIMENV[@]}" "$GPR" trace -o demo.trace -- "$B/examples/release_demo" >o10 2>e10
+env "${SIMENV[@]}" "$GPR" trace -o demo.trace -- "$RELEASE_DEMO" >o10 2>e10
 rc=$?
 check "sim: release_demo traced, exit 0" '[ $rc -eq 0 ] && grep -q "released 1.5 GiB" o10'
 check "sim: summary by the interposer" 'grep -q "Recorded by the interposer" e10 && grep -q "held at the end: 256.0 MiB" e10'
@@ -466,14 +470,14 @@ assert ops == {\"cuMemAlloc_v2\": 4, \"cuMemFree_v2\": 3, \"context_created\": 2
 assert d[\"backend\"] == \"interpose\" and d[\"held_at_end_bytes\"] == 256 << 20, d
 assert {x[\"device\"] for x in d[\"devices\"]} == {0, 1}, d[\"devices\"]
 ' 2>pyerr || { cat pyerr; false; }"
-if [ -d "$B/python/gpureclaim" ]; then
-	env "${SIMENV[@]}" PYTHONPATH="$B/python:$SRC/tests/python/fakes" \
+if [ -d "$PY_PATH/gpureclaim" ]; then
+	env "${SIMENV[@]}" PYTHONPATH="$PY_PATH:$SRC/tests/python/fakes" \
 		"$GPR" trace -o seed.trace -- "$PY" "$SRC/examples/seed_scenario.py" >o11 2>e11
 	rc=$?
 	check "sim: the seed scenario traced, its output kept" '[ $rc -eq 0 ] && grep -q "^after gpureclaim.release(): 0.500 GiB (1.000 GiB returned)" o11'
 	check "sim: the seed scenario's summary" 'grep -q "Peak driver memory: 2.0 GiB" e11 && grep -q "held at the end: 0 B" e11'
 else
-	bad "sim: $B/python not built"
+	bad "sim: $PY_PATH not built"
 fi
 
 cd / && rm -rf "$T"

@@ -464,6 +464,23 @@ static int scenario_failterm(void)
 
 /* ---------------- the checking side ---------------- */
 
+/*
+ * The fork scenario's child ends in exit(), where LeakSanitizer's check
+ * takes ASan's allocator lock; the child can inherit that lock held by the
+ * tracer's writer thread (the libasan of gcc 12 takes no lock around
+ * fork), and then waits for ever (seen in make check's ASan build). That
+ * scenario is about the library's atexit, not leaks: it runs without the
+ * check. Nothing changes in a build without ASan.
+ */
+static void no_leak_check(void)
+{
+	const char *o = getenv("ASAN_OPTIONS");
+	char opts[1024];
+	snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", o ? o : "",
+		 o && *o ? ":" : "");
+	setenv("ASAN_OPTIONS", opts, 1);
+}
+
 static void run(const char *scenario, const char *out, const char *extra_env,
 		struct gpr_test_run *r)
 {
@@ -476,6 +493,8 @@ static void run(const char *scenario, const char *out, const char *extra_env,
 		setenv("GPURECLAIM_CUPTI_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_CUDA_LIBRARY", fake_path, 1);
 		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+		if (strcmp(scenario, "fork") == 0)
+			no_leak_check();
 		if (gpr_test_setenv_list(extra_env) < 0)
 			_exit(96);
 		execl("/proc/self/exe", "test_inject", "--scenario", scenario,

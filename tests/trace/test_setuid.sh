@@ -5,12 +5,11 @@
 # GPURECLAIM_CUPTI_LIBRARY / GPURECLAIM_CUDA_LIBRARY), write no log, and
 # say in one line that the program runs untraced.
 # Needs root and a filesystem without nosuid; skips otherwise.
-# Usage: test_setuid.sh BUILD_DIR
+# Run by `meson test --suite trace`, which sets the paths of what it built:
+# TRACER (libgpureclaim_trace.so), SETUID_HOST, PLANTED (libplanted.so).
 set -u
-B=$(cd "$1" && pwd)
-INJ=$B/libgpureclaim_trace.so
-HOST=$B/tests/trace/setuid_host
-PLANTED=$B/tests/trace/libplanted.so
+INJ=$TRACER
+HOST=$SETUID_HOST
 if [ "$(id -u)" != 0 ]; then
 	echo "test_setuid.sh: skipped (needs root to make a setuid binary)"
 	exit 0

@@ -4,7 +4,7 @@
  * parser's promises: GPU indexes below `gpus`, `context` and each extra
  * process within `memory`, the extras of a GPU within it together, no pid
  * twice in one list of one GPU; what it refuses has a one-line reason.
- * It aborts otherwise. `make fuzz-sim-short` (part of `make check`) runs it
+ * It aborts otherwise. The `fuzz` suite (part of `make check`) runs it
  * over tests/unit/corpus_sim/; scripts/fuzz-long.sh runs it for longer.
  */
 #include <stdint.h>

@@ -1,7 +1,8 @@
 """The views are rendered with the environment docs/sim.md tells a user
 to set: the sim's libraries, a state of their own, the built package and
-the fake frameworks on PYTHONPATH (GPR_SIM_DIR, GPR_PY_PATH as in
-tests/python; GPURECLAIM_BIN and GPR_TRACE_SAMPLE from the build)."""
+the fake frameworks on PYTHONPATH (GPR_SIM_DIR, GPR_PY_PATH,
+GPR_FAKES_BUILD as in tests/python; GPURECLAIM_BIN and GPR_TRACE_SAMPLE
+from the build: tests/views/meson.build sets them all)."""
 import os
 import sys
 import uuid
@@ -11,6 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM_DIR = os.path.abspath(os.environ.get("GPR_SIM_DIR", os.path.join(ROOT, "build", "sim")))
 PY_PATH = os.path.abspath(os.environ.get("GPR_PY_PATH", os.path.join(ROOT, "build", "python")))
+FAKES_BUILD = os.path.abspath(os.environ.get("GPR_FAKES_BUILD", os.path.join(ROOT, "build", "tests", "fixtures")))
 FAKES = os.path.join(ROOT, "tests", "python", "fakes")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,8 +27,8 @@ def sim_environment():
         GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR, "libnvidia-ml.so.1"),
         PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),
         PYTHONDONTWRITEBYTECODE="1",
-        GPR_FAKES_BUILD=os.path.join(ROOT, "build", "tests"))
-    os.environ.setdefault("GPURECLAIM_BIN", os.path.join(ROOT, "build", "gpureclaim"))
+        GPR_FAKES_BUILD=FAKES_BUILD)
+    os.environ.setdefault("GPURECLAIM_BIN", os.path.join(ROOT, "build", "cli", "gpureclaim"))
     os.environ.setdefault("GPR_TRACE_SAMPLE", os.path.join(
         ROOT, "build", "tests", "trace", "test_trace_log"))
     yield

@@ -3,8 +3,9 @@ memory comes from a caching allocator over the simulated driver (CUDA) or
 from the fake Metal driver (MPS, when FAKE_MPS=1).
 
 FAKE_TORCH_LAYOUT ("2.11" by default, "2.13", or "" for none) loads the
-stand-in libtorch_cuda.so of that layout from $GPR_FAKES_BUILD/fake_torch
-and names the version; FAKE_TORCH_VERSION overrides the version alone."""
+stand-in libtorch_cuda.so of that layout ($GPR_FAKES_BUILD/libtorch_cuda-
+LAYOUT.so, soname libtorch_cuda.so) and names the version;
+FAKE_TORCH_VERSION overrides the version alone."""
 import ctypes
 import os
 import threading
@@ -17,8 +18,7 @@ __version__ = os.environ.get("FAKE_TORCH_VERSION",
                              f"{_layout}.0+fake" if _layout else "0.0-fake")
 if _layout and os.environ.get("GPR_FAKES_BUILD"):
     _C._wslib = ctypes.CDLL(os.path.join(
-        os.environ["GPR_FAKES_BUILD"], "fake_torch", _layout,
-        "libtorch_cuda.so"))
+        os.environ["GPR_FAKES_BUILD"], f"libtorch_cuda-{_layout}.so"))
     _C._wslib.fake_ws_put.argtypes = [
         ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
         ctypes.c_int, ctypes.c_size_t]

@@ -1,0 +1,72 @@
+/*
+ * `gpureclaim explain` and `gpureclaim demo`, and a Dask cluster's reports
+ * (`ps --dask`, `release --dask`): the subcommands that live in the Python
+ * package (they run a Python program, Torch and CuPy, or Dask). The
+ * command hands them to `python3 -m gpureclaim`, so both spellings are one
+ * program: the same help, output and exit status.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "locate.h"
+
+/*
+ * Runs gpureclaim.__main__.main(argv) and says in one line, with no
+ * traceback, when that Python cannot import the package.
+ */
+static const char boot[] =
+    "import sys\n"
+    "try:\n"
+    " from gpureclaim.__main__ import main\n"
+    "except ImportError as e:\n"
+    " sys.exit('gpureclaim %s: the gpureclaim Python package cannot be "
+    "imported by %s (%s); install it (pip install .) or set "
+    "GPURECLAIM_PYTHON' % (sys.argv[1], sys.executable, e))\n"
+    "sys.exit(main(sys.argv[1:]))\n";
+
+static int run_python(int argc, char **argv)
+{
+	char buf[PATH_MAX];
+	const char *python = gpr_cli_python(buf, sizeof(buf));
+	char **args = calloc((size_t)argc + 4, sizeof(*args));
+	if (!args) {
+		fprintf(stderr, "gpureclaim %s: out of memory\n", argv[0]);
+		return GPR_CLI_ERROR;
+	}
+	args[0] = (char *)python;
+	args[1] = "-c";
+	args[2] = (char *)boot;
+	for (int i = 0; i < argc; i++)
+		args[3 + i] = argv[i];
+	fflush(NULL);
+	execvp(python, args);
+	int e = errno;
+	free(args);
+	fprintf(stderr,
+		"gpureclaim %s: cannot run %s: %s (this subcommand needs "
+		"Python with the gpureclaim package; set "
+		"GPURECLAIM_PYTHON)\n",
+		argv[0], python, strerror(e));
+	return GPR_CLI_ERROR;
+}
+
+int gpr_cli_explain(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_demo(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_cluster(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
