@@ -17,6 +17,7 @@ ALL_TARGETS += $(BUILD)/gpureclaim
 test-cli: $(BUILD)/gpureclaim $(SIM_LIBS) $(TRACE_TEST_DIR)/test_trace_log
 	GPURECLAIM_BIN=$(abspath $(BUILD)/gpureclaim) \
 	GPR_SIM_DIR=$(abspath $(BUILD)/sim) \
+	GPR_FAKES_BUILD=$(abspath $(BUILD)/tests) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cli
 .PHONY: test-cli
 CHECK_RUNS += test-cli

@@ -47,3 +47,15 @@ $(FAKE_TRACER): tests/fixtures/fake_tracer.c python/src/trace_live.h
 	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden \
 		-Ipython/src -o $@ $<
 ALL_TARGETS += $(FAKE_TRACER)
+
+# How `gpureclaim` ends, made visible (tests/cli/test_ps_exit.py): a
+# detached process held in its _exit, and clone/fork that fail.
+EXIT_FIXTURES := $(BUILD)/tests/libexit_hold.so $(BUILD)/tests/libno_fork.so
+$(BUILD)/tests/libexit_hold.so: tests/fixtures/exit_hold.c
+$(BUILD)/tests/libno_fork.so: tests/fixtures/no_fork.c
+$(EXIT_FIXTURES):
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g -fPIC -shared -fvisibility=hidden \
+		-o $@ $<
+ALL_TARGETS += $(EXIT_FIXTURES)
+test-cli: $(EXIT_FIXTURES)
