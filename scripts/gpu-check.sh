@@ -37,7 +37,7 @@ for s in $stages; do
 		log build
 		make BUILD=$B -j16 $B/libgpureclaim.so $B/gpureclaim \
 			$B/libgpureclaim_trace.so $B/bench/ps_query_bench $B/bench/nvml_cost \
-			$B/bench/nvml_exit $B/bench/trace_churn python-ext \
+			$B/bench/nvml_exit $B/bench/trace_churn $B/tests/libexit_hold.so python-ext \
 			>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 		tail -3 "$OUT/build.txt" ;;
 	hw-cluster)
@@ -48,21 +48,25 @@ for s in $stages; do
 		NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
 			python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_cluster.py 2>&1 |
 			tee "$OUT/$s.txt" | tail -80 ;;
+	hw-ps)
+		# -rP: the passed tests' prints too (NVML's profile, what the
+		# detached end of a one-shot `ps` holds, and when it ends)
+		log "$s"
+		python3 -m pytest -v -rsP -p no:cacheprovider tests/hardware/test_ps.py 2>&1 | tee "$OUT/$s.txt" | tail -60 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	bench-ps)
 		# the judge (with a row per variant), where each step's time
-		# goes (default, then NO_ATTACH), the warm query, then the NVML
-		# experiments (bench/nvml_cost.c and bench/nvml_exit.c say what
-		# each answers)
+		# goes (the detached end, then exit=wait), the warm query, then
+		# the NVML experiments (bench/nvml_cost.c and bench/nvml_exit.c
+		# say what each answers)
 		log "$s"
 		{ bash bench/ps_bench.sh "$B/gpureclaim"
 		  bash bench/ps_profile.sh "$B/gpureclaim"
-		  GPURECLAIM_PS_VARIANT=nvml=noattach bash bench/ps_profile.sh "$B/gpureclaim"
+		  GPURECLAIM_PS_VARIANT=exit=wait bash bench/ps_profile.sh "$B/gpureclaim"
 		  "$B/bench/ps_query_bench"
-		  for w in "" parallel noattach "noattach parallel" \
-			"noattach thenplain parallel" nogpus lazy \
+		  for w in "" parallel noattach nogpus lazy \
 			"parallel procsfirst twice" "parallel split" libs overlap; do
 			"$B/bench/nvml_cost" $w
 		  done

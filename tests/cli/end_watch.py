@@ -16,6 +16,8 @@ describes it ("held": its pid, parent, state and open descriptors, as
 caller made. Then this process reaps every process that came to it
 ("orphans": pid and exit status each), for at most 20 s (then SIGALRM
 ends it: a process that does not end on its own fails the test).
+"eof_ms", "exit_ms" and each orphan's "ms" say when (ms after CMD was
+started) stdout reached EOF, CMD was reaped, and the orphan was.
 """
 import ctypes
 import json
@@ -59,9 +61,11 @@ def fds_of(pid):
     return sorted(links)
 
 
-def read_to_eof(fds):
-    """{fd: bytes} read from each until EOF; also whether all reached it."""
+def read_to_eof(fds, out, t0):
+    """{fd: bytes} read from each until EOF, with "eof_ms": when `out`
+    reached it; also whether all did."""
     got = {fd: b"" for fd in fds}
+    got["eof_ms"] = None
     pending = set(fds)
     deadline = time.monotonic() + WAIT_S
     while pending and time.monotonic() < deadline:
@@ -72,6 +76,8 @@ def read_to_eof(fds):
                 got[fd] += chunk
             else:
                 pending.discard(fd)
+                if fd == out:
+                    got["eof_ms"] = (time.monotonic() - t0) * 1e3
     return got, not pending
 
 
@@ -95,6 +101,7 @@ def held_process(hold):
 def shell(cmd, hold):
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
         os.dup2(out_w, 1)
@@ -104,9 +111,13 @@ def shell(cmd, hold):
     os.close(out_w)
     os.close(err_w)
     pipe = f"pipe:[{os.fstat(out_r).st_ino}]"
-    got, eof = read_to_eof([out_r, err_r])
+    got, eof = read_to_eof([out_r, err_r], out_r, t0)
     _, status = os.waitpid(pid, 0)
+    exit_ms = (time.monotonic() - t0) * 1e3
     return {
+        "t0": t0,
+        "eof_ms": got["eof_ms"],
+        "exit_ms": exit_ms,
         "rc": os.waitstatus_to_exitcode(status),
         "out": got[out_r].decode(errors="replace"),
         "err": got[err_r].decode(errors="replace"),
@@ -153,7 +164,8 @@ def main(argv):
         except ChildProcessError:
             break
         orphans.append({"pid": pid,
-                        "status": os.waitstatus_to_exitcode(status)})
+                        "status": os.waitstatus_to_exitcode(status),
+                        "ms": (time.monotonic() - result.get("t0", 0)) * 1e3})
     result["orphans"] = orphans
     result["reaper_pid"] = os.getpid()
     print(json.dumps(result))

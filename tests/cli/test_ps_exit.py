@@ -86,7 +86,8 @@ def test_reader_gets_eof_while_the_detached_end_lives(busy, tmp_path,
     # reparented: to the subreaper, never left to the shell
     assert held["ppid"] == got["reaper_pid"], held
     assert got["left_to_shell"] == []
-    assert got["orphans"] == [{"pid": held["pid"], "status": 0}], got
+    assert [(o["pid"], o["status"]) for o in got["orphans"]] == \
+        [(held["pid"], 0)], got
     # the listing's own process ended before it did
     assert held["pid"] != got["cmd_pid"]
 

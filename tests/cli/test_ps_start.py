@@ -199,3 +199,34 @@ def test_ps_profile_script_skips_without_a_driver(sim):
                        timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "skipped: no NVIDIA driver\n"
+
+
+def test_ps_bench_script_on_the_sim(busy, tmp_path):
+    """bench/ps_bench.sh, the GPU run's judge, runs through on the sim with
+    a stand-in nvidia-smi: every row is timed and every variant lists what
+    the default lists (the figures, the sim's, are not looked at)."""
+    busy.spawn_alloc(0, 5 * MiB)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\nif [ "$1" = -L ]; then '
+                   'echo "GPU 0: stand-in"; else '
+                   'echo "pid, used_memory [MiB]"; fi\n')
+    smi.chmod(0o755)
+    env = busy.env(PATH=f"{tmp_path}:{os.environ['PATH']}")
+    r = subprocess.run(["bash", str(ROOT / "bench/ps_bench.sh"), str(BIN),
+                        "7"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[2].endswith("the variants list the same as gpureclaim "
+                             "ps: yes"), r.stdout
+    rows = lines[4:-1]
+    labels = [re.split(r" {2,}[0-9.]+ ms", row)[0].strip() for row in rows]
+    for want in ["gpureclaim ps", "gpureclaim ps --json",
+                 "ps, exit=wait (_exit, NVML's release waited for)",
+                 "ps, exit=fork (the detached end made by fork())",
+                 "ps; ps (two back to back, both; no pause between)"]:
+        assert want in labels, (want, labels)
+    assert all(re.search(r" [0-9.]+ ms +[0-9.]+ ms +[0-9.]+x \([0-9.]+x\)$",
+                         row) for row in rows), rows
+    assert lines[-1].startswith("target: gpureclaim ps <= 0.75x "
+                                "nvidia-smi (medians): ")
