@@ -158,9 +158,16 @@ static struct sample run(enum how how)
 		s.ok = got == sizeof last && WIFEXITED(status) &&
 		       WEXITSTATUS(status) == 0;
 		if (how == DETACH || how == CLONE) {
-			/* the grandchild, ours as the subreaper */
-			while (waitpid(-1, &status, 0) > 0)
+			/* the grandchild, ours as the subreaper: one, and
+			 * ending well */
+			int n = 0;
+			while (waitpid(-1, &status, 0) > 0) {
 				s.background = now_ms() - reaped;
+				s.ok = s.ok && WIFEXITED(status) &&
+				       WEXITSTATUS(status) == 0;
+				n++;
+			}
+			s.ok = s.ok && n == 1;
 		}
 	}
 	return s;
