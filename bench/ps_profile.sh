@@ -39,10 +39,12 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$BIN" ps "$@" >/dev/null 2>&1 || true # warm-up
-# the pause between runs: a read that times out (no process started)
-pause_fifo="$dir/pause"
+# the pause between runs: a read that times out on a FIFO nobody writes
+# (no process started)
+pause_fifo=$(mktemp -u)
 mkfifo "$pause_fifo"
 exec {pause_fd}<>"$pause_fifo"
+rm -f "$pause_fifo"
 for ((r = 0; r < R; r++)); do
 	read -r -t 0.03 -u "$pause_fd" _ || true
 	t0=$EPOCHREALTIME
