@@ -9,7 +9,7 @@ there is something to give back), then one of the contenders runs:
 - hand-written: client.run(torch.cuda.empty_cache), the usual pattern
   (one broadcast, no figures, no failure handling).
 Rounds alternate the two. Per gpureclaim call: the call's wall time, the
-slowest worker's own release time (Worker.elapsed) and their difference,
+slowest worker's own release time (Worker.seconds) and their difference,
 the fan-out overhead. Target: overhead <= 20 ms (median).
 Also: the cost of the worker metrics plugin's reading (in a worker).
 
@@ -93,7 +93,7 @@ def main():
                 t = time.perf_counter() - t0
                 assert not rep.failed, rep
                 returned.add(rep.bytes)
-                s = max(w.elapsed for w in rep.workers)
+                s = max(w.seconds for w in rep.workers)
                 total.append(t)
                 slowest.append(s)
                 overhead.append(t - s)
@@ -111,7 +111,7 @@ def main():
     print("| call | ms: median (p10-p90) |")
     print("|---|---|")
     print(f"| `gpureclaim.cluster.dask.release(client)`, whole call | {ms(total)} |")
-    print(f"| its slowest worker's own release (`max(Worker.elapsed)`) | {ms(slowest)} |")
+    print(f"| its slowest worker's own release (`max(Worker.seconds)`) | {ms(slowest)} |")
     print(f"| fan-out overhead (call minus slowest worker) | **{ms(overhead)}** |")
     print(f"| `client.run(torch.cuda.empty_cache)` | {ms(hand)} |")
     print(f"| metrics plugin reading, per heartbeat, in a worker | {metric * 1e3:.3f} |")

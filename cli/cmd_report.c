@@ -2,7 +2,8 @@
  * gpureclaim report FILE: what a trace log says. Tables of operations
  * (latency percentiles, share of the time spent waiting for a CPU), of
  * libraries and devices, the peak of driver memory, what was never freed
- * and the top call sites; --json for scripts, --chrome and --svg exports.
+ * and the top call sites; --json for scripts, --chrome, --svg and --html
+ * exports (the HTML report: the tables, bars and the plot in one page).
  * The reading and the renderings are the trace reader's (trace/read/);
  * this file parses the arguments and writes the output.
  *
@@ -31,6 +32,7 @@ static struct env {
 	int json;	    /* --json */
 	const char *chrome; /* --chrome FILE */
 	const char *svg;    /* --svg FILE */
+	const char *html;   /* --html FILE */
 	int top;	    /* --top N */
 	int force;	    /* --force: replace files that are not exports */
 } env;
@@ -39,7 +41,7 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f, "USAGE: gpureclaim report FILE [--json] [--chrome OUT.json] "
-	       "[--svg OUT.svg] [--force] [--top N]\n"
+	       "[--svg OUT.svg] [--html OUT.html] [--force] [--top N]\n"
 	       "\n"
 	       "Summarise a trace log written by `gpureclaim trace`.\n"
 	       "\n"
@@ -49,6 +51,8 @@ static void usage(FILE *f)
 	       "in ui.perfetto.dev)\n"
 	       "    --svg FILE        write a plot of driver memory over time "
 	       "by library\n"
+	       "    --html FILE       write the report as a page: its tables, "
+	       "bars and the plot\n"
 	       "    --force           replace an existing FILE that is not an "
 	       "export of ours\n"
 	       "    --top N           rows per list (default 10)\n"
@@ -85,6 +89,7 @@ static int parse_args(int argc, char **argv, int *help)
 	    {"json", no_argument, NULL, 'j'},
 	    {"chrome", required_argument, NULL, 'c'},
 	    {"svg", required_argument, NULL, 's'},
+	    {"html", required_argument, NULL, 'H'},
 	    {"top", required_argument, NULL, 't'},
 	    {"force", no_argument, NULL, 'f'},
 	    {"help", no_argument, NULL, 'h'},
@@ -104,6 +109,9 @@ static int parse_args(int argc, char **argv, int *help)
 			break;
 		case 's':
 			env.svg = optarg;
+			break;
+		case 'H':
+			env.html = optarg;
 			break;
 		case 'f':
 			env.force = 1;
@@ -135,15 +143,21 @@ static int parse_args(int argc, char **argv, int *help)
 						   "not also"
 						 : "expected one trace file",
 				   optind < argc ? argv[optind + 1] : NULL);
-	if (env.chrome && env.svg && gpr_cli_out_same(env.chrome, env.svg))
-		return usage_error("--chrome and --svg name the same file",
-				   env.svg);
+	const char *outs[] = {env.chrome, env.svg, env.html};
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (outs[i] && outs[j] &&
+			    gpr_cli_out_same(outs[i], outs[j]))
+				return usage_error("two exports name the same "
+						   "file",
+						   outs[j]);
 	return GPR_CLI_OK;
 }
 
 /* Renders the report and the exports; 0, or GPR_CLI_ERROR with a message. */
 static int render(const char *path, struct gpr_cli_out *chrome,
-		  struct gpr_cli_out *svg, struct gpr__buf *b)
+		  struct gpr_cli_out *svg, struct gpr_cli_out *html,
+		  struct gpr__buf *b)
 {
 	struct gpr_trace t;
 	struct gpr_trace_stats s;
@@ -167,6 +181,17 @@ static int render(const char *path, struct gpr_cli_out *chrome,
 	if (!failed && svg->f &&
 	    (rc = gpr_trace_export_svg(&t, &s, svg->f)) < 0)
 		failed = svg->path;
+	if (!failed && html->f) {
+		struct gpr__buf page = {0};
+		gpr_trace_report_html(&page, path, &t, &s, env.top, 1);
+		if (page.oom)
+			rc = GPR_E_NOMEM;
+		else if (gpr__buf_write(&page, html->f) < 0)
+			rc = GPR_E_IO;
+		if (rc < 0)
+			failed = html->path;
+		gpr__buf_free(&page);
+	}
 	if (!failed) {
 		if (env.json)
 			gpr_trace_report_json(b, path, &t, &s, env.top);
@@ -203,20 +228,24 @@ int gpr_cli_report(int argc, char **argv)
 			strerror(errno));
 		return GPR_CLI_ERROR;
 	}
-	struct gpr_cli_out chrome = {0}, svg = {0};
+	struct gpr_cli_out chrome = {0}, svg = {0}, html = {0};
 	struct gpr__buf b = {0};
 	if ((env.chrome && gpr_cli_out_open(&chrome, "report", env.chrome,
 					    GPR_TRACE_CHROME_SIGNATURE,
 					    env.force, &in) < 0) ||
 	    (env.svg &&
 	     gpr_cli_out_open(&svg, "report", env.svg, GPR_TRACE_SVG_SIGNATURE,
-			      env.force, &in) < 0)) {
+			      env.force, &in) < 0) ||
+	    (env.html &&
+	     gpr_cli_out_open(&html, "report", env.html,
+			      GPR_TRACE_HTML_SIGNATURE, env.force, &in) < 0)) {
 		code = GPR_CLI_ERROR;
 		goto cleanup;
 	}
-	code = render(path, &chrome, &svg, &b);
+	code = render(path, &chrome, &svg, &html, &b);
 	if (code == GPR_CLI_OK && (gpr_cli_out_commit(&chrome, "report") < 0 ||
-				   gpr_cli_out_commit(&svg, "report") < 0))
+				   gpr_cli_out_commit(&svg, "report") < 0 ||
+				   gpr_cli_out_commit(&html, "report") < 0))
 		code = GPR_CLI_ERROR;
 	if (code == GPR_CLI_OK && gpr__buf_write(&b, stdout) < 0) {
 		if (errno != EPIPE)
@@ -227,6 +256,7 @@ int gpr_cli_report(int argc, char **argv)
 cleanup:
 	gpr_cli_out_abort(&chrome);
 	gpr_cli_out_abort(&svg);
+	gpr_cli_out_abort(&html);
 	gpr__buf_free(&b);
 	return code;
 }

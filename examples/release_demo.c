@@ -10,6 +10,7 @@
  * (GPURECLAIM_SIM and LD_LIBRARY_PATH point libcuda.so.1 at build/sim).
  */
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,9 +156,17 @@ static int release(void *data, int dev, char *note, size_t note_sz)
 	return 0;
 }
 
-int main(void)
+/* The demo's report: text, or with --json gpr_report_json's document
+ * (docs/c-api.md shows both), or with --html the HTML view. */
+int main(int argc, char **argv)
 {
 	static struct pool pool;
+	const char *form = argc > 1 ? argv[1] : "";
+	if (argc > 2 || (argc == 2 && strcmp(form, "--json") != 0 &&
+			 strcmp(form, "--html") != 0)) {
+		fprintf(stderr, "usage: release_demo [--json | --html]\n");
+		return 2;
+	}
 	if (load_driver() || open_gpu(&pool, 0) || open_gpu(&pool, 1)) {
 		fprintf(stderr, "demo: the CUDA driver did not start\n");
 		return 1;
@@ -192,12 +201,14 @@ int main(void)
 
 	int devs[8], n = 0;
 	gpr_devices_in_use(ctx, devs, 8, &n);
-	printf("GPUs with a context in this process: %d\n", n);
-	for (int i = 0; i < n && i < 8; i++) {
+	if (!*form)
+		printf("GPUs with a context in this process: %d\n", n);
+	for (int i = 0; !*form && i < n && i < 8; i++) {
 		uint64_t bytes = 0;
 		if (gpr_process_bytes(ctx, devs[i], &bytes) == 0)
-			printf("  GPU %d: the driver holds %.1f GiB for us\n",
-			       devs[i], (double)bytes / (1 << 30));
+			printf("  GPU %d: the driver holds %" PRIu64
+			       " bytes for us\n",
+			       devs[i], bytes);
 	}
 
 	gpr_report *rep = NULL;
@@ -208,8 +219,10 @@ int main(void)
 		gpr_close(ctx);
 		return 1;
 	}
-	char *text = gpr_report_text(rep);
-	printf("\n%s", text ? text : "(out of memory)\n");
+	char *text = !strcmp(form, "--json")   ? gpr_report_json(rep)
+		     : !strcmp(form, "--html") ? gpr_report_html(rep)
+					       : gpr_report_text(rep);
+	printf("%s%s", *form ? "" : "\n", text ? text : "(out of memory)\n");
 	gpr_free(text);
 	gpr_report_free(rep);
 	gpr_close(ctx);

@@ -482,6 +482,14 @@ GPR_API const char *gpr_report_note(const gpr_report *r, size_t i);
 /* The report as a text table / a JSON document; free with gpr_free. */
 GPR_API char *gpr_report_text(const gpr_report *r);
 GPR_API char *gpr_report_json(const gpr_report *r);
+/*
+ * The report as an HTML view: a <div> with its own style and no script or
+ * outside asset (a notebook's _repr_html_; wrap it in a document to make a
+ * page), bars of each GPU's memory after the release, the tables of the
+ * text form, the notes. Free with gpr_free; NULL when out of memory.
+ * Since 0.2.
+ */
+GPR_API char *gpr_report_html(const gpr_report *r);
 
 #ifdef __cplusplus
 }

@@ -44,3 +44,21 @@ test-cluster: $(PY_EXT) $(SIM_LIBS)
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/cluster
 .PHONY: test-cluster
 CHECK_RUNS += test-cluster
+
+# Every notebook view (tests/views): rendered on the simulated driver,
+# checked as HTML (well-formed, self-contained, its figures present).
+test-views: $(PY_EXT) $(SIM_LIBS) $(BUILD)/gpureclaim $(TRACE_TEST_DIR)/test_trace_log
+	GPR_SIM_DIR=$(abspath $(BUILD)/sim) GPR_PY_PATH=$(abspath $(BUILD)/python) \
+	GPURECLAIM_BIN=$(abspath $(BUILD)/gpureclaim) \
+	GPR_TRACE_SAMPLE=$(abspath $(TRACE_TEST_DIR)/test_trace_log) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/views
+.PHONY: test-views
+CHECK_RUNS += test-views
+
+# Every example of README.md and docs/*.md (tests/docs/docs.py, the one
+# runner): those that need no GPU run here, on the simulated driver; the
+# GPU-only ones run on the GPU machine (scripts/gpu-check.sh docs).
+test-docs: build-all
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/docs
+.PHONY: test-docs
+CHECK_RUNS += test-docs

@@ -2,8 +2,9 @@
 # Runs on the GPU machine: builds what the hardware tests and benchmarks
 # need with that machine's compiler, then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster
+#   stages: env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs
 #           bench-ps bench-release bench-explain bench-trace
+# docs runs the docs' GPU-only examples (tests/docs/docs.py --gpu).
 # hw-cluster installs distributed from .whl/ first (bash scripts/gpu-wheels.sh
 # fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
 # rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
@@ -12,7 +13,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster bench-ps bench-release bench-explain bench-trace}
+stages=${*:-env build rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain bench-trace}
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -53,6 +54,12 @@ for s in $stages; do
 		# detached end of a one-shot `ps` holds, and when it ends)
 		log "$s"
 		python3 -m pytest -v -rsP -p no:cacheprovider tests/hardware/test_ps.py 2>&1 | tee "$OUT/$s.txt" | tail -60 ;;
+	docs)
+		# the examples marked <!-- gpu -->, with this build's command
+		# and package first on the paths, as the docs' readers have them
+		log "$s"
+		PATH="$PWD/$B:$PATH" PYTHONPATH="$PWD/$B/python${PYTHONPATH:+:$PYTHONPATH}" \
+			python3 tests/docs/docs.py --gpu 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;

@@ -281,7 +281,8 @@ static void account(struct run *x)
 	for (int j = 0; j < x->nv; j++)
 		if (!x->v[j].before.known || !x->v[j].after.known)
 			all = 0;
-	x->r->source = all ? "driver" : "allocators";
+	/* no GPU visited: nothing was measured, and the report says so */
+	x->r->source = x->nv == 0 ? "none" : all ? "driver" : "allocators";
 	int64_t total = 0;
 	for (int j = 0; j < x->nv; j++) {
 		struct visit *v = &x->v[j];

@@ -11,7 +11,7 @@ gpr_report *gpr__report_new(void)
 {
 	gpr_report *r = calloc(1, sizeof *r);
 	if (r)
-		r->source = "driver";
+		r->source = "none"; /* until a GPU is measured */
 	return r;
 }
 

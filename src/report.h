@@ -44,4 +44,26 @@ struct gpr_report_gpu *gpr__report_add_gpu(gpr_report *r);
 struct gpr__rrow *gpr__report_add_releaser(gpr_report *r, const char *name,
 					   int device);
 
+/* ---- the views' shared parts (report_view.c) ---- */
+
+struct gpr__buf;
+struct gpr__table;
+
+/* "released 1.0 GiB (1073741824 bytes) from the driver in 1.2 ms". */
+void gpr__report_headline(struct gpr__buf *b, const gpr_report *r);
+
+/* "0", or a named GPU's name ("mps"). */
+void gpr__report_gpu_label(const struct gpr_report_gpu *g, char *out,
+			   size_t len);
+
+/* The table of visited GPUs; free it with gpr__table_free. */
+void gpr__report_gpu_table(const gpr_report *r, struct gpr__table *t);
+
+/* The table of releaser rows that measured something or failed; returns
+ * how many rows it left out. */
+size_t gpr__report_releaser_table(const gpr_report *r, struct gpr__table *t);
+
+/* The line that says how many rows were left out. */
+void gpr__report_hidden_line(struct gpr__buf *b, size_t hidden);
+
 #endif /* GPR_REPORT_H */

@@ -9,7 +9,7 @@ got back::
     import gpureclaim
     gpureclaim.release_cached_memory()          # 2.147483648 (units of 1e9 B)
     report = gpureclaim.release(verbose=True)   # the full report
-    # GPU 0: released 2.1 GB, 32.0 GB in use, 69.9 GB free
+    # GPU 0: released 2.0 GiB, 32.0 GiB in use, 69.9 GiB free
 
 Accounting: the number is the drop, over the call, of the driver's figure for
 this process (NVML's per-process ``usedGpuMemory``, what ``nvidia-smi``
@@ -24,7 +24,8 @@ initialises CUDA and never opens a context.
 """
 from __future__ import annotations
 
-import html as _html
+import json as _json
+import warnings as _warnings
 from dataclasses import asdict as _asdict
 from dataclasses import dataclass as _dataclass
 from typing import Any, Callable, Iterable, Optional, Union
@@ -36,12 +37,15 @@ __all__ = [
     "Explanation",
     "GPU",
     "GPUExplanation",
+    "Held",
+    "NothingMeasuredWarning",
     "Part",
     "Release",
     "ReleaserRow",
     "ReleaserStatus",
     "devices_in_use",
     "explain",
+    "format_bytes",
     "process_memory",
     "register",
     "release",
@@ -66,8 +70,11 @@ __version__ = _c.version()
 Error = _c.Error
 
 
-def _gb(n: Optional[int]) -> str:
-    return "-" if n is None else f"{n / 1e9:.3f} GB"
+def format_bytes(n: Optional[int]) -> str:
+    """Bytes for people, by the one rule of every figure gpureclaim
+    shows: binary units with one decimal ("512 B", "1.5 KiB", "80.0 GiB");
+    ``"-"`` for None. Exact counts are in ``to_dict()`` and JSON."""
+    return _c.format_bytes(n)
 
 
 @_dataclass(frozen=True)
@@ -75,46 +82,57 @@ class GPU:
     """One visited GPU (``device`` is its CUDA ordinal, or ``"mps"``).
 
     ``released`` is ``before - after`` of this process's driver figure
-    (or the allocators' drop where ``known`` is False); ``used``, ``free``
-    and ``total`` are the whole GPU's figures after the call, all processes.
+    (or the allocators' drop where ``known`` is False; ``before`` and
+    ``after`` are then None); ``used``, ``free`` and ``total`` are the
+    whole GPU's figures after the call, all processes (None where NVML
+    cannot say, as on the ``"mps"`` GPU).
     """
 
     device: Union[int, str]
-    nvml_index: Optional[int]
+    nvml_index: int
     known: bool
     released: int
-    before: int
-    after: int
+    before: Optional[int]
+    after: Optional[int]
     used: Optional[int]
     free: Optional[int]
     total: Optional[int]
 
 
 @_dataclass(frozen=True)
+class Held:
+    """What a framework says it holds: ``live`` bytes in live
+    allocations, ``cached`` bytes held but free for reuse."""
+
+    live: int
+    cached: int
+
+
+@_dataclass(frozen=True)
 class ReleaserRow:
     """One releaser on one GPU (``device`` -1: its once-per-call step).
 
-    ``*_live`` are bytes in live allocations, ``*_cached`` bytes held but
-    free for reuse, as the framework reports them; ``known`` is False where
-    it cannot tell. ``status`` is 0 or the negative code of a failure (the
-    notes say what failed).
+    ``before`` and ``after`` are what the framework reported (:class:`Held`),
+    None where it could not tell; ``known`` is True when both are known.
+    ``status`` is 0 or the negative code of a failure (the notes say what
+    failed).
     """
 
     name: str
     device: int
     known: bool
-    before_live: int
-    before_cached: int
-    after_live: int
-    after_cached: int
+    before: Optional[Held]
+    after: Optional[Held]
     status: int
 
     @property
-    def released(self) -> int:
-        """The framework's own drop (live + cached, before - after)."""
-        return (self.before_live + self.before_cached) - (
-            self.after_live + self.after_cached
-        )
+    def released(self) -> Optional[int]:
+        """The framework's own drop (live + cached, before - after), or
+        None when it is not known."""
+        if not (self.before and self.after):
+            return None
+        return (self.before.live + self.before.cached) - (
+            self.after.live + self.after.cached)
 
 
 @_dataclass(frozen=True)
@@ -128,47 +146,52 @@ class ReleaserStatus:
 
 
 class Release:
-    """The report of one :func:`release` call.
+    """The report of one :func:`release` call, as the C library made it:
+    its attributes and ``to_dict()`` carry the keys of ``gpr_report_json``
+    (the table of fields is in docs/c-api.md), ``repr()`` is
+    ``gpr_report_text`` and the notebook view ``gpr_report_html``.
 
     Attributes:
         bytes: bytes this process handed back to the driver (may be
             negative if the program allocated during the call).
-        gb: ``bytes / 1e9``.
-        source: ``"driver"`` (NVML's per-process figure), ``"metal"``
-            (Metal's per-process total), ``"allocators"`` (the frameworks'
-            own counters, where the driver has no per-process figure) or
-            ``"none"`` (nothing could be measured, e.g. in a forked child).
+        gb: ``bytes / 1e9`` (what :func:`release_cached_memory` returns).
+        source: ``"driver"`` (the driver's per-process figure: NVML's, or
+            Metal's per-process total on Apple silicon), ``"allocators"``
+            (the frameworks' own counters, where the driver has no
+            per-process figure) or ``"none"`` (nothing was measured: no
+            GPU in use, CUDA not loaded, a forked child; the notes say
+            why).
+        seconds: seconds the call took.
+        collected: whether the garbage collector ran.
+        collect_seconds: seconds it took.
         gpus: the visited GPUs (:class:`GPU`).
         releasers: per releaser and GPU, before and after
             (:class:`ReleaserRow`).
-        elapsed: seconds the call took.
-        collected: whether the garbage collector ran.
-        collect_seconds: seconds it took.
         notes: everything skipped or failed, one sentence each.
     """
 
-    __slots__ = (
-        "bytes",
-        "source",
-        "gpus",
-        "releasers",
-        "elapsed",
-        "collected",
-        "collect_seconds",
-        "notes",
-    )
+    __slots__ = ("_handle", "_rendered", "_dict", "bytes", "source",
+                 "seconds", "collected", "collect_seconds", "gpus",
+                 "releasers", "notes")
 
-    def __init__(self, raw: dict):
-        self.bytes: int = raw["bytes"]
-        self.source: str = raw["source"]
-        self.gpus: list[GPU] = [GPU(**g) for g in raw["gpus"]]
+    def __init__(self, handle: Any):
+        self._handle = handle
+        self._rendered: Optional[tuple] = None
+        self._load(_json.loads(_c.report_json(handle)))
+
+    def _load(self, d: dict) -> None:
+        self._dict = d
+        self.bytes: int = d["bytes"]
+        self.source: str = d["source"]
+        self.seconds: float = d["seconds"]
+        self.collected: bool = d["collected"]
+        self.collect_seconds: float = d["collect_seconds"]
+        self.gpus: list[GPU] = [GPU(**g) for g in d["gpus"]]
         self.releasers: list[ReleaserRow] = [
-            ReleaserRow(**r) for r in raw["releasers"]
-        ]
-        self.elapsed: float = raw["elapsed"]
-        self.collected: bool = raw["collected"]
-        self.collect_seconds: float = raw["collect_seconds"]
-        self.notes: list[str] = list(raw["notes"])
+            ReleaserRow(**dict(r, before=r["before"] and Held(**r["before"]),
+                               after=r["after"] and Held(**r["after"])))
+            for r in d["releasers"]]
+        self.notes: list[str] = list(d["notes"])
 
     @property
     def gb(self) -> float:
@@ -179,133 +202,66 @@ class Release:
         return self.gb
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain values (JSON-serialisable)."""
-        return {
-            "bytes": self.bytes,
-            "gb": self.gb,
-            "source": self.source,
-            "elapsed": self.elapsed,
-            "collected": self.collected,
-            "collect_seconds": self.collect_seconds,
-            "gpus": [_asdict(g) for g in self.gpus],
-            "releasers": [
-                dict(_asdict(r), released=r.released) for r in self.releasers
-            ],
-            "notes": list(self.notes),
-        }
+        """The report as plain values, exact bytes (JSON-serialisable):
+        ``gpr_report_json``'s document."""
+        return _json.loads(_json.dumps(self._dict))
 
-    def _summary(self) -> str:
-        gc = (
-            f", gc {self.collect_seconds * 1e3:.1f} ms"
-            if self.collected
-            else ", no gc"
-        )
-        return (
-            f"released {self.bytes} bytes ({self.gb:.3f} GB, source: "
-            f"{self.source}) in {self.elapsed * 1e3:.1f} ms{gc}"
-        )
-
-    def _gpu_rows(self) -> list[list[str]]:
-        return [
-            [
-                str(g.device),
-                _gb(g.released),
-                _gb(g.before) if g.known else "?",
-                _gb(g.after) if g.known else "?",
-                _gb(g.used),
-                _gb(g.free),
-                _gb(g.total),
-            ]
-            for g in self.gpus
-        ]
-
-    def _releaser_rows(self) -> list[list[str]]:
-        rows = []
-        for r in self.releasers:
-            if not r.known and r.status == 0:
-                continue
-            rows.append(
-                [
-                    r.name,
-                    "once" if r.device < 0 else str(r.device),
-                    _gb(r.before_live + r.before_cached) if r.known else "?",
-                    _gb(r.after_live + r.after_cached) if r.known else "?",
-                    _gb(r.after_live) if r.known else "?",
-                    "ok" if r.status == 0 else f"failed ({r.status})",
-                ]
-            )
-        return rows
-
-    _GPU_HEAD = ["GPU", "released", "before", "after", "in use", "free",
-                 "total"]
-    _REL_HEAD = ["releaser", "GPU", "held before", "held after",
-                 "live after", "status"]
+    def _views(self) -> tuple:
+        if self._rendered is None:
+            self._rendered = (_c.report_text(self._handle).rstrip("\n"),
+                              _c.report_html(self._handle))
+        return self._rendered
 
     def __repr__(self) -> str:
-        lines = [f"<Release: {self._summary()}>"]
-        for head, rows in (
-            (self._GPU_HEAD, self._gpu_rows()),
-            (self._REL_HEAD, self._releaser_rows()),
-        ):
-            if not rows:
-                continue
-            widths = [
-                max(len(head[i]), *(len(r[i]) for r in rows))
-                for i in range(len(head))
-            ]
-            for r in [head] + rows:
-                lines.append(
-                    "  "
-                    + "  ".join(
-                        c.ljust(w) if i == 0 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(r, widths))
-                    ).rstrip()
-                )
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        return self._views()[0]
 
     def _repr_html_(self) -> str:
-        def table(head, rows):
-            if not rows:
-                return ""
-            th = "".join(f"<th>{_html.escape(h)}</th>" for h in head)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r)
-                + "</tr>"
-                for r in rows
-            )
-            return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+        return self._views()[1]
 
-        notes = "".join(f"<li>{_html.escape(n)}</li>" for n in self.notes)
-        return (
-            f"<div><b>gpureclaim</b>: {_html.escape(self._summary())}"
-            + table(self._GPU_HEAD, self._gpu_rows())
-            + table(self._REL_HEAD, self._releaser_rows())
-            + (f"<ul>{notes}</ul>" if notes else "")
-            + "</div>"
-        )
+    def __reduce__(self):
+        text, html = self._views()
+        return (_restore_release, (_json.dumps(self._dict), text, html))
 
     def verbose_lines(self) -> list[str]:
-        """The lines ``verbose=True`` prints: one per visited GPU."""
+        """The lines ``verbose=True`` prints: one per visited GPU, then
+        the total, with the figure :func:`release_cached_memory` returns
+        (units of 1e9 bytes, the one figure not in binary units)."""
         out = []
         for g in self.gpus:
-            if g.device == "mps":
-                out.append(
-                    f"MPS: released {g.released / 1e9:.1f} GB, "
-                    f"{(g.used or 0) / 1e9:.1f} GB in use"
-                )
-                continue
-            line = f"GPU {g.device}: released {g.released / 1e9:.1f} GB"
+            line = f"GPU {g.device}: released {format_bytes(g.released)}"
             if g.total:
-                line += (
-                    f", {(g.used or 0) / 1e9:.1f} GB in use, "
-                    f"{(g.free or 0) / 1e9:.1f} GB free"
-                )
+                line += (f", {format_bytes(g.used)} in use, "
+                         f"{format_bytes(g.free)} free")
+            elif g.after is not None:
+                line += f", {format_bytes(g.after)} held by this process"
             out.append(line)
         if not out:
             why = self.notes[0] if self.notes else "no GPU in use"
-            out.append(f"gpureclaim: released 0.0 GB ({why})")
+            return [f"gpureclaim: released nothing: {why}"]
+        out.append(f"released {format_bytes(self.bytes)} "
+                   f"({self.bytes} bytes); release_cached_memory() returns "
+                   f"{self.gb!r} (units of 1e9 bytes)")
         return out
+
+
+def _restore_release(doc: str, text: str, html: str) -> Release:
+    """A Release from its pickled form (the C report is not pickled: its
+    views are)."""
+    r = Release.__new__(Release)
+    r._handle = None
+    r._rendered = (text, html)
+    r._load(_json.loads(doc))
+    return r
+
+
+class NothingMeasuredWarning(UserWarning):
+    """:func:`release_cached_memory` returned 0.0 because there was
+    nothing to measure (no GPU in use by this process, CUDA not loaded, a
+    forked child). Issued once per process; silence it with
+    ``warnings.filterwarnings("ignore", category=gpureclaim.NothingMeasuredWarning)``."""
+
+
+_warned_nothing = False
 
 
 def _check_bool(name: str, value: Any) -> None:
@@ -341,7 +297,8 @@ def release(
         workspaces: also free Torch's cuBLAS/cuBLASLt workspaces (they are
             re-created, at a cost, by the next matmul).
         verbose: print one line per GPU, e.g.
-            ``GPU 0: released 2.1 GB, 32.0 GB in use, 69.9 GB free``.
+            ``GPU 0: released 2.0 GiB, 32.0 GiB in use, 69.9 GiB free``,
+            then the total (:meth:`Release.verbose_lines`).
 
     Raises:
         TypeError, ValueError: bad arguments.
@@ -359,10 +316,22 @@ def release(
 def release_cached_memory(verbose: bool = False) -> float:
     """Return cached GPU memory to the driver; the bytes it got back / 1e9.
 
-    The drop-in form of :func:`release` (``collect="auto"``).
+    The drop-in form of :func:`release` (``collect="auto"``), in the
+    design record's unit (1e9 bytes). When there was nothing to measure
+    (no GPU in use by this process, CUDA not loaded) it returns 0.0 and,
+    once per process, issues a :class:`NothingMeasuredWarning` that says
+    why (``verbose=True`` prints it instead).
     """
+    global _warned_nothing
     _check_bool("verbose", verbose)
-    return release(verbose=verbose).gb
+    r = release(verbose=verbose)
+    if r.source == "none" and not verbose and not _warned_nothing:
+        _warned_nothing = True
+        why = "; ".join(r.notes) or "no GPU in use by this process"
+        _warnings.warn(f"gpureclaim.release_cached_memory() measured "
+                       f"nothing and returns 0.0: {why}",
+                       NothingMeasuredWarning, stacklevel=2)
+    return r.gb
 
 
 def devices_in_use() -> list[int]:
@@ -417,22 +386,38 @@ def releasers() -> list[ReleaserStatus]:
 
 # ---------------------------------------------------------------- explain
 
-# The one table of what explain() shows: each part kind's label and colour,
-# each advice key's text (the C layer gives a key only for advice that,
-# followed, makes the part go), each hint key's text (configuration for the
-# next start, which cannot be checked in this process).
+# The one table of what explain() shows: each part kind's label and its
+# colour in the bars (the views' palette, one colour a kind); each advice
+# key's text (the C layer gives a key only for advice that, followed, makes
+# the part go), each hint key's text (configuration for the next start,
+# which cannot be checked in this process). A kind the C layer sends that
+# is not here (a newer one) is shown by its name, in a palette colour.
 _KINDS = {
-    "live": ("live", "#4c78a8"),
-    "releasable": ("cached, returnable", "#72b7b2"),
-    "fragmented": ("cached, not returnable", "#e45756"),
-    "workspace": ("library workspace", "#f58518"),
-    "unattributed": ("unattributed live block", "#9d755d"),
-    "graph_pool": ("CUDA graph / private pool", "#54a24b"),
-    "pool": ("pool, never shrinks", "#b279a2"),
-    "unreported": ("allocated, unreported", "#ff9da6"),
+    "live": ("live", "#4e79a7"),
+    "releasable": ("cached, returnable", "#59a14f"),
+    "fragmented": ("cached, not returnable", "#e15759"),
+    "workspace": ("library workspace", "#f28e2b"),
+    "unattributed": ("unattributed live block", "#9c755f"),
+    "graph_pool": ("CUDA graph / private pool", "#76b7b2"),
+    "pool": ("pool, never shrinks", "#b07aa1"),
+    "unreported": ("allocated, unreported", "#ff9da7"),
     "context": ("context (bare, measured)", "#79706e"),
     "rest": ("rest", "#bab0ac"),
 }
+
+
+def _kind(kind: str) -> tuple:
+    """(label, colour or None) of a part kind."""
+    return _KINDS.get(kind, (kind.replace("_", " "), None))
+
+
+def _kind_order(kinds: Iterable[str]) -> list:
+    """The kinds in the table's order, those it lacks after them."""
+    order = list(_KINDS)
+    return sorted(kinds, key=lambda k: (order.index(k) if k in order
+                                        else len(order)))
+
+
 _ADVICE = {
     "free_arrays": "delete the arrays/tensors that hold it (del; "
                    "gc.collect() for reference cycles)",
@@ -462,10 +447,6 @@ _HINTS = {
 
 def _text(key: Optional[str], table: dict) -> str:
     return table.get(key, "") if key else ""
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f}"
 
 
 @_dataclass(frozen=True)
@@ -531,11 +512,12 @@ class GPUExplanation:
 
 class Explanation:
     """The result of :func:`explain`: ``gpus`` (:class:`GPUExplanation`),
-    ``notes``, ``elapsed`` (seconds). Prints as a text table, renders as
-    HTML in a notebook (a table and a stacked bar per GPU), ``to_dict()``
-    gives plain values."""
+    ``notes``, ``seconds`` (the time it took). Prints as text tables,
+    renders in a notebook as a labelled bar and a table per GPU (both
+    from one field list, by the C library's renderer); ``to_dict()``
+    gives plain values, exact bytes."""
 
-    __slots__ = ("gpus", "notes", "elapsed")
+    __slots__ = ("gpus", "notes", "seconds")
 
     def __init__(self, raw: dict):
         self.gpus: list[GPUExplanation] = []
@@ -550,7 +532,7 @@ class Explanation:
                 g["device"], g["driver"], g["source"], parts, g["rest"],
                 g["consistent"]))
         self.notes: list[str] = list(raw["notes"])
-        self.elapsed: float = raw["elapsed"]
+        self.seconds: float = raw["seconds"]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (JSON-serialisable)."""
@@ -558,7 +540,7 @@ class Explanation:
             "gpus": [dict(_asdict(g), parts=[_asdict(p) for p in g.parts])
                      for g in self.gpus],
             "notes": list(self.notes),
-            "elapsed": self.elapsed,
+            "seconds": self.seconds,
         }
 
     @staticmethod
@@ -567,7 +549,7 @@ class Explanation:
         inferred, and by what."""
         exact = sorted({p.evidence for p in g.parts
                         if p.known and p.exact and p.bytes})
-        guessed = [f"{p.source} {p.kind} {_mib(p.bytes)} MiB "
+        guessed = [f"{p.source} {p.kind} {format_bytes(p.bytes)} "
                    f"({p.evidence})"
                    for p in g.parts if p.known and not p.exact and p.bytes]
         out = "exact: " + (", ".join(exact) if exact else "nothing")
@@ -590,90 +572,70 @@ class Explanation:
             out.append(p.hint)
         d = p.detail or {}
         if p.kind == "fragmented" and d.get("segments"):
+            b = format_bytes
             out.append(f"{d['segments']} segment(s) hold live and free "
-                       f"blocks ({_mib(d['free_in_segments'])} MiB free); "
+                       f"blocks ({b(d['free_in_segments'])} free); "
                        "the largest pinned:")
             for s in d["pinned"]:
                 out.append(
                     f"  segment {s['segment']:#x} of "
-                    f"{_mib(s['segment_size'])} MiB: {_mib(s['free'])} MiB "
-                    f"free, pinned by {s['live_blocks']} live block(s) "
+                    f"{b(s['segment_size'])}: {b(s['free'])} free, pinned "
+                    f"by {s['live_blocks']} live block(s) "
                     f"({s['workspace_blocks']} workspace), the largest "
-                    f"{_mib(s['largest_live'])} MiB at "
+                    f"{b(s['largest_live'])} at "
                     f"{s['largest_live_address']:#x}")
         return out
 
-    def __str__(self) -> str:
-        lines = ["gpureclaim.explain(): where this process's GPU memory goes"]
+    _COLUMNS = [("part", "text"), ("source", "text"), ("bytes", "bytes"),
+                ("share", "share"), ("what to do", "prose")]
+
+    def _view(self) -> tuple:
+        """The view's field list, rendered as text and as HTML by the C
+        library (gpureclaim._gpureclaim.render)."""
+        blocks: list = []
         for g in self.gpus:
-            src = ("NVML per-process figure" if g.source == "driver" else
-                   "Metal's per-process total" if g.source == "metal" else
-                   "sum of the allocators' figures")
-            lines.append(f"GPU {g.device}: {_mib(g.driver)} MiB held by this "
-                         f"process ({src})")
-            rows = [["part", "source", "MiB", "share", "what to do"]]
-            for p in self._shown(g):
-                share = (f"{100 * p.bytes / g.driver:.1f}%"
-                         if g.driver and p.known else "")
-                rows.append([_KINDS[p.kind][0], p.source,
-                             _mib(p.bytes) if p.known else "?", share,
-                             p.advice])
-            rows.append(["total", "", _mib(g.driver), "", ""])
-            w = [max(len(r[i]) for r in rows) for i in range(4)]
-            extra = {i + 1: self._extra(p)
-                     for i, p in enumerate(self._shown(g))}
-            for i, r in enumerate(rows):
-                lines.append(("  " + "  ".join(
-                    [r[0].ljust(w[0]), r[1].ljust(w[1]), r[2].rjust(w[2]),
-                     r[3].rjust(w[3]), r[4]])).rstrip())
-                lines += ["      " + x for x in extra.get(i, [])]
+            src = ("Metal's per-process total"
+                   if g.source == "driver" and g.device == "mps" else
+                   "the driver's per-process figure" if g.source == "driver"
+                   else "the sum of the allocators' figures")
+            blocks.append(("h", f"GPU {g.device}: {format_bytes(g.driver)} "
+                                f"held by this process ({src})"))
+            # the kinds in the table's order: one colour, one run
+            shown = sorted(self._shown(g), key=lambda p: (
+                list(_KINDS).index(p.kind) if p.kind in _KINDS
+                else len(_KINDS)))
+            blocks.append(("bar", None, [
+                (f"{_kind(p.kind)[0]} ({p.source})", p.bytes,
+                 _kind(p.kind)[1])
+                for p in shown if p.known and p.bytes > 0]))
+            rows = []
+            for p in shown:
+                label, colour = _kind(p.kind)
+                share = (p.bytes / g.driver if g.driver and p.known
+                         else None)
+                rows.append([(label, colour), p.source,
+                             p.bytes if p.known else None, share, p.advice,
+                             self._extra(p)])
+            rows.append(["total", "", g.driver, "", ""])
+            blocks.append(("table", None, self._COLUMNS, rows))
             if not g.consistent:
-                lines.append(f"  INCONSISTENT: the parts exceed the "
-                             f"driver's figure by {-g.rest} bytes")
-            lines.append("  " + self.exactness(g))
+                blocks.append(("warn", f"inconsistent: the parts exceed "
+                                       f"the driver's figure by "
+                                       f"{-g.rest} bytes"))
+            blocks.append(("p", self.exactness(g)))
         if not self.gpus:
-            lines.append("no GPU memory held by this process")
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
+            blocks.append(("p", "no GPU memory held by this process"))
+        blocks.append(("notes", self.notes))
+        return ("gpureclaim.explain(): where this process's GPU memory "
+                "goes", blocks)
+
+    def __str__(self) -> str:
+        return _c.render(self._view(), "text")
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        e = _html.escape
-        out = ["<div><b>gpureclaim.explain()</b>"]
-        for g in self.gpus:
-            shown = self._shown(g)
-            pos = sum(p.bytes for p in shown if p.known and p.bytes > 0)
-            bar = "".join(
-                f'<div title="{e(_KINDS[p.kind][0])} ({e(p.source)}): '
-                f'{_mib(p.bytes)} MiB" style="width:{100 * p.bytes / pos:.3f}%;'
-                f'background:{_KINDS[p.kind][1]}"></div>'
-                for p in shown if p.known and p.bytes > 0 and pos)
-            out.append(
-                f"<p>GPU {e(str(g.device))}: {_mib(g.driver)} MiB "
-                f"(source: {e(g.source)})"
-                + ("" if g.consistent else
-                   ' <b style="color:#c00">inconsistent: the parts exceed '
-                   "the driver's figure</b>") + "</p>"
-                f'<div class="gpr-bar" style="display:flex;width:100%;'
-                f'height:18px;border:1px solid #888">{bar}</div>')
-            body = "".join(
-                f'<tr><td><span style="color:{_KINDS[p.kind][1]}">'
-                f"&#9632;</span> {e(_KINDS[p.kind][0])}</td>"
-                f"<td>{e(p.source)}</td>"
-                f"<td>{_mib(p.bytes) if p.known else '?'}</td>"
-                f"<td>{e(p.advice)}</td>"
-                f"<td>{'<br>'.join(e(x) for x in self._extra(p))}</td></tr>"
-                for p in shown)
-            out.append("<table><thead><tr><th>part</th><th>source</th>"
-                       "<th>MiB</th><th>what to do</th><th>how</th></tr>"
-                       f"</thead><tbody>{body}</tbody></table>"
-                       f"<p>{e(self.exactness(g))}</p>")
-        if self.notes:
-            out.append("<ul>" + "".join(f"<li>{e(n)}</li>"
-                                        for n in self.notes) + "</ul>")
-        out.append("</div>")
-        return "".join(out)
+        return _c.render(self._view(), "html")
 
 
 def explain(devices: Optional[Iterable[int]] = None, *,

@@ -43,12 +43,8 @@ def _run(kind):
     gpureclaim.release()  # a clean start: nothing cached before the scenario
     dev = torch.cuda.current_device()
     start = gpureclaim.process_memory().get(dev) or 0
-    if hasattr(torch, "uint8") and hasattr(torch, "zeros"):
-        t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
-        a = cupy.empty(GiB, dtype=cupy.uint8)
-    else:  # the fakes take a byte count
-        t = torch.empty(GiB, device="cuda")
-        a = cupy.empty(GiB)
+    t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
+    a = cupy.empty(GiB, dtype=cupy.uint8)
     cycle = [t]
     cycle.append(cycle)
     held = (gpureclaim.process_memory().get(dev) or 0) - start
@@ -70,6 +66,8 @@ def _run(kind):
 
 
 def _demo():
+    from gpureclaim import format_bytes
+
     simulated = bool(os.environ.get("GPURECLAIM_SIM"))
     rows = []
     for kind, label in (("floor", "torch.cuda.empty_cache() + free_all_blocks()"),
@@ -84,15 +82,18 @@ def _demo():
              if simulated else "CUDA")
     print(f"gpureclaim demo ({where}): a 1 GiB Torch tensor in a reference "
           "cycle and a 1 GiB CuPy array, all names deleted, then the call.")
-    print("Figures: this process's driver memory (NVML per-process).")
+    print("Figures: this process's driver memory (NVML per-process), in "
+          "binary units;")
+    print("the returned value is release_cached_memory()'s, in units of "
+          "1e9 bytes (the design record's).")
     print()
-    print("| backend | call | held after allocating | returned value | "
-          "still held after the call | time |")
+    print("| backend | call | held after allocating | returned value "
+          "(1e9 bytes) | still held after the call | time |")
     print("|---|---|---|---|---|---|")
     for label, r in rows:
         print(f"| {'simulated' if simulated else 'CUDA'} | `{label}` | "
-              f"{r['held'] / GiB:.3f} GiB | {r['returned']!r} | "
-              f"{r['still'] / GiB:.3f} GiB | {r['ms']:.1f} ms |")
+              f"{format_bytes(r['held'])} | {r['returned']!r} | "
+              f"{format_bytes(r['still'])} | {r['ms']:.1f} ms |")
     return 0
 
 

@@ -176,7 +176,7 @@ static int explain_metal(struct gpr_py_xcall *c, PyObject *notes,
 			 : "unknown: no per-process figure"});
 	PyObject *e =
 	    dev && rest ? gpu_entry(&g, dev, GPR_PY_METAL_DEVICE, known, driver,
-				    known ? "metal" : "allocators", rest)
+				    known ? "driver" : "allocators", rest)
 			: NULL;
 	Py_XDECREF(rest);
 	Py_XDECREF(dev);
@@ -262,7 +262,7 @@ PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw)
 	if (n_want < 0 && explain_metal(&c, notes, gpus))
 		goto done;
 	out = Py_BuildValue("{s:O,s:O,s:d}", "gpus", gpus, "notes", notes,
-			    "elapsed", now() - t0);
+			    "seconds", now() - t0);
 done:
 	gpr_py_scan_free(&c.scan);
 	Py_XDECREF(c.torch_snapshot);

@@ -403,6 +403,15 @@ PyObject *gpr_py_gpus(PyObject *module, PyObject *args, PyObject *kw);
 /* rel_user.c: register(name, release, held=None, live=None) / unregister */
 PyObject *gpr_py_register(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *gpr_py_unregister(PyObject *module, PyObject *args);
+/* view.c: a release's report as a handle (owns rep; NULL with an error
+ * set, rep freed), its renderings, render(view, form), the formats */
+PyObject *gpr_py_report_handle(gpr_report *rep);
+PyObject *gpr_py_report_text(PyObject *module, PyObject *handle);
+PyObject *gpr_py_report_json(PyObject *module, PyObject *handle);
+PyObject *gpr_py_report_html(PyObject *module, PyObject *handle);
+PyObject *gpr_py_render(PyObject *module, PyObject *args);
+PyObject *gpr_py_format_bytes(PyObject *module, PyObject *arg);
+PyObject *gpr_py_format_seconds(PyObject *module, PyObject *arg);
 /* explain.c: explain(devices=None) -> dict */
 PyObject *gpr_py_explain(PyObject *module, PyObject *args, PyObject *kw);
 

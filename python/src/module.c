@@ -1,11 +1,11 @@
 /*
  * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
  * multi-phase init, state per module object). The functions live in
- * release.c, query.c, rel_user.c and explain.c, the frameworks in
- * frameworks.c (one table) with their probes (probe.c), releasers (rel_*.c,
- * mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the documented
- * API in __init__.py. No file calls back into this one: the method files
- * sit below it, the helpers (pyutil.c) below them.
+ * release.c, query.c, rel_user.c, explain.c and view.c (renderings), the
+ * frameworks in frameworks.c (one table) with their probes (probe.c), releasers
+ * (rel_*.c, mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the
+ * documented API in __init__.py. No file calls back into this one: the method
+ * files sit below it, the helpers (pyutil.c) below them.
  */
 #include "ext.h"
 
@@ -19,7 +19,20 @@ static PyObject *version(PyObject *module, PyObject *unused)
 static PyMethodDef methods[] = {
     {"release", (PyCFunction)(void (*)(void))gpr_py_release,
      METH_VARARGS | METH_KEYWORDS,
-     "release(*, devices=None, collect='auto', workspaces=False) -> dict"},
+     "release(*, devices=None, collect='auto', workspaces=False) -> report "
+     "handle"},
+    {"report_text", gpr_py_report_text, METH_O,
+     "report_text(handle) -> str: gpr_report_text"},
+    {"report_json", gpr_py_report_json, METH_O,
+     "report_json(handle) -> str: gpr_report_json"},
+    {"report_html", gpr_py_report_html, METH_O,
+     "report_html(handle) -> str: gpr_report_html"},
+    {"render", gpr_py_render, METH_VARARGS,
+     "render(view, form) -> str: a view as 'text', 'html' or 'document'"},
+    {"format_bytes", gpr_py_format_bytes, METH_O,
+     "format_bytes(n) -> str: binary units ('1.5 GiB'); None: '-'"},
+    {"format_seconds", gpr_py_format_seconds, METH_O,
+     "format_seconds(s) -> str: '85.6 ms', '1.25 s'"},
     {"explain", (PyCFunction)(void (*)(void))gpr_py_explain,
      METH_VARARGS | METH_KEYWORDS,
      "explain(devices=None, measure_context=False) -> dict: where this "

@@ -1,9 +1,9 @@
 /*
  * release(): argument checks, the core's release with the GIL released, and
- * the report turned into plain Python values (the documented Release class
- * is built from them in __init__.py). Every framework, Metal's included,
- * runs inside the core's release as a registered releaser; the core's
- * release lock serializes concurrent calls.
+ * the report as a handle (view.c renders it: the documented Release class
+ * of __init__.py is built from its JSON and shows its text and HTML). Every
+ * framework, Metal's included, runs inside the core's release as a registered
+ * releaser; the core's release lock serializes concurrent calls.
  */
 #include "ext.h"
 
@@ -73,116 +73,6 @@ static int parse_collect(PyObject *obj, int *out)
 	return -1;
 }
 
-/* Appends the report's releaser rows and notes to the lists. */
-static int add_rows(const gpr_report *rep, PyObject *rows, PyObject *notes)
-{
-	size_t n = gpr_report_releaser_count(rep);
-	for (size_t i = 0; i < n; i++) {
-		struct gpr_report_releaser r;
-		if (gpr_report_releaser(rep, i, &r))
-			continue;
-		PyObject *d = Py_BuildValue(
-		    "{s:s,s:i,s:O,s:K,s:K,s:K,s:K,s:i}", "name", r.name,
-		    "device", r.device, "known", r.known ? Py_True : Py_False,
-		    "before_live", (unsigned long long)r.before.live,
-		    "before_cached", (unsigned long long)r.before.cached,
-		    "after_live", (unsigned long long)r.after.live,
-		    "after_cached", (unsigned long long)r.after.cached,
-		    "status", r.status);
-		if (!d || PyList_Append(rows, d)) {
-			Py_XDECREF(d);
-			return -1;
-		}
-		Py_DECREF(d);
-	}
-	n = gpr_report_note_count(rep);
-	for (size_t i = 0; i < n; i++) {
-		const char *t = gpr_report_note(rep, i);
-		PyObject *s = t ? PyUnicode_DecodeUTF8(t, (Py_ssize_t)strlen(t),
-						       "replace")
-				: NULL;
-		if (!t)
-			continue;
-		if (!s || PyList_Append(notes, s)) {
-			Py_XDECREF(s);
-			return -1;
-		}
-		Py_DECREF(s);
-	}
-	return 0;
-}
-
-/* One GPU row: a CUDA GPU with NVML's figures, or the Metal GPU, whose only
- * figure is this process's (shown as its use; free and total unknown). */
-static PyObject *gpu_row(const struct gpr_report_gpu *g)
-{
-	if (g->name)
-		return Py_BuildValue("{s:s,s:O,s:O,s:L,s:K,s:K,s:K,s:O,s:O}",
-				     "device", g->name, "nvml_index", Py_None,
-				     "known", g->known ? Py_True : Py_False,
-				     "released", (long long)g->released,
-				     "before", (unsigned long long)g->before,
-				     "after", (unsigned long long)g->after,
-				     "used", (unsigned long long)g->after,
-				     "free", Py_None, "total", Py_None);
-	return Py_BuildValue(
-	    "{s:i,s:i,s:O,s:L,s:K,s:K,s:K,s:K,s:K}", "device", g->device,
-	    "nvml_index", g->nvml_index, "known", g->known ? Py_True : Py_False,
-	    "released", (long long)g->released, "before",
-	    (unsigned long long)g->before, "after",
-	    (unsigned long long)g->after, "used", (unsigned long long)g->used,
-	    "free", (unsigned long long)g->free, "total",
-	    (unsigned long long)g->total);
-}
-
-/* The GPU rows; *only_metal = 1 when every row is the Metal GPU. */
-static int add_gpus(const gpr_report *rep, PyObject *gpus, int *only_metal)
-{
-	size_t n = gpr_report_gpu_count(rep);
-	*only_metal = n > 0;
-	for (size_t i = 0; i < n; i++) {
-		struct gpr_report_gpu g;
-		if (gpr_report_gpu(rep, i, &g))
-			continue;
-		*only_metal &= g.name && !strcmp(g.name, GPR_PY_METAL_DEVICE);
-		PyObject *d = gpu_row(&g);
-		if (!d || PyList_Append(gpus, d)) {
-			Py_XDECREF(d);
-			return -1;
-		}
-		Py_DECREF(d);
-	}
-	return 0;
-}
-
-/* The report as a dict (new reference) or NULL with an error set. */
-static PyObject *to_dict(const gpr_report *rep)
-{
-	PyObject *gpus = PyList_New(0), *rows = PyList_New(0),
-		 *notes = PyList_New(0), *out = NULL;
-	int only_metal = 0;
-	if (!gpus || !rows || !notes || add_gpus(rep, gpus, &only_metal) ||
-	    add_rows(rep, rows, notes))
-		goto done;
-	double cs = 0;
-	int collected = gpr_report_collected(rep, &cs);
-	const char *source = gpr_report_source(rep);
-	/* the driver's figure there is Metal's per-process total */
-	if (only_metal && strcmp(source, "driver") == 0)
-		source = "metal";
-	out =
-	    Py_BuildValue("{s:L,s:s,s:d,s:O,s:d,s:O,s:O,s:O}", "bytes",
-			  (long long)gpr_report_bytes(rep), "source", source,
-			  "elapsed", gpr_report_seconds(rep), "collected",
-			  collected ? Py_True : Py_False, "collect_seconds", cs,
-			  "gpus", gpus, "releasers", rows, "notes", notes);
-done:
-	Py_XDECREF(gpus);
-	Py_XDECREF(rows);
-	Py_XDECREF(notes);
-	return out;
-}
-
 PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"devices", "collect", "workspaces", NULL};
@@ -222,8 +112,7 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 	if (rc)
 		gpr_py_raise(st, rc, "release");
 	else
-		out = to_dict(rep);
-	gpr_report_free(rep);
+		out = gpr_py_report_handle(rep); /* owns rep */
 done:
 	PyMem_Free(devs);
 	return out;

@@ -43,3 +43,14 @@ char *gpr__fmt_count(uint64_t n, const char *one, const char *many, char *out,
 	snprintf(out, len, "%" PRIu64 " %s", n, n == 1 ? one : many);
 	return out;
 }
+
+char *gpr__fmt_secs(double seconds, char *out, size_t len)
+{
+	if (!(seconds >= 0)) /* negative or not a number */
+		seconds = 0;
+	if (seconds < 1.0)
+		snprintf(out, len, "%.1f ms", seconds * 1e3);
+	else
+		snprintf(out, len, "%.2f s", seconds);
+	return out;
+}

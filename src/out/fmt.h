@@ -18,6 +18,9 @@ char *gpr__fmt_bytes(uint64_t bytes, char *out, size_t len);
 /* The same with a sign ("-1.5 KiB"). */
 char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len);
 
+/* A duration in seconds for people: "0.3 ms", "85.6 ms", "1.25 s". */
+char *gpr__fmt_secs(double seconds, char *out, size_t len);
+
 /*
  * n and the noun that agrees with it ("1 call", "0 calls", "3 calls") into
  * out (cut to len); returns out.

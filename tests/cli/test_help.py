@@ -1,15 +1,16 @@
 """What the tool says about itself: each command's help is the same text
 however it is asked for, the top-level help promises only what the tool
-does, -V, and the jq examples in the helps run as written."""
+does, -V, and the jq examples in the helps run as written. (The examples
+of the docs, docs/ps.md's and docs/trace.md's included, are run by the one
+docs runner: tests/docs.)"""
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import BIN
 
 COMMANDS = ["ps", "trace", "report", "version"]
 
@@ -90,63 +91,3 @@ def test_jq_examples_in_the_helps_run(sim, cmd, tmp_path):
         r = subprocess.run([*jq[:1], "-e", *jq[1:]], input=produced.stdout,
                            capture_output=True, timeout=30)
         assert r.returncode == 0 and r.stdout.strip(), (argv, jq, r)
-
-
-DOCS = ROOT / "docs"
-
-
-def doc_block(page, heading):
-    """The first ```sh block under `heading` in docs/<page>."""
-    text = (DOCS / page).read_text()
-    section = text.split(heading + "\n", 1)[1]
-    return section.split("```sh\n", 1)[1].split("```", 1)[0]
-
-
-def test_export_rules_run_as_documented(sim, tmp_path):
-    """docs/trace.md's "Exports" example, line by line: what each comment
-    says happens does."""
-    sample = BIN.parent / "tests/trace/test_trace_log"
-    subprocess.run([str(sample), "--sample", str(tmp_path / "run.trace")],
-                   check=True)
-    (tmp_path / "notes.txt").write_text("mine\n")
-    lines = [l for l in doc_block("trace.md", "### Exports").splitlines()
-             if l.strip()]
-    assert len(lines) >= 5, lines
-    for line in lines:
-        cmd, comment = line.split("#", 1)
-        argv = shlex.split(cmd)
-        assert argv[0] == "gpureclaim"
-        r = subprocess.run([str(BIN), *argv[1:]], cwd=tmp_path,
-                           env=sim.env(), capture_output=True, text=True,
-                           timeout=30)
-        refused = "refused" in comment
-        assert r.returncode == (1 if refused else 0), (line, r.stderr)
-        if refused:
-            assert r.stdout == "", line
-    assert (tmp_path / "notes.txt").read_text().startswith("<?xml")
-    assert oct((tmp_path / "mem.svg").stat().st_mode & 0o777) in \
-        ("0o600", "0o400")
-
-
-def test_jsonl_example_of_ps_md(sim, tmp_path):
-    """docs/ps.md's JSON Lines example: the watch writes a time series
-    and the jq line reads it as the page says."""
-    text = (DOCS / "ps.md").read_text()
-    (jq_line,) = [l[2:] for l in text.splitlines()
-                  if l.startswith("$ jq ") and "gpu.jsonl" in l]
-    sim.configure("extra=0:1:1GiB")
-    proc = subprocess.Popen([str(BIN), "ps", "--json", "--watch", "0.1"],
-                            env=sim.env(), stdout=subprocess.PIPE, text=True)
-    try:
-        lines = [proc.stdout.readline() for _ in range(3)]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=10)
-    (tmp_path / "gpu.jsonl").write_text("".join(lines))
-    r = subprocess.run(jq_line, shell=True, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    rows = [l.split("\t") for l in r.stdout.splitlines()]
-    assert len(rows) == 3 and all(row[1:] == ["1", str(1 << 30)]
-                                  for row in rows), rows
-    assert rows[0][0].endswith("Z")

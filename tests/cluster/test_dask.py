@@ -131,7 +131,7 @@ def test_release_adds_up_exactly_per_worker_and_per_gpu(dask_cluster, loaded):
     assert "GiB" in text and "MiB" in text and " GB" not in text
     for a in w:
         assert a in text
-    assert "<table>" in r._repr_html_()
+    assert '<table class="gpr-tab">' in r._repr_html_()
 
 
 def test_release_answers_while_tasks_hold_every_worker(dask_cluster, loaded):

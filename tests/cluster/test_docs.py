@@ -1,7 +1,10 @@
-"""Every example of docs/cluster.md and of the README's cluster section
-runs, as written, on the simulated driver: the Dask ones on a
-LocalCluster, the torch one under torchrun (gloo on the CPU), the Ray one
-on a local Ray that is told it has 2 GPUs."""
+"""The cluster examples of the docs (docs/cluster.md, the README's cluster
+section): the blocks that the one docs runner (tests/docs/docs.py) marks
+`<!-- cluster -->` run here, as written, on real engines whose workers sit
+on the simulated driver: the Dask ones on a LocalCluster, the torch one
+under torchrun (gloo on the CPU), the Ray one on a local Ray that is told
+it has 2 GPUs. The runner finds the blocks; this file gives each its
+engine."""
 import logging
 import os
 import re
@@ -19,12 +22,15 @@ from simenv import (FAKES, HERE, PY_PATH, ROOT, cupy_only_fakes,
 ADDRESS = "tcp://10.0.0.5:8786"  # the address the examples show
 
 
-def examples(path):
-    """{name: code} of the blocks whose first line is `# example: NAME`."""
-    with open(os.path.join(ROOT, path)) as f:
-        text = f.read()
-    return {m.group(2): m.group(1) for m in re.finditer(
-        r"```(?:python|sh)\n(# example: ([\w-]+)\n.*?)```", text, re.S)}
+sys.path.insert(0, os.path.join(ROOT, "tests", "docs"))
+import docs  # noqa: E402  (the one runner's parser)
+
+
+def examples(page):
+    """{name: code} of the page's cluster blocks (`# example: NAME`)."""
+    return {re.match(r"# example: ([\w-]+)", b.body).group(1): b.body + "\n"
+            for b in docs.blocks(os.path.join(ROOT, page))
+            if b.where == "cluster"}
 
 
 DOCS = examples("docs/cluster.md")

@@ -148,4 +148,4 @@ def test_a_hanging_rank_is_listed_after_the_process_group_timeout(tmp_path):
     ranks = per_rank(d)
     assert ranks["rank 0"]["released"] == 64 * MiB == d["totals"]["released"]
     assert d["failed"] == ["rank 1"] and "Timed out" in ranks["rank 1"]["reason"]
-    assert d["elapsed"] >= 3
+    assert d["seconds"] >= 3

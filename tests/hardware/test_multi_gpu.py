@@ -108,7 +108,7 @@ def per_releaser(report, names=("torch", "cupy")):
 
 def show(what, report):
     print(f"\n{what}: {report['bytes']} bytes, per GPU {per_gpu(report)}, "
-          f"{report['elapsed'] * 1e3:.1f} ms (gc: {report['collected']}, "
+          f"{report['seconds'] * 1e3:.1f} ms (gc: {report['collected']}, "
           f"{report['collect_seconds'] * 1e3:.1f} ms), source {report['source']}")
 
 

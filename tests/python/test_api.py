@@ -80,7 +80,11 @@ gpureclaim.register("mine", lambda d: None, held=lambda d: 0, live=lambda d: 0)
 def one(i):
     x = cupy.empty(2 << 20); del x
     r = gpureclaim.release(collect=False)
-    repr(r); r.to_dict()
+    repr(r); r.to_dict(); r._repr_html_()
+    gpureclaim.format_bytes(i << 20)
+    if i % 10 == 0:
+        e = gpureclaim.explain()
+        str(e); e._repr_html_()
     gpureclaim.devices_in_use(); gpureclaim.process_memory()
     gpureclaim.releasers()
     if i % 100 == 0:
@@ -89,6 +93,12 @@ def one(i):
         try:
             gpureclaim.release(devices=[-1])
         except ValueError:
+            pass
+        try:  # a view the renderer refuses, halfway through
+            gpureclaim._c.render(("t", [("p", "x"), ("table", None,
+                                  [("a", "bytes")], [[1], [1.5]])]),
+                                 "html")
+        except TypeError:
             pass
 for i in range(1000):
     one(i)
@@ -107,6 +117,7 @@ def test_metal_cycle_scenario_with_fake_torch_mps_and_mlx(scenario):
     r = scenario("""
 import io, contextlib
 import torch, mlx.core as mx
+gc.disable()  # the cycle waits for the release's collection
 t = torch.empty(1 << 30, device="mps")
 cycle = [t]; cycle.append(cycle)
 m = mx.ones(1 << 30)
@@ -121,16 +132,20 @@ emit(dict(r.to_dict(), out=buf.getvalue(), start=start,
           active={x.name: x.active for x in gpureclaim.releasers()}))
 """, env={"FAKE_MPS": "1"})
     assert r["bytes"] == 2 * GiB
-    assert r["source"] == "metal"
+    assert r["source"] == "driver"  # Metal's per-process total
     assert r["collected"] is True
     assert r["end"] == r["start"] - 2 * GiB
-    assert r["out"] == "MPS: released 2.1 GB, 0.0 GB in use\n"
+    assert r["out"] == (
+        "GPU mps: released 2.0 GiB, 1.4 MiB held by this process\n"
+        "released 2.0 GiB (2147483648 bytes); release_cached_memory() "
+        "returns 2.147483648 (units of 1e9 bytes)\n")
     assert r["active"]["mps"] and r["active"]["mlx"]
     assert not r["active"]["torch"]
     rows = {x["name"]: x for x in r["releasers"]}
-    assert rows["mlx"]["released"] == GiB
+    mlx = rows["mlx"]
+    assert sum(mlx["before"].values()) - sum(mlx["after"].values()) == GiB
     # Torch's counter only saw the live tensor; the driver got 2 GiB back
-    assert rows["mps"]["before_live"] == GiB
+    assert rows["mps"]["before"]["live"] == GiB
 
 
 def test_metal_nothing_live_skips_gc_and_mlx_alone_uses_its_counters(scenario):
@@ -153,7 +168,7 @@ import torch
 x = torch.empty(2 << 20, device="cuda"); del x
 r = gpureclaim.release()
 g = r.gpus[0]
-emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.elapsed).__name__,
+emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.seconds).__name__,
                  type(r.collected).__name__, type(r.notes).__name__],
           gpu=[g.device, g.known, g.released], version=gpureclaim.__version__,
           rows=[(x.name, x.device) for x in r.releasers]))
@@ -163,3 +178,33 @@ emit(dict(types=[type(r.bytes).__name__, type(r.gb).__name__, type(r.elapsed).__
     assert r["version"] == "0.2.0"
     names = {tuple(x) for x in r["rows"]}
     assert ("torch", 0) in names and ("torch", -1) in names
+
+
+def test_render_refuses_a_bad_view_with_a_type_error(scenario):
+    r = scenario("""
+bad = {
+    "not a pair": 5,
+    "unknown block": ("t", [("video", "x")]),
+    "unknown column kind": ("t", [("table", None, [("a", "colour")], [])]),
+    "row of the wrong length": ("t", [("table", None, [("a", "text")], [["x", "y", "z"]])]),
+    "float in a bytes column": ("t", [("table", None, [("a", "bytes")], [[1.5]])]),
+}
+out = {}
+for name, view in bad.items():
+    try:
+        gpureclaim._c.render(view, "text")
+        out[name] = None
+    except Exception as e:
+        out[name] = type(e).__name__
+try:
+    gpureclaim._c.render(("t", []), "pdf")
+except ValueError as e:
+    out["form"] = str(e)
+ok = gpureclaim._c.render(("t", [("table", "c", [("n", "text"), ("b", "bytes"), ("s", "share")],
+                                   [["x", 1536, 0.5, ["under"]], ["y", None, None]])]), "text")
+emit(dict(out=out, ok=ok))
+""")
+    assert r["out"]["form"].startswith("render(): form is text, html or document")
+    assert all(v == "TypeError" for k, v in r["out"].items() if k != "form"), r["out"]
+    assert r["ok"] == ("t\nc:\n  n        b      s\n  x  1.5 KiB  50.0%\n"
+                       "      under\n  y        -      -")

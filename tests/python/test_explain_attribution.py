@@ -390,17 +390,3 @@ emit(dict(p=parts(e), notes=e.notes))
     assert "context:CUDA driver" not in r["p"]
     assert any("context not measured: the probe process failed" in n
                and "cannot load the driver" in n for n in r["notes"]), r["notes"]
-
-
-def test_docs_example(scenario):
-    """docs/explain.md's example prints exactly what the page shows."""
-    import re
-    from conftest import ROOT
-    page = open(os.path.join(ROOT, "docs", "explain.md")).read()
-    block = page.split("<!-- example: attribution -->")[1].split("<!-- end example -->")[0]
-    code, shown = re.findall(r"```(?:python)?\n(.*?)```", block, re.S)
-    r = scenario("import contextlib, io\nbuf = io.StringIO()\n"
-                 "with contextlib.redirect_stdout(buf):\n"
-                 + "".join("    " + line + "\n" for line in code.splitlines())
-                 + "emit(buf.getvalue())\n")
-    assert r.data == shown

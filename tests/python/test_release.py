@@ -6,6 +6,7 @@ CONTEXT = 512 << 20  # the sim's default context size
 
 CYCLE = """
 import torch, cupy
+gc.disable()  # the cycle waits for the release's collection, not a chance one
 t = torch.empty(1 << 30, device="cuda")
 cycle = [t]
 cycle.append(cycle)
@@ -32,8 +33,12 @@ emit(dict(r.to_dict(), start=start, end=gpureclaim.process_memory(),
     [g] = r["gpus"]
     assert (g["device"], g["before"], g["after"]) == (0, 2 * GiB + CONTEXT, CONTEXT)
     rows = {(x["name"], x["device"]): x for x in r["releasers"]}
-    assert rows[("torch", 0)]["released"] == GiB
-    assert rows[("cupy", 0)]["released"] == GiB
+
+    def released(row):
+        return sum(row["before"].values()) - sum(row["after"].values())
+
+    assert released(rows[("torch", 0)]) == GiB
+    assert released(rows[("cupy", 0)]) == GiB
 
 
 def test_release_cached_memory_is_the_drop_in_float(scenario):
@@ -44,12 +49,12 @@ def test_release_cached_memory_is_the_drop_in_float(scenario):
 def test_collect_auto_skips_gc_when_nothing_is_live(scenario):
     r = scenario("""
 import torch, cupy
+gc.disable()  # no automatic collection: only the release's could run
 gc_runs = []
 gc.callbacks.append(lambda phase, info: phase == "start" and gc_runs.append(1))
 t = torch.empty(1 << 30, device="cuda")
 a = cupy.empty(1 << 30)
 del t, a
-gc.disable()
 r = gpureclaim.release()
 emit(dict(bytes=r.bytes, collected=r.collected, gc_runs=len(gc_runs)))
 """)
@@ -228,6 +233,42 @@ emit(info)
     assert r["init_calls"] == 0 and r["ctx_calls"] == 0
     assert all(not active for _, active in r["releasers"])
     assert any("not loaded" in n for n in r["notes"])
+
+
+def test_nothing_measured_says_why_once(scenario):
+    """Without a GPU in use the plain call returns 0.0 and warns once per
+    process (a NothingMeasuredWarning naming the reason); the report's
+    source is "none" and its notes say why; verbose=True prints the reason
+    instead of warning; the library prints nothing uninvited."""
+    r = scenario("""
+import io, contextlib, warnings
+out = io.StringIO()
+with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+    warnings.simplefilter("always")
+    first = gpureclaim.release_cached_memory()
+    second = gpureclaim.release_cached_memory()
+quiet = out.getvalue()
+with warnings.catch_warnings(record=True) as verbose_caught, contextlib.redirect_stdout(out):
+    warnings.simplefilter("always")
+    gpureclaim._warned_nothing = False
+    gpureclaim.release_cached_memory(verbose=True)
+r = gpureclaim.release()
+emit(dict(values=[first, second], quiet=quiet, verbose=out.getvalue(),
+          caught=[(w.category.__name__, str(w.message)) for w in caught],
+          verbose_caught=len(verbose_caught), source=r.source,
+          text=repr(r), lines=r.verbose_lines()))
+""")
+    assert r["values"] == [0.0, 0.0]
+    assert r["quiet"] == ""
+    [(kind, message)] = r["caught"]
+    assert kind == "NothingMeasuredWarning"
+    assert "measured nothing and returns 0.0" in message
+    assert "CUDA driver not loaded" in message
+    assert r["verbose_caught"] == 0
+    assert r["verbose"].startswith("gpureclaim: released nothing: CUDA driver "
+                                   "not loaded")
+    assert r["source"] == "none"
+    assert "nothing was measured" in r["text"] and "from the driver" not in r["text"]
 
 
 def test_imported_but_unused_torch_opens_nothing(scenario):
@@ -451,10 +492,15 @@ with contextlib.redirect_stdout(buf):
 emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
           keys=sorted(r.to_dict()), float=float(r)))
 """)
-    assert re.fullmatch(r"GPU 0: released 2\.1 GB, 0\.5 GB in use, 85\.4 GB free\n", r["out"])
+    # binary units, and the one figure in units of 1e9 bytes says so
+    assert r["out"] == (
+        "GPU 0: released 2.0 GiB, 512.0 MiB in use, 79.5 GiB free\n"
+        "released 2.0 GiB (2147483648 bytes); release_cached_memory() "
+        "returns 2.147483648 (units of 1e9 bytes)\n")
     assert "2147483648 bytes" in r["repr"] and "torch" in r["repr"]
-    assert r["html"].startswith("<div>") and "<table>" in r["html"]
-    assert r["keys"] == sorted(["bytes", "gb", "source", "elapsed", "collected",
+    assert r["html"].startswith('<div class="gpr">')
+    assert '<table class="gpr-tab">' in r["html"]
+    assert r["keys"] == sorted(["bytes", "gb", "source", "seconds", "collected",
                                 "collect_seconds", "gpus", "releasers", "notes"])
     assert r["float"] == 2.147483648
 
@@ -475,8 +521,8 @@ def drop_and_release():
            if x["name"] == "torch" and x["device"] == 0][0]
     del y
     torch.cuda.empty_cache()
-    return dict(bytes=r.bytes, live=row["before_live"],
-                cached=row["before_cached"])
+    return dict(bytes=r.bytes, live=row["before"]["live"],
+                cached=row["before"]["cached"])
 fast = drop_and_release()
 del torch._C._cuda_memoryStats
 emit(dict(fast=fast, slow=drop_and_release()))

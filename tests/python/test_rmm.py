@@ -30,8 +30,8 @@ rel = gpureclaim.release(collect=False)
 after = check(gpureclaim.explain())
 again = gpureclaim.release(collect=False)
 # known from the second release on: the first found the pool
-row = [dict(name=x.name, device=x.device, known=x.known, bl=x.before_live,
-            bc=x.before_cached, al=x.after_live, ac=x.after_cached)
+row = [dict(name=x.name, device=x.device, known=x.known, bl=x.before.live,
+            bc=x.before.cached, al=x.after.live, ac=x.after.cached)
        for x in again.releasers if x.name == "rmm" and x.device == 0]
 emit(dict(b=parts(before), b_rel=b_rel, a=parts(after), bytes=rel.bytes,
           gpu0=[g.released for g in rel.gpus if g.device == 0], row=row,

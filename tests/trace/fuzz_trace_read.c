@@ -1,10 +1,10 @@
 /*
  * libFuzzer target: the trace log reader, and on what it accepts, the
  * aggregations and every rendering: the text and JSON reports of
- * `gpureclaim report` and the Chrome and SVG exports. The reports must
- * also keep their promise about hostile strings: no terminal control and
- * no invalid UTF-8 in the text, none unescaped in the JSON (it aborts
- * otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
+ * `gpureclaim report`, its HTML page and the Chrome and SVG exports. The
+ * reports must also keep their promise about hostile strings: no terminal
+ * control and no invalid UTF-8 in the text, none unescaped in the JSON (it
+ * aborts otherwise). `make fuzz` runs it open-ended, `make fuzz-short` (part of
  * `make check`) a fixed number of runs over the corpus in
  * tests/trace/corpus/.
  */
@@ -59,6 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		gpr_trace_report_json(&b, "fuzz.trace", &t, &s, 10);
 		if (!b.oom)
 			check_clean(&b, "JSON");
+		gpr__buf_reset(&b);
+		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10, 1);
+		if (!b.oom)
+			check_clean(&b, "HTML");
 		gpr__buf_free(&b);
 		gpr_trace_stats_free(&s);
 	}

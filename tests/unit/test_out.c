@@ -1,7 +1,8 @@
 /*
  * The output toolkit (src/out/): the buffer, the JSON writer's commas,
- * escaping and numbers, the terminal-safe text rule and the byte
- * formatter, each against the exact text it must produce.
+ * escaping and numbers, the terminal-safe text rule, the byte and time
+ * formatters, the table and the HTML building blocks, each against the
+ * exact text it must produce.
  */
 #include <locale.h>
 #include <math.h>
@@ -11,7 +12,9 @@
 
 #include "out/buf.h"
 #include "out/fmt.h"
+#include "out/html.h"
 #include "out/json.h"
+#include "out/table.h"
 #include "out/text.h"
 #include "support.h"
 
@@ -261,12 +264,132 @@ static void t_fmt_bytes(void **state)
 	    "3 processes");
 }
 
+static void t_fmt_secs(void **state)
+{
+	(void)state;
+	char out[32];
+	assert_string_equal(gpr__fmt_secs(0.0003, out, sizeof out), "0.3 ms");
+	assert_string_equal(gpr__fmt_secs(0.0856, out, sizeof out), "85.6 ms");
+	assert_string_equal(gpr__fmt_secs(1.25, out, sizeof out), "1.25 s");
+	assert_string_equal(gpr__fmt_secs(-1, out, sizeof out), "0.0 ms");
+	assert_string_equal(gpr__fmt_secs(NAN, out, sizeof out), "0.0 ms");
+}
+
+static const struct gpr__col COLS[] = {{"name", GPR__COL_TEXT},
+				       {"bytes", GPR__COL_BYTES},
+				       {"note", GPR__COL_TEXT}};
+
+/* Prose left, figures right, the last column unpadded; a line under a
+ * row; cells from outside shown terminal-safe. */
+static void t_table_text(void **state)
+{
+	(void)state;
+	struct gpr__table t;
+	struct gpr__buf b = {0};
+	gpr__table_init(&t, COLS, 3);
+	gpr__table_text(&b, &t, 2);
+	assert_string_equal(gpr__buf_str(&b), ""); /* no row: nothing */
+	gpr__table_cell(&t, "torch");
+	gpr__table_bytes(&t, 1, 1536);
+	gpr__table_cell(&t, "ok");
+	gpr__table_sub(&t, "how: measured");
+	gpr__table_cell(&t, "a\x1b[31mb");
+	gpr__table_bytes(&t, 0, 0);
+	gpr__table_cell(&t, NULL);
+	gpr__table_text(&b, &t, 2);
+	assert_string_equal(gpr__buf_str(&b), "  name       bytes  note\n"
+					      "  torch    1.5 KiB  ok\n"
+					      "      how: measured\n"
+					      "  a?[31mb        -  -\n");
+	assert_int_equal(gpr__table_rows(&t), 2);
+	gpr__table_free(&t);
+	gpr__buf_free(&b);
+}
+
+/* Markup and attribute characters become entities; what a terminal must
+ * not get is '?' here too. */
+static void t_html_esc(void **state)
+{
+	(void)state;
+	struct gpr__buf b = {0};
+	gpr__html_esc(&b, "<a href=\"x\">&'</a>\xe2\x80\xae\xff ok");
+	assert_string_equal(
+	    gpr__buf_str(&b),
+	    "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;?? "
+	    "ok");
+	gpr__buf_free(&b);
+}
+
+static int count(const char *s, const char *what)
+{
+	int n = 0;
+	for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+/* Every part with bytes has a segment, a legend entry and its exact
+ * bytes in their titles; a part far below a pixel keeps a minimum width
+ * and is labelled outside; a colour that is not one is not written into
+ * the style; a table cell keeps its exact bytes in a title. */
+static void t_html_bar_and_table(void **state)
+{
+	(void)state;
+	struct gpr__buf b = {0};
+	struct gpr__html_part parts[] = {
+	    {"live <torch>", 80ull << 30, "#4e79a7"},
+	    {"tiny", 4096, "red;background:url(x)"},
+	    {"none", 0, NULL},
+	    {"given back", 1ull << 30, "@returned"}};
+	gpr__html_bar(&b, "GPU 0", parts, 4);
+	const char *h = gpr__buf_str(&b);
+	assert_int_equal(count(h, "class=\"gpr-seg\""), 3);
+	assert_non_null(strstr(h, "85899345920 bytes"));
+	assert_non_null(strstr(h, "4096 bytes"));
+	assert_non_null(strstr(h, "1073741824 bytes"));
+	assert_null(strstr(h, "none"));
+	assert_null(strstr(h, "url("));
+	assert_non_null(strstr(h, "live &lt;torch&gt;"));
+	assert_non_null(strstr(h, "#59a14f")); /* the role's colour */
+	/* the tiny part: outside, with a line, at the minimum width */
+	assert_int_equal(count(h, "class=\"gpr-ol"), 2);
+	assert_non_null(strstr(h, "width:0.455%"));
+	assert_int_equal(count(h, "<span title="), 3); /* the legend */
+
+	struct gpr__table t;
+	gpr__table_init(&t, COLS, 3);
+	gpr__table_cell(&t, "x");
+	gpr__table_swatch(&t, "#4e79a7");
+	gpr__table_bytes(&t, 1, 2048);
+	gpr__table_cell(&t, "y");
+	gpr__buf_reset(&b);
+	gpr__html_table(&b, "per GPU", &t);
+	assert_string_equal(
+	    gpr__buf_str(&b),
+	    "<div class=\"gpr-scroll\"><table class=\"gpr-tab\"><caption>per "
+	    "GPU</caption><thead><tr>"
+	    "<th>name</th><th class=\"r\">bytes</th><th>note</th></tr>"
+	    "</thead><tbody><tr><td><span class=\"gpr-nw\"><span "
+	    "class=\"gpr-sw\" style=\"background:#4e79a7\"></span>x</span>"
+	    "</td><td class=\"r\" title=\"2048 bytes\">2.0 KiB</td><td>y</td>"
+	    "</tr></tbody></table></div>");
+	gpr__table_free(&t);
+	gpr__buf_free(&b);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_buf),	      cmocka_unit_test(t_json_commas),
-	    cmocka_unit_test(t_json_strings), cmocka_unit_test(t_json_numbers),
-	    cmocka_unit_test(t_text),	      cmocka_unit_test(t_fmt_bytes),
+	    cmocka_unit_test(t_buf),
+	    cmocka_unit_test(t_json_commas),
+	    cmocka_unit_test(t_json_strings),
+	    cmocka_unit_test(t_json_numbers),
+	    cmocka_unit_test(t_text),
+	    cmocka_unit_test(t_fmt_bytes),
+	    cmocka_unit_test(t_fmt_secs),
+	    cmocka_unit_test(t_table_text),
+	    cmocka_unit_test(t_html_esc),
+	    cmocka_unit_test(t_html_bar_and_table),
 	};
 	return gpr_test_main(argc, argv, "out", tests,
 			     sizeof tests / sizeof tests[0]);

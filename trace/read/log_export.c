@@ -12,6 +12,7 @@
 #include "log_stats.h"
 #include "out/buf.h"
 #include "out/fmt.h"
+#include "out/html.h"
 #include "out/json.h"
 #include "u64map.h"
 
@@ -230,6 +231,8 @@ struct plot {
 	uint64_t span; /* ns since tracing began at the right end of the axis */
 	/* series 0 = total, 1..k = libraries, k+1 = other */
 	uint32_t lib[MAX_SERIES + 1];
+	size_t pal[MAX_SERIES + 1]; /* a library's place in the stats: its
+				       colour, as in the HTML report's bars */
 	int n_series;
 	int64_t cur[MAX_SERIES + 1];
 	uint64_t *col; /* [series][PW] max held in each pixel column */
@@ -338,9 +341,17 @@ static uint64_t nice_bytes(uint64_t top, int max, uint64_t *ticks)
 	return step;
 }
 
-static const char *const colors[] = {"#222222", "#1f77b4", "#ff7f0e",
-				     "#2ca02c", "#d62728", "#9467bd",
-				     "#8c564b", "#7f7f7f"};
+/* The total in black, each library in the views' palette colour of its
+ * place in the statistics (so the HTML report's bars agree), the rest in
+ * grey. */
+static const char *series_colour(const struct plot *p, int sidx)
+{
+	if (sidx == 0)
+		return "#222222";
+	if (sidx == p->n_series)
+		return "#bab0ac";
+	return gpr__html_palette(p->pal[sidx]);
+}
 
 static void svg_axes(FILE *f, const struct plot *p, uint64_t ystep,
 		     uint64_t yticks, double tstep, uint64_t tticks)
@@ -398,6 +409,7 @@ int gpr_trace_export_svg(const struct gpr_trace *t,
 		}
 		if (best == s->n_libs)
 			break;
+		p.pal[p.n_series] = best;
 		p.lib[p.n_series++] = s->libs[best].lib;
 	}
 	/* the axes end on a tick: round steps, the whole run shown */
@@ -442,7 +454,7 @@ int gpr_trace_export_svg(const struct gpr_trace *t,
 		fprintf(f,
 			"<polyline fill=\"none\" stroke=\"%s\" "
 			"stroke-width=\"%s\" points=\"",
-			colors[sidx % 8], sidx == 0 ? "2" : "1.5");
+			series_colour(&p, sidx), sidx == 0 ? "2" : "1.5");
 		for (int c = 0; c < PW; c++)
 			fprintf(f, "%s%d,%.1f", c ? " " : "", PL + c,
 				ypix(&p, p.col[sidx * PW + c]));
@@ -451,7 +463,7 @@ int gpr_trace_export_svg(const struct gpr_trace *t,
 		fprintf(f,
 			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
 			"fill=\"%s\"/>\n<text x=\"%d\" y=\"%d\">",
-			PL + PW + 14, ly, colors[sidx % 8], PL + PW + 32,
+			PL + PW + 14, ly, series_colour(&p, sidx), PL + PW + 32,
 			ly + 11);
 		if (sidx == 0)
 			fputs("total", f);

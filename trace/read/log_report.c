@@ -13,7 +13,7 @@
 #include "out/json.h"
 #include "out/text.h"
 
-static char *fmt_ns(uint64_t ns, char *out, size_t len)
+char *gpr_trace_fmt_ns(uint64_t ns, char *out, size_t len)
 {
 	if (ns < 1000)
 		snprintf(out, len, "%" PRIu64 "ns", ns);
@@ -80,11 +80,12 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 		gpr__buf_printf(b, " %8" PRIu64 " %6" PRIu64 " %11s %9s",
 				o->calls, o->errors,
 				gpr__fmt_bytes(o->bytes, x, sizeof(x)),
-				fmt_ns(o->p50, y, sizeof(y)));
-		gpr__buf_printf(b, " %9s %9s", fmt_ns(o->p90, z, sizeof(z)),
-				fmt_ns(o->p99, w, sizeof(w)));
-		gpr__buf_printf(b, " %9s %15s\n", fmt_ns(o->max, x, sizeof(x)),
-				wait);
+				gpr_trace_fmt_ns(o->p50, y, sizeof(y)));
+		gpr__buf_printf(b, " %9s %9s",
+				gpr_trace_fmt_ns(o->p90, z, sizeof(z)),
+				gpr_trace_fmt_ns(o->p99, w, sizeof(w)));
+		gpr__buf_printf(b, " %9s %15s\n",
+				gpr_trace_fmt_ns(o->max, x, sizeof(x)), wait);
 	}
 
 	gpr__buf_puts(b, "\nBy library (allocated/calls: as the caller; freed, "

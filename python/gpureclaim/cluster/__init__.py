@@ -21,8 +21,7 @@ imported already.
 from . import dask, ray, torch
 from ._records import Worker, WorkerGPU, WorkerPart
 from ._report import (ClusterExplanation, ClusterGPU, ClusterHost,
-                      ClusterRelease, ClusterReport, ClusterUsage,
-                      human_bytes)
+                      ClusterRelease, ClusterReport, ClusterUsage)
 
 __all__ = [
     "ClusterExplanation",
@@ -35,7 +34,6 @@ __all__ = [
     "WorkerGPU",
     "WorkerPart",
     "dask",
-    "human_bytes",
     "ray",
     "torch",
 ]

@@ -66,7 +66,7 @@ class Worker:
     answer in time) or ``dead`` (its process or connection went away);
     ``reason`` says why for every status but ``ok``. ``released``: the bytes
     its process handed back (release only). ``source``: whose figure
-    (``driver``, ``allocators``, ``metal``, ``none``). ``elapsed``: seconds
+    (``driver``, ``allocators``, ``none``). ``seconds``: seconds
     of its own call; ``finished``: when it ended (``time.time()`` on its
     host), which tells the newest reading of a shared GPU.
     """
@@ -79,7 +79,7 @@ class Worker:
     reason: str
     released: Optional[int]
     source: Optional[str]
-    elapsed: float
+    seconds: float
     finished: float
     gpus: tuple
     notes: tuple
@@ -104,7 +104,7 @@ def _gpu(g: Optional[dict], device: Any, **fields) -> WorkerGPU:
 
 
 def _worker(kind: str, t0: float, gpus: list, *, raw: list, released=None,
-            source=None, notes=()) -> Worker:
+            source=None, notes=(), finished=None) -> Worker:
     """The record; `raw` (_c.gpus()'s entries) adds a note for each GPU
     that NVML could not name (counted per worker, not by UUID)."""
     notes = list(notes) + [
@@ -113,12 +113,16 @@ def _worker(kind: str, t0: float, gpus: list, *, raw: list, released=None,
         for g in raw if g.get("error")]
     return Worker(kind=kind, id="", host=socket.gethostname(),
                   pid=os.getpid(), status="ok", reason="", released=released,
-                  source=source, elapsed=time.perf_counter() - t0,
-                  finished=time.time(), gpus=tuple(gpus), notes=tuple(notes))
+                  source=source, seconds=time.perf_counter() - t0,
+                  finished=time.time() if finished is None else finished,
+                  gpus=tuple(gpus), notes=tuple(notes))
 
 
-def release_record(rel, gpus: list[dict], t0: float) -> Worker:
-    """A gpureclaim.Release and this process's gpus() as a record."""
+def release_record(rel, gpus: list[dict], t0: float,
+                   finished: Optional[float] = None) -> Worker:
+    """A gpureclaim.Release and this process's gpus() as a record;
+    `finished`: when the release ended, the time of its GPUs' figures
+    (default: now)."""
     by_dev = {g["device"]: g for g in gpus}
     out = [_gpu(by_dev.get(g.device), g.device,
                 held=g.after if g.known else None,
@@ -126,6 +130,7 @@ def release_record(rel, gpus: list[dict], t0: float) -> Worker:
                 used=g.used, total=g.total)
            for g in rel.gpus]
     return _worker("release", t0, out, raw=gpus, released=rel.bytes,
+                   finished=finished,
                    source=rel.source, notes=rel.notes)
 
 
@@ -163,11 +168,11 @@ def metrics_record(gpus: list[dict]) -> dict[str, Any]:
 
 
 def failure(kind: str, id: str, status: str, reason: str, host: str = "?",
-            pid: Optional[int] = None, elapsed: float = 0.0) -> Worker:
+            pid: Optional[int] = None, seconds: float = 0.0) -> Worker:
     """The record of a worker that gave no report, and why."""
     assert status in STATUSES and status != "ok"
     return Worker(kind=kind, id=id, host=host, pid=pid, status=status,
-                  reason=reason, released=None, source=None, elapsed=elapsed,
+                  reason=reason, released=None, source=None, seconds=seconds,
                   finished=time.time(), gpus=(), notes=())
 
 
@@ -196,7 +201,11 @@ def run(kind: str, kwargs: Optional[dict] = None) -> Worker:
     try:
         if kind == "release":
             rel = gpureclaim.release(**kwargs)
-            return release_record(rel, c.gpus(), t0)
+            # the GPUs' figures are the release's last reading: the newest
+            # of a shared GPU is the release that ended last, not the
+            # record made last (gpus() below takes its own time)
+            done = time.time()
+            return release_record(rel, c.gpus(), t0, done)
         if kind == "explain":
             exp = gpureclaim.explain(**kwargs)
             return explain_record(exp, c.gpus(), t0)
@@ -210,4 +219,4 @@ def run(kind: str, kwargs: Optional[dict] = None) -> Worker:
     except Exception as e:
         return failure(kind, "", "error", f"{type(e).__name__}: {e}",
                        host=socket.gethostname(), pid=os.getpid(),
-                       elapsed=time.perf_counter() - t0)
+                       seconds=time.perf_counter() - t0)

@@ -2,37 +2,21 @@
 (keyed by UUID, so a GPU shared by workers is counted once), per host and
 per worker, with the workers that gave no report listed with the reason.
 
-Human text is in binary units (GiB, MiB); ``to_dict()`` gives exact bytes.
+Text and HTML come from one field list per report (``_view()``), rendered
+by the C library like every other view (binary units, GiB/MiB);
+``to_dict()`` gives exact bytes. The part kinds of an explanation are
+taken from the workers' data, labelled by gpureclaim's one kinds table.
 """
 from __future__ import annotations
 
-import html as _html
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Optional
 
+from .. import _c, _kind, _kind_order, format_bytes
 from ._records import Worker, WorkerGPU
 
-from .. import _KINDS
-
-#: the kinds of an explanation's parts and their labels: gpureclaim's one
-#: table of them
-PART_KINDS = tuple(_KINDS)
-_PART_HEAD = {k: label for k, (label, _colour) in _KINDS.items()}
-
-
-def human_bytes(n: Optional[int]) -> str:
-    """Binary units: 1.50 GiB, 512.0 MiB, 4.0 KiB, 12 B; "?" for None."""
-    if n is None:
-        return "?"
-    a = abs(n)
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if a >= 1 << shift:
-            return f"{n / (1 << shift):.{2 if shift == 30 else 1}f} {unit}"
-    return f"{n} B"
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.1f} ms"
+#: bars are drawn for this many GPUs at most (the tables list every one)
+MAX_BARS = 16
 
 
 def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
@@ -106,7 +90,7 @@ def _merge_gpu(key: str, seen: list, kind: str, worker_pids: dict):
         before = _sum(gs[0].before for gs in procs.values())
         released = sum(g.released or 0 for _, g in seen)
     if kind == "explain":
-        parts = {k: 0 for k in PART_KINDS}
+        parts = {}
         for gs in procs.values():
             for p in gs[-1].parts:
                 if p.known:
@@ -125,15 +109,15 @@ class ClusterReport:
     """What the cluster reports share: ``workers`` (every worker asked,
     :class:`~gpureclaim.cluster.Worker`, failed ones included), ``gpus``
     (:class:`ClusterGPU`), ``hosts`` (:class:`ClusterHost`), ``failed``
-    (the workers without a report), ``notes``, ``engine``, ``elapsed``
+    (the workers without a report), ``notes``, ``engine``, ``seconds``
     (seconds the cluster call took)."""
 
     kind = ""
 
     def __init__(self, workers: Iterable[Worker], *, engine: str,
-                 elapsed: float, notes: Iterable[str] = ()):
+                 seconds: float, notes: Iterable[str] = ()):
         self.engine = engine
-        self.elapsed = elapsed
+        self.seconds = seconds
         self.workers: list[Worker] = sorted(
             workers, key=lambda w: (w.status != "ok", w.host, w.id))
         ok = self.ok_workers
@@ -220,7 +204,7 @@ class ClusterReport:
         return {
             "kind": self.kind,
             "engine": self.engine,
-            "elapsed": self.elapsed,
+            "seconds": self.seconds,
             "totals": self._totals(),
             "hosts": [asdict(h) for h in self.hosts],
             "gpus": [asdict(g) for g in self.gpus],
@@ -235,7 +219,7 @@ class ClusterReport:
                 "hosts": len(self.hosts), "gpus": len(self.gpus),
                 "held": self.held, "used": self.used, "total": self.total}
 
-    # ---- text and HTML
+    # ---- text and HTML: one field list, rendered by the C library
 
     def _headline(self) -> str:
         raise NotImplementedError
@@ -245,82 +229,78 @@ class ClusterReport:
                                     if self.failed else "")
 
     def _tables(self) -> list:
-        """[(title, head, rows)] of the report."""
+        """[(title, columns, rows)] of the report: columns (head, kind)
+        as gpureclaim._gpureclaim.render takes them, rows of raw values
+        (bytes as ints, None unknown)."""
         raise NotImplementedError
 
-    def _failed_rows(self) -> list:
-        return [[w.id, w.host, "-" if w.pid is None else str(w.pid),
-                 w.status, w.reason] for w in self.failed]
+    def _bars(self) -> list:
+        """[(caption, [(label, bytes, colour)])]: a bar per GPU."""
+        return []
 
-    _FAILED_HEAD = ["worker", "host", "pid", "status", "reason"]
+    _FAILED_COLS = [("worker", "text"), ("host", "text"), ("pid", "num"),
+                    ("status", "text"), ("reason", "prose")]
 
-    def _all_tables(self) -> list:
-        t = self._tables()
+    def _view(self) -> tuple:
+        blocks: list = [("p", self._summary())]
+        bars = self._bars()
+        for caption, parts in bars[:MAX_BARS]:
+            blocks.append(("bar", caption, parts))
+        if len(bars) > MAX_BARS:
+            blocks.append(("p", f"bars for {MAX_BARS} of {len(bars)} "
+                                "GPUs; the tables list every one"))
+        tables = self._tables()
         if self.failed:
-            t.append(("workers without a report", self._FAILED_HEAD,
-                      self._failed_rows()))
-        return t
+            tables.append(("workers without a report", self._FAILED_COLS,
+                           [[w.id, w.host, w.pid, w.status, w.reason]
+                            for w in self.failed]))
+        for title, cols, rows in tables:
+            blocks.append(("table", title, cols, rows))
+        blocks.append(("notes", self.notes))
+        return (f"{type(self).__name__} ({self.engine})", blocks)
 
     def __repr__(self) -> str:
-        lines = [f"<{type(self).__name__} ({self.engine}): "
-                 f"{self._summary()}>"]
-        for title, head, rows in self._all_tables():
-            if not rows:
-                continue
-            lines.append(f"  {title}:")
-            widths = [max(len(str(r[i])) for r in [head] + rows)
-                      for i in range(len(head))]
-            right = [all(_numeric(r[i]) for r in rows)
-                     for i in range(len(head))]
-            for r in [head] + rows:
-                cells = [str(c).rjust(w) if ri else str(c).ljust(w)
-                         for c, w, ri in zip(r, widths, right)]
-                lines.append(("    " + "  ".join(cells)).rstrip())
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        title, blocks = self._view()
+        rest = _c.render(("", blocks[1:]), "text")  # [0]: the summary
+        return f"<{title}: {self._summary()}>" + ("\n" + rest if rest
+                                                    else "")
 
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        e = _html.escape
-        out = [f"<div><b>{e(type(self).__name__)}</b> ({e(self.engine)}): "
-               f"{e(self._summary())}"]
-        for title, head, rows in self._all_tables():
-            if not rows:
-                continue
-            th = "".join(f"<th>{e(str(h))}</th>" for h in head)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r)
-                + "</tr>" for r in rows)
-            out.append(f"<p>{e(title)}</p><table><thead><tr>{th}</tr>"
-                       f"</thead><tbody>{body}</tbody></table>")
-        if self.notes:
-            out.append("<ul>" + "".join(f"<li>{e(n)}</li>"
-                                        for n in self.notes) + "</ul>")
-        out.append("</div>")
-        return "".join(out)
+        return _c.render(self._view(), "html")
+
+    _GPU_COLS = [("GPU", "text"), ("host", "text"), ("name", "text"),
+                 ("workers", "num")]
 
     def _gpu_ident(self, g: ClusterGPU) -> list:
-        return [g.key, g.host, g.name or "?", str(len(g.workers))]
+        return [g.key, g.host, g.name, len(g.workers)]
 
-    _GPU_IDENT = ["GPU", "host", "name", "workers"]
+    _WORKER_COLS = [("worker", "text"), ("host", "text"), ("pid", "num")]
 
     def _worker_ident(self, w: Worker) -> list:
-        return [w.id, w.host, "-" if w.pid is None else str(w.pid)]
+        return [w.id, w.host, w.pid]
 
-    _WORKER_IDENT = ["worker", "host", "pid"]
+    _HOST_COLS = [("host", "text"), ("workers", "num"), ("GPUs", "num")]
 
     def _host_rows(self, extra=lambda h: []) -> list:
-        return [[h.host, str(len(h.workers)), str(len(h.gpus))] + extra(h)
-                + [human_bytes(h.held), human_bytes(h.used),
-                   human_bytes(h.total)] for h in self.hosts]
+        return [[h.host, len(h.workers), len(h.gpus)] + extra(h)
+                + [h.held, h.used, h.total] for h in self.hosts]
 
+    @staticmethod
+    def _gpu_caption(g: ClusterGPU) -> str:
+        total = f", {format_bytes(g.total)}" if g.total else ""
+        return f"{g.key} ({g.host}){total}:"
 
-def _numeric(c: Any) -> bool:
-    """A figure (right-aligned in tables): digits, "-" or "?"."""
-    s = str(c)
-    return bool(s) and (s[0].isdigit() or s in ("-", "?")
-                        or s[0] == "-" and s[1:2].isdigit())
+    @staticmethod
+    def _free_parts(g: ClusterGPU, given: int = 0) -> list:
+        """The GPU's free memory: what this call gave back, the rest."""
+        if g.total is None or g.used is None:
+            return []
+        free = max(g.total - g.used, 0)
+        given = min(max(given, 0), free)
+        return [("given back now", given, "@returned"),
+                ("free before", free - given, "@free")]
 
 
 class ClusterRelease(ClusterReport):
@@ -347,76 +327,112 @@ class ClusterRelease(ClusterReport):
         return dict(super()._totals(), released=self.bytes)
 
     def _headline(self) -> str:
-        return (f"{human_bytes(self.bytes)} returned by "
+        return (f"{format_bytes(self.bytes)} returned by "
                 f"{len(self.ok_workers)} of {len(self.workers)} workers on "
-                f"{len(self.gpus)} GPU(s) in {_ms(self.elapsed)}")
+                f"{len(self.gpus)} GPU(s) in {_c.format_seconds(self.seconds)}")
+
+    def _bars(self):
+        out = []
+        for g in self.gpus:
+            held = g.held or 0
+            others = max((g.used or 0) - held, 0)
+            out.append((self._gpu_caption(g), [
+                ("workers hold", held, "@mine"),
+                ("other processes", others, "@others")]
+                + self._free_parts(g, g.released or 0)))
+        return out
 
     def _tables(self):
         gpus = [self._gpu_ident(g) + [
-            human_bytes(g.released), human_bytes(g.before),
-            human_bytes(g.held), human_bytes(g.used), human_bytes(g.total)]
+            g.released, g.before, g.held, g.used, g.total]
             for g in self.gpus]
         workers = [self._worker_ident(w) + [
-            human_bytes(w.released), human_bytes(
-                _sum(g.before for g in w.gpus)),
-            human_bytes(_sum(g.held for g in w.gpus)), str(len(w.gpus)),
-            w.source or "-", _ms(w.elapsed)] for w in self.ok_workers]
-        hosts = self._host_rows(lambda h: [human_bytes(h.released)])
+            w.released, _sum(g.before for g in w.gpus),
+            _sum(g.held for g in w.gpus), len(w.gpus), w.source,
+            w.seconds] for w in self.ok_workers]
+        hosts = self._host_rows(lambda h: [h.released])
+        b = "bytes"
         return [
-            ("per GPU", self._GPU_IDENT + ["returned", "before", "after",
-                                           "in use", "total"], gpus),
-            ("per worker", self._WORKER_IDENT + [
-                "returned", "before", "after", "GPUs", "source", "time"],
+            ("per GPU", self._GPU_COLS + [
+                ("returned", b), ("before", b), ("after", b),
+                ("in use", b), ("total", b)], gpus),
+            ("per worker", self._WORKER_COLS + [
+                ("returned", b), ("before", b), ("after", b),
+                ("GPUs", "num"), ("source", "text"), ("time", "secs")],
              workers),
-            ("per host", ["host", "workers", "GPUs", "returned", "held",
-                          "in use", "total"], hosts),
+            ("per host", self._HOST_COLS + [
+                ("returned", b), ("held", b), ("in use", b), ("total", b)],
+             hosts),
         ]
+
+
+def _kinds_of(parts_dicts: Iterable[dict]) -> list:
+    """The part kinds present, in the kinds table's order (then others)."""
+    seen: list = []
+    for d in parts_dicts:
+        for k in d:
+            if k not in seen:
+                seen.append(k)
+    return _kind_order(seen)
 
 
 class ClusterExplanation(ClusterReport):
     """Where the cluster's GPU memory goes: per GPU, per worker and per
-    host, each worker's driver figure split into live, cached (returnable
-    or not), workspaces, pools and the rest (see gpureclaim.explain)."""
+    host, each worker's driver figure split into the parts of
+    gpureclaim.explain (live, cached returnable or not, workspaces, pools,
+    ..., the rest), the kinds as the workers reported them."""
 
     kind = "explain"
 
     @property
     def parts(self) -> dict[str, int]:
         """{kind: bytes} over the cluster (each process once)."""
-        out = {k: 0 for k in PART_KINDS}
+        out: dict = {}
         for g in self.gpus:
             for k, b in (g.parts or {}).items():
                 out[k] = out.get(k, 0) + b
-        return out
+        return {k: out[k] for k in _kinds_of([out])}
 
     def _totals(self):
         return dict(super()._totals(), parts=self.parts)
 
     def _headline(self) -> str:
         return (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
-                f"{human_bytes(self.held)} on {len(self.gpus)} GPU(s)")
+                f"{format_bytes(self.held)} on {len(self.gpus)} GPU(s)")
+
+    def _bars(self):
+        return [(self._gpu_caption(g),
+                 [(_kind(k)[0], b, _kind(k)[1])
+                  for k, b in (g.parts or {}).items()])
+                for g in self.gpus]
+
+    def _worker_parts(self, w: Worker) -> dict:
+        per: dict = {}
+        for g in w.gpus:
+            for p in g.parts:
+                if p.known:
+                    per[p.kind] = per.get(p.kind, 0) + p.bytes
+        return per
 
     def _tables(self):
-        heads = [_PART_HEAD[k] for k in PART_KINDS]
-        gpus = [self._gpu_ident(g) + [human_bytes(g.held)] + [
-            human_bytes((g.parts or {}).get(k, 0)) for k in PART_KINDS]
-            + [human_bytes(g.used), human_bytes(g.total)] for g in self.gpus]
-        workers = []
-        for w in self.ok_workers:
-            per = {k: 0 for k in PART_KINDS}
-            for g in w.gpus:
-                for p in g.parts:
-                    if p.known:
-                        per[p.kind] = per.get(p.kind, 0) + p.bytes
-            workers.append(self._worker_ident(w) + [
-                human_bytes(_sum(g.held for g in w.gpus))]
-                + [human_bytes(per[k]) for k in PART_KINDS])
+        per_worker = {w.id: self._worker_parts(w) for w in self.ok_workers}
+        kinds = _kinds_of([g.parts or {} for g in self.gpus]
+                          + list(per_worker.values()))
+        heads = [(_kind(k)[0], "bytes") for k in kinds]
+        gpus = [self._gpu_ident(g) + [g.held]
+                + [(g.parts or {}).get(k, 0) for k in kinds]
+                + [g.used, g.total] for g in self.gpus]
+        workers = [self._worker_ident(w) + [_sum(g.held for g in w.gpus)]
+                   + [per_worker[w.id].get(k, 0) for k in kinds]
+                   for w in self.ok_workers]
+        b = "bytes"
         return [
-            ("per GPU", self._GPU_IDENT + ["held"] + heads + ["in use",
-                                                            "total"], gpus),
-            ("per worker", self._WORKER_IDENT + ["held"] + heads, workers),
-            ("per host", ["host", "workers", "GPUs", "held", "in use",
-                          "total"], self._host_rows()),
+            ("per GPU", self._GPU_COLS + [("held", b)] + heads
+             + [("in use", b), ("total", b)], gpus),
+            ("per worker", self._WORKER_COLS + [("held", b)] + heads,
+             workers),
+            ("per host", self._HOST_COLS + [("held", b), ("in use", b),
+                                            ("total", b)], self._host_rows()),
         ]
 
 
@@ -429,28 +445,45 @@ class ClusterUsage(ClusterReport):
 
     def _headline(self) -> str:
         return (f"{len(self.ok_workers)} of {len(self.workers)} workers hold "
-                f"{human_bytes(self.held)}; {len(self.gpus)} GPU(s) on "
-                f"{len(self.hosts)} host(s), {human_bytes(self.used)} of "
-                f"{human_bytes(self.total)} in use")
+                f"{format_bytes(self.held)}; {len(self.gpus)} GPU(s) on "
+                f"{len(self.hosts)} host(s), {format_bytes(self.used)} of "
+                f"{format_bytes(self.total)} in use")
+
+    def _bars(self):
+        out = []
+        for g in self.gpus:
+            held = g.held or 0
+            others = sum(b or 0 for _, b in g.others)
+            unlisted = max((g.used or 0) - held - others, 0)
+            out.append((self._gpu_caption(g), [
+                ("workers hold", held, "@mine"),
+                ("other processes", others, "@others"),
+                ("in use, no process listed", unlisted, "@unlisted"),
+                ("free", max((g.total or 0) - (g.used or 0), 0), "@free")]))
+        return out
 
     def _tables(self):
         gpus = [self._gpu_ident(g) + [
-            human_bytes(g.held), human_bytes(_sum(b for _, b in g.others)),
-            human_bytes(g.used), human_bytes(g.total)] for g in self.gpus]
+            g.held, _sum(b for _, b in g.others), g.used, g.total]
+            for g in self.gpus]
         workers = [self._worker_ident(w) + [
-            human_bytes(_sum(g.held for g in w.gpus)),
+            _sum(g.held for g in w.gpus),
             " ".join(g.uuid or f"cuda:{g.device}" for g in w.gpus
                      if g.held != 0) or "-"] for w in self.ok_workers]
-        others = [[str(pid), g.host, g.key, human_bytes(b)]
+        others = [[pid, g.host, g.key, b]
                   for g in self.gpus for pid, b in g.others]
+        b = "bytes"
         return [
-            ("per GPU", self._GPU_IDENT + ["workers hold", "others hold",
-                                           "in use", "total"], gpus),
-            ("per worker", self._WORKER_IDENT + ["holds", "on GPUs"],
-             workers),
-            ("other processes", ["pid", "host", "GPU", "holds"], others),
-            ("per host", ["host", "workers", "GPUs", "held", "in use",
-                          "total"], self._host_rows()),
+            ("per GPU", self._GPU_COLS + [
+                ("workers hold", b), ("others hold", b), ("in use", b),
+                ("total", b)], gpus),
+            ("per worker", self._WORKER_COLS + [
+                ("holds", b), ("on GPUs", "prose")], workers),
+            ("other processes", [("pid", "num"), ("host", "text"),
+                                 ("GPU", "text"), ("holds", b)], others),
+            ("per host", self._HOST_COLS + [
+                ("held", b), ("in use", b), ("total", b)],
+             self._host_rows()),
         ]
 
 
@@ -459,7 +492,7 @@ REPORTS = {c.kind: c for c in (ClusterRelease, ClusterExplanation,
 
 
 def build(kind: str, workers: Iterable[Worker], *, engine: str,
-          elapsed: float, notes: Iterable[str] = ()) -> ClusterReport:
+          seconds: float, notes: Iterable[str] = ()) -> ClusterReport:
     """The report of `kind` from the workers' records."""
-    return REPORTS[kind](workers, engine=engine, elapsed=elapsed,
+    return REPORTS[kind](workers, engine=engine, seconds=seconds,
                          notes=notes)

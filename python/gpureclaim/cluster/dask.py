@@ -103,7 +103,7 @@ async def _fanout(client, kind: str, workers, timeout, kwargs: dict):
             return _records.failure(
                 kind, addr, "timeout", f"no answer within {timeout:g} s "
                 "(its call may still finish there)", host=host_of(addr),
-                elapsed=time.perf_counter() - start)
+                seconds=time.perf_counter() - start)
         except Exception as e:  # the scheduler could not be asked
             return _records.failure(kind, addr, "error", _describe(e),
                                     host=host_of(addr))
@@ -114,7 +114,7 @@ async def _fanout(client, kind: str, workers, timeout, kwargs: dict):
             return _records.failure(
                 kind, addr, "dead", "the connection to it broke during "
                 f"the call ({_describe(r)})", host=host_of(addr),
-                elapsed=time.perf_counter() - start)
+                seconds=time.perf_counter() - start)
         if isinstance(r, BaseException):
             return _records.failure(kind, addr, "error", _describe(r),
                                     host=host_of(addr))
@@ -124,7 +124,7 @@ async def _fanout(client, kind: str, workers, timeout, kwargs: dict):
 
     records = await asyncio.gather(*(one(a) for a in asked))
     return _report.build(kind, records, engine="dask",
-                         elapsed=time.perf_counter() - t0)
+                         seconds=time.perf_counter() - t0)
 
 
 async def _wait(aw, timeout):

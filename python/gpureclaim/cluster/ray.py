@@ -145,7 +145,7 @@ def _call(kind, actors, pg, timeout, kwargs):
             records.append(_records.failure(kind, aid, "error",
                                             _first_line(e)))
     return _report.build(kind, records, engine="ray",
-                         elapsed=time.perf_counter() - t0)
+                         seconds=time.perf_counter() - t0)
 
 
 def _first_line(e: BaseException) -> str:

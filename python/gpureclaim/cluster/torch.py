@@ -85,4 +85,4 @@ def _collective(kind: str, group, dst: Optional[int], kwargs: dict):
         got = [mine if r == me else _records.failure(
             kind, f"rank {r}", "error", why) for r in ranks]
     return _report.build(kind, got, engine="torch.distributed",
-                         elapsed=time.perf_counter() - t0)
+                         seconds=time.perf_counter() - t0)

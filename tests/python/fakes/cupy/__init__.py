@@ -15,7 +15,13 @@ class ndarray:
         self.data = cuda.get_allocator()(nbytes)
 
 
-def empty(nbytes):
+#: the one dtype: a byte (see the fake torch's uint8)
+uint8 = "uint8"
+
+
+def empty(nbytes, dtype=uint8):
+    if dtype != uint8:
+        raise TypeError("the fake cupy has bytes (cupy.uint8) only")
     return ndarray(nbytes)
 
 

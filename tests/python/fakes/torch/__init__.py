@@ -60,7 +60,14 @@ class Tensor(_C.TensorBase):
         t.join()
 
 
-def empty(nbytes, device="cpu"):
+#: the one dtype: an element is a byte, so a size is a byte count (the
+#: docs' examples, written for real Torch, run on the fake as they are)
+uint8 = "uint8"
+
+
+def empty(nbytes, dtype=uint8, device="cpu"):
+    if dtype != uint8:
+        raise TypeError("the fake torch has bytes (torch.uint8) only")
     return Tensor(nbytes, device)
 
 

@@ -1,0 +1,76 @@
+"""Every example of README.md and docs/*.md, by the one runner (docs.py):
+each block that runs without a GPU runs here, on the simulated driver,
+with the environment docs/sim.md tells a user to set; each other block is
+marked (GPU-only: scripts/gpu-check.sh docs; cluster engines:
+tests/cluster/test_docs.py; not code). And the report's field table,
+printed in docs/c-api.md and docs/python.md, is the keys the code emits."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+import docs
+
+BLOCKS = docs.all_blocks()
+
+
+def test_every_block_says_what_it_is():
+    assert [p for b in BLOCKS for p in docs.problems_of(b)] == []
+    env = [b for b in BLOCKS if b.where == "env"]
+    assert [b.id for b in env] == [b.id for b in env if "sim.md" in b.id]
+    assert len(env) == 1
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.where == "sim"],
+                         ids=lambda b: b.id)
+def test_block_runs_as_written(block):
+    assert docs.run_block(block) is None
+
+
+def field_table(page):
+    """The key paths of the table between <!-- report-fields --> and the
+    next blank line of a page."""
+    text = open(os.path.join(docs.ROOT, "docs", page)).read()
+    start = text.index("<!-- report-fields -->")
+    table = text[start:].split("\n\n", 1)[0]
+    keys = re.findall(r"^\| `([^`]+)` \|", table, re.M)
+    return table.split("\n", 1)[1], keys
+
+
+def key_paths(value, prefix=""):
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out.append(prefix + k)
+            out += key_paths(v, prefix + k + ".")
+        return out
+    if isinstance(value, list):
+        out = [prefix[:-1] + "[]"] if prefix else []
+        for item in value[:1]:
+            out += key_paths(item, prefix[:-1] + "[].")
+        return out
+    return []
+
+
+def test_one_field_table_is_the_keys_of_every_form():
+    c_table, c_keys = field_table("c-api.md")
+    py_table, py_keys = field_table("python.md")
+    assert c_table == py_table  # the same table on both pages
+    env = docs.sim_environment("docs-fields")
+    try:
+        demo = subprocess.run(
+            [os.path.join(docs.ROOT, "build", "examples", "release_demo"),
+             "--json"], env=env, capture_output=True, text=True, check=True)
+        code = ("import json, torch, gpureclaim\n"
+                "t = torch.empty(1 << 20, device='cuda')\n"
+                "x = torch.empty(1 << 20, device='cuda'); del x\n"
+                "print(json.dumps(gpureclaim.release().to_dict()))\n")
+        py = subprocess.run(["python3", "-c", code], env=env, check=True,
+                            capture_output=True, text=True)
+    finally:
+        docs.remove_state("docs-fields")
+    c_doc, py_doc = json.loads(demo.stdout), json.loads(py.stdout)
+    assert sorted(set(key_paths(c_doc))) == sorted(c_keys)
+    assert sorted(set(key_paths(py_doc))) == sorted(c_keys)

@@ -1,0 +1,192 @@
+"""Renders every notebook view on the simulated driver into a folder: for
+each view its HTML (as a notebook shows it), a page wrapping it, and the
+exact bytes its bars must show (expect.json). tests/views/test_views.py
+checks them, scripts/render-views.sh photographs the pages for the docs.
+
+Usage: python3 views.py OUT_DIR   with the environment of docs/sim.md
+(GPURECLAIM_SIM, GPURECLAIM_CUDA_LIBRARY, GPURECLAIM_NVML_LIBRARY) and
+PYTHONPATH holding the built package and the fake frameworks; the command
+and the trace reader's sample writer in GPURECLAIM_BIN and GPR_TRACE_SAMPLE.
+Each scenario runs in a fresh interpreter, as the sim reads its
+configuration once.
+"""
+import base64
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+PAGE = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>{title}</title></head>"
+        '<body style="margin:16px;background:#fff;color:#111">\n{body}'
+        "</body></html>\n")
+
+# A Release on two GPUs, a process outside this one holding memory on GPU 0.
+RELEASE = """
+import torch, cupy, gpureclaim
+keep = torch.empty(768 << 20, device="cuda:0")
+a = torch.empty(1 << 30, device="cuda:0")
+cycle = [a]; cycle.append(cycle)
+b = cupy.empty(1 << 30)
+c = torch.empty(96 << 20, device="cuda:1")
+del a, b, c, cycle
+r = gpureclaim.release()
+d = r.to_dict()
+parts = []
+for g in d["gpus"]:
+    others = g["used"] - g["after"]
+    given = min(g["released"], g["free"])
+    parts.append([g["after"], others, given, g["free"] - given])
+OUT = dict(html=r._repr_html_(), text=repr(r), parts=parts)
+"""
+
+# An explanation with every kind of part, small ones beside big ones.
+EXPLAIN = """
+import torch, cupy, jax, gpureclaim
+t = torch.empty(256 << 20, device="cuda")
+big = torch.empty(64 << 20, device="cuda"); del big
+small = [torch.empty(16 << 20, device="cuda") for _ in range(4)]
+del small[2], small[0]
+gpureclaim.release()
+a = torch.empty(64 << 20, device="cuda"); c = torch.matmul(a, a); del a, c
+x = torch.empty(48 << 20, device="cuda"); del x
+ca = cupy.empty(128 << 20)
+cb = cupy.empty(8 << 20); del cb
+f = cupy.fft.fft2(cupy.empty(16 << 20)); del f
+jax.numpy_ones(1000)
+e = gpureclaim.explain()
+parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
+OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
+"""
+
+# One worker of a cluster: its records of a release, an explanation and
+# ps, as the engines send them (gpureclaim.cluster._records).
+WORKER = """
+import base64, os, pickle, sys, time, torch, cupy
+from gpureclaim.cluster import _records
+n, meet = int(sys.argv[1]), sys.argv[2]
+
+
+def together(step):
+    # both workers alive and at the same step: their readings see each other
+    open(os.path.join(meet, f"{step}-{n}"), "w").close()
+    while not all(os.path.exists(os.path.join(meet, f"{step}-{k}"))
+                  for k in (1, 2)):
+        time.sleep(0.01)
+
+
+keep = torch.empty((256 + 128 * n) << 20, device="cuda:0")
+drop = torch.empty((64 << n) << 20, device="cuda:0"); del drop
+if n == 1:
+    on1 = torch.empty(512 << 20, device="cuda:1")
+    gone = cupy.empty(32 << 20); del gone
+together("allocated")
+recs = [_records.with_id(_records.run(k), f"worker-{n}")
+        for k in ("explain", "release", "ps")]
+together("measured")
+OUT = dict(records=base64.b64encode(pickle.dumps(recs)).decode())
+"""
+
+
+def run(code, argv=(), env=None):
+    """Runs a scenario in a fresh interpreter; its OUT dict."""
+    src = code + "\nimport json, sys\nprint('VIEW ' + json.dumps(OUT))\n"
+    p = subprocess.run([sys.executable, "-c", src, *argv], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, **(env or {})))
+    if p.returncode != 0:
+        sys.exit(f"views: a scenario failed:\n{p.stdout}\n{p.stderr}")
+    [line] = [ln for ln in p.stdout.splitlines() if ln.startswith("VIEW ")]
+    return json.loads(line[5:])
+
+
+def cluster(out):
+    """The three cluster reports of two worker processes on the sim."""
+    from gpureclaim.cluster import _report
+
+    # the workers run at once: their GPUs are shared, their memory alive
+    meet = os.path.join(out, "meet")
+    os.makedirs(meet, exist_ok=True)
+    for f in os.listdir(meet):
+        os.unlink(os.path.join(meet, f))
+    env = dict(os.environ, GPURECLAIM_SIM=os.environ.get("GPURECLAIM_SIM", "")
+               + ";gpus=2;extra=0:1:3GiB")
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", WORKER + "\nimport json\nprint('VIEW ' + "
+         "json.dumps(OUT))\n", str(n), meet],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for n in (1, 2)]
+    recs = []
+    for p in procs:
+        so, se = p.communicate(timeout=300)
+        if p.returncode != 0:
+            sys.exit(f"views: a worker failed:\n{so}\n{se}")
+        [line] = [ln for ln in so.splitlines() if ln.startswith("VIEW ")]
+        recs.append(pickle.loads(base64.b64decode(
+            json.loads(line[5:])["records"])))
+    views = {}
+    for i, kind in enumerate(("explain", "release", "ps")):
+        rep = _report.build(kind, [r[i] for r in recs],
+                            engine="2 local processes", seconds=0.0123)
+        bars = [[b for _, b, _ in parts if b > 0]
+                for _, parts in rep._bars()]
+        views[f"cluster-{kind}"] = dict(html=rep._repr_html_(),
+                                        text=repr(rep), parts=bars)
+    return views
+
+
+def trace(out):
+    """The trace report of the reader's sample log, as `report --html`
+    writes it (a page) and as a notebook shows it (the view inside)."""
+    log, page = "sample.trace", os.path.join(out, "trace-page.html")
+    subprocess.run([os.environ["GPR_TRACE_SAMPLE"], "--sample", log],
+                   check=True, cwd=out)
+    if os.path.exists(page):
+        os.unlink(page)
+    subprocess.run([os.environ["GPURECLAIM_BIN"], "report", log, "--html",
+                    page], check=True, stdout=subprocess.DEVNULL, cwd=out)
+    js = subprocess.run([os.environ["GPURECLAIM_BIN"], "report", log,
+                         "--json"], check=True, capture_output=True,
+                        text=True, cwd=out).stdout
+    d = json.loads(js)
+    html = open(page, encoding="utf-8").read()
+    body = html[html.index('<div class="gpr">'):html.rindex("</body>")]
+    libs = [x["allocated_bytes"] for x in d["libraries"]]
+    held = [x["held_at_end_bytes"] for x in d["libraries"]]
+    parts = [[b for b in libs[:9] if b] + ([sum(libs[9:])] if sum(libs[9:]) else [])]
+    if sum(held):
+        parts.append([b for b in held[:9] if b]
+                     + ([sum(held[9:])] if sum(held[9:]) else []))
+    return {"trace": dict(html=body, page=html, parts=parts, text="")}
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    sim = os.environ.get("GPURECLAIM_SIM", "")
+    views = {
+        "release": run(RELEASE, env={"GPURECLAIM_SIM":
+                                     sim + ";gpus=2;extra=0:1:6GiB"}),
+        "explain": run(EXPLAIN, env={"FAKE_JAX_POOL": str(2 * GiB)}),
+    }
+    views.update(cluster(out))
+    views.update(trace(out))
+    expect = {}
+    for name, v in views.items():
+        with open(os.path.join(out, name + ".html"), "w") as f:
+            f.write(v["html"])
+        with open(os.path.join(out, name + ".txt"), "w") as f:
+            f.write(v["text"])
+        page = v.get("page") or PAGE.format(title=name, body=v["html"])
+        with open(os.path.join(out, name + "-page.html"), "w") as f:
+            f.write(page)
+        expect[name] = v["parts"]
+    with open(os.path.join(out, "expect.json"), "w") as f:
+        json.dump(expect, f, indent=1)
+    print(f"views: {', '.join(views)} in {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
