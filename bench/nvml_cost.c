@@ -8,11 +8,10 @@
  *
  * Words, combinable (docs/ps.md, Benchmarks):
  *   noattach   nvmlInitWithFlags(NVML_INIT_FLAG_NO_ATTACH) instead of
- *              nvmlInit_v2: do the first handles still attach (cost ~6 ms)
- *              and do the queries still answer (rc 0)?
+ *              nvmlInit_v2: does NVML still count the GPUs, do the first
+ *              handles still attach (cost ~6 ms)? On driver 580.159.04 it
+ *              counts none (2026-11-30, two H200s): `ps` cannot use it
  *   nogpus     nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS)
- *   thenplain  after the flagged init, nvmlInit_v2 as well, as `ps` with
- *              GPURECLAIM_PS_VARIANT=nvml=noattach does (the core's init)
  *   parallel   the first handle of every GPU taken in a thread per GPU,
  *              at once, as `gpureclaim ps` does
  *   lazy       dlopen with RTLD_LAZY instead of RTLD_NOW
@@ -53,8 +52,8 @@ static double now_ms(void)
 }
 
 static struct {
-	int noattach, nogpus, thenplain, parallel, lazy, procsfirst, twice,
-	    split, libs, overlap, noshutdown;
+	int noattach, nogpus, parallel, lazy, procsfirst, twice, split, libs,
+	    overlap, noshutdown;
 } opt;
 
 /* ---- the shared objects mapped so far (libs) ---- */
@@ -240,8 +239,6 @@ static int init_step(void)
 			 opt.noattach && opt.nogpus ? "|" : "",
 			 opt.nogpus ? "NO_GPUS" : "");
 		STEP(label, rc = nv.initf(flags));
-		if (opt.thenplain)
-			STEP("nvmlInit_v2, after it (refcount)", nv.init());
 	} else {
 		STEP("nvmlInit_v2", rc = nv.init());
 	}
@@ -304,17 +301,11 @@ int main(int argc, char **argv)
 		const char *word;
 		int *flag;
 	} words[] = {
-	    {"noattach", &opt.noattach},
-	    {"nogpus", &opt.nogpus},
-	    {"thenplain", &opt.thenplain},
-	    {"parallel", &opt.parallel},
-	    {"lazy", &opt.lazy},
-	    {"procsfirst", &opt.procsfirst},
-	    {"twice", &opt.twice},
-	    {"split", &opt.split},
-	    {"libs", &opt.libs},
-	    {"overlap", &opt.overlap},
-	    {"noshutdown", &opt.noshutdown},
+	    {"noattach", &opt.noattach},     {"nogpus", &opt.nogpus},
+	    {"parallel", &opt.parallel},     {"lazy", &opt.lazy},
+	    {"procsfirst", &opt.procsfirst}, {"twice", &opt.twice},
+	    {"split", &opt.split},	     {"libs", &opt.libs},
+	    {"overlap", &opt.overlap},	     {"noshutdown", &opt.noshutdown},
 	};
 	for (int i = 1; i < argc; i++) {
 		size_t k = 0;
@@ -353,6 +344,7 @@ int main(int argc, char **argv)
 	init_step();
 	unsigned n = 0;
 	STEP("nvmlDeviceGetCount_v2", nv.count(&n));
+	printf("%-48s %8u\n", "  GPUs it counts", n);
 	if (n > MAX_GPUS)
 		n = MAX_GPUS;
 	if (opt.parallel && n > 0) {

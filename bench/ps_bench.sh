@@ -10,10 +10,18 @@
 #
 # Two reference rows say where the time goes: `gpureclaim --version`
 # (starting the process, nothing loaded) and `gpureclaim version` (NVML
-# loaded, initialised and shut down, no GPU attached). Rows with
+# and libcuda loaded, NVML initialised, no GPU attached). Rows with
 # GPURECLAIM_PS_VARIANT time the other ways `ps` can start and end
-# (cli/ps_start.c, docs/ps.md): each must list exactly what the default
-# lists (checked before timing), and the fastest is the one to keep.
+# (cli/ps_start.c, cli/util_exit.c, docs/ps.md): each must list exactly
+# what the default lists (checked before timing), and the fastest is the
+# one to keep. `exit=wait` is the end before the detached one: the
+# kernel's release of NVML's files inside the time the shell waits.
+#
+# A one-shot `ps` returns before the process it leaves to release NVML's
+# files has ended (a few ms later): a pause of 30 ms, not timed, follows
+# every command, so that no command starts while another's release runs.
+# One row times two `ps` back to back without that pause, which is what a
+# script calling `ps` in a loop sees.
 #
 # While it runs, a Python child holds 1 GiB through torch (when torch and
 # a GPU are there) so every tool lists a process, as in real use.
@@ -76,27 +84,39 @@ labels=(
 	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
 	"gpureclaim ps"
 	"gpureclaim ps --json"
-	"  ps, nvml=noattach (NO_ATTACH init first)"
-	"  ps, start=serial (NVML started by the first query)"
+	"  ps, exit=wait (_exit, NVML's release waited for)"
+	"  ps, exit=fork (the detached end made by fork())"
 	"  ps, exit=libc (ends through exit())"
+	"  ps, start=serial (NVML started by the first query)"
 	"  ps, gpu=split (facts, processes: two threads a GPU)"
-	"  ps, start=serial,exit=libc (as before this change)"
+	"  ps, start=serial,exit=libc (as before issue 12)"
+	"  ps; ps (two back to back, both; no pause between)"
 	"gpureclaim --version (process start only)"
-	"gpureclaim version (NVML init + shutdown, no GPU)"
+	"gpureclaim version (NVML+libcuda loaded, NVML init, no GPU)"
 )
 cmds=(
 	"nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
 	"$Q ps"
 	"$Q ps --json"
-	"$V=nvml=noattach $Q ps"
-	"$V=start=serial $Q ps"
+	"$V=exit=wait $Q ps"
+	"$V=exit=fork $Q ps"
 	"$V=exit=libc $Q ps"
+	"$V=start=serial $Q ps"
 	"$V=gpu=split $Q ps"
 	"$V=start=serial,exit=libc $Q ps"
+	"$Q ps >/dev/null; $Q ps"
 	"$Q --version"
 	"$Q version"
 )
 n=${#cmds[@]}
+
+# The pause after each command: a read that times out on a FIFO nobody
+# writes (no process started, unlike sleep).
+pause_fifo=$(mktemp -u)
+mkfifo "$pause_fifo"
+exec {pause_fd}<>"$pause_fifo"
+rm -f "$pause_fifo"
+pause() { read -r -t 0.03 -u "$pause_fd" _ || true; }
 
 # one warm-up each; the variants must list what the default lists
 same=yes
@@ -106,6 +126,7 @@ for ((c = 0; c < n; c++)); do
 		echo "ps_bench: '${cmds[c]}' failed" >&2
 		exit 1
 	}
+	pause
 	if [[ ${cmds[c]} == *"$V="* && $got != "$want" ]]; then
 		same="NO: ${labels[c]}"
 	fi
@@ -120,6 +141,7 @@ for ((r = 0; r < R; r++)); do
 		eval "${cmds[c]}" >/dev/null
 		t1=${EPOCHREALTIME/[.,]/}
 		us[$c,$r]=$((10#$t1 - 10#$t0))
+		pause
 	done
 done
 

@@ -5,9 +5,11 @@
 # median over the runs. Two steps come from the shell's side: "exec to
 # main" (fork, exec, loading, up to the command's main) and "exit"
 # (from the profile's last step to the shell seeing the command end:
-# exit handlers, and the kernel closing NVML's files). The steps of
-# different threads overlap: "end" (ms since the shell started the
-# command, median) orders them.
+# closing its descriptors and starting the detached end, cli/util_exit.c;
+# with GPURECLAIM_PS_VARIANT=exit=wait, the kernel closing NVML's files).
+# The steps of different threads overlap: "end" (ms since the shell
+# started the command, median) orders them. Runs are 30 ms apart, so that
+# none starts while the previous one's detached end still runs.
 #
 # usage: bench/ps_profile.sh [GPURECLAIM_BIN] [RUNS] [PS ARGS...]
 #        (defaults: $GPURECLAIM_BIN, else build/cli/gpureclaim; RUNS=11, >= 3)
@@ -37,7 +39,14 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$BIN" ps "$@" >/dev/null 2>&1 || true # warm-up
+# the pause between runs: a read that times out on a FIFO nobody writes
+# (no process started)
+pause_fifo=$(mktemp -u)
+mkfifo "$pause_fifo"
+exec {pause_fd}<>"$pause_fifo"
+rm -f "$pause_fifo"
 for ((r = 0; r < R; r++)); do
+	read -r -t 0.03 -u "$pause_fd" _ || true
 	t0=$EPOCHREALTIME
 	GPURECLAIM_PS_PROFILE=$t0 "$BIN" ps "$@" >/dev/null 2>"$dir/$r" || true
 	t1=$EPOCHREALTIME

@@ -77,37 +77,49 @@ struct gpr_cli_probe {
 	char version[96]; /* NVML: "580.65.06"; CUDA: "13.0" */
 	int number;	  /* NVML: GPU count; CUDA: cuDriverGetVersion */
 	char error[512];  /* why not available */
+	int keep; /* in: leave the library loaded (a command about to end:
+		   * its exit unloads it, gpr_cli_end) */
 };
 
 /*
  * NVML ($GPURECLAIM_NVML_LIBRARY or libnvidia-ml.so.1, the library the
  * core loads): initialised, the driver's version and the GPU count read,
- * shut down. NVML counts its initialisations: in a process whose handle
- * already initialised it (`ps`), both only count (microseconds, not the
- * ~10 ms of a first nvmlInit_v2).
+ * shut down and unloaded, or, with p->keep, left loaded and initialised
+ * for the exit to end. NVML counts its initialisations: in a process
+ * whose handle already initialised it (`ps`), both only count
+ * (microseconds, not the ~10 ms of a first nvmlInit_v2).
  */
 void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
 
 /*
  * libcuda ($GPURECLAIM_CUDA_LIBRARY or libcuda.so.1): cuDriverGetVersion,
- * which needs no cuInit and opens no context.
+ * which needs no cuInit and opens no context; unloaded unless p->keep.
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
 
-/*
- * NVML initialised with nvmlInitWithFlags(flags) (GPR_NVML_INIT_FLAG_*),
- * the library the core loads ($GPURECLAIM_NVML_LIBRARY or
- * libnvidia-ml.so.1). NVML counts its initialisations and the first one's
- * flags hold while the count stays above 0, so the core's nvmlInit_v2
- * that follows works under them. Returns the library's handle for
- * gpr_cli_nvml_done, or NULL (nothing held) when it cannot be loaded,
- * lacks nvmlInitWithFlags (*r = NVML_ERROR_FUNCTION_NOT_FOUND) or refuses
- * (*r its answer).
- */
-void *gpr_cli_nvml_init_flags(unsigned int flags, int *r);
+/* ---------------- ending a command (cli/util_exit.c) ---------------- */
 
-/* nvmlShutdown and dlclose of what gpr_cli_nvml_init_flags returned. */
-void gpr_cli_nvml_done(void *lib);
+/* How a one-shot command ends once its output is written. */
+enum gpr_cli_end {
+	GPR_CLI_END_DETACH = 0, /* _exit at once; a detached child, sharing
+				 * this process's memory and descriptors,
+				 * ends last and so releases NVML's */
+	GPR_CLI_END_WAIT,	/* _exit; the release is waited for */
+	GPR_CLI_END_FORK,	/* as DETACH, the child made by fork() */
+	GPR_CLI_END_LIBC,	/* return, for main's exit() */
+};
+
+/*
+ * Ends a command whose output is written, with exit status `code`:
+ * flushes stdout and stderr and _exits. DETACH (and FORK) first close
+ * stdin, stdout, stderr and every other descriptor that is not a
+ * character device, so a reader of the output sees EOF at once, and leave
+ * the kernel's release of NVML's files and mappings (~4.5 ms on an H200)
+ * to a child that only _exits (cli/util_exit.c says why it is safe).
+ * Returns `code`, for main to return, only with LIBC and in builds with
+ * AddressSanitizer (exit() runs the leak check).
+ */
+int gpr_cli_end(int code, enum gpr_cli_end how);
 
 /* ---------------- files written for the user (cli/util_file.c) --------- */
 

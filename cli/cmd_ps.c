@@ -16,9 +16,11 @@
  * - An index given with -i that no GPU has is bad usage (exit 2); it can
  *   only be checked once NVML answered.
  * - A one-shot listing leaves the handle open when it exits: closing it
- *   calls nvmlShutdown (2.7 ms on an H200), work the exit makes moot; it
- *   ends with _exit once its output is flushed, and NVML is started on a
- *   thread while the rest is prepared (cli/ps_start.c says why).
+ *   calls nvmlShutdown (2.7-4 ms on an H200), work the exit makes moot;
+ *   it returns to the shell once its output is written, the kernel's
+ *   release of NVML's files left to a detached process, and NVML is
+ *   started on a thread while the rest is prepared (cli/ps_start.c and
+ *   cli/util_exit.c say why).
  */
 #include "ps.h"
 
@@ -231,15 +233,6 @@ static int wait_interrupted(const sigset_t *set, double seconds)
  * the top of the file); kept here so leak checkers see it reachable. */
 static gpr_ctx *volatile left_open;
 
-/* 1 if a GPU of the round could not be queried. */
-static int any_failed(const struct gpr_cli_ps_round *r)
-{
-	for (size_t k = 0; k < r->n; k++)
-		if (r->gpus[k].err)
-			return 1;
-	return 0;
-}
-
 int gpr_cli_ps(int argc, char **argv)
 {
 	gpr_cli_prof_start();
@@ -305,25 +298,6 @@ int gpr_cli_ps(int argc, char **argv)
 		if (gpr_cli_ps_query(ctx, env.select, env.n_select,
 				     variant.split, &round, &code) < 0)
 			goto cleanup;
-		if (first && start.flagged && any_failed(&round)) {
-			/* maybe only unattached: read it as without the flag */
-			gpr_cli_prof_note("a GPU failed under NO_ATTACH: NVML "
-					  "started again as usual");
-			gpr_cli_ps_round_free(&round);
-			gpr_close(ctx);
-			ctx = NULL;
-			gpr_cli_ps_unflag(&start);
-			err = gpr_open(&opts, &ctx);
-			if (err != 0) {
-				fprintf(stderr, "gpureclaim: %s\n",
-					gpr_strerror(err));
-				code = GPR_CLI_ERROR;
-				goto cleanup;
-			}
-			if (gpr_cli_ps_query(ctx, env.select, env.n_select,
-					     variant.split, &round, &code) < 0)
-				goto cleanup;
-		}
 		t0 = gpr_cli_prof_clock();
 		/* the driver's version, once: NVML is up, so it costs µs */
 		if (first && env.json) {
@@ -374,11 +348,9 @@ int gpr_cli_ps(int argc, char **argv)
 cleanup:
 	gpr_cli_ps_started(&start); /* gpr_open failed: nothing running */
 	gpr__buf_free(&out);
-	if (env.watch > 0 || code != GPR_CLI_OK) {
+	if (env.watch > 0 || code != GPR_CLI_OK)
 		gpr_close(ctx);
-		gpr_cli_ps_unflag(&start);
-	} else {
+	else
 		left_open = ctx;
-	}
 	return gpr_cli_ps_end(&start, code, env.watch <= 0);
 }

@@ -2,6 +2,9 @@
  * `gpureclaim version`: our version, and what this machine's NVIDIA
  * driver offers (cli/util_driver.c reads it). Never fails for want of a
  * driver: a missing library is an answer ("not found"), not an error.
+ * Like a one-shot `ps`, it leaves NVML and libcuda loaded and returns to
+ * the shell once its output is written, their release left to a
+ * detached process (cli/util_exit.c).
  */
 #include "cli.h"
 
@@ -89,7 +92,7 @@ int gpr_cli_version(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 
-	struct gpr_cli_probe nvml = {0}, cuda = {0};
+	struct gpr_cli_probe nvml = {.keep = 1}, cuda = {.keep = 1};
 	gpr_cli_probe_nvml(&nvml);
 	gpr_cli_probe_cuda(&cuda);
 
@@ -127,5 +130,5 @@ int gpr_cli_version(int argc, char **argv)
 		code = GPR_CLI_ERROR;
 	}
 	gpr__buf_free(&b);
-	return code;
+	return gpr_cli_end(code, GPR_CLI_END_DETACH);
 }

@@ -87,10 +87,10 @@ void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);
 
 /* GPURECLAIM_PS_VARIANT, the measurement switch (docs/ps.md). */
 struct gpr_cli_ps_variant {
-	int noattach;  /* nvml=noattach: NVML_INIT_FLAG_NO_ATTACH first */
-	int serial;    /* start=serial: NVML started by the first query */
-	int libc_exit; /* exit=libc: a one-shot listing returns to exit() */
-	int split;     /* gpu=split: two threads a GPU, facts and processes */
+	int serial; /* start=serial: NVML started by the first query */
+	enum gpr_cli_end end; /* exit=detach|wait|fork|libc: how a one-shot
+			       * listing ends (gpr_cli_end) */
+	int split; /* gpu=split: two threads a GPU, facts and processes */
 };
 
 /* Reads the switch (all 0 when unset); -1 with a message when malformed. */
@@ -100,8 +100,7 @@ struct gpr_cli_ps_start {
 	gpr_ctx *ctx;
 	struct gpr_cli_ps_variant variant;
 	pthread_t thread;
-	int running;   /* thread started, not joined */
-	void *flagged; /* NVML initialised with NO_ATTACH by the tool */
+	int running; /* thread started, not joined */
 };
 
 /* Starts NVML for ctx on a thread (start=serial: leaves it to the first
@@ -110,12 +109,9 @@ void gpr_cli_ps_start(struct gpr_cli_ps_start *s, gpr_ctx *ctx,
 		      const struct gpr_cli_ps_variant *v);
 void gpr_cli_ps_started(struct gpr_cli_ps_start *s);
 
-/* Ends the tool's own NO_ATTACH initialisation, if any. Call it after
- * closing the handle that worked under it. */
-void gpr_cli_ps_unflag(struct gpr_cli_ps_start *s);
-
-/* Prints the profile, then, for a one-shot listing, _exit(code) (see
- * cli/ps_start.c); otherwise returns code. */
+/* Prints the profile, then ends a one-shot listing as the variant says
+ * (gpr_cli_end: by default at once, NVML's release left to a detached
+ * process); otherwise returns code. */
 int gpr_cli_ps_end(const struct gpr_cli_ps_start *s, int code, int one_shot);
 
 /* ---------------- profile (cli/ps_profile.c) ---------------- */

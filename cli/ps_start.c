@@ -2,25 +2,28 @@
  * How `gpureclaim ps` starts and ends, where a one-shot listing spends
  * most of its time (issue 12: <= 0.75x nvidia-smi).
  *
- * - NVML's load and nvmlInit_v2 (~10 ms on an H200) run on a thread of
+ * - NVML's load and nvmlInit_v2 (~12 ms on an H200) run on a thread of
  *   their own, started once the options are read, while the main thread
  *   does the rest of its preparation and loads what the per-process
  *   look-ups need (the NSS modules and files behind getpwuid_r, the pid
  *   namespace test), which would otherwise come after NVML's answer.
- * - A one-shot listing ends with _exit once its output is flushed: the
- *   exit handlers and library destructors (NVML's among them) clean up
- *   what the exit makes moot. Builds with AddressSanitizer keep exit(),
- *   so the leak check still runs.
+ * - A one-shot listing ends as soon as its output is written: it leaves
+ *   its handle open (nvmlShutdown is work the exit makes moot) and hands
+ *   the kernel's release of NVML's files and mappings (~4.5 ms) to a
+ *   detached process (cli/util_exit.c).
  * - GPURECLAIM_PS_VARIANT, a measurement switch for bench/ps_bench.sh
  *   (docs/ps.md, Benchmarks), picks other ways, so that one GPU run can
- *   compare them: `nvml=noattach` initialises NVML with
- *   NVML_INIT_FLAG_NO_ATTACH first (its flags then hold for the core's
- *   nvmlInit_v2); should a GPU fail under it, NVML is started again as
- *   usual and the round read again, so the output is the same.
- *   `start=serial` initialises NVML on the main thread at the first query
- *   and warms nothing (the way before); `exit=libc` ends through exit();
- *   `gpu=split` reads each GPU's facts (MIG mode among them, 0.2-0.4 ms)
- *   and its process list (0.2-0.3 ms) from two threads at once.
+ *   compare them: `start=serial` initialises NVML on the main thread at
+ *   the first query and warms nothing (the way before); `exit=wait`
+ *   _exits without the detached process (the release is waited for),
+ *   `exit=fork` makes that process with fork(), `exit=libc` ends through
+ *   exit(); `gpu=split` reads each GPU's facts (MIG mode among them,
+ *   0.2-0.4 ms) and its process list (0.2-0.3 ms) from two threads at
+ *   once.
+ *
+ * (`nvml=noattach`, nvmlInitWithFlags(NVML_INIT_FLAG_NO_ATTACH) first, was
+ * tried and removed: on driver 580.159.04 NVML then counts no GPU at all,
+ * docs/ps.md says more.)
  */
 #include "ps.h"
 
@@ -28,20 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include "nvml_abi.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ASAN_BUILD 1
-#endif
-#endif
-#ifndef ASAN_BUILD
-#define ASAN_BUILD 0
-#endif
 
 /* Sets *flag from "key=value" if value is `a` (0) or `b` (1). */
 static int choose(const char *value, const char *a, const char *b, int *flag)
@@ -53,6 +42,27 @@ static int choose(const char *value, const char *a, const char *b, int *flag)
 	else
 		return -1;
 	return 0;
+}
+
+/* Sets *end from the value of "exit=". */
+static int choose_end(const char *value, enum gpr_cli_end *end)
+{
+	static const struct {
+		const char *name;
+		enum gpr_cli_end end;
+	} ends[] = {
+	    {"detach", GPR_CLI_END_DETACH},
+	    {"wait", GPR_CLI_END_WAIT},
+	    {"fork", GPR_CLI_END_FORK},
+	    {"libc", GPR_CLI_END_LIBC},
+	};
+	for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+		if (strcmp(value, ends[i].name) == 0) {
+			*end = ends[i].end;
+			return 0;
+		}
+	}
+	return -1;
 }
 
 int gpr_cli_ps_variant(struct gpr_cli_ps_variant *v)
@@ -73,12 +83,10 @@ int gpr_cli_ps_variant(struct gpr_cli_ps_variant *v)
 			goto bad;
 		*value++ = '\0';
 		int rc = -1;
-		if (strcmp(item, "nvml") == 0)
-			rc = choose(value, "attach", "noattach", &v->noattach);
-		else if (strcmp(item, "start") == 0)
+		if (strcmp(item, "start") == 0)
 			rc = choose(value, "thread", "serial", &v->serial);
 		else if (strcmp(item, "exit") == 0)
-			rc = choose(value, "quick", "libc", &v->libc_exit);
+			rc = choose_end(value, &v->end);
 		else if (strcmp(item, "gpu") == 0)
 			rc = choose(value, "whole", "split", &v->split);
 		if (rc != 0)
@@ -88,23 +96,10 @@ int gpr_cli_ps_variant(struct gpr_cli_ps_variant *v)
 bad:
 	fprintf(stderr,
 		"gpureclaim ps: GPURECLAIM_PS_VARIANT is a list of "
-		"nvml=attach|noattach, start=thread|serial, exit=quick|libc, "
+		"start=thread|serial, exit=detach|wait|fork|libc, "
 		"gpu=whole|split (docs/ps.md), not '%s'\n",
 		s);
 	return -1;
-}
-
-/* NVML with NO_ATTACH first, when asked; then, on a thread, the core's. */
-static void flags_first(struct gpr_cli_ps_start *s)
-{
-	if (!s->variant.noattach)
-		return;
-	double t0 = gpr_cli_prof_clock();
-	int r = 0;
-	s->flagged = gpr_cli_nvml_init_flags(GPR_NVML_INIT_FLAG_NO_ATTACH, &r);
-	gpr_cli_prof_step(t0,
-			  "nvmlInitWithFlags(NO_ATTACH) by the tool (%s %d)",
-			  s->flagged ? "ok" : "refused, as usual then; rc", r);
 }
 
 static void *start_nvml(void *arg)
@@ -113,7 +108,6 @@ static void *start_nvml(void *arg)
 	const char *was = gpr_cli_prof_thread_name();
 	gpr_cli_prof_thread("nvml");
 	double t0 = gpr_cli_prof_clock();
-	flags_first(s);
 	int n = 0;
 	/* the outcome is the core's to keep: the first round asks again and
 	 * gets the same answer (an NVML that failed is not tried twice) */
@@ -129,10 +123,8 @@ void gpr_cli_ps_start(struct gpr_cli_ps_start *s, gpr_ctx *ctx,
 	memset(s, 0, sizeof *s);
 	s->ctx = ctx;
 	s->variant = *v;
-	if (v->serial) {
-		flags_first(s);
+	if (v->serial)
 		return;
-	}
 	s->running = pthread_create(&s->thread, NULL, start_nvml, s) == 0;
 	if (!s->running) /* no thread: the same, in order */
 		start_nvml(s);
@@ -148,20 +140,10 @@ void gpr_cli_ps_started(struct gpr_cli_ps_start *s)
 	gpr_cli_prof_step(t0, "waited for NVML's start");
 }
 
-void gpr_cli_ps_unflag(struct gpr_cli_ps_start *s)
-{
-	gpr_cli_nvml_done(s->flagged);
-	s->flagged = NULL;
-}
-
 int gpr_cli_ps_end(const struct gpr_cli_ps_start *s, int code, int one_shot)
 {
 	gpr_cli_prof_print();
-	if (!one_shot || s->variant.libc_exit || ASAN_BUILD)
+	if (!one_shot)
 		return code;
-	/* stdout was flushed with the listing; a failed flush is no news
-	 * now that the exit code is chosen */
-	fflush(stdout);
-	fflush(stderr);
-	_exit(code);
+	return gpr_cli_end(code, s->variant.end);
 }

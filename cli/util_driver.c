@@ -1,10 +1,11 @@
 /*
  * The NVIDIA libraries as the tool reads them itself: the driver's
  * version (NVML) and the CUDA driver API version (libcuda), which the
- * core's API does not give, and an NVML initialisation with flags, which
- * the core does not make. Each probe loads its library, asks, and
+ * core's API does not give. Each probe loads its library, asks, and
  * unloads it (a library already loaded in the process, as NVML is by
- * `ps`'s handle, only has its counts raised and lowered).
+ * `ps`'s handle, only has its counts raised and lowered), unless asked to
+ * keep it: `version` ends next, and its exit does that work (cli/util_exit.c
+ * hands it to a detached process).
  */
 #include "cli.h"
 
@@ -80,6 +81,8 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p)
 		snprintf(p->error, sizeof(p->error), "NVML: %s (%d)",
 			 errstr ? errstr(r) : "error", r);
 	}
+	if (p->keep)
+		return; /* initialised and loaded, for the exit to end */
 	shutdown();
 out:
 	dlclose(lib);
@@ -106,37 +109,6 @@ void gpr_cli_probe_cuda(struct gpr_cli_probe *p)
 				 "cuDriverGetVersion: CUresult %d", r);
 		}
 	}
-	dlclose(lib);
-}
-
-void *gpr_cli_nvml_init_flags(unsigned int flags, int *r)
-{
-	*r = NVML_ERROR_LIBRARY_NOT_FOUND;
-	dlerror();
-	void *lib =
-	    dlopen(lib_path("GPURECLAIM_NVML_LIBRARY", "libnvidia-ml.so.1"),
-		   RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		return NULL;
-	nvmlReturn_t (*init)(unsigned int) =
-	    (nvmlReturn_t(*)(unsigned int))dlsym(lib, "nvmlInitWithFlags");
-	/* gpr_cli_nvml_done needs it: no init it could not undo */
-	if (!dlsym(lib, "nvmlShutdown"))
-		init = NULL;
-	*r = init ? init(flags) : NVML_ERROR_FUNCTION_NOT_FOUND;
-	if (*r != NVML_SUCCESS) {
+	if (!p->keep)
 		dlclose(lib);
-		return NULL;
-	}
-	return lib;
-}
-
-void gpr_cli_nvml_done(void *lib)
-{
-	if (!lib)
-		return;
-	nvmlReturn_t (*shutdown)(void) =
-	    (nvmlReturn_t(*)(void))dlsym(lib, "nvmlShutdown");
-	shutdown();
-	dlclose(lib);
 }

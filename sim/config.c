@@ -129,8 +129,6 @@ static int parse_faults(char *v, struct sim__config *c, char *why,
 	    {"foreign-pid", SIM_FAULT_FOREIGN_PID},
 	    {"memory-v1", SIM_FAULT_MEMORY_V1},
 	    {"procs-v2", SIM_FAULT_PROCS_V2},
-	    {"initflags-refused", SIM_FAULT_INITFLAGS_REFUSED},
-	    {"unattached", SIM_FAULT_UNATTACHED},
 	};
 	char *rest = v;
 	int item = 0;

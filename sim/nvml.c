@@ -8,6 +8,7 @@
 
 #include "nvml_abi.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,12 +20,12 @@ struct nvmlDevice_st {
 };
 
 static pid_t owner;   /* the process insufficient_done refers to */
-static unsigned refs; /* initialisations minus nvmlShutdown */
+static unsigned refs; /* nvmlInit_v2 minus nvmlShutdown */
 static int insufficient_done;
-/* The flags of the initialisation that took refs from 0 to 1: they hold
- * until the count is back to 0, whatever later inits ask (NVML's docs:
- * NVML_INIT_FLAG_FORCE_INIT is what undoes an earlier NO_ATTACH) */
-static unsigned init_flags;
+/* The real NVML keeps its device files (/dev/nvidiactl, /dev/nvidiaN)
+ * open from its initialisation to its shutdown; the sim keeps /dev/zero,
+ * a character device too, so tests can see who holds it. */
+static int device_fd = -1;
 static struct nvmlDevice_st devices[SIM_MAX_GPUS];
 static struct sim__state state = SIM_STATE_INIT;
 static const struct sim__config *cfg;
@@ -54,9 +55,6 @@ static nvmlReturn_t device(nvmlDevice_t d, int *index)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (sim__broken(cfg, d->index))
 		return NVML_ERROR_GPU_IS_LOST;
-	if ((init_flags & GPR_NVML_INIT_FLAG_NO_ATTACH) &&
-	    (cfg->faults & SIM_FAULT_UNATTACHED))
-		return NVML_ERROR_UNINITIALIZED;
 	*index = d->index;
 	return NVML_SUCCESS;
 }
@@ -76,9 +74,9 @@ static void uuid_of(int i, char *buf, size_t len)
 	snprintf(buf, len, "GPU-5111a000-0000-4000-8000-%012x", i);
 }
 
-/* Under the lock: one initialisation with `flags`. */
-static nvmlReturn_t init(unsigned flags)
+SIM_EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
+	lock();
 	nvmlReturn_t r = NVML_SUCCESS;
 	if (!cfg->ok)
 		r = NVML_ERROR_UNINITIALIZED;
@@ -89,35 +87,9 @@ static nvmlReturn_t init(unsigned flags)
 	if (!r) {
 		for (int i = 0; i < SIM_MAX_GPUS; i++)
 			devices[i].index = i;
-		if (refs == 0)
-			init_flags = flags & ~GPR_NVML_INIT_FLAG_FORCE_INIT;
-		else if (flags & GPR_NVML_INIT_FLAG_FORCE_INIT)
-			init_flags &= ~GPR_NVML_INIT_FLAG_NO_ATTACH;
-		refs++;
+		if (refs++ == 0)
+			device_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
 	}
-	return r;
-}
-
-SIM_EXPORT nvmlReturn_t nvmlInit_v2(void)
-{
-	lock();
-	nvmlReturn_t r = init(0);
-	unlock();
-	return r;
-}
-
-/*
- * The sim has no GPU to attach, so NVML_INIT_FLAG_NO_ATTACH changes
- * nothing unless fault `unattached` makes the GPUs of such an
- * initialisation unusable; NO_GPUS changes nothing (the sim always has a
- * GPU). Fault `initflags-refused` answers NVML_ERROR_UNKNOWN.
- */
-SIM_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
-{
-	lock();
-	nvmlReturn_t r = cfg->ok && (cfg->faults & SIM_FAULT_INITFLAGS_REFUSED)
-			     ? NVML_ERROR_UNKNOWN
-			     : init(flags);
 	unlock();
 	return r;
 }
@@ -126,10 +98,10 @@ SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
 {
 	lock();
 	nvmlReturn_t r = refs ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
-	if (refs)
-		refs--;
-	if (!refs)
-		init_flags = 0;
+	if (refs && --refs == 0 && device_fd >= 0) {
+		close(device_fd);
+		device_fd = -1;
+	}
 	unlock();
 	return r;
 }

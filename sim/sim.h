@@ -39,8 +39,6 @@ enum sim__fault {
 	SIM_FAULT_FOREIGN_PID = 1 << 4,
 	SIM_FAULT_MEMORY_V1 = 1 << 5,
 	SIM_FAULT_PROCS_V2 = 1 << 6,
-	SIM_FAULT_INITFLAGS_REFUSED = 1 << 7,
-	SIM_FAULT_UNATTACHED = 1 << 8,
 };
 
 struct sim__extra {

@@ -46,12 +46,9 @@ enum {
 	NVML_ERROR_UNKNOWN = 999
 };
 
-/* nvml.h: the flags of nvmlInitWithFlags (FORCE_INIT is R595's: "force
- * GPU initialization when a previous nvmlInit was called with NO_GPUS and
- * NO_ATTACH flags") */
+/* nvml.h: the flags of nvmlInitWithFlags (bench/nvml_cost tries them) */
 #define GPR_NVML_INIT_FLAG_NO_GPUS 1u
 #define GPR_NVML_INIT_FLAG_NO_ATTACH 2u
-#define GPR_NVML_INIT_FLAG_FORCE_INIT 4u
 
 /* nvml.h: NVML_VALUE_NOT_AVAILABLE, the usedGpuMemory of a hidden figure */
 #define GPR_NVML_VALUE_NOT_AVAILABLE (~0ULL)

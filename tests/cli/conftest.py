@@ -1,7 +1,9 @@
 """Fixtures for the CLI tests: the built tool and the simulated driver.
 
 GPURECLAIM_BIN: the tool (default build/cli/gpureclaim); GPR_SIM_DIR: the folder
-holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim).
+holding the sim's libcuda.so.1 and libnvidia-ml.so.1 (default build/sim);
+GPR_FAKES_BUILD: the test stand-ins built from tests/fixtures (default
+build/tests/fixtures).
 Each test gets its own sim state (a file under /dev/shm), removed after.
 """
 import fcntl
@@ -10,6 +12,7 @@ import json
 import os
 import pathlib
 import pty
+import re
 import select
 import signal
 import struct
@@ -23,6 +26,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("GPURECLAIM_BIN", ROOT / "build/cli/gpureclaim"))
 SIM_DIR = pathlib.Path(os.environ.get("GPR_SIM_DIR", ROOT / "build/sim"))
+FAKES_BUILD = pathlib.Path(os.environ.get("GPR_FAKES_BUILD",
+                                         ROOT / "build/tests/fixtures"))
 HELPER = pathlib.Path(__file__).with_name("sim_alloc.py")
 MiB = 1 << 20
 GiB = 1 << 30
@@ -41,6 +46,24 @@ def _sanitizer_preload(lib):
     libs = [line.split("=>")[1].split()[0] for line in out.splitlines()
             if "=>" in line and ("libasan" in line or "libubsan" in line)]
     return ":".join(libs) or None
+
+
+_JSON_CLOCK = re.compile(r'"time":"[^"]*","unix_time":[0-9.]+,')
+
+
+def same_listing(a, b):
+    """Two outputs of `ps` alike: text as is, JSON but for the time its
+    round began."""
+    return _JSON_CLOCK.sub("", a) == _JSON_CLOCK.sub("", b)
+
+
+def asan_build(path):
+    """Whether the program at path is built with AddressSanitizer (the
+    runtime's entry point is in it, linked statically or not)."""
+    try:
+        return b"__asan_init" in pathlib.Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 class Result:

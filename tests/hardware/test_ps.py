@@ -6,9 +6,14 @@
 - A process that never used the GPU is absent, and so is gpureclaim itself
   after many queries (it never opens a context).
 - NVML's v2 memory-info path is the one taken on a real driver.
-- Every GPURECLAIM_PS_VARIANT lists what the default lists (the NO_ATTACH
-  one either works or falls back), and GPURECLAIM_PS_PROFILE times the
-  real NVML's steps, saying whether NO_ATTACH was granted and held.
+- Every GPURECLAIM_PS_VARIANT lists what the default lists, and
+  GPURECLAIM_PS_PROFILE times the real NVML's steps.
+- A one-shot `ps` (and `version`) returns once its output is written: the
+  reader gets EOF while the detached process it leaves still holds NVML's
+  device files (/dev/nvidia*), and nothing else; that process ends on its
+  own. Run through tests/cli/end_watch.py (a subreaper), with
+  libexit_hold.so from the build (GPURECLAIM_BIN's build folder, tests/fixtures/) to hold
+  the detached process while it is looked at.
 
 The tool: $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
@@ -185,8 +190,8 @@ def run_ps(*args, **env):
 
 
 @pytest.mark.parametrize("variant", [
-    "nvml=noattach", "start=serial", "exit=libc", "gpu=split",
-    "nvml=noattach,start=serial,exit=libc,gpu=split"])
+    "start=serial", "exit=wait", "exit=fork", "exit=libc", "gpu=split",
+    "start=serial,exit=libc,gpu=split"])
 def test_variants_list_the_same(holder, variant):
     for fmt in ([], ["--json"]):
         want = run_ps(*fmt)
@@ -197,7 +202,7 @@ def test_variants_list_the_same(holder, variant):
         assert got.stderr == want.stderr
 
 
-@pytest.mark.parametrize("variant", ["", "nvml=noattach"])
+@pytest.mark.parametrize("variant", ["", "exit=wait"])
 def test_profile_times_the_real_nvml(holder, variant):
     """Prints (for the run's log) what NVML did, and how long it took."""
     want = run_ps()
@@ -212,5 +217,55 @@ def test_profile_times_the_real_nvml(holder, variant):
     for i in range(n):
         assert re.search(
             rf"NVML nvmlDeviceGetHandleByIndex_v2 GPU {i}: [0-9.]+ ms", text)
-    if variant:
-        assert "nvmlInitWithFlags(NO_ATTACH) by the tool (" in text
+
+
+WATCH = ROOT / "tests/cli/end_watch.py"
+HOLD_LIB = pathlib.Path(BIN).parents[1] / "tests/fixtures/libexit_hold.so"
+
+
+def end_watch(args, hold=None, **env):
+    cmd = [BIN, *args]
+    if hold:
+        os.mkfifo(hold / "fifo")
+        cmd = ["env", f"LD_PRELOAD={HOLD_LIB}", f"GPR_HOLD_DIR={hold}", *cmd]
+    argv = [sys.executable, str(WATCH)] + (["--hold", str(hold)] if hold
+                                          else [])
+    r = subprocess.run(argv + ["--", *cmd], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, **env))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert "error" not in got, got
+    return got
+
+
+@pytest.mark.parametrize("args", [["ps"], ["ps", "--json"], ["version"]])
+def test_detached_end_holds_nvmls_files(holder, tmp_path, args):
+    """Prints, for the run's log, what the detached process holds and when
+    EOF, the command's end and the detached one's came."""
+    if not HOLD_LIB.exists():
+        pytest.skip(f"{HOLD_LIB} not built")
+    got = end_watch(args, hold=tmp_path)
+    print(json.dumps({k: got[k] for k in ("eof_ms", "exit_ms", "held",
+                                           "orphans")}))
+    assert got["rc"] == 0 and got["eof"], got
+    held = got["held"]
+    assert held and held["ppid"] == got["reaper_pid"], got
+    assert "/dev/nvidiactl" in held["fds"], held
+    assert all(f.startswith("/dev/") for f in held["fds"]), held
+    assert got["left_to_shell"] == []
+    assert [o["status"] for o in got["orphans"]] == [0]
+
+
+def test_detached_end_ends_on_its_own(holder):
+    """Ten runs: each leaves one process, which ends with status 0; the
+    times (ms after the start: EOF, the command's end, the detached
+    end's) go to the log."""
+    for _ in range(10):
+        got = end_watch(["ps"])
+        want = run_ps(GPURECLAIM_PS_VARIANT="exit=wait")
+        assert got["rc"] == 0 and got["eof"], got
+        assert got["out"] == want.stdout
+        (o,) = got["orphans"]
+        assert o["status"] == 0, got
+        print(f"eof {got['eof_ms']:.2f} ms, ps reaped {got['exit_ms']:.2f}"
+              f" ms, detached end reaped {o['ms']:.2f} ms")

@@ -747,99 +747,6 @@ static void test_fault_procs_v2(void **st)
 	assert_int_equal(buf[0].pid, 10);
 }
 
-/* ---------------- nvmlInitWithFlags ---------------- */
-
-struct nvml_init {
-	int (*initf)(unsigned int);
-	int (*shutdown)(void);
-	int (*name)(nvmlDevice_t, char *, unsigned int);
-};
-
-static struct nvml_init nvml_init_load(struct nvml *nv)
-{
-	struct nvml_init f;
-	f.initf = (int (*)(unsigned int))sim_sym(nv->lib, "nvmlInitWithFlags");
-	f.shutdown = (int (*)(void))sim_sym(nv->lib, "nvmlShutdown");
-	f.name = (int (*)(nvmlDevice_t, char *, unsigned int))sim_sym(
-	    nv->lib, "nvmlDeviceGetName");
-	return f;
-}
-
-/* Without a fault every flag initialises as nvmlInit_v2 does. */
-static void test_init_flags_work_alike(void **st)
-{
-	(void)st;
-	sim_setup("gpus=2");
-	struct nvml nv = nvml_load();
-	struct nvml_init f = nvml_init_load(&nv);
-	char name[96];
-	assert_int_equal(
-	    f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH | GPR_NVML_INIT_FLAG_NO_GPUS),
-	    NVML_SUCCESS);
-	assert_int_equal(f.name(nvml_dev(&nv, 1), name, sizeof name), 0);
-	assert_string_equal(name, "Simulated GPU");
-	assert_int_equal(f.shutdown(), NVML_SUCCESS);
-	/* counted like nvmlInit_v2: one shutdown ends it */
-	assert_int_equal(f.shutdown(), NVML_ERROR_UNINITIALIZED);
-}
-
-/*
- * fault=unattached: after a NO_ATTACH initialisation, handles are given
- * but calls on them answer NVML_ERROR_UNINITIALIZED; the first
- * initialisation's flags hold for a later nvmlInit_v2 (NVML's docs:
- * FORCE_INIT is what undoes them) and end with the count.
- */
-static void test_fault_unattached(void **st)
-{
-	(void)st;
-	sim_setup("fault=unattached");
-	struct nvml nv = nvml_load();
-	struct nvml_init f = nvml_init_load(&nv);
-	char name[96];
-	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH), NVML_SUCCESS);
-	nvmlDevice_t d = nvml_dev(&nv, 0);
-	assert_int_equal(f.name(d, name, sizeof name),
-			 NVML_ERROR_UNINITIALIZED);
-	unsigned int cur, pend;
-	assert_int_equal(nv.mig(d, &cur, &pend), NVML_ERROR_UNINITIALIZED);
-	assert_int_equal(nv.init(), NVML_SUCCESS); /* the count only */
-	assert_int_equal(f.name(d, name, sizeof name),
-			 NVML_ERROR_UNINITIALIZED);
-	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_FORCE_INIT), NVML_SUCCESS);
-	assert_int_equal(f.name(d, name, sizeof name), NVML_SUCCESS);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(f.shutdown(), NVML_SUCCESS);
-	/* a fresh start without the flag attaches */
-	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH), NVML_SUCCESS);
-	assert_int_equal(f.shutdown(), NVML_SUCCESS);
-	assert_int_equal(nv.init(), NVML_SUCCESS);
-	assert_int_equal(f.name(nvml_dev(&nv, 0), name, sizeof name),
-			 NVML_SUCCESS);
-}
-
-static void test_fault_initflags_refused(void **st)
-{
-	(void)st;
-	sim_setup("fault=initflags-refused");
-	struct nvml nv = nvml_load();
-	struct nvml_init f = nvml_init_load(&nv);
-	assert_int_equal(f.initf(GPR_NVML_INIT_FLAG_NO_ATTACH),
-			 NVML_ERROR_UNKNOWN);
-	/* nothing was counted; nvmlInit_v2 still works */
-	assert_int_equal(f.shutdown(), NVML_ERROR_UNINITIALIZED);
-	assert_int_equal(nv.init(), NVML_SUCCESS);
-	assert_int_equal(f.shutdown(), NVML_SUCCESS);
-}
-
-static void test_init_flags_bad_config(void **st)
-{
-	(void)st;
-	sim_setup("gpus=99");
-	struct nvml nv = nvml_load();
-	struct nvml_init f = nvml_init_load(&nv);
-	assert_int_equal(f.initf(0), NVML_ERROR_UNINITIALIZED);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -873,10 +780,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_fault_foreign_pid),
 	    cmocka_unit_test(test_fault_memory_v1),
 	    cmocka_unit_test(test_fault_procs_v2),
-	    cmocka_unit_test(test_init_flags_work_alike),
-	    cmocka_unit_test(test_fault_unattached),
-	    cmocka_unit_test(test_fault_initflags_refused),
-	    cmocka_unit_test(test_init_flags_bad_config),
 	};
 	return gpr_test_main(argc, argv, "sim", tests,
 			     sizeof tests / sizeof tests[0]);
