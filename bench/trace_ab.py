@@ -1,13 +1,15 @@
 """The tracer's cost measured inside one process, on the GPU machine.
 
-Each loop runs under `gpureclaim trace` and alternates blocks traced and
-blocks paused (gpureclaim_trace_pause: callbacks off, CUPTI unsubscribed),
-in the order ABBA ABBA..., each block after 20 untimed iterations. Both
-states share the process, its memory layout, its CPU and the GPU's state,
-which differ from one process to the next by more than the tracer costs
-(untraced runs of the torch loop spread over 70-105 us per pair). What the
-paused state still has that an untraced process lacks: libcupti and the
-injection library loaded, unsubscribed.
+Each loop runs under `gpureclaim trace` (its default backend, or
+BACKEND=cupti) and alternates blocks traced and blocks paused
+(gpureclaim_trace_pause: the interposer's wrappers pass calls straight on;
+CUPTI's callbacks off and unsubscribed), in the order ABBA ABBA..., each
+block after 20 untimed iterations. Both states share the process, its
+memory layout, its CPU and the GPU's state, which differ from one process
+to the next by more than the tracer costs (untraced runs of the torch loop
+spread over 70-105 us per pair on one machine). What the paused state
+still has that an untraced process lacks: the tracer loaded (with CUPTI,
+libcupti too, unsubscribed).
 
 1. C: cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB (bench/trace_churn cuda-ab).
 2. torch: torch.empty + del of 1 MiB, PYTORCH_NO_CUDA_MEMORY_CACHING=1.
@@ -38,9 +40,8 @@ def inner(loop, blocks, n):
     """Runs inside the traced process."""
     import ctypes
     import torch
-    torch.ones(1, device="cuda")  # cuInit: the driver loads the tracer
-    tr = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"],
-                     mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    torch.ones(1, device="cuda")  # cuInit: CUPTI's tracer is loaded then
+    tr = ctypes.CDLL(None)  # the tracer's functions, found as documented
     if tr.gpureclaim_trace_pause() != 0 or tr.gpureclaim_trace_resume() != 0:
         sys.exit("not traced: run this under `gpureclaim trace`")
     it = trace_loops.STEPS[loop]()
@@ -97,7 +98,9 @@ def main():
     failed = 0
     for name, (cmd, env) in loops.items():
         e = dict(os.environ, **env)
-        r = subprocess.run([str(build / "cli/gpureclaim"), "trace", "-q", "-o",
+        backend = os.environ.get("BACKEND", "auto")
+        r = subprocess.run([str(build / "cli/gpureclaim"), "trace", "-q",
+                            "--backend", backend, "-o",
                             f"/tmp/gpr-ab-{name}.trace", "--"] + cmd,
                            capture_output=True, text=True, env=e,
                            timeout=900)

@@ -207,4 +207,25 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
  */
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 
+/* ---------------- progress (cli/util_progress.c) ---------------- */
+
+/*
+ * A progress line on stderr about `what` (a file name), shown after a
+ * second of work while stderr is a terminal: the phase, and how far the
+ * trace reader's replay has come. stop clears it. Not nested.
+ */
+void gpr_cli_progress_start(const char *what);
+void gpr_cli_progress_phase(const char *phase);
+void gpr_cli_progress_stop(void);
+
+/* ---------------- the tracer's preload (cli/trace_preload.c) --------- */
+
+/*
+ * The LD_PRELOAD that puts tracer first in front of old (NULL: none),
+ * after the sanitizer runtimes old names (they must stay first), without
+ * a second copy of the tracer. 0, or -1 when it does not fit in len.
+ */
+int gpr_cli_preload_value(const char *tracer, const char *old, char *out,
+			  size_t len);
+
 #endif /* GPR_CLI_H */

@@ -1,11 +1,15 @@
 /*
- * gpureclaim trace [-o FILE] [--] CMD ARGS...: runs CMD with the CUPTI
- * injection library (libgpureclaim_trace.so) so that every driver-level
+ * gpureclaim trace [-o FILE] [--backend B] [--] CMD ARGS...: runs CMD with
+ * the tracer (libgpureclaim_trace.so) so that every driver-level
  * allocation and free of every CUDA process it starts is logged, then
- * prints a summary of the log. CMD's exit status is returned (128 + the
- * signal when it was killed); its stdout and stderr are left alone, our
- * own lines on stderr start with "gpureclaim trace:". The summary reads
- * the logs the traced processes say they wrote (trace_names.h).
+ * prints a summary of the log. The tracer sees the calls one of two ways
+ * (docs/trace.md, "Backends"): preloaded (LD_PRELOAD), it wraps the
+ * driver's entry points (the interposer, the default); loaded by the
+ * driver from CUDA_INJECTION64_PATH, it subscribes to CUPTI. CMD's exit
+ * status is returned (128 + the signal when it was killed); its stdout
+ * and stderr are left alone, our own lines on stderr start with
+ * "gpureclaim trace:". The summary reads the logs the traced processes
+ * say they wrote (trace_names.h).
  */
 #include "cli.h"
 
@@ -16,19 +20,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "out/buf.h"
 #include "../trace/format/trace_switch.h"
+#include "../trace/read/log_path.h"
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
 #include "locate.h"
 #include "trace_names.h"
 
+enum backend { B_AUTO, B_INTERPOSE, B_CUPTI };
+static const char *const backend_names[] = {"auto", "interpose", "cupti"};
+
 static struct env {
 	const char *output; /* -o, --output FILE */
+	int backend;	    /* --backend auto|interpose|cupti */
+	int dormant;	    /* --dormant: loaded, recording nothing */
 	int allow_untraced; /* --allow-untraced */
 	int quiet;	    /* -q, --quiet: no summary */
 	int full;	    /* --full: the whole report as summary */
@@ -40,25 +51,46 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "USAGE: gpureclaim trace [-o FILE] [-q] [--full] "
-	    "[--allow-untraced] [--] CMD [ARGS...]\n"
+	    "USAGE: gpureclaim trace [-o FILE] [--backend "
+	    "auto|interpose|cupti] "
+	    "[--dormant]\n"
+	    "                        [-q] [--full] [--allow-untraced] [--] CMD "
+	    "[ARGS...]\n"
 	    "\n"
 	    "Run CMD and log every driver-level GPU allocation and free "
 	    "(cuMemAlloc, cuMemFree,\n"
 	    "VMM cuMemCreate/Map/Unmap/Release, async pools, pinned host "
-	    "memory) with its size,\n"
-	    "device, thread, latency, CPU-wait time and calling library. "
-	    "Needs CUPTI (the CUDA\n"
-	    "toolkit's extras/CUPTI or the nvidia-cuda-cupti wheel).\n"
+	    "memory, contexts) with\n"
+	    "its size, device, thread, latency, CPU-wait time and calling "
+	    "library.\n"
 	    "\n"
 	    "OPTIONS:\n"
 	    "    -o, --output FILE   the log (default "
-	    "./gpureclaim-<pid>.trace); other CUDA\n"
+	    "./gpureclaim-<pid>.trace); "
+	    "other CUDA\n"
 	    "                        processes CMD starts write FILE.<pid>\n"
+	    "    --backend B         how the calls are seen: interpose (the "
+	    "tracer is preloaded\n"
+	    "                        and wraps the driver's entry points, "
+	    "about "
+	    "0.1 us a call),\n"
+	    "                        cupti (CUPTI callbacks, about 1 us a "
+	    "call; "
+	    "one CUPTI user\n"
+	    "                        per process), auto (the default: "
+	    "interpose, "
+	    "and CUPTI for\n"
+	    "                        a process the preload cannot enter, e.g. "
+	    "setuid)\n"
+	    "    --dormant           preload the tracer but record nothing: "
+	    "the program starts\n"
+	    "                        its own sessions (gpureclaim.trace() in "
+	    "Python)\n"
 	    "    -q, --quiet         no summary at the end\n"
 	    "    --full              the whole report as the summary\n"
-	    "    --allow-untraced    run CMD even when CUPTI cannot be "
-	    "found\n"
+	    "    --allow-untraced    run CMD even when the backend cannot be "
+	    "set "
+	    "up\n"
 	    "    -h, --help          show this help\n"
 	    "\n"
 	    "ENVIRONMENT:\n"
@@ -77,6 +109,8 @@ static void usage(FILE *f)
 	    "    gpureclaim trace -- python train.py --epochs 1\n"
 	    "    gpureclaim trace -o run.trace python -c 'import torch; "
 	    "torch.ones(1, device=\"cuda\")'\n"
+	    "    gpureclaim trace --backend cupti -o run.trace -- ./app\n"
+	    "    gpureclaim trace --dormant -- jupyter lab\n"
 	    "    gpureclaim report run.trace --svg mem.svg\n"
 	    "\n"
 	    "Exit status: CMD's (128 + signal if it was killed); 1 when "
@@ -84,45 +118,23 @@ static void usage(FILE *f)
 	    "127 when CMD cannot be run, 2 on bad usage.\n");
 }
 
-/*
- * Clears the way for the log: an old trace log of this user at path is
- * removed; anything else there (another file, a link, a FIFO, another
- * user's log) is left alone, an error (cli/util_file.c's one rule for
- * files we replace). 0 or -1 with a message.
- */
-static int prepare_output(const char *path)
+/* Whether cmd resolves (through PATH) to a set-user/group-ID program,
+ * which the dynamic loader runs without LD_PRELOAD. */
+static int setuid_program(const char *cmd)
 {
-	if (gpr_cli_out_check("trace", path, GPR_TRACE_MAGIC, "a trace log", -1,
-			      NULL) < 0)
-		return -1;
-	if (unlink(path) != 0 && errno != ENOENT) {
-		fprintf(stderr, "gpureclaim trace: cannot replace %s: %s\n",
-			path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * The injection library's on/off switches: a bad value is refused here,
- * before CMD runs (the library itself could only warn and go on).
- */
-static int check_switches(void)
-{
-	static const char *const names[] = {
-#define GPR_X_NAME(name) name,
-	    GPR_TRACE_SWITCHES(GPR_X_NAME)
-#undef GPR_X_NAME
-	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const char *v = getenv(names[i]);
-		if (gpr_trace_switch_parse(v) < 0) {
-			fprintf(stderr,
-				"gpureclaim trace: %s='%.64s' is not one of "
-				"%s\n",
-				names[i], v, GPR_TRACE_SWITCH_WORDS);
-			return -1;
-		}
+	char p[PATH_MAX];
+	struct stat st;
+	if (strchr(cmd, '/'))
+		return stat(cmd, &st) == 0 &&
+		       (st.st_mode & (S_ISUID | S_ISGID));
+	const char *path = getenv("PATH");
+	for (const char *d = path ? path : ""; *d;) {
+		size_t n = strcspn(d, ":");
+		snprintf(p, sizeof(p), "%.*s/%s", (int)n, d, cmd);
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+			return (st.st_mode & (S_ISUID | S_ISGID)) != 0;
+		d += n;
+		d += *d == ':';
 	}
 	return 0;
 }
@@ -176,12 +188,16 @@ static void summarise(const struct gpr_cli_trace_log *log)
  * CMD's own process, else the first; lists the others.
  */
 static void summary(const char *want, pid_t child,
-		    const struct gpr_cli_trace_names *tn)
+		    const struct gpr_cli_trace_names *tn, int backend)
 {
 	if (tn->n == 0) {
 		fprintf(stderr,
 			"gpureclaim trace: no trace was written (CMD did not "
-			"use CUDA, or tracing failed: see above)\n");
+			"use CUDA, or tracing failed: see above)%s\n",
+			backend == B_INTERPOSE
+			    ? "; a program the preload cannot enter (static, "
+			      "setuid) needs --backend=cupti"
+			    : "");
 		return;
 	}
 	size_t k = tn->n;
@@ -258,10 +274,156 @@ static int log_path(char *out, size_t len, char **dir)
 	return GPR_CLI_OK;
 }
 
-int gpr_cli_trace(int argc, char **argv)
+/*
+ * Clears the way for the log: an old trace log of this user at path is
+ * removed; anything else there (another file, a link, a FIFO, another
+ * user's log) is left alone, an error (trace/read/log_path.h, the one
+ * rule for files we replace). 0 or -1 with a message.
+ */
+static int prepare_output(const char *path)
+{
+	char why[PATH_MAX + 80];
+	if (gpr_trace_clear_path(path, why, sizeof(why)) < 0) {
+		fprintf(stderr, "gpureclaim trace: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The injection library's on/off switches: a bad value is refused here,
+ * before CMD runs (the library itself could only warn and go on).
+ */
+static int check_switches(void)
+{
+	static const struct {
+		const char *name, *word;
+	} sw[] = {
+#define GPR_X_SWITCH(name, word) {name, word},
+	    GPR_TRACE_SWITCHES(GPR_X_SWITCH)
+#undef GPR_X_SWITCH
+	};
+	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
+		const char *v = getenv(sw[i].name);
+		if (gpr_trace_switch_parse(v, sw[i].word) < 0) {
+			fprintf(stderr,
+				"gpureclaim trace: %s='%.64s' is not one of "
+				"%s%s%s\n",
+				sw[i].name, v, GPR_TRACE_SWITCH_WORDS,
+				sw[i].word ? "/" : "",
+				sw[i].word ? sw[i].word : "");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The environment CMD gets (in the child, before exec): out is the log's
+ * path, or "" with the default's directory in dir; names_dir where the
+ * processes say which logs they wrote ("": dormant).
+ */
+static void child_env(int backend, const char *tracer, const char *cupti,
+		      char *out, size_t out_len, const char *dir,
+		      const char *names_dir)
+{
+	if (dir)
+		snprintf(out, out_len, "%s/gpureclaim-%d.trace", dir,
+			 (int)getpid());
+	setenv("GPURECLAIM_TRACE_BACKEND", backend_names[backend], 1);
+	if (!env.dormant)
+		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
+	else
+		setenv("GPURECLAIM_TRACE_DORMANT", "1", 1);
+	if (names_dir[0])
+		setenv("GPURECLAIM_TRACE_NAMES_DIR", names_dir, 1);
+	if (backend != B_CUPTI) {
+		char pre[8192];
+		if (gpr_cli_preload_value(tracer, getenv("LD_PRELOAD"), pre,
+					  sizeof(pre)) == 0)
+			setenv("LD_PRELOAD", pre, 1);
+	}
+	/* the CUPTI backend, or the fallback of auto */
+	if (cupti[0]) {
+		setenv("CUDA_INJECTION64_PATH", tracer, 1);
+		setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
+	}
+}
+
+/* Settles the backend and finds its pieces; the tracer's and CUPTI's
+ * paths ("" when not used). 1 traced, 0 not, -1 refused. */
+static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
+{
+	const char *from = "";
+	cupti[0] = '\0';
+	struct gpr__buf tried = {0};
+	if (gpr_cli_find_tracer(tracer, PATH_MAX, &tried) < 0) {
+		fprintf(stderr,
+			"gpureclaim trace: libgpureclaim_trace.so not found; "
+			"looked at:\n%s"
+			"gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
+			"its path\n",
+			gpr__buf_str(&tried));
+		gpr__buf_free(&tried);
+		return 0;
+	}
+	if (*backend != B_CUPTI && setuid_program(cmd[0])) {
+		fprintf(stderr,
+			"gpureclaim trace: %s is set-user/group-ID: the "
+			"dynamic loader ignores LD_PRELOAD there%s\n",
+			cmd[0],
+			*backend == B_AUTO ? "; using CUPTI"
+					   : "; nothing will "
+					     "be recorded");
+		if (*backend == B_AUTO)
+			*backend = B_CUPTI;
+	}
+	if (*backend == B_INTERPOSE || env.dormant) {
+		if (!env.quiet)
+			fprintf(stderr, "gpureclaim trace: interposer %s%s\n",
+				tracer, env.dormant ? " (dormant)" : "");
+		gpr__buf_free(&tried);
+		return 1;
+	}
+	gpr__buf_reset(&tried);
+	int found =
+	    gpr_cli_find_cupti(cmd, cupti, PATH_MAX, &from, &tried) == 0;
+	if (!found)
+		cupti[0] = '\0';
+	if (*backend == B_AUTO) {
+		if (!env.quiet)
+			fprintf(stderr,
+				"gpureclaim trace: interposer %s; %s%s\n",
+				tracer,
+				found ? "CUPTI fallback "
+				      : "no CUPTI found for a fallback",
+				found ? cupti : "");
+		gpr__buf_free(&tried);
+		return 1;
+	}
+	if (!found) {
+		fprintf(stderr,
+			"gpureclaim trace: no CUPTI library found; looked "
+			"at:\n%s"
+			"gpureclaim trace: install one (pip install "
+			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n",
+			gpr__buf_str(&tried));
+		gpr__buf_free(&tried);
+		return 0;
+	}
+	gpr__buf_free(&tried);
+	if (!env.quiet)
+		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
+			from);
+	return 1;
+}
+
+static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"output", required_argument, NULL, 'o'},
+	    {"backend", required_argument, NULL, 'b'},
+	    {"dormant", no_argument, NULL, 'd'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"full", no_argument, NULL, 'f'},
 	    {"allow-untraced", no_argument, NULL, 'u'},
@@ -275,6 +437,21 @@ int gpr_cli_trace(int argc, char **argv)
 		case 'o':
 			env.output = optarg;
 			break;
+		case 'b':
+			env.backend = -1;
+			for (int i = 0; i < 3; i++)
+				if (strcmp(optarg, backend_names[i]) == 0)
+					env.backend = i;
+			if (env.backend < 0) {
+				fprintf(stderr,
+					"gpureclaim trace: --backend takes "
+					"auto, interpose or cupti\n");
+				return GPR_CLI_USAGE;
+			}
+			break;
+		case 'd':
+			env.dormant = 1;
+			break;
 		case 'q':
 			env.quiet = 1;
 			break;
@@ -286,67 +463,54 @@ int gpr_cli_trace(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return GPR_CLI_OK;
+			return -1;
 		default:
 			usage(stderr);
 			return GPR_CLI_USAGE;
 		}
+	}
+	if (env.dormant && env.backend == B_CUPTI) {
+		fprintf(stderr, "gpureclaim trace: --dormant preloads the "
+				"interposer; it does not go with "
+				"--backend=cupti\n");
+		return GPR_CLI_USAGE;
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "gpureclaim trace: no command given\n");
 		usage(stderr);
 		return GPR_CLI_USAGE;
 	}
+	return 0;
+}
+
+int gpr_cli_trace(int argc, char **argv)
+{
+	int rc = parse(argc, argv);
+	if (rc)
+		return rc < 0 ? GPR_CLI_OK : rc;
 	char **cmd = argv + optind;
 	if (check_switches() < 0)
 		return GPR_CLI_USAGE;
-
-	char inj[PATH_MAX], cupti[PATH_MAX];
-	const char *from = "";
-	int traced = 1;
-	struct gpr__buf tried = {0};
-	if (gpr_cli_find_tracer(inj, sizeof(inj), &tried) < 0) {
-		fprintf(stderr,
-			"gpureclaim trace: libgpureclaim_trace.so not found; "
-			"looked at:\n%s"
-			"gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
-			"its path\n",
-			gpr__buf_str(&tried));
-		traced = 0;
-	} else {
-		gpr__buf_reset(&tried);
-		if (gpr_cli_find_cupti(cmd, cupti, sizeof(cupti), &from,
-				       &tried) < 0) {
-			fprintf(stderr,
-				"gpureclaim trace: no CUPTI library found; "
-				"looked at:\n%s"
-				"gpureclaim trace: install one (pip install "
-				"nvidia-cuda-cupti) or set "
-				"GPURECLAIM_CUPTI_LIBRARY\n",
-				gpr__buf_str(&tried));
-			traced = 0;
-		}
-	}
-	gpr__buf_free(&tried);
+	char tracer[PATH_MAX], cupti[PATH_MAX];
+	int backend = env.backend;
+	int traced = set_up(cmd, &backend, tracer, cupti);
 	if (!traced && !env.allow_untraced) {
 		fprintf(stderr, "gpureclaim trace: not running the command "
 				"untraced (--allow-untraced would)\n");
 		return GPR_CLI_ERROR;
 	}
-	if (traced && !env.quiet)
-		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
-			from);
 	if (!traced)
 		fprintf(stderr, "gpureclaim trace: running the command "
 				"untraced\n");
 
 	/* The log's absolute path: CMD may change directory. */
 	char out[GPR_TRACE_MAX_PATH + DEFAULT_NAME_MAX];
+	out[0] = '\0';
 	char *dir = NULL;
 	struct gpr_cli_trace_names names;
 	memset(&names, 0, sizeof(names));
-	if (traced) {
-		int rc = log_path(out, sizeof(out), &dir);
+	if (traced && !env.dormant) {
+		rc = log_path(out, sizeof(out), &dir);
 		if (rc != GPR_CLI_OK)
 			return rc;
 		if (out[0] && prepare_output(out) < 0) {
@@ -380,16 +544,9 @@ int gpr_cli_trace(int argc, char **argv)
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
-		if (traced) {
-			if (dir)
-				snprintf(out, sizeof(out),
-					 "%s/gpureclaim-%d.trace", dir,
-					 (int)getpid());
-			setenv("CUDA_INJECTION64_PATH", inj, 1);
-			setenv("GPURECLAIM_CUPTI_LIBRARY", cupti, 1);
-			setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
-			setenv("GPURECLAIM_TRACE_NAMES_DIR", names.dir, 1);
-		}
+		if (traced)
+			child_env(backend, tracer, cupti, out, sizeof(out), dir,
+				  names.dir);
 		execvp(cmd[0], cmd);
 		int e = errno;
 		fprintf(stderr, "gpureclaim trace: cannot run %s: %s\n", cmd[0],
@@ -416,10 +573,11 @@ int gpr_cli_trace(int argc, char **argv)
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
-	if (traced && gpr_cli_trace_names_collect(&names) < 0)
+	int summed = traced && !env.dormant;
+	if (summed && gpr_cli_trace_names_collect(&names) < 0)
 		fprintf(stderr, "gpureclaim trace: out of memory\n");
-	if (traced && !env.quiet)
-		summary(out, pid, &names);
+	if (summed && !env.quiet)
+		summary(out, pid, &names, backend);
 	gpr_cli_trace_names_free(&names);
 	return code;
 }

@@ -2,7 +2,8 @@
  * Files the tool writes for the user (the exports of `report`), created
  * the way the trace log is: the path the user names is never followed
  * when it is a symbolic link, never the file being read, and a file that
- * is not one of our exports is not replaced without --force. The data go
+ * is not one of our exports is not replaced without --force (the rule of
+ * trace/read/log_path.h, which the trace log follows too). The data go
  * to a new file beside the target (mkostemp: O_EXCL, mode 0600 less the
  * umask, the stricter of the two) that is renamed over the target only
  * once every output of the command is complete; a command that fails
@@ -20,84 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 1 if the regular file at fd is empty or begins with signature. */
-static int begins_with(int fd, const struct stat *st, const char *signature)
-{
-	if (st->st_size == 0)
-		return 1;
-	size_t n = strlen(signature);
-	if ((size_t)st->st_size < n)
-		return 0;
-	char *head = malloc(n);
-	if (!head)
-		return 0;
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, head + got, n - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	int same = got == n && memcmp(head, signature, n) == 0;
-	free(head);
-	return same;
-}
-
-/*
- * Whether what lies at path (lstat'ed into lst) may be replaced: 0 if so,
- * otherwise 1 with the reason in why, a phrase that follows the path in a
- * message (gpr_cli_out_check says which files are refused).
- */
-static int refusal(char *why, size_t len, const char *path,
-		   const struct stat *lst, const char *signature,
-		   const char *what, int force, const struct stat *input)
-{
-	/* said only when the command has a --force that was not given */
-	const char *hint = "";
-	const char *phrase = NULL;
-	int not_ours = 0; /* a file of this user that is not one of ours */
-	if (input && lst->st_dev == input->st_dev &&
-	    lst->st_ino == input->st_ino) {
-		phrase = "is the file being read";
-	} else if (S_ISLNK(lst->st_mode)) {
-		if (force > 0)
-			return 0;
-		phrase = "is a symbolic link, not followed";
-		hint = " (--force replaces the link itself)";
-	} else if (S_ISDIR(lst->st_mode)) {
-		phrase = "is a directory";
-	} else if (!S_ISREG(lst->st_mode)) {
-		phrase = "is not a regular file";
-	} else if (force > 0) {
-		return 0;
-	} else if (lst->st_uid != geteuid()) {
-		phrase = "belongs to another user";
-		hint = " (--force replaces it)";
-	} else {
-		int fd =
-		    open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0) {
-			phrase = "cannot be read to check what it is";
-		} else {
-			struct stat st;
-			int ours = fstat(fd, &st) == 0 &&
-				   st.st_dev == lst->st_dev &&
-				   st.st_ino == lst->st_ino &&
-				   begins_with(fd, &st, signature);
-			close(fd);
-			if (ours)
-				return 0;
-			phrase = "exists and is not";
-			not_ours = 1;
-		}
-		hint = " (--force replaces it)";
-	}
-	snprintf(why, len, "%s%s%s%s", phrase, not_ours ? " " : "",
-		 not_ours ? what : "", force == 0 ? hint : "");
-	return 1;
-}
+#include "../trace/read/log_path.h"
 
 int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
 		      const char *what, int force, const struct stat *input)
@@ -111,8 +35,8 @@ int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
 		return -1;
 	}
 	char why[256];
-	if (!refusal(why, sizeof(why), path, &lst, signature, what, force,
-		     input))
+	if (!gpr_trace_path_refused(why, sizeof(why), path, &lst, signature,
+				    what, force, input))
 		return 0;
 	fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path, why);
 	return -1;

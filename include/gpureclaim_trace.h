@@ -1,64 +1,181 @@
 /*
- * gpureclaim_trace.h: what a traced program may call in the tracer,
- * libgpureclaim_trace.so (docs/trace.md, "Pausing from the program").
+ * gpureclaim_trace.h: what a program may call in the tracer,
+ * libgpureclaim_trace.so (docs/trace.md, "From inside the program").
  *
- * The tracer is not linked: the CUDA driver loads it at cuInit from
- * $CUDA_INJECTION64_PATH (set by `gpureclaim trace`). Find it after CUDA
- * is initialised, without loading anything:
+ * The tracer is not linked. `gpureclaim trace` puts it in the process
+ * (LD_PRELOAD, or the CUDA driver loads it at cuInit from
+ * $CUDA_INJECTION64_PATH), and it then makes its functions visible to
+ * every look-up; a running program that was not started that way may load
+ * it itself (dlopen of its path, RTLD_GLOBAL) to start a session. Find a
+ * function without loading anything:
  *
  *	#include <dlfcn.h>
- *	#include <stdlib.h>
  *	#include "gpureclaim_trace.h"
  *
- *	const char *path = getenv("CUDA_INJECTION64_PATH");
- *	void *tracer = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
  *	gpureclaim_trace_pause_fn *trace_pause = NULL;
- *	if (tracer)
- *		*(void **)&trace_pause =
- *		    dlsym(tracer, "gpureclaim_trace_pause");
+ *	*(void **)&trace_pause = dlsym(RTLD_DEFAULT, "gpureclaim_trace_pause");
  *	if (trace_pause)
  *		trace_pause();
  *
  * Not traced (no tracer loaded), the pointers stay NULL: a program calls
  * nothing and runs as it would.
+ *
+ * Threads: every function here may be called from any thread; the tracer
+ * serialises them. None is async-signal-safe.
  */
 #ifndef GPURECLAIM_TRACE_H
 #define GPURECLAIM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /*
- * Stops recording: the tracer turns its callbacks off and unsubscribes
- * from CUPTI, so nothing is recorded and another CUPTI tool (a profiler)
- * may subscribe meanwhile. Returns 0 when paused now, 1 when it already
- * was, -1 when this process is not being traced (tracing could not start,
- * or has stopped: a failed write of the log, a forked child).
+ * Stops recording for a while; the session (its log) stays open. With
+ * the interposer the wrappers pass calls straight on; with CUPTI the
+ * tracer turns its callbacks off and unsubscribes, so another CUPTI tool
+ * (a profiler) may subscribe meanwhile. Returns 0 when paused now, 1 when
+ * it already was, -1 when this process is not being traced (no session,
+ * or it has stopped: a failed write of the log, a forked child).
  *
- * Threads: callable from any thread; pause and resume are serialised by
- * the tracer. A driver call in flight on another thread at the moment of
- * pausing may go unrecorded. Not async-signal-safe.
- *
- * A free made while paused is missing from the log: memory allocated
- * before the pause and freed during it reads as "never freed" unless its
- * address is allocated again later.
+ * A driver call in flight on another thread at the moment of pausing may
+ * go unrecorded. A free made while paused is missing from the log:
+ * memory allocated before the pause and freed during it reads as "never
+ * freed" unless its address is allocated again later.
  */
 int gpureclaim_trace_pause(void);
 
 /*
- * Records again: subscribes to CUPTI and turns the callbacks back on.
- * Returns 0 when resumed now, 1 when it was not paused, -1 when this
- * process is not being traced, -2 when CUPTI could not be taken back
- * (another tool holds it, or a CUPTI call failed): the tracer says why in
- * one "gpureclaim-trace: ..." line on stderr and stays paused; a later
- * call may succeed. Threads: as gpureclaim_trace_pause.
+ * Records again. Returns 0 when resumed now, 1 when it was not paused,
+ * -1 when this process is not being traced, -2 when CUPTI could not be
+ * taken back (another tool holds it, or a CUPTI call failed): the tracer
+ * says why in one "gpureclaim-trace: ..." line on stderr and stays
+ * paused; a later call may succeed.
  */
 int gpureclaim_trace_resume(void);
+
+/* ---- sessions started by the program ---- */
+
+/* What sees the driver calls. */
+enum gpureclaim_trace_backend {
+	/* the interposer when it is in the process, else CUPTI */
+	GPURECLAIM_TRACE_AUTO = 0,
+	/* wrappers of the driver's entry points: needs the library
+	 * preloaded (`gpureclaim trace --dormant -- CMD`) */
+	GPURECLAIM_TRACE_INTERPOSE = 1,
+	/* CUPTI callbacks, subscribed now: one subscriber per process */
+	GPURECLAIM_TRACE_CUPTI = 2
+};
+
+/* What gpureclaim_trace_start returns. */
+enum gpureclaim_trace_result {
+	GPURECLAIM_TRACE_OK = 0,
+	/* a session is recording already (why names its log) */
+	GPURECLAIM_TRACE_E_ACTIVE = -1,
+	/* no way to see the driver calls here: CUPTI is held by another
+	 * tool or cannot be loaded, the interposer is not preloaded; the
+	 * other tool is left alone and nothing is recorded */
+	GPURECLAIM_TRACE_E_UNAVAILABLE = -2,
+	/* the log cannot be created (it exists, a directory is missing...) */
+	GPURECLAIM_TRACE_E_LOG = -3,
+	/* a child forked while its parent recorded: it is not traced */
+	GPURECLAIM_TRACE_E_FORKED = -4,
+	/* opts NULL, its sz too small, or no path */
+	GPURECLAIM_TRACE_E_ARGS = -5
+};
+
+struct gpureclaim_trace_start_opts {
+	size_t sz;	  /* sizeof(struct gpureclaim_trace_start_opts) */
+	const char *path; /* the log to create: it must not exist */
+	int backend;	  /* enum gpureclaim_trace_backend */
+	/* CUPTI only: the libcupti to load; NULL: the one already in the
+	 * process, else $GPURECLAIM_CUPTI_LIBRARY, else libcupti.so* */
+	const char *cupti;
+	/* receives one line saying why, when the result is not OK (may be
+	 * NULL); the tracer prints nothing for this call */
+	char *why;
+	size_t why_len;
+};
+
+/*
+ * Starts a session: from now on every driver allocation and free of this
+ * process (every thread) goes into a new log at opts->path, until
+ * gpureclaim_trace_stop or exit. What was allocated before is not in it:
+ * its frees show as frees of unknown memory. Returns an enum
+ * gpureclaim_trace_result. The caller keeps opts; nothing in it is kept.
+ */
+int gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *opts);
+
+/*
+ * Ends the session, whoever started it (a program under `gpureclaim
+ * trace` ends that trace early): recording stops, what was recorded is
+ * written, the log is closed and complete. Its path goes into path (len
+ * bytes, may be NULL). Returns 0, or -1 when no session is open in this
+ * process.
+ */
+int gpureclaim_trace_stop(char *path, size_t len);
+
+struct gpureclaim_trace_status {
+	size_t sz;	/* caller sets sizeof(struct gpureclaim_trace_status) */
+	int session;	/* 0 none, 1 recording, 2 paused */
+	int backend;	/* the session's: GPURECLAIM_TRACE_INTERPOSE / _CUPTI */
+	int interposer; /* 1: the interposer is preloaded in this process */
+	int wait;	/* waiting time: 0 not measured, 1 perf-gated
+			   schedstat, 2 getrusage-gated schedstat */
+	char path[4096]; /* the session's log, "" without one */
+};
+
+/* Fills *st (the first st->sz bytes). 0, or -1 when st is NULL or its sz
+ * smaller than the first two fields. */
+int gpureclaim_trace_status(struct gpureclaim_trace_status *st);
+
+/* ---- what is held now (for gpureclaim.explain) ---- */
+
+/*
+ * One row of the live query: the memory allocated during the session and
+ * not freed yet, summed per device, kind and calling library.
+ */
+struct gpureclaim_trace_live {
+	size_t sz;  /* caller sets sizeof(struct gpureclaim_trace_live) */
+	int device; /* CUDA ordinal, -1 host */
+	int kind;   /* 0 device, 1 host pinned, 2 VMM physical (cuMemCreate),
+		       3 async pool (cuMemAlloc*Async) */
+	const char *library; /* the calling library's short name as the
+				report shows it; valid while the tracer is
+				loaded */
+	uint64_t bytes;	     /* allocated, not yet freed */
+	uint64_t count;	     /* allocations */
+};
+
+/*
+ * Fills up to cap rows, largest first; the stride between rows is
+ * rows[0].sz, which the caller sets (a smaller struct of an older header
+ * gets its fields only). *n receives the number of rows available (more
+ * than cap when they did not fit). Returns 0, or -1 when no session is
+ * recording (nothing is known then), -2 when n is NULL, or cap > 0 and
+ * rows is NULL or rows[0].sz is smaller than the fields up to `kind`.
+ *
+ * cuMemCreate memory at a host location (NCCL's host buffers) is counted
+ * as host memory, device -1, kind 2. Allocations made before the session
+ * started are not known. Costs a scan of the tracer's size maps (a
+ * millisecond or two); the calls recorded meanwhile on other threads may
+ * or may not be counted.
+ */
+int gpureclaim_trace_live(struct gpureclaim_trace_live *rows, size_t cap,
+			  size_t *n);
 
 /* The functions' types, for pointers found with dlsym. */
 typedef int gpureclaim_trace_pause_fn(void);
 typedef int gpureclaim_trace_resume_fn(void);
+typedef int
+gpureclaim_trace_start_fn(const struct gpureclaim_trace_start_opts *opts);
+typedef int gpureclaim_trace_stop_fn(char *path, size_t len);
+typedef int gpureclaim_trace_status_fn(struct gpureclaim_trace_status *st);
+typedef int gpureclaim_trace_live_fn(struct gpureclaim_trace_live *rows,
+				     size_t cap, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned forks; /* forks this process has come through */
 
 static void fork_prepare(void)
 {
@@ -20,9 +21,20 @@ static void fork_done(void)
 	pthread_mutex_unlock(&mu);
 }
 
+static void fork_child(void)
+{
+	forks++;
+	pthread_mutex_unlock(&mu);
+}
+
 static void register_fork(void)
 {
-	pthread_atfork(fork_prepare, fork_done, fork_done);
+	pthread_atfork(fork_prepare, fork_done, fork_child);
+}
+
+unsigned sim__forks(void)
+{
+	return forks;
 }
 
 void sim__lock(void)

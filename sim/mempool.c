@@ -1,8 +1,10 @@
 /*
  * The simulated libcuda's memory pools (the stream-ordered allocator:
- * cuMemPoolCreate, cuMemAllocFromPoolAsync, cuMemFreeAsync,
- * cuMemPoolTrimTo, attributes, cuPointerGetAttribute MEMPOOL_HANDLE) and
- * physical VMM allocations (cuMemCreate, cuMemRelease), docs/sim.md.
+ * cuMemPoolCreate, cuDeviceGetDefaultMemPool, cuMemAllocAsync and
+ * cuMemAllocFromPoolAsync, cuMemFreeAsync (each with its _ptsz
+ * per-thread-stream variant), cuMemPoolTrimTo, attributes,
+ * cuPointerGetAttribute MEMPOOL_HANDLE) and physical VMM allocations
+ * (cuMemCreate, cuMemRelease), docs/sim.md.
  *
  * What a pool holds from the driver, its reserve, is on the process's
  * figure as cuMemAlloc_v2 bytes are, so NVML sees it. The model: every
@@ -61,6 +63,8 @@ struct phys {
 };
 
 static struct CUmemPoolHandle_st pools[MAX_POOLS];
+/* cuDeviceGetDefaultMemPool's pool of each GPU, made when first asked */
+static struct CUmemPoolHandle_st *defaults[SIM_MAX_GPUS];
 static struct phys phys[MAX_PHYS];
 static unsigned long long next_handle = 1;
 static CUdeviceptr next_ptr[SIM_MAX_GPUS];
@@ -78,6 +82,7 @@ static void lock(void)
 		for (int i = 0; i < MAX_POOLS; i++)
 			free(pools[i].chunks);
 		memset(pools, 0, sizeof pools);
+		memset(defaults, 0, sizeof defaults);
 		memset(phys, 0, sizeof phys);
 		next_handle = 1;
 		/* apart from cuMemAlloc_v2's, which start at (i + 1) << 40 */
@@ -89,6 +94,8 @@ static void lock(void)
 	for (int i = 0; i < MAX_POOLS; i++) {
 		struct CUmemPoolHandle_st *p = &pools[i];
 		if (p->live && p->epoch != sim__cuda_epoch(p->dev)) {
+			if (defaults[p->dev] == p)
+				defaults[p->dev] = NULL;
 			free(p->chunks);
 			memset(p, 0, sizeof *p);
 		}
@@ -153,7 +160,22 @@ static void observe_frees(int dev)
 	}
 }
 
-SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
+/* Under the lock: a new pool on dev, or NULL when none is left. */
+static struct CUmemPoolHandle_st *new_pool(int dev)
+{
+	for (int i = 0; i < MAX_POOLS; i++)
+		if (!pools[i].live) {
+			struct CUmemPoolHandle_st *p = &pools[i];
+			memset(p, 0, sizeof *p);
+			p->dev = dev;
+			p->live = 1;
+			p->epoch = sim__cuda_epoch(dev);
+			return p;
+		}
+	return NULL;
+}
+
+SIM_API(CUresult, cuMemPoolCreate, (CUmemoryPool * pool, const void *props))
 {
 	lock();
 	const struct props_head *h = props;
@@ -162,24 +184,29 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 		r = CUDA_ERROR_NOT_SUPPORTED;
 	if (!r)
 		r = sim__cuda_device(h->location_id);
-	struct CUmemPoolHandle_st *p = NULL;
-	for (int i = 0; !r && !p && i < MAX_POOLS; i++)
-		if (!pools[i].live)
-			p = &pools[i];
+	struct CUmemPoolHandle_st *p = r ? NULL : new_pool(h->location_id);
 	if (!r && !p)
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!r) {
-		memset(p, 0, sizeof *p);
-		p->dev = h->location_id;
-		p->live = 1;
-		p->epoch = sim__cuda_epoch(p->dev);
+	if (!r)
 		*pool = p;
-	}
 	sim__cuda_unlock();
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+SIM_API(CUresult, cuDeviceGetDefaultMemPool,
+	(CUmemoryPool * pool, CUdevice dev))
+{
+	lock();
+	CUresult r = pool ? sim__cuda_device(dev) : CUDA_ERROR_INVALID_VALUE;
+	if (!r && !defaults[dev] && !(defaults[dev] = new_pool(dev)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r)
+		*pool = defaults[dev];
+	sim__cuda_unlock();
+	return r;
+}
+
+SIM_API(CUresult, cuMemPoolDestroy, (CUmemoryPool pool))
 {
 	lock();
 	CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -192,11 +219,10 @@ SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size,
-					    CUmemoryPool pool, CUstream stream)
+/* Under the lock: an allocation of size from pool. */
+static CUresult alloc_from(CUdeviceptr *ptr, size_t size,
+			   struct CUmemPoolHandle_st *pool)
 {
-	(void)stream;
-	lock();
 	int dev;
 	CUresult r = sim__cuda_current(&dev);
 	if (!r && (!ptr || size == 0 || !pool_valid(pool)))
@@ -237,8 +263,51 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *ptr, size_t size,
 		if (u > pool->used_high)
 			pool->used_high = u;
 	}
+	return r;
+}
+
+SIM_API(CUresult, cuMemAllocFromPoolAsync,
+	(CUdeviceptr * ptr, size_t size, CUmemoryPool pool, CUstream stream))
+{
+	(void)stream;
+	lock();
+	CUresult r = alloc_from(ptr, size, pool);
 	sim__cuda_unlock();
 	return r;
+}
+
+SIM_API(CUresult, cuMemAllocFromPoolAsync_ptsz,
+	(CUdeviceptr * ptr, size_t size, CUmemoryPool pool, CUstream stream))
+{
+	return sim_cuMemAllocFromPoolAsync(ptr, size, pool, stream);
+}
+
+/* cuMemAllocAsync: from the current GPU's default pool. */
+static CUresult alloc_async(CUdeviceptr *ptr, size_t size)
+{
+	lock();
+	int dev;
+	CUresult r = sim__cuda_current(&dev);
+	if (!r && !defaults[dev] && !(defaults[dev] = new_pool(dev)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r)
+		r = alloc_from(ptr, size, defaults[dev]);
+	sim__cuda_unlock();
+	return r;
+}
+
+SIM_API(CUresult, cuMemAllocAsync,
+	(CUdeviceptr * ptr, size_t size, CUstream stream))
+{
+	(void)stream;
+	return alloc_async(ptr, size);
+}
+
+SIM_API(CUresult, cuMemAllocAsync_ptsz,
+	(CUdeviceptr * ptr, size_t size, CUstream stream))
+{
+	(void)stream;
+	return alloc_async(ptr, size);
 }
 
 /* The pool chunk in use at ptr, or NULL. */
@@ -257,7 +326,7 @@ static struct chunk *chunk_at(CUdeviceptr ptr,
 	return NULL;
 }
 
-SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
+SIM_API(CUresult, cuMemFreeAsync, (CUdeviceptr ptr, CUstream stream))
 {
 	(void)stream;
 	lock();
@@ -272,7 +341,12 @@ SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+SIM_API(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr ptr, CUstream stream))
+{
+	return sim_cuMemFreeAsync(ptr, stream);
+}
+
+SIM_API(CUresult, cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep))
 {
 	lock();
 	CUresult r = pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -282,8 +356,8 @@ SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr,
-					  void *value)
+SIM_API(CUresult, cuMemPoolGetAttribute,
+	(CUmemoryPool pool, int attr, void *value))
 {
 	lock();
 	CUresult r =
@@ -314,8 +388,8 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr,
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr,
-					  void *value)
+SIM_API(CUresult, cuMemPoolSetAttribute,
+	(CUmemoryPool pool, int attr, void *value))
 {
 	lock();
 	CUresult r = pool_valid(pool) && value &&
@@ -330,7 +404,8 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr,
 
 /* Only MEMPOOL_HANDLE: the pool of an allocation in use, NULL for any
  * other pointer (cuMemAlloc_v2's). */
-SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
+SIM_API(CUresult, cuPointerGetAttribute,
+	(void *data, int attr, CUdeviceptr ptr))
 {
 	lock();
 	int dev;
@@ -346,7 +421,7 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
 	return r;
 }
 
-SIM_EXPORT CUresult cuCtxSynchronize(void)
+SIM_API(CUresult, cuCtxSynchronize, (void))
 {
 	lock();
 	int dev;
@@ -359,7 +434,7 @@ SIM_EXPORT CUresult cuCtxSynchronize(void)
 
 /* Streams are not modelled: a stream's synchronisation observes every
  * free of the process. */
-SIM_EXPORT CUresult cuStreamSynchronize(CUstream stream)
+SIM_API(CUresult, cuStreamSynchronize, (CUstream stream))
 {
 	(void)stream;
 	lock();
@@ -371,8 +446,9 @@ SIM_EXPORT CUresult cuStreamSynchronize(CUstream stream)
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
-				const void *prop, unsigned long long flags)
+SIM_API(CUresult, cuMemCreate,
+	(unsigned long long *handle, size_t size, const void *prop,
+	 unsigned long long flags))
 {
 	lock();
 	const struct props_head *h = prop;
@@ -403,7 +479,7 @@ SIM_EXPORT CUresult cuMemCreate(unsigned long long *handle, size_t size,
 	return r;
 }
 
-SIM_EXPORT CUresult cuMemRelease(unsigned long long handle)
+SIM_API(CUresult, cuMemRelease, (unsigned long long handle))
 {
 	lock();
 	CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -418,4 +494,41 @@ SIM_EXPORT CUresult cuMemRelease(unsigned long long handle)
 	}
 	sim__cuda_unlock();
 	return r;
+}
+
+uint64_t sim__vmm_size(unsigned long long handle)
+{
+	if (owner != getpid()) /* a forked child's tables are not its own */
+		return 0;
+	for (int i = 0; handle && i < MAX_PHYS; i++)
+		if (phys[i].handle == handle)
+			return phys[i].size;
+	return 0;
+}
+
+static const struct sim__proc procs[] = {
+    {"cuMemPoolCreate", 11020, (void *)sim_cuMemPoolCreate, NULL},
+    {"cuMemPoolDestroy", 11020, (void *)sim_cuMemPoolDestroy, NULL},
+    {"cuDeviceGetDefaultMemPool", 11020, (void *)sim_cuDeviceGetDefaultMemPool,
+     NULL},
+    {"cuMemAllocAsync", 11020, (void *)sim_cuMemAllocAsync,
+     (void *)sim_cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", 11020, (void *)sim_cuMemAllocFromPoolAsync,
+     (void *)sim_cuMemAllocFromPoolAsync_ptsz},
+    {"cuMemFreeAsync", 11020, (void *)sim_cuMemFreeAsync,
+     (void *)sim_cuMemFreeAsync_ptsz},
+    {"cuMemPoolTrimTo", 11020, (void *)sim_cuMemPoolTrimTo, NULL},
+    {"cuMemPoolGetAttribute", 11020, (void *)sim_cuMemPoolGetAttribute, NULL},
+    {"cuMemPoolSetAttribute", 11020, (void *)sim_cuMemPoolSetAttribute, NULL},
+    {"cuPointerGetAttribute", 4000, (void *)sim_cuPointerGetAttribute, NULL},
+    {"cuCtxSynchronize", 2000, (void *)sim_cuCtxSynchronize, NULL},
+    {"cuStreamSynchronize", 2000, (void *)sim_cuStreamSynchronize, NULL},
+    {"cuMemCreate", 10020, (void *)sim_cuMemCreate, NULL},
+    {"cuMemRelease", 10020, (void *)sim_cuMemRelease, NULL},
+};
+
+const struct sim__proc *sim__cuda_mempool_procs(size_t *n)
+{
+	*n = sizeof(procs) / sizeof(procs[0]);
+	return procs;
 }

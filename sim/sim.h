@@ -13,6 +13,18 @@
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 
+/*
+ * A driver function: exported under its vendor name as an alias of the
+ * hidden sim_<name>, which the library itself calls and whose address
+ * cuGetProcAddress answers, as the real driver answers with its own
+ * definitions: a preloaded library that defines the same name (the
+ * tracer's interposer) does not change what the sim calls or hands out.
+ */
+#define SIM_API(ret, name, params)                                             \
+	static ret sim_##name params;                                          \
+	SIM_EXPORT ret name params __attribute__((alias("sim_" #name)));       \
+	static ret sim_##name params
+
 #define SIM_MAX_GPUS 16
 #define SIM_MAX_PROCS 128 /* processes per GPU in the shared table */
 #define SIM_MAX_EXTRA 64
@@ -66,6 +78,9 @@ const struct sim__config *sim__config(void);
 void sim__lock(void);
 int sim__trylock(void); /* 0 when taken */
 void sim__unlock(void);
+/* Counts the forks that led to this process (a child differs from its
+ * parent; no system call, unlike getpid). */
+unsigned sim__forks(void);
 
 /* Bytes that `extra` items put on GPU `gpu`. */
 uint64_t sim__extra_bytes(const struct sim__config *c, int gpu);
@@ -153,5 +168,30 @@ int sim__cuda_charge(int dev, int64_t delta);
 /* Under the lock: how many times `dev` lost its last context in this
  * process; what was charged before a change is gone. */
 unsigned sim__cuda_epoch(int dev);
+
+/* Under the lock: cuMemAlloc_v2 / cuMemFree_v2 (CUresult, a CUdeviceptr). */
+int sim__cuda_alloc(uint64_t size, uint64_t *out);
+int sim__cuda_free(uint64_t ptr);
+
+/* Under the lock (mempool.c): the size of a live cuMemCreate handle, 0
+ * when there is none (for cuMemMap). */
+uint64_t sim__vmm_size(unsigned long long handle);
+
+/*
+ * What cuGetProcAddress may answer (cuda_proc.c): a driver API name (as
+ * cuda.h spells it before its _v2 define), the CUDA version that gave it
+ * this ABI, the function and its per-thread-default-stream variant (NULL:
+ * none). A name may have several rows, one per ABI. Each file lists its
+ * own functions.
+ */
+struct sim__proc {
+	const char *name;
+	int since;
+	void *fn;
+	void *ptsz;
+};
+const struct sim__proc *sim__cuda_procs(size_t *n);	    /* cuda.c */
+const struct sim__proc *sim__cuda_mem_procs(size_t *n);	    /* cuda_mem.c */
+const struct sim__proc *sim__cuda_mempool_procs(size_t *n); /* mempool.c */
 
 #endif /* GPR_SIM_H */

@@ -21,6 +21,12 @@ On Apple silicon the figure is Metal's per-process total
 
 gpureclaim never imports a framework the program has not imported, never
 initialises CUDA and never opens a context.
+
+Where the driver's allocations come from, from inside the program::
+
+    with gpureclaim.trace("cell.trace") as t:
+        step()
+    t.report()   # the tables of `gpureclaim report` (and a plot in Jupyter)
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from dataclasses import dataclass as _dataclass
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _gpureclaim as _c
+from ._trace import Trace, TraceReport, load_ipython_extension, trace
 
 __all__ = [
     "Error",
@@ -43,6 +50,8 @@ __all__ = [
     "Release",
     "ReleaserRow",
     "ReleaserStatus",
+    "Trace",
+    "TraceReport",
     "devices_in_use",
     "explain",
     "format_bytes",
@@ -51,6 +60,7 @@ __all__ = [
     "release",
     "release_cached_memory",
     "releasers",
+    "trace",
     "unregister",
 ]
 

@@ -141,6 +141,13 @@ int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc);
 /* 1 if obj is True, 0 if False or None; else -1 with an error set. */
 int gpr_py_truth(PyObject *obj);
 
+/* ---------------- tracing from inside (trace.c) ---------------- */
+
+PyObject *gpr_py_trace_start(PyObject *module, PyObject *args);
+PyObject *gpr_py_trace_stop(PyObject *module, PyObject *unused);
+PyObject *gpr_py_trace_status(PyObject *module, PyObject *unused);
+PyObject *gpr_py_trace_report(PyObject *module, PyObject *args);
+
 /* ---------------- probes (probe.c) ---------------- */
 
 /*

@@ -3,9 +3,10 @@
  * multi-phase init, state per module object). The functions live in
  * release.c, query.c, rel_user.c, explain.c and view.c (renderings), the
  * frameworks in frameworks.c (one table) with their probes (probe.c), releasers
- * (rel_*.c, mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c); the
- * documented API in __init__.py. No file calls back into this one: the method
- * files sit below it, the helpers (pyutil.c) below them.
+ * (rel_*.c, mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c), tracing
+ * from inside in trace.c; the documented API in __init__.py. No file calls
+ * back into this one: the method files sit below it, the helpers (pyutil.c)
+ * below them.
  */
 #include "ext.h"
 
@@ -54,6 +55,14 @@ static PyMethodDef methods[] = {
      "register(name, release, held=None, live=None)"},
     {"unregister", gpr_py_unregister, METH_VARARGS, "unregister(name)"},
     {"version", version, METH_NOARGS, "version of the C library"},
+    {"_trace_start", gpr_py_trace_start, METH_VARARGS,
+     "_trace_start(path, backend) -> (result, why, status)"},
+    {"_trace_stop", gpr_py_trace_stop, METH_NOARGS,
+     "_trace_stop() -> the log's path, or None"},
+    {"_trace_status", gpr_py_trace_status, METH_NOARGS,
+     "_trace_status() -> dict, or None without the tracer"},
+    {"_trace_report", gpr_py_trace_report, METH_VARARGS,
+     "_trace_report(path, format, top) -> str"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -366,7 +366,7 @@ def _tracer_has_live_query():
     return r.returncode == 0
 
 
-RANK = """
+RANK = r"""
 import json, os, sys
 import torch, torch.distributed as dist, gpureclaim
 rank = int(os.environ["RANK"])

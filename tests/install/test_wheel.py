@@ -23,6 +23,7 @@ EXPECTED = {
     "gpureclaim/__main__.py",
     "gpureclaim/_gpureclaim.abi3.so",
     "gpureclaim/_gpureclaim.pyi",
+    "gpureclaim/_trace.py",
     "gpureclaim/py.typed",
     "gpureclaim/libgpureclaim_trace.so",
     *(f"gpureclaim/cluster/{m}.py" for m in (
@@ -141,11 +142,15 @@ def test_ps_on_the_simulator(venv, tmp_path):
 def test_trace_finds_the_installed_tracer(venv, tmp_path):
     env = clean_env(GPURECLAIM_CUPTI_LIBRARY=FAKE_CUPTI)
     p = run([venv / "bin/gpureclaim", "trace", "-o", tmp_path / "t.trace",
-             "--", "sh", "-c", 'echo "$CUDA_INJECTION64_PATH"'],
+             "--", "sh", "-c",
+             'echo "$LD_PRELOAD"; echo "$CUDA_INJECTION64_PATH"'],
             env=env, cwd=tmp_path)
     (site,) = (venv / "lib").glob("python3*/site-packages")
-    assert p.stdout.strip() == str(site / "gpureclaim/libgpureclaim_trace.so")
-    assert f"gpureclaim trace: CUPTI {FAKE_CUPTI}" in p.stderr, p.stderr
+    tracer = str(site / "gpureclaim/libgpureclaim_trace.so")
+    # preloaded (the interposer), and given to the driver (CUPTI fallback)
+    assert p.stdout.split() == [tracer, tracer], p.stdout
+    assert (f"gpureclaim trace: interposer {tracer}; CUPTI fallback "
+            f"{FAKE_CUPTI}") in p.stderr, p.stderr
     # `true` is no CUDA program: nothing logged, and said so
     p = run([venv / "bin/gpureclaim", "trace", "--", "true"], env=env,
             cwd=tmp_path)

@@ -6,6 +6,10 @@
  *
  * FAKE_CUPTI_BUSY=NAME makes subscribing fail as when another tool holds
  * CUPTI (NAME is reported as the holder; "-" reports none).
+ * fake_other_subscribe() makes another tool (a profiler) really hold it:
+ * its callback sees every fake call, and subscribing fails as CUPTI's one
+ * subscriber rule makes it fail, naming "fake-profiler";
+ * fake_other_calls() counts what that tool saw.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,9 +24,32 @@ static void *cb_ud;
 static unsigned char enabled[8][1024];
 static __thread CUcontext current;
 
+static CUpti_CallbackFunc other_cb;
+static long other_calls;
+
+static void other_callback(void *ud, CUpti_CallbackDomain d,
+			   CUpti_CallbackId id, const void *data)
+{
+	(void)ud;
+	(void)d;
+	(void)id;
+	(void)data;
+	other_calls++;
+}
+
+EXPORT void fake_other_subscribe(void)
+{
+	other_cb = other_callback;
+}
+
+EXPORT long fake_other_calls(void)
+{
+	return other_calls;
+}
+
 static CUptiResult busy(CUpti_SubscriberParams *p)
 {
-	const char *b = getenv("FAKE_CUPTI_BUSY");
+	const char *b = other_cb ? "fake-profiler" : getenv("FAKE_CUPTI_BUSY");
 	if (!b || !*b)
 		return CUPTI_SUCCESS;
 	if (p && p->oldSubscriberName && p->oldSubscriberSize &&
@@ -128,6 +155,8 @@ EXPORT CUresult fake_call(unsigned cbid, void *params, CUresult result,
 		cd.callbackSite = CUPTI_API_ENTER;
 		cb(cb_ud, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
 	}
+	if (other_cb)
+		other_cb(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cd);
 	if (work)
 		work(arg);
 	if (on) {

@@ -1,12 +1,13 @@
 /*
  * libFuzzer target: the trace log reader, and on what it accepts, the
- * aggregations and every rendering: the text and JSON reports of
- * `gpureclaim report`, its HTML page and the Chrome and SVG exports. The
- * reports must also keep their promise about hostile strings: no terminal
- * control and no invalid UTF-8 in the text, none unescaped in the JSON (it
- * aborts otherwise). `make fuzz` runs it open-ended, the `fuzz` suite (part of
- * `make check`) a fixed number of runs over the corpus in
- * tests/trace/corpus/.
+ * aggregations and every rendering: the text, JSON and HTML reports of
+ * `gpureclaim report` and gpureclaim.trace (the HTML page and its
+ * fragment), the Chrome timeline (whole and capped), the SVG plot and
+ * RMM's replay log of every GPU. The reports must also keep their promise
+ * about hostile strings: no terminal control and no invalid UTF-8 in the
+ * text, none unescaped in the JSON (it aborts otherwise). `make fuzz` runs
+ * it open-ended, the `fuzz` suite (part of `make check`) a fixed number of
+ * runs over the corpus in tests/trace/corpus/.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_export.h"
 #include "../../trace/read/log_read.h"
+#include "../../trace/read/log_rmm.h"
 #include "../../trace/read/log_stats.h"
 #include "out/text.h"
 
@@ -63,11 +65,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10, 1);
 		if (!b.oom)
 			check_clean(&b, "HTML");
+		gpr__buf_reset(&b);
+		gpr_trace_report_html(&b, "fuzz.trace", &t, &s, 10, 0);
+		if (!b.oom)
+			check_clean(&b, "HTML fragment");
 		gpr__buf_free(&b);
 		gpr_trace_stats_free(&s);
 	}
 	if (null) {
 		gpr_trace_export_chrome(&t, null);
+		gpr_trace_export_chrome_max(&t, null, 1000, NULL);
+		int devs[8], rc;
+		uint64_t unknown;
+		size_t n = gpr_trace_rmm_devices(&t, devs, 8, &unknown, &rc);
+		for (size_t i = 0; i < n && i < 8; i++) {
+			struct gpr_trace_rmm_counts c;
+			gpr_trace_export_rmm(&t, devs[i], null, &c);
+		}
 	}
 	gpr_trace_free(&t);
 	return 0;

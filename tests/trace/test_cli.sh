@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # `gpureclaim trace` and `gpureclaim report` without a GPU: exit codes,
-# output left alone, CUPTI discovery errors, an end-to-end trace through
-# the fake CUPTI, the report's JSON and exports (validated by Python).
+# output left alone, backends and their discovery errors, an end-to-end
+# trace through the fake CUPTI and one through the interposer on the
+# simulated driver, the report's JSON and exports (validated by Python).
 # Run from the source root by `meson test --suite trace`, which sets the
 # paths of what it built: GPR (the command), TRACER
 # (libgpureclaim_trace.so), FAKE_CUPTI, APP (test_inject), LOGTOOL
 # (test_trace_log), CHURN (bench/trace_churn), TRACE_GEN (bench/trace_gen),
-# PYTHON.
+# PYTHON, and for the interposer on the simulated driver SIM_DIR (the
+# sim's libraries), RELEASE_DEMO (examples/release_demo) and PY_PATH (the
+# built package).
 set -u
 SRC=$(pwd)
 FAKE=$FAKE_CUPTI
@@ -22,6 +25,14 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 unset GPURECLAIM_TRACE_LIBRARY
 [ -f "$TRACER" ] || { echo "no $TRACER"; exit 1; }
 cd "$T" || exit 1
+# A sanitizer build's tracer needs its runtimes first in every program it
+# is preloaded into (`gpureclaim trace` keeps them first); those programs
+# (sh, python3) are not ours: no leak report for them.
+SAN_PRELOAD=$(ldd "$TRACER" | awk '/lib(a|ub)san\.so/ {print $3}' | sort | paste -sd:)
+if [ -n "$SAN_PRELOAD" ]; then
+	export LD_PRELOAD=$SAN_PRELOAD
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
 
 # 1. exit code and output of the traced command unchanged
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'echo out; echo err >&2; exit 3' >o1 2>e1
@@ -29,7 +40,9 @@ rc=$?
 check "trace: exit code 3 propagates" '[ $rc -eq 3 ]'
 check "trace: stdout untouched" '[ "$(cat o1)" = out ]'
 check "trace: stderr of the command kept" 'grep -qx err e1'
-check "trace: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1"
+check "trace: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $TRACER; CUPTI fallback $FAKE' e1"
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- true 2>e1b
+check "trace --backend cupti: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1b"
 check "trace: no CUDA, no log, said so" 'grep -q "no trace was written" e1'
 
 # 2. killed by a signal: 128 + signal
@@ -37,15 +50,34 @@ GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- sh -c 'kill -TERM $$' 2>/dev/n
 rc=$?
 check "trace: killed by SIGTERM gives 143" '[ $rc -eq 143 ]'
 
-# 3. no CUPTI: refuse, unless --allow-untraced
-GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'touch ran; exit 3' 2>e3
+# 3. no CUPTI: --backend cupti refuses, unless --allow-untraced; auto
+# runs with the interposer alone
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --backend cupti -- sh -c 'touch ran; exit 3' 2>e3
 rc=$?
 check "trace: no CUPTI exits 1" '[ $rc -eq 1 ]'
 check "trace: no CUPTI, command not run" '[ ! -e ran ]'
 check "trace: no CUPTI message" 'grep -q "no CUPTI library found" e3'
-GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --allow-untraced -- sh -c 'exit 3' 2>/dev/null
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --backend cupti --allow-untraced -- sh -c 'exit 3' 2>/dev/null
 rc=$?
 check "trace: --allow-untraced runs it, exit 3" '[ $rc -eq 3 ]'
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'exit 4' 2>e3b
+rc=$?
+check "trace: auto without CUPTI runs, interposer alone" '[ $rc -eq 4 ] && grep -q "no CUPTI found for a fallback" e3b'
+"$GPR" trace --backend nope -- true 2>e3c
+rc=$?
+check "trace: a bad --backend is a usage error" '[ $rc -eq 2 ] && grep -q "auto, interpose or cupti" e3c'
+"$GPR" trace --dormant --backend cupti -- true 2>e3d
+rc=$?
+check "trace: --dormant with cupti is a usage error" '[ $rc -eq 2 ]'
+# the preload comes first, after a sanitizer's runtime, once
+"$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre1
+check "trace: LD_PRELOAD names the tracer" "grep -q '$TRACER' pre1"
+LD_PRELOAD="${SAN_PRELOAD:+$SAN_PRELOAD:}/nonexistent/libother.so" "$GPR" trace -q --backend interpose -- sh -c 'echo "$LD_PRELOAD"' >pre2 2>/dev/null
+check "trace: an earlier LD_PRELOAD is kept, after the tracer" "grep -q '$TRACER:/nonexistent/libother.so' pre2"
+# a set-user-ID program ignores LD_PRELOAD: auto uses CUPTI, says so
+cp "$(type -P true)" ./suid-true && chmod u+s ./suid-true
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- ./suid-true 2>e3e
+check "trace: a setuid program gets CUPTI" 'grep -q "set-user/group-ID.*using CUPTI" e3e && grep -q "gpureclaim trace: CUPTI" e3e'
 
 # 4. command not found, usage errors
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- /nonexistent/cmd 2>/dev/null
@@ -83,7 +115,7 @@ rc=$?
 check "trace: -o on an empty file replaces it" '[ $rc -eq 0 ] && [ ! -s e5 ]'
 
 # 6. end to end: a "CUDA program" that loads the injection as libcuda would
-GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -o app.trace -- "$APP" --cuda-app >o6 2>e6
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -o app.trace -- "$APP" --cuda-app >o6 2>e6
 rc=$?
 check "trace app: exit code 5" '[ $rc -eq 5 ]'
 check "trace app: stdout untouched" '[ "$(cat o6)" = app-out ]'
@@ -91,24 +123,25 @@ check "trace app: log written, mode 0600" '[ "$(stat -c %a app.trace)" = 600 ]'
 check "trace app: summary printed" 'grep -q "Peak driver memory: 80.0 KiB" e6'
 check "trace app: caller is the app" 'grep -q "test_inject" e6'
 # a second run replaces the old log
-GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o app.trace -- "$APP" --cuda-app >/dev/null 2>e6b
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o app.trace -- "$APP" --cuda-app >/dev/null 2>e6b
 rc=$?
 check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && ! ls app.trace.* >/dev/null 2>&1'
 "$GPR" report app.trace --json >app.json
-check "report app: 20 records" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20)'"
+check "report app: 20 records, by CUPTI" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20 or d[\"backend\"]!=\"cupti\")'"
 
 # 6b. names planted at the default log path (CMD's pid is the child's:
-# the shell plants gpureclaim-$$.trace, then execs the CUDA program). The
-# summary must read the log the program really wrote, never the plant.
+# the shell plants gpureclaim-$$.trace, then execs the CUDA program, which
+# calls the fake CUPTI: --backend cupti). The summary must read the log the
+# program really wrote, never the plant.
 "$LOGTOOL" --sample planted-src.trace
-GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- sh -c 'cp planted-src.trace gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6c
 rc=$?
 check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
 check "trace planted log: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6c && ! grep -q "Peak driver memory: 2.0 GiB" e6c'
 check "trace planted log: says the name was taken" 'grep -q "gpureclaim trace: .*/gpureclaim-[0-9]*\.trace was already there; the log is .*/gpureclaim-[0-9]*\.trace\.[0-9]*" e6c'
 check "trace planted log: points at the real log" 'grep -q "^Full report: gpureclaim report .*/gpureclaim-[0-9]*\.trace\.[0-9]*$" e6c'
 rm -f gpureclaim-*.trace*
-GPURECLAIM_CUPTI_LIBRARY=$FAKE timeout 20 "$GPR" trace -- sh -c 'mkfifo gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6d
+GPURECLAIM_CUPTI_LIBRARY=$FAKE timeout 20 "$GPR" trace --backend cupti -- sh -c 'mkfifo gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6d
 rc=$?
 check "trace planted FIFO: no hang, exit code 5" '[ $rc -eq 5 ]'
 check "trace planted FIFO: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6d'
@@ -133,7 +166,7 @@ check "trace -o too long: said so" 'grep -q "gpureclaim trace: the log.s path wo
 # a working directory of ~3,100 bytes: the log lands in it, uncut
 D=$T/$($PY -c 'print("/".join(["w" * 200] * 15))')
 mkdir -p "$D"
-(cd "$D" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- "$APP" --cuda-app >/dev/null 2>"$T/e6g")
+(cd "$D" && GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- "$APP" --cuda-app >/dev/null 2>"$T/e6g")
 rc=$?
 check "trace in a 3,100-byte directory: exit code 5" '[ $rc -eq 5 ]'
 check "trace in a 3,100-byte directory: the log is there" 'ls "$D"/gpureclaim-*.trace >/dev/null 2>&1 && grep -q "Peak driver memory: 80.0 KiB" "$T/e6g"'
@@ -184,6 +217,56 @@ libs = [l[\"library\"] for l in d[\"libraries\"]]
 assert \"evil\\u009b31m\\ufffd2J\\x1b[0m\\x7f caf\\u00e9\" in libs, libs
 assert json.loads(json.dumps(d)) == d
 ' 2>pyerr || { cat pyerr; false; }"
+
+# 7c. RMM's replay log: the golden files, written by hand from RMM's
+# format (tests/trace/golden), one per GPU; read back as RMM reads it
+"$LOGTOOL" --rmm-sample rmm.trace
+TZ=UTC "$GPR" report rmm.trace --rmm-csv replay.csv --json >rmm.json 2>e7c
+rc=$?
+check "report --rmm-csv: exit 0, one file per GPU" '[ $rc -eq 0 ] && [ -f replay.dev0.csv ] && [ -f replay.dev1.csv ] && [ ! -e replay.csv ]'
+check "report --rmm-csv: GPU 0 as the golden file" "cmp replay.dev0.csv $SRC/tests/trace/golden/rmm.dev0.csv"
+check "report --rmm-csv: GPU 1 as the golden file" "cmp replay.dev1.csv $SRC/tests/trace/golden/rmm.dev1.csv"
+check "report --rmm-csv: says what it left out" 'grep -q "1 frees of memory allocated before tracing began left out" e7c'
+check "report --rmm-csv: RMM's parser and replay agree with the report" "$PY $SRC/tests/trace/check_rmm.py rmm.json replay.dev0.csv replay.dev1.csv >/dev/null 2>pyerr || { cat pyerr; false; }"
+# one GPU: the file as named
+"$GPR" report app.trace --rmm-csv one.csv --json >one.json 2>/dev/null
+check "report --rmm-csv: one GPU, one file" "[ -f one.csv ] && $PY $SRC/tests/trace/check_rmm.py one.json one.csv >/dev/null"
+# the export rules: an RMM log is replaced, anything else only with --force
+TZ=UTC "$GPR" report rmm.trace --rmm-csv replay.csv >/dev/null 2>/dev/null
+rc=$?
+check "report --rmm-csv: replaces its own logs" "[ $rc -eq 0 ] && cmp replay.dev1.csv $SRC/tests/trace/golden/rmm.dev1.csv"
+echo notes >replay.dev1.csv
+"$GPR" report rmm.trace --rmm-csv replay.csv >out7c 2>e7c2
+rc=$?
+check "report --rmm-csv: another file is not replaced, nothing written" '[ $rc -eq 1 ] && [ ! -s out7c ] && grep -q "replay.dev1.csv exists and is not an export" e7c2 && [ "$(cat replay.dev1.csv)" = notes ]'
+TZ=UTC "$GPR" report rmm.trace --rmm-csv replay.csv --force >/dev/null 2>/dev/null
+check "report --rmm-csv --force: replaced" "cmp replay.dev1.csv $SRC/tests/trace/golden/rmm.dev1.csv"
+"$GPR" report rmm.trace --rmm-csv tl.json --chrome tl.dev0.json >/dev/null 2>e7c3
+rc=$?
+check "report --rmm-csv: naming another export fails, nothing written" '[ $rc -eq 1 ] && grep -q "also another export" e7c3 && [ ! -e tl.dev0.json ] && [ ! -e tl.dev1.json ]'
+check "report --rmm-csv: no temporary file left behind" '[ -z "$(ls -A | grep "^\.")" ]'
+
+# 7d. a large log: the size warning, --max-events, the progress line
+"$LOGTOOL" --big big.trace 250000
+"$GPR" report big.trace --chrome full.json >/dev/null 2>e7d
+check "report: a timeline over 100 MB is said" 'grep -q "the timeline will be about .*--max-events" e7d'
+check "report: no progress line off a terminal" '! grep -q $(printf "\r") e7d'
+"$GPR" report big.trace --chrome capped.json --max-events 20000 >/dev/null 2>e7e
+rc=$?
+check "report --max-events: exit 0, says so, no warning" '[ $rc -eq 0 ] && grep -q "calls merged into counters" e7e && ! grep -q "will be about" e7e'
+check "report --max-events: events, peaks, last values" "$PY $SRC/tests/trace/check_timeline.py full.json capped.json 20000 >/dev/null 2>pyerr || { cat pyerr; false; }"
+"$GPR" report big.trace --max-events 20000 >/dev/null 2>e7f
+rc=$?
+check "report: --max-events without --chrome is a usage error" '[ $rc -eq 2 ]'
+"$GPR" report big.trace --chrome x.json --max-events 10 >/dev/null 2>e7g
+rc=$?
+check "report: --max-events below 1000 is a usage error" '[ $rc -eq 2 ]'
+if command -v script >/dev/null 2>&1; then
+	script -qec "$GPR report big.trace --chrome full2.json >/dev/null" /dev/null >tty.out 2>&1
+	check "report: a progress line on a terminal after a second" 'grep -q "gpureclaim report: big.trace: .*%" tty.out'
+else
+	bad "report: no script(1) to give the report a terminal"
+fi
 
 # 8. report errors
 "$GPR" report missing.trace 2>e8
@@ -344,20 +427,20 @@ check "export: no temporary file left behind" '[ -z "$(ls -A . | grep "^\.")" ]'
 # GPURECLAIM_TRACE_INJECT_ONLY (CUPTI not loaded) none is
 calls() { "$GPR" report "$1" --json | "$PY" -c 'import json, sys; print(sum(o["calls"] for o in json.load(sys.stdin)["operations"]))'; }
 if [ -x "$CHURN" ]; then
-	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o churn.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: churn of 500 pairs records 1000 calls" '[ "$(calls churn.trace)" = 1000 ]'
-	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub0.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o sub0.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY=0 records every call" '[ "$(calls sub0.trace)" = 1000 ]'
-	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
+	GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o sub.trace -- "$CHURN" fake 500 >/dev/null 2>&1
 	check "trace: GPURECLAIM_TRACE_SUBSCRIBE_ONLY records no call" '[ "$(calls sub.trace)" = 0 ]'
 	# GPURECLAIM_TRACE_INJECT_ONLY never touches CUPTI: a busy CUPTI goes unnoticed
-	FAKE_CUPTI_BUSY=holder GPURECLAIM_TRACE_INJECT_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o inj.trace -- "$CHURN" fake 500 >/dev/null 2>e9
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_TRACE_INJECT_ONLY=1 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o inj.trace -- "$CHURN" fake 500 >/dev/null 2>e9
 	check "trace: GPURECLAIM_TRACE_INJECT_ONLY records no call" '[ "$(calls inj.trace)" = 0 ]'
 	check "trace: GPURECLAIM_TRACE_INJECT_ONLY leaves CUPTI alone" '! grep -q "already in use" e9'
-	FAKE_CUPTI_BUSY=holder GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o busy.trace -- "$CHURN" fake 500 >/dev/null 2>e10
+	FAKE_CUPTI_BUSY=holder GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o busy.trace -- "$CHURN" fake 500 >/dev/null 2>e10
 	check "trace: a busy CUPTI is reported" 'grep -q "already in use by another tool (holder)" e10'
 	# the in-process A/B of bench/trace_ab.py: 4 traced blocks of 100+20 pairs recorded, 4 paused not
-	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -o ab.trace -- "$CHURN" fake-ab 100 4 >ab.out 2>/dev/null
+	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -q -o ab.trace -- "$CHURN" fake-ab 100 4 >ab.out 2>/dev/null
 	check "trace: fake-ab prints both medians" 'grep -q "^traced .* us/pair, paused .* us/pair (medians of 4 blocks of 100 pairs each)" ab.out'
 	check "trace: fake-ab records only the traced blocks" '[ "$(calls ab.trace)" = 960 ]'
 	GPURECLAIM_CUPTI_LIBRARY=$FAKE "$CHURN" fake-ab 100 4 >/dev/null 2>e11
@@ -365,6 +448,36 @@ if [ -x "$CHURN" ]; then
 	check "trace: fake-ab untraced says so" '[ $rc -eq 2 ] && grep -q "run this under .gpureclaim trace." e11'
 else
 	bad "trace: $CHURN not built"
+fi
+
+# 10. the interposer on the simulated driver, no CUPTI anywhere: the C
+# example (the core's own dlopen/dlsym of the driver) and the seed
+# scenario in Python (the fake torch and cupy call the sim through ctypes)
+SIMENV=(GPURECLAIM_SIM="gpus=2;state=trace-cli-$$" LD_LIBRARY_PATH="$SIM_DIR"
+	GPURECLAIM_CUDA_LIBRARY="$SIM_DIR/libcuda.so.1"
+	GPURECLAIM_NVML_LIBRARY="$SIM_DIR/libnvidia-ml.so.1"
+	GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so)
+env "${SIMENV[@]}" "$GPR" trace -o demo.trace -- "$RELEASE_DEMO" >o10 2>e10
+rc=$?
+check "sim: release_demo traced, exit 0" '[ $rc -eq 0 ] && grep -q "released 1.5 GiB" o10'
+check "sim: summary by the interposer" 'grep -q "Recorded by the interposer" e10 && grep -q "held at the end: 256.0 MiB" e10'
+"$GPR" report demo.trace --json >demo.json
+check "sim: 4 allocations, 3 frees, 2 contexts" "$PY -c '
+import json
+d = json.load(open(\"demo.json\"))
+ops = {o[\"op\"]: o[\"calls\"] for o in d[\"operations\"]}
+assert ops == {\"cuMemAlloc_v2\": 4, \"cuMemFree_v2\": 3, \"context_created\": 2}, ops
+assert d[\"backend\"] == \"interpose\" and d[\"held_at_end_bytes\"] == 256 << 20, d
+assert {x[\"device\"] for x in d[\"devices\"]} == {0, 1}, d[\"devices\"]
+' 2>pyerr || { cat pyerr; false; }"
+if [ -d "$PY_PATH/gpureclaim" ]; then
+	env "${SIMENV[@]}" PYTHONPATH="$PY_PATH:$SRC/tests/python/fakes" \
+		"$GPR" trace -o seed.trace -- "$PY" "$SRC/examples/seed_scenario.py" >o11 2>e11
+	rc=$?
+	check "sim: the seed scenario traced, its output kept" '[ $rc -eq 0 ] && grep -q "^after gpureclaim.release(): 0.500 GiB (1.000 GiB returned)" o11'
+	check "sim: the seed scenario's summary" 'grep -q "Peak driver memory: 2.0 GiB" e11 && grep -q "held at the end: 0 B" e11'
+else
+	bad "sim: $PY_PATH not built"
 fi
 
 cd / && rm -rf "$T"

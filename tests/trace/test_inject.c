@@ -22,19 +22,10 @@
 #include <unistd.h>
 
 #include "../../trace/inject/cupti_abi.h"
+#include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "gpureclaim_trace.h"
-
-static int failures;
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 #define GiB (1024ull * 1024 * 1024)
 #define THREADS 4
@@ -133,8 +124,10 @@ static void *churn(void *arg)
 		CUdeviceptr a = 0x10000000000ull * (k + 1) + (uint64_t)i * 4096;
 		alloc(a, 4096 + k, 0, CTX0);
 		mfree(a, CTX0);
+		/* let the writer (every 10 ms) keep up, on a loaded machine
+		 * too: a ring holds 8192 records, a burst writes 1000 */
 		if (i % 500 == 499)
-			usleep(3000); /* let the writer keep up: no drops */
+			usleep(12000);
 	}
 	return NULL;
 }
@@ -471,11 +464,6 @@ static int scenario_failterm(void)
 
 /* ---------------- the checking side ---------------- */
 
-struct run {
-	int status;
-	char err[8192];
-};
-
 /*
  * The fork scenario's child ends in exit(), where LeakSanitizer's check
  * takes ASan's allocator lock; the child can inherit that lock held by the
@@ -494,7 +482,7 @@ static void no_leak_check(void)
 }
 
 static void run(const char *scenario, const char *out, const char *extra_env,
-		struct run *r)
+		struct gpr_test_run *r)
 {
 	char errpath[512];
 	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", dir, scenario);
@@ -507,36 +495,14 @@ static void run(const char *scenario, const char *out, const char *extra_env,
 		setenv("GPURECLAIM_TRACE_OUTPUT", out, 1);
 		if (strcmp(scenario, "fork") == 0)
 			no_leak_check();
-		/* "NAME=VALUE[,NAME=VALUE...]" */
-		char kv[256];
-		snprintf(kv, sizeof(kv), "%s", extra_env ? extra_env : "");
-		for (char *save = NULL, *tok = strtok_r(kv, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
-			char *eq = strchr(tok, '=');
-			if (!eq)
-				_exit(96);
-			*eq = '\0';
-			setenv(tok, eq + 1, 1);
-		}
+		if (gpr_test_setenv_list(extra_env) < 0)
+			_exit(96);
 		execl("/proc/self/exe", "test_inject", "--scenario", scenario,
 		      inj_path, fake_path, (char *)NULL);
 		_exit(99);
 	}
 	waitpid(pid, &r->status, 0);
-	FILE *f = fopen(errpath, "r");
-	size_t n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
-	r->err[n] = '\0';
-	if (f)
-		fclose(f);
-}
-
-static int exited(const struct run *r, int code)
-{
-	if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == code)
-		return 1;
-	fprintf(stderr, "status %#x, expected exit %d; stderr: %s\n", r->status,
-		code, r->err);
-	return 0;
+	gpr_test_run_stderr(r, errpath);
 }
 
 static size_t count_op(const struct gpr_trace *t, uint32_t op)
@@ -556,30 +522,24 @@ static const struct gpr_trace_rec *find(const struct gpr_trace *t, uint32_t op,
 	return NULL;
 }
 
-static int load(const char *path, struct gpr_trace *t)
-{
-	char err[256];
-	if (gpr_trace_load(path, t, err, sizeof(err)) == 0)
-		return 0;
-	fprintf(stderr, "%s: %s\n", path, err);
-	failures++;
-	return -1;
-}
-
 static void check_basic(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/basic.trace", dir);
 	run("basic", out, NULL, &r);
-	CHECK(exited(&r, 0));
+	CHECK(gpr_test_exited(&r, 0));
 	CHECK(r.err[0] == '\0'); /* nothing said when all goes well */
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	CHECK(t.complete);
 	CHECK(t.hdr.dropped == 0);
 	CHECK(t.n_recs == 2 + 15 + 2 * THREADS * PAIRS);
+	/* the log says what recorded it: CUPTI, the interposer not preloaded */
+	const char *be = gpr_trace_meta(&t, "backend");
+	CHECK(be && strcmp(be, "cupti") == 0);
+	CHECK(gpr_trace_meta(&t, "wait") != NULL);
 	/* the 1 GiB free knows its size; it took >= 2 ms, device 0 */
 	const struct gpr_trace_rec *f = find(&t, 3, 0x7f0000000000);
 	CHECK(f && f->bytes == GiB && (f->flags & GPR_TRACE_R_SIZE_MAP));
@@ -645,17 +605,17 @@ static long fast_walks(const char *err)
 static void check_sites_run(const char *name, const char *env, int want_fast)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/%s.trace", dir, name);
 	run("sites", out, env, &r);
-	CHECK(exited(&r, 10));
+	CHECK(gpr_test_exited(&r, 10));
 	long fast = fast_walks(r.err);
 	if (want_fast)
 		CHECK(fast > SITE_CALLS / 2);
 	else
 		CHECK(fast == 0);
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	static const char *const names[] = {"!site_a+", "!site_b+", "!site_c+"};
 	size_t right[3] = {0, 0, 0};
@@ -698,15 +658,15 @@ static void check_sites(void)
 static void check_pause(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/pause.trace", dir);
 	run("pause", out, NULL, &r);
-	CHECK(exited(&r, 11));
+	CHECK(gpr_test_exited(&r, 11));
 	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
 			    "another tool (other-tool); tracing stays "
 			    "paused") != NULL);
 	struct gpr_trace t;
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		size_t kept = 0, paused = 0;
 		for (size_t i = 0; i < t.n_recs; i++) {
 			uint64_t a = t.recs[i].addr;
@@ -719,7 +679,7 @@ static void check_pause(void)
 	}
 	snprintf(out, sizeof(out), "%s/pause-sub.trace", dir);
 	run("pause", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=1", &r);
-	CHECK(exited(&r, 12));
+	CHECK(gpr_test_exited(&r, 12));
 }
 
 static size_t count_str(const char *hay, const char *needle)
@@ -742,14 +702,14 @@ static void check_switches(void)
 					  "GPURECLAIM_TRACE_INJECT_ONLY=false",
 					  "GPURECLAIM_TRACE_SUBSCRIBE_ONLY="};
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	struct gpr_trace t;
 	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
 		snprintf(out, sizeof(out), "%s/switch-off-%zu.trace", dir, i);
 		run("calls", out, off[i], &r);
-		CHECK(exited(&r, 5));
+		CHECK(gpr_test_exited(&r, 5));
 		CHECK(r.err[0] == '\0');
-		if (load(out, &t) == 0) {
+		if (gpr_test_load(out, &t) == 0) {
 			if (t.n_recs != 20)
 				fprintf(stderr, "%s: %zu records\n", off[i],
 					t.n_recs);
@@ -759,8 +719,8 @@ static void check_switches(void)
 	}
 	snprintf(out, sizeof(out), "%s/switch-on.trace", dir);
 	run("calls", out, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=TRUE", &r);
-	CHECK(exited(&r, 5));
-	if (load(out, &t) == 0) {
+	CHECK(gpr_test_exited(&r, 5));
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.n_recs == 0);
 		gpr_trace_free(&t);
 	}
@@ -769,15 +729,16 @@ static void check_switches(void)
 	    "GPURECLAIM_TRACE_SELFTIME=maybe,GPURECLAIM_TRACE_SUBSCRIBE_ONLY= "
 	    "1",
 	    &r);
-	CHECK(exited(&r, 5));
-	CHECK(count_str(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_SELFTIME="
-			       "'maybe' is not one of 1/0/yes/no/true/false; "
-			       "taken as off\n") == 1);
+	CHECK(gpr_test_exited(&r, 5));
+	CHECK(count_str(r.err,
+			"gpureclaim-trace: GPURECLAIM_TRACE_SELFTIME="
+			"'maybe' is not one of "
+			"1/0/yes/no/true/false/parts; taken as off\n") == 1);
 	CHECK(count_str(r.err, "GPURECLAIM_TRACE_SUBSCRIBE_ONLY=' 1' is not "
 			       "one of") == 1);
 	CHECK(count_str(r.err, "gpureclaim-trace:") == 2);
 	CHECK(strstr(r.err, "self time:") == NULL);
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.n_recs == 20);
 		gpr_trace_free(&t);
 	}
@@ -791,7 +752,7 @@ static void check_switches(void)
 static void check_names(void)
 {
 	char names[512], out[512], env[600];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(names, sizeof(names), "%s/names", dir);
 	CHECK(mkdir(names, 0700) == 0);
 	snprintf(out, sizeof(out), "%s/taken.trace", dir);
@@ -802,7 +763,7 @@ static void check_names(void)
 	}
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_NAMES_DIR=%s", names);
 	run("calls", out, env, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	DIR *d = opendir(names);
 	struct dirent *e;
 	int seen = 0;
@@ -825,7 +786,7 @@ static void check_names(void)
 		CHECK(strcmp(got, want) == 0);
 		struct gpr_trace t;
 		want[strlen(want) - 1] = '\0';
-		if (load(want, &t) == 0) {
+		if (gpr_test_load(want, &t) == 0) {
 			CHECK(t.n_recs == 20);
 			CHECK(t.hdr.pid == strtoul(e->d_name, NULL, 10));
 			gpr_trace_free(&t);
@@ -840,12 +801,12 @@ static void check_names(void)
 static void check_stale(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/stale.trace", dir);
 	run("stale", out, "GPURECLAIM_TRACE_SELFTIME=1", &r);
-	CHECK(exited(&r, 13));
+	CHECK(gpr_test_exited(&r, 13));
 	struct gpr_trace t;
-	if (load(out, &t) < 0)
+	if (gpr_test_load(out, &t) < 0)
 		return;
 	size_t right = 0, total = 0;
 	for (size_t i = 0; i < t.n_recs; i++) {
@@ -868,16 +829,16 @@ static void check_stale(void)
 static void check_busy(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/busy.trace", dir);
 	run("calls", out, "FAKE_CUPTI_BUSY=nsys-fake", &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: CUPTI is already in use by "
 			    "another tool (nsys-fake); this run is not "
 			    "traced") != NULL);
 	CHECK(access(out, F_OK) != 0);
 	run("calls", out, "FAKE_CUPTI_BUSY=-", &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "already in use by another tool (e.g. "
 			    "torch.profiler or nsys)") != NULL);
 	CHECK(access(out, F_OK) != 0);
@@ -885,16 +846,16 @@ static void check_busy(void)
 
 static void check_failures(void)
 {
-	struct run r;
+	struct gpr_test_run r;
 	run("calls", "/nonexistent-dir/x.trace", NULL, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: cannot create "
 			    "/nonexistent-dir/x.trace") != NULL);
 	char out[512];
 	snprintf(out, sizeof(out), "%s/nocupti.trace", dir);
 	run("calls", out, "GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so",
 	    &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err, "gpureclaim-trace: cannot load CUPTI") != NULL);
 	CHECK(access(out, F_OK) != 0);
 	/* a path longer than a log's may be: refused whole, never cut */
@@ -904,7 +865,7 @@ static void check_failures(void)
 	for (size_t i = 100; i < sizeof(longp) - 1; i += 100)
 		longp[i] = '/';
 	run("calls", longp, NULL, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	CHECK(strstr(r.err,
 		     "gpureclaim-trace: GPURECLAIM_TRACE_OUTPUT is 4199 "
 		     "bytes, more than 4080; this run is not traced") != NULL);
@@ -919,7 +880,7 @@ static void check_failures(void)
 	}
 	CHECK(symlink(target, out) == 0);
 	run("calls", out, NULL, &r);
-	CHECK(exited(&r, 5));
+	CHECK(gpr_test_exited(&r, 5));
 	char buf[16] = "";
 	tf = fopen(target, "r");
 	if (tf) {
@@ -932,7 +893,7 @@ static void check_failures(void)
 	/* the file size limit: a message, the program finishes */
 	snprintf(out, sizeof(out), "%s/big.trace", dir);
 	run("bigwrite", out, NULL, &r);
-	CHECK(exited(&r, 6));
+	CHECK(gpr_test_exited(&r, 6));
 	CHECK(strstr(r.err, "gpureclaim-trace: writing") != NULL);
 	CHECK(strstr(r.err, "tracing stopped, the program continues") != NULL);
 }
@@ -948,13 +909,13 @@ static double mono_s(void)
 static void check_signal_behaviour(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/sigmask.trace", dir);
 	run("sigmask", out, NULL, &r);
-	CHECK(exited(&r, 9));
+	CHECK(gpr_test_exited(&r, 9));
 	snprintf(out, sizeof(out), "%s/eintr.trace", dir);
 	run("eintr", out, NULL, &r);
-	CHECK(exited(&r, 8));
+	CHECK(gpr_test_exited(&r, 8));
 	snprintf(out, sizeof(out), "%s/failterm.trace", dir);
 	double t0 = mono_s();
 	run("failterm", out, NULL, &r);
@@ -969,28 +930,29 @@ static void check_signal_behaviour(void)
 static void check_signals(void)
 {
 	char out[512];
-	struct run r;
+	struct gpr_test_run r;
 	struct gpr_trace t;
 	snprintf(out, sizeof(out), "%s/term.trace", dir);
 	run("sigterm", out, NULL, &r);
 	CHECK(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM);
-	if (load(out, &t) == 0) {
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 100);
 		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/int.trace", dir);
 	run("handler", out, NULL, &r);
-	CHECK(exited(&r, 7)); /* the program's handler ran, exit code kept */
-	if (load(out, &t) == 0) {
+	CHECK(gpr_test_exited(
+	    &r, 7)); /* the program's handler ran, exit code kept */
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 11);
 		gpr_trace_free(&t);
 	}
 	snprintf(out, sizeof(out), "%s/fork.trace", dir);
 	run("fork", out, NULL, &r);
-	CHECK(exited(&r, 0));
-	if (load(out, &t) == 0) {
+	CHECK(gpr_test_exited(&r, 0));
+	if (gpr_test_load(out, &t) == 0) {
 		CHECK(t.complete);
 		CHECK(t.n_recs == 20); /* none from the child, none twice */
 		CHECK(find(&t, 0, 0x7f9000000000) == NULL);
@@ -1061,12 +1023,5 @@ int main(int argc, char **argv)
 	check_failures();
 	check_signals();
 	check_signal_behaviour();
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (!failures && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
-	printf("test_inject: %s (%d failures)%s%s\n", failures ? "FAIL" : "ok",
-	       failures, failures ? "; files kept in " : "",
-	       failures ? dir : "");
-	return failures ? 1 : 0;
+	return gpr_test_finish("test_inject", dir);
 }

@@ -45,7 +45,9 @@ def trace(cmd, env_extra, cwd):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPURECLAIM")}
     env.update({k: str(v) for k, v in env_extra.items()})
-    p = subprocess.run([GPR, "trace", "--", *map(str, cmd)], env=env,
+    # the CUPTI backend, which names where it found CUPTI
+    p = subprocess.run([GPR, "trace", "--backend", "cupti", "--",
+                        *map(str, cmd)], env=env,
                        capture_output=True, text=True, cwd=cwd, timeout=60)
     return p
 

@@ -5,6 +5,8 @@
  * chunks) giving errors, never crashes (run under ASan in `make check`),
  * and the report's renderings of hostile strings.
  *
+ * `test_trace_log --rmm-sample FILE` writes the RMM export's golden log,
+ * `--big FILE N` a log of N calls.
  * `test_trace_log --sample FILE` writes the synthetic log to FILE for the
  * CLI test, `--hostile FILE` the log of hostile library and site names,
  * `--cases FILE` the log of the report's edge cases.
@@ -17,6 +19,7 @@
 
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_export.h"
+#include "check.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "../../trace/read/u64map.h"
@@ -24,16 +27,6 @@
 #include "../../trace/inject/log_write.h"
 #include "gpureclaim.h"
 #include "out/text.h"
-
-static int failures;
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 #define GiB (1024ull * 1024 * 1024)
 #define START 1000000000ull /* start_mono_ns of the synthetic log */
@@ -128,6 +121,117 @@ static int write_sample(const char *path)
 {
 	struct gpr_trace_rec v[256];
 	return write_log(path, v, sample(v), 3);
+}
+
+/*
+ * The RMM export's golden log (tests/trace/golden/rmm.dev0.csv and
+ * rmm.dev1.csv, written by hand from RMM's format): one of each thing the
+ * export writes or leaves out. Started 2026-11-30 14:03:07 UTC.
+ */
+#define RMM_START_REAL 1796047387000000000ull
+static int write_rmm_sample(const char *path)
+{
+	struct gpr_trace_rec v[16];
+	size_t n = 0;
+	/* the four rows of RMM's own example */
+	v[n++] = rec(125800000, 11000, GPR_OP_MEM_ALLOC, S_TORCH,
+		     0x7f1c2a000000, 1 << 20);
+	v[n] = rec(125880000, 10000, GPR_OP_MEM_ALLOC_ASYNC, S_TORCH,
+		   0x7f1c2a200000, 2 << 20);
+	v[n++].aux = 0x55d3c8a0e2f0;
+	v[n] = rec(126004000, 5000, GPR_OP_MEM_FREE, S_TORCH, 0x7f1c2a000000,
+		   1 << 20);
+	v[n++].flags |= GPR_TRACE_R_SIZE_MAP;
+	v[n] = rec(126090000, 10000, GPR_OP_MEM_ALLOC, S_TORCH, 0, 80 * GiB);
+	v[n++].result = 2;
+	/* left out: a free of unknown memory, pinned host memory */
+	v[n++] = rec(126200000, 1000, GPR_OP_MEM_FREE, S_TORCH, 0x1234000, 0);
+	v[n++] = rec(126300000, 1000, GPR_OP_MEM_HOST_ALLOC, S_CUPY, 0x600000,
+		     1 << 20);
+	/* VMM: the handle is the pointer; the mapping is left out */
+	v[n] = rec(126400000, 1000, GPR_OP_MEM_CREATE, S_TORCH, 0, 2 << 20);
+	v[n++].aux = 0x77;
+	v[n] = rec(126500000, 1000, GPR_OP_MEM_MAP, S_TORCH, 0x7f3000000000,
+		   2 << 20);
+	v[n++].aux = 0x77;
+	v[n++] = rec(126600000, 1000, GPR_OP_MEM_UNMAP, S_TORCH, 0x7f3000000000,
+		     2 << 20);
+	v[n] = rec(126700000, 1000, GPR_OP_MEM_RELEASE, S_TORCH, 0, 2 << 20);
+	v[n++].aux = 0x77;
+	/* the stream-ordered free, on its stream */
+	v[n] = rec(126800000, 1000, GPR_OP_MEM_FREE_ASYNC, S_TORCH,
+		   0x7f1c2a200000, 2 << 20);
+	v[n++].aux = 0x55d3c8a0e2f0;
+	/* an address allocated again while held: its free was lost */
+	v[n++] = rec(126900000, 1000, GPR_OP_MEM_ALLOC, S_TORCH, 0x7f1c2a400000,
+		     4096);
+	v[n++] = rec(127000000, 1000, GPR_OP_MEM_ALLOC, S_TORCH, 0x7f1c2a400000,
+		     8192);
+	/* NCCL's host memory through VMM: not device memory */
+	v[n] = rec(127100000, 1000, GPR_OP_MEM_CREATE, S_TORCH, 0, 2 << 20);
+	v[n].aux = 0x78;
+	v[n].device = -1;
+	v[n++].flags |= GPR_TRACE_R_HOST;
+	/* another thread, GPU 1: the second file */
+	v[n] = rec(127200000, 1000, GPR_OP_MEM_ALLOC, S_CUPY, 0x7f2000000000,
+		   1 << 20);
+	v[n].tid = 48214;
+	v[n++].device = 1;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].tid == 42)
+			v[i].tid = 48213;
+	struct gpr_inj_tw w;
+	unlink(path);
+	int rc = gpr_inj_tw_open(&w, path, 4243, RMM_START_REAL, START);
+	if (rc < 0)
+		return rc;
+	const char *strs[] = {"libtorch_cuda.so", "cupy_backends.so",
+			      "libtorch_cuda.so!alloc+0x10",
+			      "cupy_backends.so+0x99"};
+	rc = gpr_inj_tw_strings(&w, strs, 4);
+	if (rc == 0)
+		rc = gpr_inj_tw_records(&w, v, n);
+	int rc2 = gpr_inj_tw_close(&w, START + 200000000, 0);
+	return rc ? rc : rc2;
+}
+
+/*
+ * A large log for the report's progress line, the timeline's size warning
+ * and --max-events: n calls on 4 threads from 3 libraries, allocations
+ * freed 64 calls later on the same thread, one in 1000 failing; distinct
+ * times, a microsecond apart.
+ */
+static int write_big(const char *path, size_t n)
+{
+	struct gpr_trace_rec *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return -1;
+	uint64_t live[4][64] = {{0}};
+	for (size_t i = 0; i < n; i++) {
+		unsigned th = (unsigned)(i % 4), k = (unsigned)(i / 8 % 64);
+		uint32_t lib = S_TORCH + (uint32_t)(i % 3 == 2);
+		uint64_t t = 1000 * (uint64_t)i, dur = 100 + (i % 97) * 10;
+		if (i / 4 % 2 == 0) {
+			uint64_t addr = 0x7f0000000000ull +
+					((uint64_t)i << 21); /* never reused */
+			v[i] = rec(t, dur, GPR_OP_MEM_ALLOC, lib, addr,
+				   (1u << 20) + (i % 7) * 4096);
+			if (i % 1000 == 0) {
+				v[i].result = 2;
+				v[i].addr = 0;
+			} else {
+				live[th][k] = addr;
+			}
+		} else {
+			uint64_t addr = live[th][k];
+			live[th][k] = 0;
+			v[i] = rec(t, dur, GPR_OP_MEM_FREE, lib, addr, 0);
+		}
+		v[i].tid = 100 + th;
+	}
+	int rc = write_log(path, v, n, 0);
+	free(v);
+	return rc;
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -368,7 +472,7 @@ static void test_malformed(void)
 		if (!strstr(err, cases[i].msg)) {
 			fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err,
 				cases[i].msg);
-			failures++;
+			gpr_test_failures++;
 		}
 	}
 	/* a record naming a string that does not exist */
@@ -542,17 +646,6 @@ static void check_held_never_negative(const struct gpr_trace *t)
 }
 
 /* Loads path into t; 0, or -1 (counted as a failure). */
-static int load(const char *path, struct gpr_trace *t)
-{
-	char err[256];
-	if (gpr_trace_load(path, t, err, sizeof(err)) != 0) {
-		fprintf(stderr, "load %s: %s\n", path, err);
-		CHECK(!"load");
-		return -1;
-	}
-	return 0;
-}
-
 /* The Chrome export of t, NUL-terminated (malloc'ed), or NULL. */
 static char *chrome_of(const struct gpr_trace *t, const char *name)
 {
@@ -659,7 +752,7 @@ static void test_reuse_after_dropped_free(void)
 	struct gpr_trace_rec v[16];
 	CHECK(write_log(path, v, reuse_log(v), 4) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
@@ -809,7 +902,7 @@ static void test_free_of_dropped_alloc(void)
 	v[n++] = rec(5000, 100, 3, S_TORCH, 0x7f0000000000, GiB);
 	CHECK(write_log(path, v, n, 2) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	check_held_never_negative(&t);
 	struct gpr_trace_stats s;
@@ -1006,6 +1099,149 @@ static void test_hostile_strings(void)
 	gpr_trace_free(&t);
 }
 
+/* A META chunk made by hand: tag, count, the payload as given. */
+static size_t meta_chunk(unsigned char *out, uint32_t count, const char *p)
+{
+	uint64_t len = strlen(p);
+	memcpy(out, "META", 4);
+	memcpy(out + 4, &count, 4);
+	memcpy(out + 8, &len, 8);
+	memcpy(out + 16, p, len);
+	return 16 + len;
+}
+
+/*
+ * META chunks (revision 1.1): what recorded a log, read back; a key given
+ * again replaces its value; malformed ones are errors with a reason; the
+ * report says what recorded the log, or that it does not say.
+ */
+static void test_meta(void)
+{
+	char path[256], err[256];
+	path_in_tmp(path, sizeof(path), "meta.trace");
+	struct gpr_inj_tw w;
+	unlink(path);
+	CHECK(gpr_inj_tw_open(&w, path, 7, 1700000000000000000ull, START) == 0);
+	const char *first[] = {"format=1.1", "backend=cupti", "wait=none"};
+	const char *later[] = {"backend=interpose", "wait=perf-gated",
+			       "entry_points=cuMemAlloc_v2=1",
+			       "unrecognised=cuMemAlloc<b>\x1b=1"};
+	CHECK(gpr_inj_tw_meta(&w, first, 3) == 0);
+	struct gpr_trace_rec v[3];
+	v[0] = rec(1000, 500, GPR_OP_MEM_ALLOC, GPR_TRACE_NO_STRING,
+		   0x7f0000000000, GiB);
+	/* NCCL's host memory through VMM: host bytes, not GPU 0's */
+	v[1] =
+	    rec(2000, 500, GPR_OP_MEM_CREATE, GPR_TRACE_NO_STRING, 0, 2u << 20);
+	v[1].aux = 0x99;
+	v[1].device = -1;
+	v[1].flags |= GPR_TRACE_R_HOST;
+	v[2] = rec(3000, 500, GPR_OP_MEM_RELEASE, GPR_TRACE_NO_STRING, 0,
+		   2u << 20);
+	v[2].aux = 0x99;
+	CHECK(gpr_inj_tw_records(&w, v, 3) == 0);
+	CHECK(gpr_inj_tw_meta(&w, later, 4) == 0);
+	CHECK(gpr_inj_tw_close(&w, START + 10000, 0) == 0);
+	struct gpr_trace t;
+	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
+	CHECK(t.n_meta == 5);
+	CHECK(strcmp(gpr_trace_meta(&t, "backend"), "interpose") == 0);
+	CHECK(strcmp(gpr_trace_meta(&t, "wait"), "perf-gated") == 0);
+	CHECK(strcmp(gpr_trace_meta(&t, "format"), "1.1") == 0);
+	CHECK(gpr_trace_meta(&t, "clock") == NULL);
+	struct gpr_trace_stats s;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	CHECK(s.peak == GiB && s.host_peak == (2u << 20) && s.host_end == 0);
+	struct gpr__buf b = {0};
+	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
+	CHECK(strstr(gpr__buf_str(&b),
+		     "Recorded by the interposer (LD_PRELOAD); waiting time: "
+		     "schedstat, read after a switch the perf page shows; not "
+		     "recorded (unknown driver answers): cuMemAlloc<b>?=1\n"));
+	/* the HTML report says the same, escaped */
+	gpr__buf_reset(&b);
+	gpr_trace_report_html(&b, path, &t, &s, 10, 0);
+	CHECK(strstr(gpr__buf_str(&b),
+		     "<p>Recorded by the interposer (LD_PRELOAD); waiting "
+		     "time: schedstat, read after a switch the perf page "
+		     "shows; not recorded (unknown driver answers): "
+		     "cuMemAlloc&lt;b&gt;"));
+	CHECK(!strchr(gpr__buf_str(&b), '\x1b'));
+	gpr__buf_reset(&b);
+	gpr_trace_report_json(&b, path, &t, &s, 10);
+	CHECK(strstr(gpr__buf_str(&b), "\"backend\":\"interpose\""));
+	CHECK(strstr(gpr__buf_str(&b), "\"entry_points\":\"cuMemAlloc_v2=1\""));
+	gpr__buf_free(&b);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+
+	/* a log without META: it does not say */
+	path_in_tmp(path, sizeof(path), "nometa.trace");
+	CHECK(write_sample(path) == 0);
+	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
+	CHECK(t.n_meta == 0 && gpr_trace_meta(&t, "backend") == NULL);
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
+	CHECK(strstr(gpr__buf_str(&b), "Recorded by not named in the log"));
+	gpr__buf_free(&b);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+
+	/* malformed META chunks after a good log */
+	size_t len;
+	unsigned char *good = slurp(path, &len);
+	CHECK(good != NULL);
+	if (!good)
+		return;
+	struct {
+		uint32_t count;
+		const char *payload, *msg;
+	} bad[] = {
+	    {2, "a=1\n",
+	     "META chunk at offset 15797: a line runs past its "
+	     "chunk (line 2)"},
+	    {1, "Backend=x\n", "not key=value (line 1)"},
+	    {1, "nokey\n", "not key=value"},
+	    {1, "=value\n", "not key=value"},
+	    {1, "a=1\nextra", "left over"},
+	    {1, "a=1", "runs past its chunk"},
+	    {300, "", "more than 256 META lines"},
+	};
+	unsigned char *buf = malloc(len + 8192);
+	for (size_t i = 0; buf && i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(buf, good, len);
+		/* the header says complete with its counts: keep them */
+		size_t n = meta_chunk(buf + len, bad[i].count, bad[i].payload);
+		err[0] = '\0';
+		CHECK(parse(buf, len + n, err, sizeof(err)) == GPR_E_FORMAT);
+		if (!strstr(err, bad[i].msg)) {
+			fprintf(stderr, "meta case %zu: '%s' lacks '%s'\n", i,
+				err, bad[i].msg);
+			gpr_test_failures++;
+		}
+	}
+	/* a NUL in a value is read as '?'; a value of 4096 bytes is fine */
+	if (buf) {
+		memcpy(buf, good, len);
+		char line[4200] = "k=";
+		memset(line + 2, 'v', 4096);
+		line[4098] = '\n';
+		line[4099] = '\0';
+		size_t n = meta_chunk(buf + len, 1, line);
+		CHECK(gpr_trace_parse(buf, len + n, &t, err, sizeof(err)) == 0);
+		CHECK(t.n_meta == 1 && strlen(gpr_trace_meta(&t, "k")) == 4096);
+		gpr_trace_free(&t);
+		memcpy(buf, good, len);
+		n = meta_chunk(buf + len, 1, "k=a?b\n");
+		buf[len + 16 + 3] = '\0';
+		CHECK(gpr_trace_parse(buf, len + n, &t, err, sizeof(err)) == 0);
+		CHECK(strcmp(gpr_trace_meta(&t, "k"), "a?b") == 0);
+		gpr_trace_free(&t);
+	}
+	free(buf);
+	free(good);
+}
+
 /*
  * Sizes no GPU has: two allocations of 2^63 bytes, never freed, and a
  * third of 2^62. Every byte sum stops at its limit instead of wrapping
@@ -1021,7 +1257,7 @@ static void test_saturated_sums(void)
 	v[2] = rec(3000, 100, 0, S_CUPY, 0x7f2000000000, 1ull << 62);
 	CHECK(write_log(path, v, 3, 0) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	struct gpr_trace_stats s;
 	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
@@ -1052,7 +1288,7 @@ static void test_saturated_sums(void)
 	path_in_tmp(path, sizeof(path), "plain.trace");
 	CHECK(write_sample(path) == 0);
 	gpr_trace_free(&t);
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
 	CHECK(!s.saturated);
@@ -1080,7 +1316,7 @@ static void test_empty_strings(void)
 	CHECK(gpr_inj_tw_records(&w, &v, 1) == 0);
 	CHECK(gpr_inj_tw_close(&w, START + 2000, 0) == 0);
 	struct gpr_trace t;
-	if (load(path, &t) != 0)
+	if (gpr_test_load(path, &t) != 0)
 		return;
 	CHECK(t.n_strs == GPR_TRACE_N_OPS + 4);
 	CHECK(strcmp(gpr_trace_str(&t, GPR_TRACE_N_OPS + 1, "?"), "lib") == 0);
@@ -1166,12 +1402,22 @@ static void test_switch_words(void)
 					  "1 ",	 "y",  "tru", "yes!",
 					  "0x1", "-1", "01",  "enable"};
 	for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
-		CHECK(gpr_trace_switch_parse(on[i]) == 1);
+		CHECK(gpr_trace_switch_parse(on[i], NULL) == 1);
 	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
-		CHECK(gpr_trace_switch_parse(off[i]) == 0);
+		CHECK(gpr_trace_switch_parse(off[i], NULL) == 0);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		CHECK(gpr_trace_switch_parse(bad[i]) == -1);
-	CHECK(gpr_trace_switch_parse(NULL) == 0);
+		CHECK(gpr_trace_switch_parse(bad[i], NULL) == -1);
+	CHECK(gpr_trace_switch_parse(NULL, NULL) == 0);
+	/* a switch's own further word: SELFTIME=parts */
+	CHECK(gpr_trace_switch_parse("parts", "parts") == 2);
+	CHECK(gpr_trace_switch_parse("PARTS", "parts") == 2);
+	CHECK(gpr_trace_switch_parse("1", "parts") == 1);
+	CHECK(gpr_trace_switch_parse("parts", NULL) == -1);
+	CHECK(gpr_trace_switch_parse("part", "parts") == -1);
+	CHECK(strcmp(gpr_trace_switch_word("GPURECLAIM_TRACE_SELFTIME"),
+		     "parts") == 0);
+	CHECK(gpr_trace_switch_word("GPURECLAIM_TRACE_DORMANT") == NULL);
+	CHECK(gpr_trace_switch_word("GPURECLAIM_TRACE_NOSUCH") == NULL);
 }
 
 int main(int argc, char **argv)
@@ -1180,6 +1426,13 @@ int main(int argc, char **argv)
 		return write_sample(argv[2]) == 0 ? 0 : 1;
 	if (argc == 3 && strcmp(argv[1], "--hostile") == 0)
 		return write_hostile(argv[2]) == 0 ? 0 : 1;
+	if (argc == 3 && strcmp(argv[1], "--rmm-sample") == 0)
+		return write_rmm_sample(argv[2]) == 0 ? 0 : 1;
+	if (argc == 4 && strcmp(argv[1], "--big") == 0)
+		return write_big(argv[2],
+				 (size_t)strtoull(argv[3], NULL, 10)) == 0
+			   ? 0
+			   : 1;
 	if (argc == 3 && strcmp(argv[1], "--cases") == 0)
 		return write_cases(argv[2]) == 0 ? 0 : 1;
 	if (!mkdtemp(tmpdir)) {
@@ -1194,15 +1447,10 @@ int main(int argc, char **argv)
 	test_reuse_after_dropped_free();
 	test_free_of_dropped_alloc();
 	test_hostile_strings();
+	test_meta();
 	test_u64map();
 	test_empty_strings();
 	test_saturated_sums();
 	test_switch_words();
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmpdir);
-	printf("test_trace_log: %s (%d failures)\n", failures ? "FAIL" : "ok",
-	       failures);
-	return failures ? 1 : 0;
+	return gpr_test_finish("test_trace_log", tmpdir);
 }

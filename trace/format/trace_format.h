@@ -9,6 +9,10 @@
  *           across the file, starting at 0): u32 first_id, then per string
  *           u32 length and the bytes (no NUL).
  *   "RECS": count fixed-size records (record_size bytes each).
+ *   "META": count text lines "key=value\n" (a minor addition to version
+ *           1: older readers skip it): what recorded the log and how
+ *           (the keys below). A log may hold several META
+ *           chunks; a key given again replaces its earlier value.
  * A string is written before any record that refers to it. Records are in
  * per-thread order; across threads the reader sorts by time. All integers
  * are little-endian.
@@ -37,6 +41,7 @@
 #define GPR_TRACE_R_WAIT 0x1	  /* wait_ns was measured (schedstat) */
 #define GPR_TRACE_R_SIZE_MAP 0x2  /* bytes of a free came from the alloc */
 #define GPR_TRACE_R_SIZE_NONE 0x4 /* free of an address never seen alloc'd */
+#define GPR_TRACE_R_HOST 0x8	  /* cuMemCreate of memory on the host */
 
 #define GPR_TRACE_NO_STRING 0xffffffffu
 #define GPR_TRACE_NO_DEVICE (-1)
@@ -51,6 +56,33 @@
 /* Bounds a reader enforces (a writer never exceeds them). */
 #define GPR_TRACE_MAX_STRING 4096
 #define GPR_TRACE_MAX_STRINGS (1u << 17) /* a writer interns <= 65,555 */
+#define GPR_TRACE_MAX_META 256 /* key=value lines in a log, all chunks */
+
+/*
+ * META keys (values are text, at most GPR_TRACE_MAX_STRING bytes, no
+ * newline; keys are [a-z0-9._-]):
+ *   format     "1.1": a version-1 log with META chunks
+ *   backend    what saw the driver calls: "interpose" (LD_PRELOAD
+ *              wrappers of the driver's entry points) or "cupti" (CUPTI
+ *              callbacks)
+ *   wait       the source of the waiting time: "perf-gated" (schedstat's
+ *              run_delay, read only after a context switch that the perf
+ *              task-clock page showed), "getrusage-gated" (the same, the
+ *              switch seen by getrusage), "none" (not measured)
+ *   clock      how the calls read the clock: "tsc" (the TSC, turned into
+ *              CLOCK_MONOTONIC ns by the writer) or "clock_gettime"
+ *   started_by "gpureclaim trace", or "program" (gpureclaim_trace_start)
+ *   tracer     the tracer library's version
+ *   entry_points (interpose, at close) the driver entry points wrapped
+ *              and how often each was handed out, "name=count,..."
+ *   unrecognised (interpose, at close) memory entry points the driver
+ *              answered with a function the tracer does not know (not
+ *              recorded), "name=count,..."
+ *   crosscheck (interpose with GPURECLAIM_TRACE_CROSSCHECK, at close)
+ *              calls of each operation recorded / seen by CUPTI,
+ *              "name=mine/cupti,..."
+ */
+#define GPR_TRACE_META_FORMAT "1.1"
 
 /* The header, as laid out on disk (offsets in comments). */
 struct gpr_trace_header {

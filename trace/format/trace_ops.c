@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char *const names[] = {
-#define GPR_X_OP(op, name, kind, domain, cbid, cbid2) name,
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries) name,
     GPR_TRACE_OPS(GPR_X_OP)
 #undef GPR_X_OP
 };

@@ -52,56 +52,98 @@ enum gpr_trace_memory {
 };
 
 /*
- * X(op, name, kind, domain, cbid, cbid2), in op-id order: the ids are the
- * string ids of the names in every log (so the order is part of the log
- * format, version 1: append, never reorder).
- *   name:  the driver function (or the event) as the log spells it;
- *   kind:  a GPR_TRACE_KINDS row;
- *   domain, cbid, cbid2: the CUPTI callbacks reporting it, as the names
- *          of trace/inject/cupti_abi.h without their prefixes (domain
- *          DRIVER_API: CUPTI_DRIVER_TRACE_CBID_<cbid>; RESOURCE:
- *          CUPTI_CBID_RESOURCE_<cbid>); cbid2 a second id (the
- *          per-thread-stream _ptsz variant, a _v2) or INVALID.
- * Only the injection library expands the CUPTI columns.
+ * X(op, name, kind, domain, cbid, cbid2, entries), in op-id order: the
+ * ids are the string ids of the names in every log (so the order is part
+ * of the log format, version 1: append, never reorder).
+ *   name:    the driver function (or the event) as the log spells it;
+ *   kind:    a GPR_TRACE_KINDS row;
+ *   domain, cbid, cbid2: the CUPTI callbacks reporting it (the CUPTI
+ *            backend), as the names of trace/inject/cupti_abi.h without
+ *            their prefixes (domain DRIVER_API:
+ *            CUPTI_DRIVER_TRACE_CBID_<cbid>; RESOURCE:
+ *            CUPTI_CBID_RESOURCE_<cbid>); cbid2 a second id (the
+ *            per-thread-stream _ptsz variant, a _v2) or INVALID;
+ *   entries: the driver entry points the interposer backend wraps to
+ *            record it: a parenthesised list of 1 to 6 libcuda export
+ *            names (each with its own ABI: the _ptsz variants and the
+ *            older ABIs a look-up still answers, such as the CUDA
+ *            runtime's cuDevicePrimaryCtxRelease at version 7000, are
+ *            separate functions). Every operation has at least one, so
+ *            the two backends record the same operations.
+ * Only the injection library expands the CUPTI and entries columns
+ * (GPR_TRACE_EACH walks an entries list).
  */
 #define GPR_TRACE_OPS(X)                                                       \
 	X(MEM_ALLOC, "cuMemAlloc_v2", ALLOC, DRIVER_API, cuMemAlloc_v2,        \
-	  INVALID)                                                             \
+	  INVALID, (cuMemAlloc_v2))                                            \
 	X(MEM_ALLOC_PITCH, "cuMemAllocPitch_v2", ALLOC, DRIVER_API,            \
-	  cuMemAllocPitch_v2, INVALID)                                         \
+	  cuMemAllocPitch_v2, INVALID, (cuMemAllocPitch_v2))                   \
 	X(MEM_ALLOC_MANAGED, "cuMemAllocManaged", ALLOC, DRIVER_API,           \
-	  cuMemAllocManaged, INVALID)                                          \
-	X(MEM_FREE, "cuMemFree_v2", FREE, DRIVER_API, cuMemFree_v2, INVALID)   \
+	  cuMemAllocManaged, INVALID, (cuMemAllocManaged))                     \
+	X(MEM_FREE, "cuMemFree_v2", FREE, DRIVER_API, cuMemFree_v2, INVALID,   \
+	  (cuMemFree_v2))                                                      \
 	X(MEM_ALLOC_ASYNC, "cuMemAllocAsync", ALLOC, DRIVER_API,               \
-	  cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
+	  cuMemAllocAsync, cuMemAllocAsync_ptsz,                               \
+	  (cuMemAllocAsync, cuMemAllocAsync_ptsz))                             \
 	X(MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync", ALLOC,         \
-	  DRIVER_API, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)   \
+	  DRIVER_API, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,   \
+	  (cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz))             \
 	X(MEM_FREE_ASYNC, "cuMemFreeAsync", FREE, DRIVER_API, cuMemFreeAsync,  \
-	  cuMemFreeAsync_ptsz)                                                 \
+	  cuMemFreeAsync_ptsz, (cuMemFreeAsync, cuMemFreeAsync_ptsz))          \
 	X(MEM_POOL_TRIM_TO, "cuMemPoolTrimTo", TRIM, DRIVER_API,               \
-	  cuMemPoolTrimTo, INVALID)                                            \
-	X(MEM_CREATE, "cuMemCreate", CREATE, DRIVER_API, cuMemCreate, INVALID) \
+	  cuMemPoolTrimTo, INVALID, (cuMemPoolTrimTo))                         \
+	X(MEM_CREATE, "cuMemCreate", CREATE, DRIVER_API, cuMemCreate, INVALID, \
+	  (cuMemCreate))                                                       \
 	X(MEM_RELEASE, "cuMemRelease", RELEASE, DRIVER_API, cuMemRelease,      \
-	  INVALID)                                                             \
-	X(MEM_MAP, "cuMemMap", MAP, DRIVER_API, cuMemMap, INVALID)             \
-	X(MEM_UNMAP, "cuMemUnmap", UNMAP, DRIVER_API, cuMemUnmap, INVALID)     \
+	  INVALID, (cuMemRelease))                                             \
+	X(MEM_MAP, "cuMemMap", MAP, DRIVER_API, cuMemMap, INVALID, (cuMemMap)) \
+	X(MEM_UNMAP, "cuMemUnmap", UNMAP, DRIVER_API, cuMemUnmap, INVALID,     \
+	  (cuMemUnmap))                                                        \
 	X(MEM_ADDRESS_RESERVE, "cuMemAddressReserve", RESERVE, DRIVER_API,     \
-	  cuMemAddressReserve, INVALID)                                        \
+	  cuMemAddressReserve, INVALID, (cuMemAddressReserve))                 \
 	X(MEM_ADDRESS_FREE, "cuMemAddressFree", VA_FREE, DRIVER_API,           \
-	  cuMemAddressFree, INVALID)                                           \
+	  cuMemAddressFree, INVALID, (cuMemAddressFree))                       \
 	X(MEM_HOST_ALLOC, "cuMemHostAlloc", HOST_ALLOC, DRIVER_API,            \
-	  cuMemHostAlloc, cuMemHostAlloc_v2)                                   \
+	  cuMemHostAlloc, cuMemHostAlloc_v2, (cuMemHostAlloc))                 \
 	X(MEM_ALLOC_HOST, "cuMemAllocHost_v2", HOST_ALLOC, DRIVER_API,         \
-	  cuMemAllocHost_v2, INVALID)                                          \
+	  cuMemAllocHost_v2, INVALID, (cuMemAllocHost_v2))                     \
 	X(MEM_FREE_HOST, "cuMemFreeHost", HOST_FREE, DRIVER_API,               \
-	  cuMemFreeHost, INVALID)                                              \
+	  cuMemFreeHost, INVALID, (cuMemFreeHost))                             \
 	X(CTX_CREATED, "context_created", CTX_CREATE, RESOURCE,                \
-	  CONTEXT_CREATED, INVALID)                                            \
+	  CONTEXT_CREATED, INVALID,                                            \
+	  (cuCtxCreate, cuCtxCreate_v2, cuCtxCreate_v3, cuCtxCreate_v4,        \
+	   cuDevicePrimaryCtxRetain))                                          \
 	X(CTX_DESTROY, "context_destroy", CTX_DESTROY, RESOURCE,               \
-	  CONTEXT_DESTROY_STARTING, INVALID)
+	  CONTEXT_DESTROY_STARTING, INVALID,                                   \
+	  (cuCtxDestroy, cuCtxDestroy_v2, cuDevicePrimaryCtxRelease,           \
+	   cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxReset,              \
+	   cuDevicePrimaryCtxReset_v2))
+
+/*
+ * GPR_TRACE_EACH(M, op, entries) expands M(op, entry) for each name of an
+ * entries list, as written in the table: (a) to (a, b, c, d, e, f).
+ */
+#define GPR_TRACE_EACH(M, op, list)                                            \
+	GPR_TRACE_CALL(GPR_TRACE_CAT(GPR_TRACE_EACH_, GPR_TRACE_COUNT list),   \
+		       (M, op, GPR_TRACE_UNPAREN list))
+#define GPR_TRACE_CALL(f, args) f args
+#define GPR_TRACE_UNPAREN(...) __VA_ARGS__
+#define GPR_TRACE_COUNT(...) GPR_TRACE_COUNT_(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
+#define GPR_TRACE_COUNT_(a, b, c, d, e, f, n, ...) n
+#define GPR_TRACE_CAT(a, b) GPR_TRACE_CAT_(a, b)
+#define GPR_TRACE_CAT_(a, b) a##b
+#define GPR_TRACE_EACH_1(M, op, a) M(op, a)
+#define GPR_TRACE_EACH_2(M, op, a, b) M(op, a) M(op, b)
+#define GPR_TRACE_EACH_3(M, op, a, b, c) M(op, a) M(op, b) M(op, c)
+#define GPR_TRACE_EACH_4(M, op, a, b, c, d)                                    \
+	GPR_TRACE_EACH_3(M, op, a, b, c) M(op, d)
+#define GPR_TRACE_EACH_5(M, op, a, b, c, d, e)                                 \
+	GPR_TRACE_EACH_4(M, op, a, b, c, d) M(op, e)
+#define GPR_TRACE_EACH_6(M, op, a, b, c, d, e, f)                              \
+	GPR_TRACE_EACH_5(M, op, a, b, c, d, e) M(op, f)
 
 enum gpr_trace_op {
-#define GPR_X_OP(op, name, kind, domain, cbid, cbid2) GPR_OP_##op,
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries) GPR_OP_##op,
 	GPR_TRACE_OPS(GPR_X_OP)
 #undef GPR_X_OP
 	    GPR_TRACE_N_OPS
@@ -111,7 +153,7 @@ enum gpr_trace_op {
 static inline enum gpr_trace_kind gpr_trace_op_kind_of(unsigned op)
 {
 	switch (op) {
-#define GPR_X_OP(op, name, kind, domain, cbid, cbid2)                          \
+#define GPR_X_OP(op, name, kind, domain, cbid, cbid2, entries)                 \
 	case GPR_OP_##op:                                                      \
 		return GPR_K_##kind;
 		GPR_TRACE_OPS(GPR_X_OP)

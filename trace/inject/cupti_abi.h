@@ -178,6 +178,8 @@ typedef struct {
 	int id;
 } CUmemLocation;
 #define GPR_CU_MEM_LOCATION_TYPE_DEVICE 1
+/* HOST 2, HOST_NUMA 3, HOST_NUMA_CURRENT 4: memory on the host */
+#define GPR_CU_MEM_LOCATION_TYPE_HOST 2
 
 typedef struct {
 	int type;

@@ -1,41 +1,56 @@
 /*
- * Per-thread state of the injection library. A thread registers on its
- * first traced call (the only allocation it ever makes for tracing): it
- * takes a retired state or a new one, pushed on a lock-free list that the
- * writer walks. Thread exit retires the state; the writer drains it and
- * frees it for reuse.
+ * Per-thread state of the tracer. A thread registers on its first traced
+ * call (the only allocation it ever makes for tracing): it takes a retired
+ * state or a new one, pushed on a lock-free list that the writer walks.
+ * Thread exit retires the state; the writer drains it and frees it for
+ * reuse.
  */
 #include "inject.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static _Atomic(struct gpr_inj_tt *) list;
 static pthread_key_t key;
-static __thread struct gpr_inj_tt *self;
-/* GPURECLAIM_TRACE_NO_SCHEDSTAT, read once at init. */
-static int no_schedstat;
+/* initial-exec: a plain load on every call, not a __tls_get_addr call
+ * (8 bytes of the static TLS space a dlopen'ed library may use) */
+static __thread struct gpr_inj_tt *self
+    __attribute__((tls_model("initial-exec")));
 
 static void retire(void *p)
 {
 	struct gpr_inj_tt *tt = p;
-	if (tt->sched_fd >= 0)
-		close(tt->sched_fd);
-	tt->sched_fd = -1;
+	gpr_inj_wait_thread_end(tt);
 	self = NULL;
 	atomic_store_explicit(&tt->state, GPR_TT_DEAD, memory_order_release);
 }
 
+/*
+ * A forked child has one thread, the one that forked: its state still
+ * names the parent's thread (tid, the schedstat descriptor and perf page
+ * of the parent's thread). A child never records what the parent began
+ * (inject_writer.c); these are reset for a session it may start itself.
+ */
+static void in_child(void)
+{
+	if (!self)
+		return;
+	self->tid = (uint32_t)syscall(SYS_gettid);
+	gpr_inj_wait_thread_end(self);
+	gpr_inj_wait_thread_start(self);
+	memset(&self->memo, 0, sizeof(self->memo));
+	self->stack_lo = self->stack_hi = 0;
+}
+
 int gpr_inj_tt_init(void)
 {
-	no_schedstat = gpr_inj_switch("GPURECLAIM_TRACE_NO_SCHEDSTAT");
-	return pthread_key_create(&key, retire) == 0 ? 0 : -1;
+	if (pthread_key_create(&key, retire) != 0)
+		return -1;
+	pthread_atfork(NULL, NULL, in_child);
+	return 0;
 }
 
 struct gpr_inj_tt *gpr_inj_tt_list(void)
@@ -73,81 +88,31 @@ struct gpr_inj_tt *gpr_inj_tt_self(void)
 	tt->depth = 0;
 	tt->ctx_next = 0;
 	memset(tt->ctx_key, 0, sizeof(tt->ctx_key));
-	tt->sched_fd = -1;
-	tt->have_last = 0;
-	if (!no_schedstat)
-		tt->sched_fd =
-		    open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	memset(&tt->memo, 0, sizeof(tt->memo));
+	tt->fast_walks = 0;
+	tt->stack_lo = tt->stack_hi = 0;
+	gpr_inj_wait_thread_start(tt);
 	self = tt;
 	pthread_setspecific(key, tt);
 	return tt;
 }
 
-int gpr_inj_tt_wait_now(struct gpr_inj_tt *tt, uint64_t *wait, uint64_t *csw)
+void gpr_inj_tt_selftime(struct gpr_inj_selftime *out)
 {
-	struct rusage ru;
-	if (tt->sched_fd < 0 || getrusage(RUSAGE_THREAD, &ru) != 0)
-		return -1;
-	*csw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
-	if (tt->have_last && *csw == tt->last_csw) {
-		*wait = tt->last_wait;
-		return 0;
-	}
-	if (gpr_inj_tt_run_delay(tt, wait) < 0)
-		return -1;
-	tt->have_last = 1;
-	tt->last_wait = *wait;
-	tt->last_csw = *csw;
-	return 0;
-}
-
-int gpr_inj_tt_run_delay(struct gpr_inj_tt *tt, uint64_t *out)
-{
-	char buf[96];
-	if (tt->sched_fd < 0)
-		return -1;
-	ssize_t n = pread(tt->sched_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* "<on-cpu ns> <run-queue wait ns> <timeslices>" */
-	const char *p = buf;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	if (*p != ' ')
-		return -1;
-	p++;
-	uint64_t v = 0;
-	if (*p < '0' || *p > '9')
-		return -1;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	*out = v;
-	return 0;
-}
-
-void gpr_inj_selftime_report(void)
-{
-	uint64_t calls = 0, ns = 0, walk = 0, wait = 0, fast = 0, full = 0;
+	memset(out, 0, sizeof(*out));
 	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
-		calls +=
-		    atomic_load_explicit(&tt->st.calls, memory_order_relaxed);
-		ns += atomic_load_explicit(&tt->st.ns, memory_order_relaxed);
-		walk +=
-		    atomic_load_explicit(&tt->st.walk_ns, memory_order_relaxed);
-		wait +=
-		    atomic_load_explicit(&tt->st.wait_ns, memory_order_relaxed);
-		fast +=
-		    atomic_load_explicit(&tt->st.fast, memory_order_relaxed);
-		full +=
-		    atomic_load_explicit(&tt->st.full, memory_order_relaxed);
+		struct gpr_inj_selftime *s = &tt->st;
+#define TAKE(f)                                                                \
+	out->f += atomic_exchange_explicit(&s->f, 0, memory_order_relaxed)
+		TAKE(calls);
+		TAKE(ns);
+		TAKE(walk_ns);
+		TAKE(wait_ns);
+		TAKE(fast);
+		TAKE(full);
+		TAKE(reads);
+		for (int i = 0; i <= GPR_SELF_BINS; i++)
+			TAKE(hist[i]);
+#undef TAKE
 	}
-	double n = calls ? (double)calls : 1.0;
-	gpr_inj_say("self time: %llu calls, %.0f ns per call in the callbacks "
-		    "(stack walk %.0f, waiting-time reads %.0f); stack walks: "
-		    "%llu fast, %llu full, %llu fast found wrong and redone",
-		    (unsigned long long)calls, (double)ns / n, (double)walk / n,
-		    (double)wait / n, (unsigned long long)fast,
-		    (unsigned long long)full,
-		    (unsigned long long)gpr_inj_callsite_redone());
 }

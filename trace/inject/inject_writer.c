@@ -1,19 +1,25 @@
 /*
- * The background writer: every 10 ms (sooner when a ring fills up) it moves
- * records from the per-thread rings to the log. Strings are written after
- * the rings are drained and before the drained records, so a record never
- * precedes the string it names.
+ * The background writer of a session: every 10 ms (sooner when a ring
+ * fills up) it moves records from the per-thread rings to the log,
+ * resolving each record's caller into a library and call site
+ * (inject_site.c) on the way. Strings are written after the rings are
+ * drained and before the drained records, so a record never precedes the
+ * string it names.
  *
- * Ends: at exit (atexit; only in the process that opened the log, never in
- * a forked child), and on SIGINT/SIGTERM when the signal's previous action
- * was the default one (the process is about to die): the handler asks the
- * writer for a final flush, waits for it (at most 2 s), restores the
- * previous action and re-raises, so the exit status is what it would have
- * been. A previous handler of the program is called as before.
+ * A session ends when the program stops it (gpureclaim_trace_stop), at
+ * exit (atexit; only in the process that opened the log, never in a forked
+ * child), and on SIGINT/SIGTERM when the signal's previous action was the
+ * default one (the process is about to die): the handler asks the writer
+ * for a final flush, waits for it (at most 2 s), restores the previous
+ * action and re-raises, so the exit status is what it would have been. A
+ * previous handler of the program is called as before. A process may run
+ * several sessions one after the other, each its own log.
  *
  * The log's real name (NAME, or NAME.<pid> when NAME is taken) is told to
  * `gpureclaim trace` through a file named by the pid in the private
- * directory $GPURECLAIM_TRACE_NAMES_DIR, so it never guesses the name.
+ * directory $GPURECLAIM_TRACE_NAMES_DIR, so it never guesses the name
+ * (the first session of a process: the one `gpureclaim trace` started, or
+ * a program's first under --dormant).
  */
 #include "inject.h"
 
@@ -38,12 +44,14 @@ static struct {
 	char path[PATH_MAX];
 	pthread_t thread;
 	int efd;
-	pid_t pid;
+	pid_t pid;	       /* the process that opened the log */
+	int open;	       /* a session's log is open (control calls) */
 	_Atomic int stop;      /* 1: finish and close */
 	_Atomic int closed;    /* the log is closed */
 	_Atomic int failed;    /* a write failed: tracing stopped */
 	uint32_t strings_done; /* interned strings written */
 	struct gpr_trace_rec *buf;
+	gpr_inj_meta_fn closing; /* the closing META lines */
 	struct sigaction old_int, old_term;
 } wr = {.efd = -1};
 
@@ -60,7 +68,7 @@ static void write_failed(int err)
 {
 	if (atomic_exchange(&wr.failed, 1))
 		return;
-	atomic_store(&gpr_inj_state.active, 0);
+	atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
 	gpr_inj_say("writing %s failed: %s; tracing stopped, the program "
 		    "continues",
 		    wr.path, strerror(err));
@@ -83,6 +91,7 @@ static void flush(size_t n)
 static void drain(void)
 {
 	size_t n = 0;
+	gpr_inj_clock_sync();
 	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
 		int dead = atomic_load_explicit(
 			       &tt->state, memory_order_acquire) == GPR_TT_DEAD;
@@ -91,7 +100,13 @@ static void drain(void)
 		uint32_t h =
 		    atomic_load_explicit(&tt->head, memory_order_acquire);
 		while (t != h) {
-			wr.buf[n++] = tt->ring[t & (GPR_RING_SIZE - 1)];
+			const struct gpr_inj_slot *s =
+			    &tt->ring[t & (GPR_RING_SIZE - 1)];
+			struct gpr_trace_rec *r = &wr.buf[n++];
+			*r = s->r;
+			r->t_ns = gpr_inj_clock_ns(s->r.t_ns);
+			r->dur_ns = gpr_inj_ticks_ns(s->r.dur_ns);
+			gpr_inj_resolve(s->ip, &r->lib, &r->site);
 			t++;
 			if (n == BATCH) {
 				atomic_store_explicit(&tt->tail, t,
@@ -110,6 +125,18 @@ static void drain(void)
 		write_failed(wr.w.err);
 }
 
+/* Forgets what the rings hold: records of calls still in flight when the
+ * last session stopped, which belong to no log. */
+static void discard(void)
+{
+	for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt; tt = tt->next) {
+		uint32_t h =
+		    atomic_load_explicit(&tt->head, memory_order_acquire);
+		atomic_store_explicit(&tt->tail, h, memory_order_release);
+		atomic_store_explicit(&tt->dropped, 0, memory_order_relaxed);
+	}
+}
+
 static uint32_t dropped(void)
 {
 	uint64_t d = 0;
@@ -123,6 +150,12 @@ static void finish(void)
 	drain();
 	if (gpr_inj_state.selftime)
 		gpr_inj_selftime_report();
+	if (wr.closing) {
+		const char *kv[16];
+		char buf[2048];
+		uint32_t n = wr.closing(kv, 16, buf, sizeof(buf));
+		gpr_inj_tw_meta(&wr.w, kv, n);
+	}
 	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
 	if (rc < 0 && !atomic_load(&wr.failed))
 		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
@@ -150,16 +183,35 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Lets calls that saw `active` set finish their record (a thread inside
+ * a long driver call is not waited for beyond 20 ms).
+ */
+static void settle(void)
+{
+	for (int i = 0; i < 20; i++) {
+		int busy = 0;
+		for (struct gpr_inj_tt *tt = gpr_inj_tt_list(); tt;
+		     tt = tt->next)
+			busy |= atomic_load_explicit(&tt->inside,
+						     memory_order_acquire);
+		if (!busy)
+			return;
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void stop_writer(void)
 {
-	atomic_store(&gpr_inj_state.active, 0);
+	atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
 	atomic_store(&wr.stop, 1);
 	gpr_inj_writer_wake();
 }
 
 static void at_exit(void)
 {
-	if (getpid() != wr.pid || atomic_load(&wr.closed) ||
+	if (getpid() != wr.pid || !wr.open || atomic_load(&wr.closed) ||
 	    atomic_load(&wr.stop))
 		return;
 	stop_writer();
@@ -180,7 +232,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		old->sa_handler(sig);
 	} else {
 		/* The default action ends the process: flush first. */
-		if (getpid() == wr.pid) {
+		if (getpid() == wr.pid && wr.open) {
 			stop_writer();
 			for (int i = 0; i < 200 && !atomic_load(&wr.closed);
 			     i++) {
@@ -215,7 +267,7 @@ static void install(int sig, struct sigaction *old)
 static void in_child(void)
 {
 	/* A forked child must not touch the parent's log. */
-	atomic_store(&gpr_inj_state.active, 0);
+	atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
 }
 
 /*
@@ -254,17 +306,46 @@ static void tell_name(void)
 	close(fd);
 }
 
-int gpr_inj_writer_start(const char *path)
+/* What a process sets up once, at its first session. */
+static void once(void)
 {
+	atexit(at_exit);
+	pthread_atfork(NULL, NULL, in_child);
+	install(SIGINT, &wr.old_int);
+	install(SIGTERM, &wr.old_term);
+}
+
+int gpr_inj_writer_forked(void)
+{
+	return wr.open && getpid() != wr.pid;
+}
+
+int gpr_inj_writer_path(char *out, size_t len)
+{
+	int open = wr.open && getpid() == wr.pid && !atomic_load(&wr.closed);
+	snprintf(out, len, "%s", open ? wr.path : "");
+	return open;
+}
+
+int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
+			 uint32_t n, gpr_inj_meta_fn closing)
+{
+	static pthread_once_t setup = PTHREAD_ONCE_INIT;
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	uint64_t real =
 	    (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	wr.pid = getpid();
+	wr.open = 0;
+	atomic_store(&wr.stop, 0);
+	atomic_store(&wr.closed, 0);
+	atomic_store(&wr.failed, 0);
+	wr.strings_done = 0;
+	wr.closing = closing;
 	snprintf(wr.path, sizeof(wr.path), "%s", path);
 	int rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
 				 gpr_inj_now());
-	if (rc == -EEXIST) {
+	if (rc == -EEXIST && shared) {
 		/* Another process of the same run has the name already. */
 		snprintf(wr.path, sizeof(wr.path), "%s.%d", path, (int)wr.pid);
 		rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
@@ -275,13 +356,17 @@ int gpr_inj_writer_start(const char *path)
 			    wr.path, strerror(-rc));
 		return -1;
 	}
-	wr.buf = malloc(BATCH * sizeof(*wr.buf));
-	wr.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	gpr_inj_tw_meta(&wr.w, kv, n);
+	if (!wr.buf)
+		wr.buf = malloc(BATCH * sizeof(*wr.buf));
+	if (wr.efd < 0)
+		wr.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!wr.buf || wr.efd < 0) {
 		gpr_inj_say("out of resources; this run is not traced");
 		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
+	discard();
 	/*
 	 * The writer takes no signal: not those it flushes for, nor any the
 	 * program blocks in its own threads (to sigwait for them, say).
@@ -299,11 +384,22 @@ int gpr_inj_writer_start(const char *path)
 		return -1;
 	}
 	pthread_setname_np(wr.thread, "gpr-trace");
-	atexit(at_exit);
-	pthread_atfork(NULL, NULL, in_child);
-	install(SIGINT, &wr.old_int);
-	install(SIGTERM, &wr.old_term);
+	pthread_once(&setup, once);
 	tell_name();
-	atomic_store(&gpr_inj_state.active, 1);
+	wr.open = 1;
+	atomic_store(&gpr_inj_state.active, gpr_inj_state.backend);
+	return 0;
+}
+
+int gpr_inj_writer_stop(void)
+{
+	if (!wr.open || getpid() != wr.pid)
+		return -1;
+	atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
+	settle();
+	if (!atomic_load(&wr.closed))
+		stop_writer();
+	pthread_join(wr.thread, NULL);
+	wr.open = 0;
 	return 0;
 }

@@ -127,6 +127,39 @@ int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
 	return 0;
 }
 
+int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
+{
+	if (w->err)
+		return -w->err;
+	if (n == 0)
+		return 0;
+	enum { MAX = 64 };
+	if (n > MAX)
+		n = MAX;
+	unsigned char ch[GPR_TRACE_CHUNK_HEADER_SIZE];
+	struct iovec iov[1 + 2 * MAX];
+	uint64_t payload = 0;
+	int m = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *line = kv[i] ? kv[i] : "";
+		size_t len = strcspn(line, "\n");
+		if (len > GPR_TRACE_MAX_STRING)
+			len = GPR_TRACE_MAX_STRING;
+		iov[m].iov_base = (void *)line;
+		iov[m++].iov_len = len;
+		iov[m].iov_base = (void *)"\n";
+		iov[m++].iov_len = 1;
+		payload += len + 1;
+	}
+	chunk_header(ch, "META", n, payload);
+	iov[0].iov_base = ch;
+	iov[0].iov_len = sizeof(ch);
+	int rc = write_all(w->fd, iov, m);
+	if (rc < 0)
+		w->err = -rc;
+	return rc;
+}
+
 int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
 		       size_t n)
 {

@@ -33,6 +33,13 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
  */
 int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n);
 
+/*
+ * Appends a META chunk of n "key=value" lines (trace_format.h); a line with
+ * a newline or longer than GPR_TRACE_MAX_STRING is cut there. 0, or -errno
+ * (also kept in w->err).
+ */
+int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n);
+
 /* Appends n records. 0, or -errno (also kept in w->err). */
 int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
 		       size_t n);

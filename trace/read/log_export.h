@@ -29,6 +29,28 @@
  */
 int gpr_trace_export_chrome(const struct gpr_trace *t, FILE *f);
 
+/* How large the full timeline of t would be. */
+struct gpr_trace_chrome_size {
+	uint64_t events; /* slices, instants and counter points */
+	uint64_t bytes;	 /* estimated size of the JSON */
+};
+int gpr_trace_chrome_size(const struct gpr_trace *t,
+			  struct gpr_trace_chrome_size *out);
+
+/*
+ * The timeline within about max_events events (0: no cap, as
+ * gpr_trace_export_chrome). Over the cap, the calls kept as slices (with
+ * all their arguments, at most half the events) are the failed ones, then
+ * the slowest and the largest allocations; the rest are merged, per
+ * thread, into a counter "driver calls (merged)" per time bucket (calls,
+ * busy microseconds), and the held-bytes counters keep, per bucket and
+ * track, their maximum (at its time) and their last value, so the plot
+ * keeps every peak and the exact final figures. An instant event at time
+ * 0 says what was merged. *merged receives the calls merged (0: none).
+ */
+int gpr_trace_export_chrome_max(const struct gpr_trace *t, FILE *f,
+				uint64_t max_events, uint64_t *merged);
+
 /*
  * Writes an SVG plot of device bytes held over time: the total and the
  * libraries with the highest peaks, from s (the statistics of t, so the

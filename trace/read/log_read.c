@@ -7,7 +7,9 @@
  * bytes each), its strings (their bytes, a NUL, a 4-byte offset and a
  * 1-byte kind each; empty strings share one NUL) and the window, never a
  * copy of the file; the records are then put in order through 16-byte sort
- * keys. docs/trace.md states the bound.
+ * keys. docs/trace.md states the bound. META chunks (what recorded the
+ * log, log_meta.c) are checked in the first pass and kept in the second;
+ * one is at most a window long.
  */
 #include "log_read.h"
 
@@ -132,6 +134,7 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 	uint64_t len = s->len;
 	uint64_t off = t->hdr.header_size;
 	struct counts n = {0, 0, 1}; /* byte 0: the NUL of every "" */
+	uint32_t meta_lines = 0;
 	while (off < len) {
 		if (len - off < GPR_TRACE_CHUNK_HEADER_SIZE)
 			return fail(err, errlen, GPR_E_FORMAT,
@@ -254,6 +257,28 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 					    (unsigned long long)at,
 					    (unsigned long long)(plen - q));
 			n.strs += count;
+		} else if (memcmp(tag, "META", 4) == 0) {
+			if (plen > WINDOW)
+				return fail(err, errlen, GPR_E_FORMAT,
+					    "corrupt: META chunk at offset "
+					    "%llu is %llu bytes, more than %u",
+					    (unsigned long long)at,
+					    (unsigned long long)plen, WINDOW);
+			const unsigned char *p = bytes_at(s, off, (size_t)plen);
+			if (!p && plen)
+				return read_failed(s, err, errlen);
+			const char *why = "";
+			uint32_t line;
+			int rc = gpr_trace_meta_chunk(
+			    p, plen, count, &meta_lines, copy ? &t->meta : NULL,
+			    &t->n_meta, &why, &line);
+			if (rc == GPR_E_NOMEM)
+				return fail(err, errlen, rc, "out of memory");
+			if (rc < 0)
+				return fail(err, errlen, rc,
+					    "corrupt: META chunk at offset "
+					    "%llu: %s (line %u)",
+					    (unsigned long long)at, why, line);
 		}
 		/* Other tags: chunks of a later minor revision; skipped. */
 		off += plen;
@@ -479,7 +504,16 @@ void gpr_trace_free(struct gpr_trace *t)
 	free(t->str_off);
 	free(t->recs);
 	free(t->kinds);
+	gpr_trace_meta_free(t->meta, t->n_meta);
 	memset(t, 0, sizeof(*t));
+}
+
+const char *gpr_trace_meta(const struct gpr_trace *t, const char *key)
+{
+	for (uint32_t i = 0; i < t->n_meta; i++)
+		if (strcmp(t->meta[i].key, key) == 0)
+			return t->meta[i].value;
+	return NULL;
 }
 
 enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,

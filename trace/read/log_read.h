@@ -16,6 +16,7 @@
 
 #include "../format/trace_format.h"
 #include "../format/trace_ops.h"
+#include "log_meta.h"
 
 struct gpr_trace {
 	struct gpr_trace_header hdr;
@@ -32,6 +33,9 @@ struct gpr_trace {
 	uint32_t n_strs;
 	/* Kind of each string used as an operation name, by string id. */
 	unsigned char *kinds;
+	/* The META lines (what recorded the log), later keys replacing. */
+	struct gpr_trace_kv *meta;
+	uint32_t n_meta;
 };
 
 /*
@@ -67,6 +71,9 @@ enum gpr_trace_kind gpr_trace_rec_kind(const struct gpr_trace *t,
  */
 uint64_t gpr_trace_key(const struct gpr_trace *t,
 		       const struct gpr_trace_rec *r);
+
+/* The META value of `key`, or NULL when the log has none. */
+const char *gpr_trace_meta(const struct gpr_trace *t, const char *key);
 
 /* The string with id `id`, or `dflt` for GPR_TRACE_NO_STRING. */
 const char *gpr_trace_str(const struct gpr_trace *t, uint32_t id,

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "out/fmt.h"
 #include "out/json.h"
@@ -36,6 +37,57 @@ static const char *str(const struct gpr_trace *t, uint32_t id)
 	return gpr_trace_str(t, id, "[unknown]");
 }
 
+/* What a META value says, for the report's reader. */
+static const char *backend_words(const char *v)
+{
+	if (!v)
+		return "not named in the log (CUPTI, before version 1.1)";
+	if (strcmp(v, "interpose") == 0)
+		return "the interposer (LD_PRELOAD)";
+	if (strcmp(v, "cupti") == 0)
+		return "CUPTI callbacks";
+	return v;
+}
+
+static const char *wait_words(const char *v)
+{
+	if (!v)
+		return "schedstat";
+	if (strcmp(v, "perf-gated") == 0)
+		return "schedstat, read after a switch the perf page shows";
+	if (strcmp(v, "getrusage-gated") == 0)
+		return "schedstat, read after a switch getrusage counts";
+	if (strcmp(v, "none") == 0)
+		return "not measured";
+	return v;
+}
+
+void gpr_trace_recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
+{
+	gpr__buf_puts(b, "Recorded by ");
+	gpr__buf_puts(b, backend_words(gpr_trace_meta(t, "backend")));
+	gpr__buf_puts(b, "; waiting time: ");
+	gpr__buf_puts(b, wait_words(gpr_trace_meta(t, "wait")));
+	const char *un = gpr_trace_meta(t, "unrecognised");
+	if (un && *un) {
+		gpr__buf_puts(b, "; not recorded (unknown driver answers): ");
+		gpr__buf_puts(b, un);
+	}
+}
+
+/* That line in the text report, by the terminal-safe rule. */
+static void recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
+{
+	struct gpr__buf line = {0};
+	gpr_trace_recorded_by(&line, t);
+	if (line.oom)
+		b->oom = 1;
+	else
+		gpr__text_put(b, gpr__buf_str(&line), 0, 1);
+	gpr__buf_free(&line);
+	gpr__buf_puts(b, "\n");
+}
+
 void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 			   const struct gpr_trace *t,
 			   const struct gpr_trace_stats *s, int top, int brief)
@@ -50,6 +102,7 @@ void gpr_trace_report_text(struct gpr__buf *b, const char *path,
 	    t->complete ? ""
 			: " (log not closed: the program was "
 			  "killed or is still running)");
+	recorded_by(b, t);
 	gpr__buf_printf(b,
 			"Peak driver memory: %s at %.3f s; held at the end: "
 			"%s\n",
@@ -230,6 +283,14 @@ void gpr_trace_report_json(struct gpr__buf *b, const char *path,
 	gpr__json_kv_u64(&j, "peak_at_ns", gpr_trace_since_start(t, s->peak_t));
 	gpr__json_kv_u64(&j, "held_at_end_bytes", s->held_end);
 	gpr__json_kv_u64(&j, "host_peak_bytes", s->host_peak);
+	/* null in a log that does not say (before version 1.1) */
+	gpr__json_kv_str(&j, "backend", gpr_trace_meta(t, "backend"));
+	gpr__json_kv_str(&j, "wait", gpr_trace_meta(t, "wait"));
+	gpr__json_key(&j, "meta");
+	gpr__json_object(&j);
+	for (uint32_t i = 0; i < t->n_meta; i++)
+		gpr__json_kv_str(&j, t->meta[i].key, t->meta[i].value);
+	gpr__json_object_end(&j);
 
 	gpr__json_key(&j, "operations");
 	gpr__json_array(&j);

@@ -32,6 +32,13 @@ void gpr_trace_report_html(struct gpr__buf *b, const char *path,
 
 #define GPR_TRACE_HTML_SIGNATURE "<!DOCTYPE html>\n<!-- gpureclaim report -->\n"
 
+/*
+ * Appends "Recorded by ...; waiting time: ..." (what the log's META lines
+ * say recorded it, and any driver answers the interposer left unwrapped)
+ * as it is: the caller shows it by its output's rule.
+ */
+void gpr_trace_recorded_by(struct gpr__buf *b, const struct gpr_trace *t);
+
 /* A latency for people: "850ns", "1.2us", "3.40ms", "1.250s". */
 char *gpr_trace_fmt_ns(uint64_t ns, char *out, size_t len);
 

@@ -280,6 +280,9 @@ void gpr_trace_report_html(struct gpr__buf *b, const char *path,
 	    gpr__fmt_count(s->records, "call", "calls", n, sizeof n),
 	    s->t1 > s->t0 ? (double)(s->t1 - s->t0) / 1e9 : 0.0);
 	gpr__html_p(b, gpr__buf_str(&line), 0);
+	gpr__buf_reset(&line);
+	gpr_trace_recorded_by(&line, t);
+	gpr__html_p(b, gpr__buf_str(&line), 0);
 	if (!t->complete)
 		gpr__html_p(b,
 			    "log not closed: the program was killed or is "

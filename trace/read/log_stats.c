@@ -31,7 +31,10 @@ static struct gpr_trace_live live_of(const struct gpr_trace *t, uint32_t i)
 				   .op = r->op,
 				   .device = r->device,
 				   .vmm = k == GPR_K_CREATE,
-				   .host = k == GPR_K_HOST_ALLOC};
+				   /* NCCL creates host memory with cuMemCreate
+				      too */
+				   .host = k == GPR_K_HOST_ALLOC ||
+					   (r->flags & GPR_TRACE_R_HOST) != 0};
 	return e;
 }
 
@@ -115,13 +118,20 @@ static struct gpr_trace_step free_step(const struct gpr_trace_rec *r,
 	return s;
 }
 
+struct gpr_trace_progress gpr_trace_progress;
+
 int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 		     struct gpr_trace_live **live, size_t *n_live)
 {
 	struct live_set ls = {0};
 	int rc = 0;
+	atomic_store_explicit(&gpr_trace_progress.total, t->n_recs,
+			      memory_order_relaxed);
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
+		if ((i & 0xffff) == 0)
+			atomic_store_explicit(&gpr_trace_progress.done, i,
+					      memory_order_relaxed);
 		enum gpr_trace_kind kind = gpr_trace_rec_kind(t, r);
 		struct gpr_trace_step s = {
 		    .r = r, .kind = kind, .owner = r->lib, .device = r->device};
@@ -155,7 +165,8 @@ int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 			if (rc == 0 &&
 			    gpr_trace_map_put(m, key, (uint32_t)i) < 0)
 				rc = GPR_E_NOMEM;
-			if (kind == GPR_K_HOST_ALLOC)
+			if (kind == GPR_K_HOST_ALLOC ||
+			    (r->flags & GPR_TRACE_R_HOST))
 				s.host_delta = signed_bytes(r->bytes);
 			else
 				s.dev_delta = signed_bytes(r->bytes);

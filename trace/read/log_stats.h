@@ -5,6 +5,7 @@
 #ifndef GPR_TRACE_LOG_STATS_H
 #define GPR_TRACE_LOG_STATS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,15 @@ struct gpr_trace_step {
 };
 
 typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
+
+/*
+ * How far the replay running now has come, in records: for a progress
+ * line, read from another thread (the process's one replay at a time).
+ */
+struct gpr_trace_progress {
+	_Atomic uint64_t done, total;
+};
+extern struct gpr_trace_progress gpr_trace_progress;
 
 /*
  * Replays the records in effect order, calling fn for each; stops early

@@ -1,0 +1,32 @@
+/*
+ * The C library's dlsym, for the tracer's own look-ups: the tracer defines
+ * dlsym itself (its interposer, inject_preload.c), and a call to that name
+ * from inside the library could reach the hook.
+ */
+#include "inject.h"
+
+#include <dlfcn.h>
+
+static void *(*libc_dlsym)(void *, const char *);
+
+/*
+ * Not instrumented in a sanitizer build: the interposer's hook asks for
+ * it while a preloaded sanitizer runtime is still starting.
+ */
+__attribute__((no_sanitize("address", "undefined"))) void *(
+    *gpr_inj_libc_dlsym(void))(void *, const char *)
+{
+	if (!libc_dlsym) {
+		void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!p)
+			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		*(void **)&libc_dlsym = p;
+	}
+	return libc_dlsym;
+}
+
+void *gpr_inj_real_dlsym(void *handle, const char *name)
+{
+	void *(*fn)(void *, const char *) = gpr_inj_libc_dlsym();
+	return fn ? fn(handle, name) : NULL;
+}
