@@ -363,16 +363,10 @@ static int render_notes(struct keep *k, struct gpr__buf *b, PyObject *blk,
 	for (Py_ssize_t i = 0; i < n; i++)
 		if (!(v[i] = item_str(k, notes, i)))
 			goto done;
-	if (html) {
+	if (html)
 		gpr__html_notes(b, v, (size_t)n);
-	} else if (n) {
-		gpr__buf_puts(b, "\nnotes:\n");
-		for (Py_ssize_t i = 0; i < n; i++) {
-			gpr__buf_puts(b, "  - ");
-			gpr__text_put(b, v[i], 0, 0);
-			gpr__buf_puts(b, "\n");
-		}
-	}
+	else
+		gpr__text_notes(b, v, (size_t)n);
 	rc = 0;
 done:
 	PyMem_Free(v);
