@@ -35,7 +35,6 @@
  */
 #include "ext.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,13 +212,9 @@ static int add_cell(struct keep *k, struct gpr__table *t,
 		if (d == -1.0 && PyErr_Occurred())
 			return -1;
 		char h[32];
-		if (extra == 1 && d > 0 && d < 0.001)
-			snprintf(h, sizeof h, "<0.1%%");
-		else if (extra == 1)
-			snprintf(h, sizeof h, "%.1f%%", d * 100);
-		else
-			gpr__fmt_secs(d, h, sizeof h);
-		gpr__table_cell(t, h);
+		gpr__table_cell(t, extra == 1
+				       ? gpr__fmt_percent(d * 100, h, sizeof h)
+				       : gpr__fmt_secs(d, h, sizeof h));
 	} else {
 		const char *s = utf8(k, obj);
 		if (!s)

@@ -275,6 +275,19 @@ static void t_fmt_secs(void **state)
 	assert_string_equal(gpr__fmt_secs(NAN, out, sizeof out), "0.0 ms");
 }
 
+/* A share in percent: one decimal; a tiny one never reads as none. */
+static void t_fmt_percent(void **state)
+{
+	(void)state;
+	char out[16];
+	assert_string_equal(gpr__fmt_percent(100.0 / 3, out, sizeof out),
+			    "33.3%");
+	assert_string_equal(gpr__fmt_percent(0.0, out, sizeof out), "0.0%");
+	assert_string_equal(gpr__fmt_percent(0.04, out, sizeof out), "<0.1%");
+	assert_string_equal(gpr__fmt_percent(0.1, out, sizeof out), "0.1%");
+	assert_string_equal(gpr__fmt_percent(100.0, out, sizeof out), "100.0%");
+}
+
 /* Notes as text: a heading and one terminal-safe line each; none, none. */
 static void t_text_notes(void **state)
 {
@@ -401,6 +414,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_text),
 	    cmocka_unit_test(t_fmt_bytes),
 	    cmocka_unit_test(t_fmt_secs),
+	    cmocka_unit_test(t_fmt_percent),
 	    cmocka_unit_test(t_text_notes),
 	    cmocka_unit_test(t_table_text),
 	    cmocka_unit_test(t_html_esc),
