@@ -336,7 +336,8 @@ struct gpr_py_rmm_chain {
 	int async;	 /* the leaf is a CudaAsyncMemoryResource */
 	PyObject *names; /* list of the resources' class names */
 };
-/* 1 with *c filled, 0 when the GPU has no resource set, -1 on error. */
+/* 1 with *c filled (gpr_py_rmm_chain_free releases it), 0 when the GPU has
+ * no resource set, -1 on error; on 0 and -1 *c holds nothing. */
 int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c);
 void gpr_py_rmm_chain_free(struct gpr_py_rmm_chain *c);
 /* The live bytes the counting adaptors give; 0 with *live, or -1 (none). */
