@@ -296,12 +296,9 @@ static void account(struct run *x)
 		g->released = all ? (int64_t)g->before - (int64_t)g->after
 				  : allocator_drop(x, j);
 		total += g->released;
-		char label[64];
-		if (v->name)
-			snprintf(label, sizeof label, "%s", v->name);
-		else
-			snprintf(label, sizeof label, "%d", v->dev);
 		if (!g->known) {
+			char label[64];
+			gpr__report_gpu_label(g, label, sizeof label);
 			const char *why =
 			    v->before.known ? v->after.why : v->before.why;
 			gpr__report_note(x->r,

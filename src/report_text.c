@@ -31,13 +31,6 @@ char *gpr_report_text(const gpr_report *r)
 		gpr__report_hidden_line(&b, hidden);
 		gpr__buf_puts(&b, "\n");
 	}
-	if (r->n_notes) {
-		gpr__buf_puts(&b, "\nnotes:\n");
-		for (size_t i = 0; i < r->n_notes; i++) {
-			gpr__buf_puts(&b, "  - ");
-			gpr__text_put(&b, r->notes[i], 0, 0);
-			gpr__buf_puts(&b, "\n");
-		}
-	}
+	gpr__text_notes(&b, (const char *const *)r->notes, r->n_notes);
 	return gpr__buf_finish(&b);
 }

@@ -421,11 +421,15 @@ def _kind(kind: str) -> tuple:
     return _KINDS.get(kind, (kind.replace("_", " "), None))
 
 
+def _kind_rank(kind: str) -> int:
+    """A kind's place in the table; those it lacks come after every one."""
+    order = list(_KINDS)
+    return order.index(kind) if kind in order else len(order)
+
+
 def _kind_order(kinds: Iterable[str]) -> list:
     """The kinds in the table's order, those it lacks after them."""
-    order = list(_KINDS)
-    return sorted(kinds, key=lambda k: (order.index(k) if k in order
-                                        else len(order)))
+    return sorted(kinds, key=_kind_rank)
 
 
 _ADVICE = {
@@ -611,9 +615,7 @@ class Explanation:
             blocks.append(("h", f"GPU {g.device}: {format_bytes(g.driver)} "
                                 f"held by this process ({src})"))
             # the kinds in the table's order: one colour, one run
-            shown = sorted(self._shown(g), key=lambda p: (
-                list(_KINDS).index(p.kind) if p.kind in _KINDS
-                else len(_KINDS)))
+            shown = sorted(self._shown(g), key=lambda p: _kind_rank(p.kind))
             blocks.append(("bar", None, [
                 (f"{_kind(p.kind)[0]} ({p.source})", p.bytes,
                  _kind(p.kind)[1])

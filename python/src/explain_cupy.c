@@ -133,27 +133,17 @@ int gpr_py_explain_cupy(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 				"cupy.cuda.runtime missing");
 		goto done;
 	}
-	if (gpr_py_call_i64(rt, "getDevice", &prev, NULL))
-		goto done;
-	if (prev != g->device) {
-		if (!gpr_py_primary_active(c->st, (int)prev)) {
-			rc = gpr_py_xnote(
-			    g,
-			    "cupy: GPU %d not read: GPU %lld, CuPy's current "
-			    "device in this thread, has no context, and "
-			    "restoring it would open one; its bytes are in "
-			    "the rest",
-			    g->device, (long long)prev);
-			goto done;
-		}
-		PyObject *r = gpr_py_call(rt, "setDevice", "(i)", g->device);
-		if (!r)
-			goto done;
-		Py_DECREF(r);
-	}
-	rc = parts(g, cupy);
-	if (prev != g->device)
-		rc = gpr_py_set_device_back(rt, prev, rc);
+	int in = gpr_py_enter_device(c->st, rt, g->device, &prev);
+	if (in == 0)
+		rc = gpr_py_xnote(
+		    g,
+		    "cupy: GPU %d not read: GPU %lld, CuPy's current "
+		    "device in this thread, has no context, and "
+		    "restoring it would open one; its bytes are in "
+		    "the rest",
+		    g->device, (long long)prev);
+	else if (in == 1)
+		rc = gpr_py_leave_device(rt, g->device, prev, parts(g, cupy));
 done:
 	Py_XDECREF(rt);
 	Py_DECREF(cupy);

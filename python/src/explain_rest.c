@@ -136,6 +136,17 @@ static int add_unreported(struct gpr_py_xgpu *g, const struct lib_sum *l)
 	return rc;
 }
 
+/* dict[key] += bytes (from 0); 0 or -1 with an error set. */
+static int add_bytes(PyObject *dict, const char *key, uint64_t bytes)
+{
+	PyObject *prev = PyDict_GetItemString(dict, key);
+	long long b = (prev ? PyLong_AsLongLong(prev) : 0) + (long long)bytes;
+	PyObject *v = PyLong_FromLongLong(b);
+	int rc = v ? PyDict_SetItemString(dict, key, v) : -1;
+	Py_XDECREF(v);
+	return rc;
+}
+
 /*
  * The unreported parts of g from the tracer; *traced = 1 when it answered.
  * *owned gets, per framework, the bytes its libraries hold per the trace
@@ -177,23 +188,13 @@ static int trace_parts(struct gpr_py_xgpu *g, int *traced, PyObject *owned,
 		int on_gpu = r->device == g->device &&
 			     r->kind != GPR_PY_LIVE_HOST_PINNED;
 		if (r->device < 0 || r->kind == GPR_PY_LIVE_HOST_PINNED) {
-			PyObject *prev = PyDict_GetItemString(host, name);
-			long long b = (prev ? PyLong_AsLongLong(prev) : 0) +
-				      (long long)r->bytes;
-			PyObject *v = PyLong_FromLongLong(b);
-			rc = v ? PyDict_SetItemString(host, name, v) : -1;
-			Py_XDECREF(v);
+			rc = add_bytes(host, name, r->bytes);
 			continue;
 		}
 		if (!on_gpu)
 			continue;
 		if (owner && reported(g, owner)) {
-			PyObject *prev = PyDict_GetItemString(owned, owner);
-			long long b = (prev ? PyLong_AsLongLong(prev) : 0) +
-				      (long long)r->bytes;
-			PyObject *v = PyLong_FromLongLong(b);
-			rc = v ? PyDict_SetItemString(owned, owner, v) : -1;
-			Py_XDECREF(v);
+			rc = add_bytes(owned, owner, r->bytes);
 			continue;
 		}
 		int k = 0;

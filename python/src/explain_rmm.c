@@ -17,6 +17,23 @@
 
 #include <stdio.h>
 
+static const char ADAPTOR_LIVE[] =
+    "the statistics/tracking adaptor's live bytes";
+
+/* RMM's live bytes (known: counted by an adaptor in the chain). */
+static int live_part(struct gpr_py_xgpu *g, int64_t live, int known,
+		     const char *how, PyObject *d)
+{
+	return gpr_py_xadd(g, &(struct gpr_py_part){.kind = "live",
+						    .source = "rmm",
+						    .bytes = live,
+						    .known = known,
+						    .exact = 1,
+						    .advice = "free_arrays",
+						    .how = how,
+						    .detail = d});
+}
+
 static int async_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 		       PyObject *leaf, int64_t live, int live_known,
 		       PyObject *d)
@@ -26,17 +43,7 @@ static int async_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 	int err =
 	    p ? gpr_pool_bytes(c->st->ctx, p->pool, &reserved, &used) : -1;
 	if (err) {
-		return gpr_py_xadd(g,
-				   &(struct gpr_py_part){
-				       .kind = "live",
-				       .source = "rmm",
-				       .bytes = live,
-				       .known = live_known,
-				       .exact = 1,
-				       .advice = "free_arrays",
-				       .how = "the statistics/tracking "
-					      "adaptor's live bytes",
-				       .detail = d}) ||
+		return live_part(g, live, live_known, ADAPTOR_LIVE, d) ||
 			       gpr_py_xadd(
 				   g,
 				   &(struct gpr_py_part){
@@ -88,23 +95,11 @@ static int async_parts(struct gpr_py_xcall *c, struct gpr_py_xgpu *g,
 		   : 0;
 }
 
-static int pool_parts(struct gpr_py_xgpu *g, PyObject *pool, int64_t live,
+/* A PoolMemoryResource of `size` bytes (its pool_size()). */
+static int pool_parts(struct gpr_py_xgpu *g, int64_t size, int64_t live,
 		      int live_known, PyObject *d)
 {
-	int64_t size = 0;
-	if (gpr_py_call_i64(pool, "pool_size", &size, NULL))
-		return -1;
-	if (live_known &&
-	    gpr_py_xadd(g, &(struct gpr_py_part){
-			       .kind = "live",
-			       .source = "rmm",
-			       .bytes = live,
-			       .known = 1,
-			       .exact = 1,
-			       .advice = "free_arrays",
-			       .how = "the statistics/tracking adaptor's live "
-				      "bytes",
-			       .detail = d}))
+	if (live_known && live_part(g, live, 1, ADAPTOR_LIVE, d))
 		return -1;
 	return gpr_py_xadd(
 	    g, &(struct gpr_py_part){
@@ -136,36 +131,30 @@ int gpr_py_explain_rmm(struct gpr_py_xcall *c, struct gpr_py_xgpu *g)
 	if (found == 1) {
 		int64_t live = 0, size = -1;
 		int live_known = gpr_py_rmm_live(&ch, &live) == 0;
+		/* a pool whose size cannot be read is an error (raised) */
 		if (ch.pool &&
 		    gpr_py_call_i64(ch.pool, "pool_size", &size, NULL))
-			PyErr_Clear();
+			rc = -1;
 		PyObject *d =
-		    Py_BuildValue("{s:O,s:L,s:L}", "chain", ch.names,
-				  "pool_size", (long long)size, "current_bytes",
-				  (long long)(live_known ? live : -1));
+		    rc ? NULL
+		       : Py_BuildValue("{s:O,s:L,s:L}", "chain", ch.names,
+				       "pool_size", (long long)size,
+				       "current_bytes",
+				       (long long)(live_known ? live : -1));
 		if (!d)
 			rc = -1;
 		else if (ch.pool)
-			rc = pool_parts(g, ch.pool, live, live_known, d);
+			rc = pool_parts(g, size, live, live_known, d);
 		else if (ch.async)
 			rc = async_parts(c, g, ch.leaf, live, live_known, d);
 		else
-			rc = gpr_py_xadd(
-			    g, &(struct gpr_py_part){
-				   .kind = "live",
-				   .source = "rmm",
-				   .bytes = live,
-				   .known = live_known,
-				   .exact = 1,
-				   .advice = "free_arrays",
-				   .how = live_known
-					      ? "the statistics/tracking "
-						"adaptor's live bytes"
-					      : "RMM's resource keeps no "
-						"figure (add a "
-						"StatisticsResourceAdaptor): "
-						"in the rest",
-				   .detail = d});
+			rc = live_part(
+			    g, live, live_known,
+			    live_known ? ADAPTOR_LIVE
+				       : "RMM's resource keeps no figure (add "
+					 "a StatisticsResourceAdaptor): in the "
+					 "rest",
+			    d);
 		Py_XDECREF(d);
 	}
 	gpr_py_rmm_chain_free(&ch);

@@ -132,11 +132,23 @@ void gpr_py_error_note(char *buf, size_t len, const char *prefix);
 PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what);
 
 /*
- * obj.setDevice(prev): puts back a framework's current device after work
- * whose result is rc, keeping the exception that work left (if any);
- * returns rc, or -1 when only the restore failed (its error set).
+ * A framework's current device, switched through its getDevice() and
+ * setDevice(i) (CuPy's cupy.cuda.runtime, RMM's rmm._cuda.gpu): makes
+ * `device` current, *prev the device it replaced. Returns 1 when `device`
+ * is current; 0 (no error set) when the thread's current device has no
+ * context: setDevice could not restore it without opening one there
+ * (~500 MiB), so the caller leaves this GPU alone; -1 with an error set.
  */
-int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc);
+int gpr_py_enter_device(struct gpr_py_state *st, PyObject *obj, int device,
+			int64_t *prev);
+
+/*
+ * Puts back the device gpr_py_enter_device replaced (nothing when `device`
+ * was already current) after work whose result is rc, keeping the
+ * exception that work left (if any); returns rc, or -1 when only the
+ * restore failed (its error set).
+ */
+int gpr_py_leave_device(PyObject *obj, int device, int64_t prev, int rc);
 
 /* 1 if obj is True, 0 if False or None; else -1 with an error set. */
 int gpr_py_truth(PyObject *obj);
@@ -331,7 +343,8 @@ struct gpr_py_rmm_chain {
 	int async;	 /* the leaf is a CudaAsyncMemoryResource */
 	PyObject *names; /* list of the resources' class names */
 };
-/* 1 with *c filled, 0 when the GPU has no resource set, -1 on error. */
+/* 1 with *c filled (gpr_py_rmm_chain_free releases it), 0 when the GPU has
+ * no resource set, -1 on error; on 0 and -1 *c holds nothing. */
 int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c);
 void gpr_py_rmm_chain_free(struct gpr_py_rmm_chain *c);
 /* The live bytes the counting adaptors give; 0 with *live, or -1 (none). */

@@ -11,13 +11,21 @@
 #include <stdio.h>
 #include <string.h>
 
+/* sys.modules[name] (new reference), or NULL with why "<name> not
+ * imported". */
+static PyObject *user_module(const char *name, char *why, size_t len)
+{
+	PyObject *m = gpr_py_imported(name);
+	if (!m)
+		snprintf(why, len, "%s not imported", name);
+	return m;
+}
+
 PyObject *gpr_py_torch_cuda(char *why, size_t len)
 {
-	PyObject *torch = gpr_py_imported("torch");
-	if (!torch) {
-		snprintf(why, len, "torch not imported");
+	PyObject *torch = user_module("torch", why, len);
+	if (!torch)
 		return NULL;
-	}
 	PyObject *cuda = gpr_py_attr(torch, "cuda");
 	Py_DECREF(torch);
 	if (!cuda) {
@@ -39,11 +47,9 @@ PyObject *gpr_py_torch_cuda(char *why, size_t len)
 
 PyObject *gpr_py_torch_mps(char *why, size_t len)
 {
-	PyObject *torch = gpr_py_imported("torch");
-	if (!torch) {
-		snprintf(why, len, "torch not imported");
+	PyObject *torch = user_module("torch", why, len);
+	if (!torch)
 		return NULL;
-	}
 	PyObject *backend = gpr_py_attr(torch, "backends.mps");
 	PyObject *r =
 	    backend ? gpr_py_call(backend, "is_available", NULL) : NULL;
@@ -84,12 +90,10 @@ static PyObject *inner_attr(const char *outer, const char *inner,
 			    const char *attr, int *imported, char *why,
 			    size_t len)
 {
-	PyObject *m = gpr_py_imported(outer);
+	PyObject *m = user_module(outer, why, len);
 	*imported = m != NULL;
-	if (!m) {
-		snprintf(why, len, "%s not imported", outer);
+	if (!m)
 		return NULL;
-	}
 	Py_DECREF(m);
 	PyObject *mod = gpr_py_imported(inner);
 	PyObject *a = mod ? gpr_py_attr(mod, attr) : NULL;
@@ -144,11 +148,9 @@ PyObject *gpr_py_jax(char *why, size_t len)
 /* rmm.mr, once the user imported rmm (which imports rmm.mr). */
 PyObject *gpr_py_rmm(char *why, size_t len)
 {
-	PyObject *rmm = gpr_py_imported("rmm");
-	if (!rmm) {
-		snprintf(why, len, "rmm not imported");
+	PyObject *rmm = user_module("rmm", why, len);
+	if (!rmm)
 		return NULL;
-	}
 	Py_DECREF(rmm);
 	PyObject *mr = gpr_py_imported("rmm.mr");
 	snprintf(why, len, "%s",

@@ -286,8 +286,24 @@ int gpr_py_primary_active(struct gpr_py_state *st, int device)
 	return rc == 0 && active;
 }
 
-int gpr_py_set_device_back(PyObject *obj, int64_t prev, int rc)
+int gpr_py_enter_device(struct gpr_py_state *st, PyObject *obj, int device,
+			int64_t *prev)
 {
+	if (gpr_py_call_i64(obj, "getDevice", prev, NULL))
+		return -1;
+	if (*prev == device)
+		return 1;
+	if (!gpr_py_primary_active(st, (int)*prev))
+		return 0;
+	PyObject *r = gpr_py_call(obj, "setDevice", "(i)", device);
+	Py_XDECREF(r);
+	return r ? 1 : -1;
+}
+
+int gpr_py_leave_device(PyObject *obj, int device, int64_t prev, int rc)
+{
+	if (prev == device)
+		return rc;
 	PyObject *type, *value, *tb;
 	PyErr_Fetch(&type, &value, &tb);
 	PyObject *r = gpr_py_call(obj, "setDevice", "(L)", (long long)prev);

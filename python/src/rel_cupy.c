@@ -14,11 +14,11 @@
 #include <stdio.h>
 
 /*
- * Makes `device` current in CuPy's runtime; *prev is the device it
- * replaced. Returns the runtime module (new ref) for leave(); NULL with an
- * error set on failure, NULL without one (*prev set) when the thread's
- * current device has no context: cudaSetDevice could not restore it without
- * opening a context there (~500 MiB), so this GPU is skipped for CuPy.
+ * Makes `device` current in CuPy's runtime (gpr_py_enter_device); *prev is
+ * the device it replaced. Returns the runtime module (new ref) for
+ * gpr_py_leave_device; NULL with an error set on failure, NULL without one
+ * (*prev set) when this GPU is skipped for CuPy: the thread's current
+ * device has no context, which restoring it would open.
  */
 static PyObject *enter(struct gpr_py_state *st, PyObject *cupy, int device,
 		       int64_t *prev)
@@ -29,45 +29,10 @@ static PyObject *enter(struct gpr_py_state *st, PyObject *cupy, int device,
 				"cupy.cuda.runtime missing");
 		return NULL;
 	}
-	if (gpr_py_call_i64(rt, "getDevice", prev, NULL))
-		goto fail;
-	if (*prev != device) {
-		if (!gpr_py_primary_active(st, (int)*prev)) {
-			Py_DECREF(rt);
-			return NULL;
-		}
-		PyObject *r = gpr_py_call(rt, "setDevice", "(i)", device);
-		if (!r)
-			goto fail;
-		Py_DECREF(r);
-	}
-	return rt;
-fail:
+	if (gpr_py_enter_device(st, rt, device, prev) == 1)
+		return rt;
 	Py_DECREF(rt);
 	return NULL;
-}
-
-/* Restores the previous device; keeps a pending exception. 0 or -1. */
-static int leave(PyObject *rt, int device, int64_t prev)
-{
-	PyObject *type, *value, *tb;
-	int rc = 0;
-	PyErr_Fetch(&type, &value, &tb);
-	if (prev != device) {
-		PyObject *r =
-		    gpr_py_call(rt, "setDevice", "(L)", (long long)prev);
-		if (!r)
-			rc = -1;
-		Py_XDECREF(r);
-	}
-	Py_DECREF(rt);
-	if (type) {
-		if (rc)
-			PyErr_Clear();
-		PyErr_Restore(type, value, tb);
-		return -1;
-	}
-	return rc;
 }
 
 /* The allocator's async pool or malloc_async in use: 1, else 0. */
@@ -126,8 +91,8 @@ static int held(void *data, int device, struct gpr_held *out)
 		out->cached = total > used ? (uint64_t)(total - used) : 0;
 		out->known = 1;
 	}
-	if (leave(rt, device, prev))
-		rc = -1;
+	rc = gpr_py_leave_device(rt, device, prev, rc);
+	Py_DECREF(rt);
 clear:
 	if (rc)
 		gpr_py_error_note(NULL, 0, "");
@@ -223,7 +188,10 @@ static int release_device(struct gpr_py_state *st, PyObject *cupy, int device,
 	Py_XDECREF(cuda);
 	if (bad && !PyErr_Occurred())
 		PyErr_SetString(PyExc_AttributeError, "cupy.cuda missing");
-	if (leave(rt, device, prev) || bad) {
+	/* bad: its exception is pending, kept through the restore */
+	int back = gpr_py_leave_device(rt, device, prev, -bad);
+	Py_DECREF(rt);
+	if (back) {
 		if (rc == 0)
 			gpr_py_error_note(note, note_sz, where);
 		else

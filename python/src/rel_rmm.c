@@ -104,30 +104,24 @@ static int trim(struct gpr_py_state *st, PyObject *leaf, int device, char *note,
 		size_t note_sz)
 {
 	PyObject *gpu = gpr_py_imported("rmm._cuda.gpu");
-	int64_t prev = -1;
-	if (!gpu || gpr_py_call_i64(gpu, "getDevice", &prev, NULL)) {
-		Py_XDECREF(gpu);
-		if (!PyErr_Occurred())
-			PyErr_SetString(PyExc_RuntimeError,
-					"rmm._cuda.gpu missing");
+	if (!gpu) {
+		PyErr_SetString(PyExc_RuntimeError, "rmm._cuda.gpu missing");
 		return -1;
 	}
-	if (prev != device && !gpr_py_primary_active(st, (int)prev)) {
-		snprintf(note, note_sz,
-			 "not trimmed: GPU %lld, RMM's current device, has no "
-			 "context, and restoring it would open one",
-			 (long long)prev);
+	int64_t prev = -1;
+	int in = gpr_py_enter_device(st, gpu, device, &prev);
+	if (in != 1) {
+		if (in == 0)
+			snprintf(note, note_sz,
+				 "not trimmed: GPU %lld, RMM's current device, "
+				 "has no context, and restoring it would open "
+				 "one",
+				 (long long)prev);
 		Py_DECREF(gpu);
-		return 0;
+		return in;
 	}
-	PyObject *r = prev != device
-			  ? gpr_py_call(gpu, "setDevice", "(i)", device)
-			  : Py_NewRef(Py_None);
-	int rc = r ? 0 : -1;
-	Py_XDECREF(r);
-	struct gpr_py_rmm_pool *p = rc ? NULL : find_pool(st, leaf, device);
-	if (!p)
-		rc = -1;
+	struct gpr_py_rmm_pool *p = find_pool(st, leaf, device);
+	int rc = p ? 0 : -1;
 	uint64_t reserved = 0, used = 0;
 	int err = 0;
 	if (p) {
@@ -147,8 +141,7 @@ static int trim(struct gpr_py_state *st, PyObject *leaf, int device, char *note,
 			p->trimmed_to = reserved;
 		}
 	}
-	if (prev != device)
-		rc = gpr_py_set_device_back(gpu, prev, rc);
+	rc = gpr_py_leave_device(gpu, device, prev, rc);
 	Py_DECREF(gpu);
 	return rc;
 }

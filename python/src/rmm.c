@@ -39,8 +39,10 @@ int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c)
 	if (!c->top)
 		return PyErr_Occurred() ? -1 : 0;
 	c->names = PyList_New(0);
-	if (!c->names)
+	if (!c->names) {
+		gpr_py_rmm_chain_free(c);
 		return -1;
+	}
 	PyObject *r = Py_NewRef(c->top);
 	for (int depth = 0; r && depth < 32; depth++) {
 		PyObject *name =
@@ -48,6 +50,7 @@ int gpr_py_rmm_chain(PyObject *mr, int device, struct gpr_py_rmm_chain *c)
 		if (name && PyList_Append(c->names, name)) {
 			Py_DECREF(name);
 			Py_DECREF(r);
+			gpr_py_rmm_chain_free(c);
 			return -1;
 		}
 		Py_XDECREF(name);

@@ -35,7 +35,6 @@
  */
 #include "ext.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,13 +212,9 @@ static int add_cell(struct keep *k, struct gpr__table *t,
 		if (d == -1.0 && PyErr_Occurred())
 			return -1;
 		char h[32];
-		if (extra == 1 && d > 0 && d < 0.001)
-			snprintf(h, sizeof h, "<0.1%%");
-		else if (extra == 1)
-			snprintf(h, sizeof h, "%.1f%%", d * 100);
-		else
-			gpr__fmt_secs(d, h, sizeof h);
-		gpr__table_cell(t, h);
+		gpr__table_cell(t, extra == 1
+				       ? gpr__fmt_percent(d * 100, h, sizeof h)
+				       : gpr__fmt_secs(d, h, sizeof h));
 	} else {
 		const char *s = utf8(k, obj);
 		if (!s)
@@ -363,16 +358,10 @@ static int render_notes(struct keep *k, struct gpr__buf *b, PyObject *blk,
 	for (Py_ssize_t i = 0; i < n; i++)
 		if (!(v[i] = item_str(k, notes, i)))
 			goto done;
-	if (html) {
+	if (html)
 		gpr__html_notes(b, v, (size_t)n);
-	} else if (n) {
-		gpr__buf_puts(b, "\nnotes:\n");
-		for (Py_ssize_t i = 0; i < n; i++) {
-			gpr__buf_puts(b, "  - ");
-			gpr__text_put(b, v[i], 0, 0);
-			gpr__buf_puts(b, "\n");
-		}
-	}
+	else
+		gpr__text_notes(b, v, (size_t)n);
 	rc = 0;
 done:
 	PyMem_Free(v);

@@ -130,14 +130,9 @@ static int device(struct gpr__cuda *c, int ordinal, CUdevice *dev, char *err,
 	return 0;
 }
 
-int gpr__cuda_primary_active(struct gpr__cuda *c, int ordinal, int *active,
-			     char *err, size_t errlen)
+static int primary_state(struct gpr__cuda *c, CUdevice dev, int *active,
+			 char *err, size_t errlen)
 {
-	*active = 0;
-	CUdevice dev;
-	int e = device(c, ordinal, &dev, err, errlen);
-	if (e)
-		return e;
 	unsigned int flags = 0;
 	int on = 0;
 	CUresult r = c->api.primary_ctx_get_state(dev, &flags, &on);
@@ -145,6 +140,15 @@ int gpr__cuda_primary_active(struct gpr__cuda *c, int ordinal, int *active,
 		return fail(c, "cuDevicePrimaryCtxGetState", r, err, errlen);
 	*active = on != 0;
 	return 0;
+}
+
+int gpr__cuda_primary_active(struct gpr__cuda *c, int ordinal, int *active,
+			     char *err, size_t errlen)
+{
+	*active = 0;
+	CUdevice dev;
+	int e = device(c, ordinal, &dev, err, errlen);
+	return e ? e : primary_state(c, dev, active, err, errlen);
 }
 
 int gpr__cuda_uuid(struct gpr__cuda *c, int ordinal, char *uuid, size_t len,
@@ -230,9 +234,9 @@ static int enter_primary(struct gpr__cuda *c, int ordinal, CUdevice *dev,
 	    !a->ctx_get_current || !a->ctx_set_current)
 		return no_pools(c, err, errlen);
 	int active = 0;
-	int e = gpr__cuda_primary_active(c, ordinal, &active, err, errlen);
+	int e = device(c, ordinal, dev, err, errlen);
 	if (e == 0)
-		e = device(c, ordinal, dev, err, errlen);
+		e = primary_state(c, *dev, &active, err, errlen);
 	if (e)
 		return e;
 	if (!active) {

@@ -1,4 +1,4 @@
-/* The byte formatter and the counted nouns of fmt.h. */
+/* The byte formatter, durations, shares and the counted nouns of fmt.h. */
 #include "fmt.h"
 
 #include <inttypes.h>
@@ -52,5 +52,14 @@ char *gpr__fmt_secs(double seconds, char *out, size_t len)
 		snprintf(out, len, "%.1f ms", seconds * 1e3);
 	else
 		snprintf(out, len, "%.2f s", seconds);
+	return out;
+}
+
+char *gpr__fmt_percent(double percent, char *out, size_t len)
+{
+	if (percent > 0 && percent < 0.1)
+		snprintf(out, len, "<0.1%%");
+	else
+		snprintf(out, len, "%.1f%%", percent);
 	return out;
 }

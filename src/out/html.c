@@ -290,11 +290,8 @@ static const char *colour_of(const struct gpr__html_part *p, size_t i)
 
 static void share(char *out, size_t len, uint64_t part, uint64_t total)
 {
-	double s = total ? 100.0 * (double)part / (double)total : 0.0;
-	if (s > 0 && s < 0.1)
-		snprintf(out, len, "<0.1%%");
-	else
-		snprintf(out, len, "%.1f%%", s);
+	gpr__fmt_percent(total ? 100.0 * (double)part / (double)total : 0.0,
+			 out, len);
 }
 
 /* label: 1.0 GiB (1073741824 bytes, 33.3%) */

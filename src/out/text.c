@@ -81,3 +81,15 @@ int gpr__text_len(const char *s)
 		shown(s, &adv);
 	return n;
 }
+
+void gpr__text_notes(struct gpr__buf *b, const char *const *notes, size_t n)
+{
+	if (!n)
+		return;
+	gpr__buf_puts(b, "\nnotes:\n");
+	for (size_t i = 0; i < n; i++) {
+		gpr__buf_puts(b, "  - ");
+		gpr__text_put(b, notes[i], 0, 0);
+		gpr__buf_puts(b, "\n");
+	}
+}

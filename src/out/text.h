@@ -48,4 +48,11 @@ void gpr__text_put(struct gpr__buf *b, const char *s, int max, int pad);
 /* How many characters gpr__text_put shows for all of s. */
 int gpr__text_len(const char *s);
 
+/*
+ * The notes of a report as text, the twin of gpr__html_notes: a blank line,
+ * "notes:", then "  - <note>" a line, each by the rule above (nothing when
+ * n is 0).
+ */
+void gpr__text_notes(struct gpr__buf *b, const char *const *notes, size_t n);
+
 #endif /* GPR_OUT_TEXT_H */

@@ -275,6 +275,33 @@ static void t_fmt_secs(void **state)
 	assert_string_equal(gpr__fmt_secs(NAN, out, sizeof out), "0.0 ms");
 }
 
+/* A share in percent: one decimal; a tiny one never reads as none. */
+static void t_fmt_percent(void **state)
+{
+	(void)state;
+	char out[16];
+	assert_string_equal(gpr__fmt_percent(100.0 / 3, out, sizeof out),
+			    "33.3%");
+	assert_string_equal(gpr__fmt_percent(0.0, out, sizeof out), "0.0%");
+	assert_string_equal(gpr__fmt_percent(0.04, out, sizeof out), "<0.1%");
+	assert_string_equal(gpr__fmt_percent(0.1, out, sizeof out), "0.1%");
+	assert_string_equal(gpr__fmt_percent(100.0, out, sizeof out), "100.0%");
+}
+
+/* Notes as text: a heading and one terminal-safe line each; none, none. */
+static void t_text_notes(void **state)
+{
+	(void)state;
+	struct gpr__buf b = {0};
+	const char *notes[] = {"cupy: skipped", "a\x1b[2J"};
+	gpr__text_notes(&b, notes, 0);
+	assert_string_equal(gpr__buf_str(&b), "");
+	gpr__text_notes(&b, notes, 2);
+	assert_string_equal(gpr__buf_str(&b),
+			    "\nnotes:\n  - cupy: skipped\n  - a?[2J\n");
+	gpr__buf_free(&b);
+}
+
 static const struct gpr__col COLS[] = {{"name", GPR__COL_TEXT},
 				       {"bytes", GPR__COL_BYTES},
 				       {"note", GPR__COL_TEXT}};
@@ -387,6 +414,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(t_text),
 	    cmocka_unit_test(t_fmt_bytes),
 	    cmocka_unit_test(t_fmt_secs),
+	    cmocka_unit_test(t_fmt_percent),
+	    cmocka_unit_test(t_text_notes),
 	    cmocka_unit_test(t_table_text),
 	    cmocka_unit_test(t_html_esc),
 	    cmocka_unit_test(t_html_bar_and_table),

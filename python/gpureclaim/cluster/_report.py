@@ -71,6 +71,15 @@ class ClusterHost:
     released: Optional[int] = None
 
 
+def _known_parts(parts: Iterable) -> dict:
+    """{kind: bytes} of the parts (explain's) whose bytes are known."""
+    out: dict = {}
+    for p in parts:
+        if p.known:
+            out[p.kind] = out.get(p.kind, 0) + p.bytes
+    return out
+
+
 def _gpu_key(w: Worker, g: WorkerGPU) -> str:
     return g.uuid or f"{w.host}/pid {w.pid}/cuda:{g.device}"
 
@@ -90,11 +99,7 @@ def _merge_gpu(key: str, seen: list, kind: str, worker_pids: dict):
         before = _sum(gs[0].before for gs in procs.values())
         released = sum(g.released or 0 for _, g in seen)
     if kind == "explain":
-        parts = {}
-        for gs in procs.values():
-            for p in gs[-1].parts:
-                if p.known:
-                    parts[p.kind] = parts.get(p.kind, 0) + p.bytes
+        parts = _known_parts(p for gs in procs.values() for p in gs[-1].parts)
     mine = worker_pids.get(newest_w.host, set())
     others = tuple((pid, b) for pid, b in newest.processes
                    if pid not in mine)
@@ -406,16 +411,9 @@ class ClusterExplanation(ClusterReport):
                   for k, b in (g.parts or {}).items()])
                 for g in self.gpus]
 
-    def _worker_parts(self, w: Worker) -> dict:
-        per: dict = {}
-        for g in w.gpus:
-            for p in g.parts:
-                if p.known:
-                    per[p.kind] = per.get(p.kind, 0) + p.bytes
-        return per
-
     def _tables(self):
-        per_worker = {w.id: self._worker_parts(w) for w in self.ok_workers}
+        per_worker = {w.id: _known_parts(p for g in w.gpus for p in g.parts)
+                      for w in self.ok_workers}
         kinds = _kinds_of([g.parts or {} for g in self.gpus]
                           + list(per_worker.values()))
         heads = [(_kind(k)[0], "bytes") for k in kinds]
