@@ -5,6 +5,12 @@
  *                              real driver (libcuda.so.1, dlopen); prints
  *                              microseconds per pair. Run it plain and under
  *                              `gpureclaim trace` to see the tracer's cost.
+ *   trace_churn cuda-async N BYTES
+ *                              N cuMemAllocAsync/cuMemFreeAsync pairs on the
+ *                              legacy stream, from the device's default
+ *                              pool: the driver pair that stays fast (a
+ *                              few us) on machines where cuMemAlloc_v2 and
+ *                              cuMemFree_v2 take tens of us each.
  *   trace_churn fake N         the same through tests/trace's fake CUPTI
  *                              ($GPURECLAIM_CUPTI_LIBRARY, and the injection
  *                              library at $CUDA_INJECTION64_PATH, loaded as
@@ -134,7 +140,10 @@ static int cuda_pair(long i)
 	return cu_free(p) != 0 ? -1 : 0;
 }
 
-static int run_cuda(long n, size_t bytes, int blocks)
+typedef CUresult (*async_alloc_fn)(CUdeviceptr *, size_t, void *);
+typedef CUresult (*async_free_fn)(CUdeviceptr, void *);
+
+static int run_cuda(long n, size_t bytes, int blocks, int async)
 {
 	void *cu = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!cu) {
@@ -150,7 +159,15 @@ static int run_cuda(long n, size_t bytes, int blocks)
 	    (CUresult(*)(CUdeviceptr *, size_t))dlsym(cu, "cuMemAlloc_v2");
 	CUresult (*mfree)(CUdeviceptr) =
 	    (CUresult(*)(CUdeviceptr))dlsym(cu, "cuMemFree_v2");
+	async_alloc_fn aalloc =
+	    (async_alloc_fn)(uintptr_t)dlsym(cu, "cuMemAllocAsync");
+	async_free_fn afree =
+	    (async_free_fn)(uintptr_t)dlsym(cu, "cuMemFreeAsync");
 	void *ctx;
+	if (async && (!aalloc || !afree)) {
+		printf("skipped: this driver has no cuMemAllocAsync\n");
+		return 0;
+	}
 	if (!init || !retain || !set || !alloc || !mfree || init(0) != 0 ||
 	    retain(&ctx, 0) != 0 || set(ctx) != 0) {
 		printf("skipped: no usable GPU\n");
@@ -163,20 +180,27 @@ static int run_cuda(long n, size_t bytes, int blocks)
 		return ab(cuda_pair, n, blocks);
 	}
 	CUdeviceptr p;
-	for (int i = 0; i < 100; i++) /* warm up */
-		if (alloc(&p, bytes) == 0)
-			mfree(p);
-	double t0 = now_us();
-	for (long i = 0; i < n; i++) {
-		if (alloc(&p, bytes) != 0) {
-			fprintf(stderr, "cuMemAlloc_v2 failed\n");
+	const char *what = async ? "cuMemAllocAsync" : "cuMemAlloc_v2";
+	double t0 = 0;
+	for (long i = -100; i < n; i++) { /* 100 untimed to warm up */
+		if (i == 0)
+			t0 = now_us();
+		CUresult rc =
+		    async ? aalloc(&p, bytes, NULL) : alloc(&p, bytes);
+		if (rc != 0) {
+			fprintf(stderr, "%s failed: %d\n", what, rc);
 			return 1;
 		}
-		mfree(p);
+		rc = async ? afree(p, NULL) : mfree(p);
+		if (rc != 0) {
+			fprintf(stderr, "the free after %s failed: %d\n", what,
+				rc);
+			return 1;
+		}
 	}
 	double t1 = now_us();
-	printf("%.3f us/pair (%ld pairs of %zu bytes)\n", (t1 - t0) / (double)n,
-	       n, bytes);
+	printf("%.3f us/pair (%ld pairs of %zu bytes, %s)\n",
+	       (t1 - t0) / (double)n, n, bytes, what);
 	return 0;
 }
 
@@ -235,15 +259,22 @@ int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "cuda") == 0)
 		return run_cuda(atol(argv[2]),
-				argc > 3 ? (size_t)atol(argv[3]) : 1 << 20, 0);
+				argc > 3 ? (size_t)atol(argv[3]) : 1 << 20, 0,
+				0);
+	if (argc >= 3 && strcmp(argv[1], "cuda-async") == 0)
+		return run_cuda(atol(argv[2]),
+				argc > 3 ? (size_t)atol(argv[3]) : 1 << 20, 0,
+				1);
 	if (argc == 5 && strcmp(argv[1], "cuda-ab") == 0 && atoi(argv[4]) > 0)
 		return run_cuda(atol(argv[2]), (size_t)atol(argv[3]),
-				atoi(argv[4]));
+				atoi(argv[4]), 0);
 	if (argc >= 3 && strcmp(argv[1], "fake") == 0)
 		return run_fake(atol(argv[2]), 0);
 	if (argc == 4 && strcmp(argv[1], "fake-ab") == 0 && atoi(argv[3]) > 0)
 		return run_fake(atol(argv[2]), atoi(argv[3]));
-	fprintf(stderr, "usage: trace_churn cuda N [BYTES] | cuda-ab N BYTES "
-			"BLOCKS | fake N | fake-ab N BLOCKS\n");
+	fprintf(stderr,
+		"usage: trace_churn cuda N [BYTES] | cuda-async N [BYTES] | "
+		"cuda-ab N BYTES "
+		"BLOCKS | fake N | fake-ab N BLOCKS\n");
 	return 2;
 }
