@@ -97,12 +97,15 @@ def per_gpu(report):
 
 
 def per_releaser(report, names=("torch", "cupy")):
-    """{(releaser, device): its own drop} (the once-per-call rows left out)."""
+    """{(releaser, device): its own drop, live + cached before - after} (the
+    once-per-call rows left out; a row that could not tell fails)."""
     out = {}
     for r in report["releasers"]:
         if r["name"] in names and r["device"] >= 0:
             key = (r["name"], r["device"])
-            out[key] = out.get(key, 0) + r["released"]
+            assert r["before"] is not None and r["after"] is not None, r
+            drop = sum(r["before"].values()) - sum(r["after"].values())
+            out[key] = out.get(key, 0) + drop
     return out
 
 
