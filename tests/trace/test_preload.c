@@ -17,6 +17,11 @@
  *   dormant  preloaded, not recording: the program starts and stops
  *            sessions (gpureclaim_trace.h), queries what is held, forks;
  *   nocuda   a process that never calls the driver writes no log;
+ *   hooked   dlsym and gpa with HOOK_LIB preloaded after the tracer: a
+ *            stand-in for HAMi-core, whose dlsym and cuGetProcAddress hand
+ *            out its own functions for some entry points; every operation
+ *            is still in the log, and every call still reaches its hooks
+ *            (the chain wrappers call them), counted by the hook itself;
  *   crosscheck  GPURECLAIM_TRACE_CROSSCHECK with the fake CUPTI, which
  *            the program tells of each call and context event as CUPTI
  *            would see them: the counts agree, context events included
@@ -24,6 +29,7 @@
  *            makes them differ.
  *
  * Usage: test_preload TRACER_LIB SIM_DIR LINKED_APP NEXT_LIB FAKE_CUPTI
+ *                     HOOK_LIB
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -42,7 +48,8 @@
 
 typedef unsigned long long CUhandle;
 
-static const char *tracer, *sim_dir, *linked_app, *next_lib, *fake_cupti;
+static const char *tracer, *sim_dir, *linked_app, *next_lib, *fake_cupti,
+    *hook_lib;
 static char dir[] = "/tmp/gpr-preload-test-XXXXXX";
 
 /* ---------------- the traced side ---------------- */
@@ -293,6 +300,28 @@ static int scenario_gpa(void)
 	return every_operation();
 }
 
+/*
+ * Through the stand-in of HAMi-core: each call of every_operation() that
+ * it hooks reached it (alloc, free, alloc-async; by gpa both stream
+ * variants of alloc-async, HAMi-core's way, and the look-ups).
+ */
+static int scenario_hooked(int by_gpa)
+{
+	int rc = by_gpa ? scenario_gpa() : scenario_dlsym();
+	if (rc != 0)
+		return rc;
+	long *calls = dlsym(RTLD_DEFAULT, "gpr_test_hook_calls");
+	if (!calls)
+		return 76;
+	if (calls[0] != 3 || calls[1] != 4 || calls[2] != (by_gpa ? 2 : 1) ||
+	    (by_gpa && calls[3] < 20)) {
+		fprintf(stderr, "hook calls: %ld %ld %ld %ld\n", calls[0],
+			calls[1], calls[2], calls[3]);
+		return 77;
+	}
+	return 0;
+}
+
 /* fake_call's work: one driver call through the interposer. */
 struct one_call {
 	CUdeviceptr p;
@@ -526,7 +555,8 @@ static void sanitizers(char *out, size_t len)
 }
 
 static void run(const char *scenario, const char *exe, const char *env,
-		const char *preload_first, struct gpr_test_run *r)
+		const char *preload_first, const char *preload_after,
+		struct gpr_test_run *r)
 {
 	char errpath[512];
 	snprintf(errpath, sizeof(errpath), "%s/%s.stderr", dir, scenario);
@@ -536,9 +566,11 @@ static void run(const char *scenario, const char *exe, const char *env,
 		(void)e;
 		char pre[4096], san[2048];
 		sanitizers(san, sizeof(san));
-		snprintf(pre, sizeof(pre), "%s%s%s%s", san,
+		snprintf(pre, sizeof(pre), "%s%s%s%s%s%s", san,
 			 preload_first ? preload_first : "",
-			 preload_first ? ":" : "", tracer);
+			 preload_first ? ":" : "", tracer,
+			 preload_after ? ":" : "",
+			 preload_after ? preload_after : "");
 		setenv("LD_PRELOAD", pre, 1);
 		char cuda[600];
 		snprintf(cuda, sizeof(cuda), "%s/libcuda.so.1", sim_dir);
@@ -556,7 +588,7 @@ static void run(const char *scenario, const char *exe, const char *env,
 		else
 			execl("/proc/self/exe", "test_preload", "--scenario",
 			      scenario, tracer, sim_dir, linked_app, next_lib,
-			      fake_cupti, (char *)NULL);
+			      fake_cupti, hook_lib, (char *)NULL);
 		_exit(99);
 	}
 	waitpid(pid, &r->status, 0);
@@ -586,10 +618,10 @@ static const struct gpr_trace_rec *first(const struct gpr_trace *t,
 
 /* What every_operation() leaves in a log. */
 static void check_every_operation(const char *name, const char *out,
-				  const char *exe_env)
+				  const char *exe_env, const char *after)
 {
 	struct gpr_test_run r;
-	run(name, NULL, exe_env, NULL, &r);
+	run(name, NULL, exe_env, NULL, after, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	CHECK(r.err[0] == '\0'); /* nothing said when all goes well */
 	struct gpr_trace t;
@@ -646,13 +678,19 @@ static void check_every_operation(const char *name, const char *out,
 	CHECK(s.n_live == 1 && s.live[0].device == 1);
 	CHECK(s.contexts_created == 3 && s.contexts_destroyed == 2);
 	gpr_trace_stats_free(&s);
-	/* the _ptsz variants went through wrappers of their own */
+	/* the _ptsz variants went through wrappers of their own (through
+	 * the hook's one cuMemAllocAsync, the chain wrapper of each) */
 	const char *ep = gpr_trace_meta(&t, "entry_points");
-	CHECK(ep && strstr(ep, "cuMemAllocAsync_ptsz=1") &&
-	      strstr(ep, "cuMemFreeAsync_ptsz=1") &&
+	const char *ch = gpr_trace_meta(&t, "chained");
+	CHECK(ep && strstr(ep, "cuMemFreeAsync_ptsz=1") &&
 	      strstr(ep, "cuMemAllocFromPoolAsync_ptsz=1"));
+	CHECK(strstr(after && strcmp(name, "gpa") == 0 ? ch : ep,
+		     "cuMemAllocAsync_ptsz=1"));
 	const char *un = gpr_trace_meta(&t, "unrecognised");
 	CHECK(un && un[0] == '\0');
+	CHECK(ch &&
+	      (after ? strstr(ch, "cuMemAlloc_v2=1,cuMemFree_v2=1") != NULL
+		     : ch[0] == '\0'));
 	gpr_trace_free(&t);
 }
 
@@ -661,10 +699,10 @@ static void check_dlsym_gpa(void)
 	char out[512], env[700];
 	snprintf(out, sizeof(out), "%s/dlsym.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
-	check_every_operation("dlsym", out, env);
+	check_every_operation("dlsym", out, env, NULL);
 	snprintf(out, sizeof(out), "%s/gpa.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
-	check_every_operation("gpa", out, env);
+	check_every_operation("gpa", out, env, NULL);
 	struct gpr_trace t;
 	if (gpr_test_load(out, &t) == 0) {
 		const char *ep = gpr_trace_meta(&t, "entry_points");
@@ -682,7 +720,7 @@ static void check_dlsym_gpa(void)
 		 "GPURECLAIM_TRACE_WAIT=getrusage",
 		 out);
 	struct gpr_test_run r;
-	run("dlsym", NULL, env, NULL, &r);
+	run("dlsym", NULL, env, NULL, NULL, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	CHECK(strstr(r.err, "gpureclaim-trace: self time: ") &&
 	      strstr(r.err, " median ") && strstr(r.err, "(interposer)") &&
@@ -694,13 +732,43 @@ static void check_dlsym_gpa(void)
 	}
 }
 
+/* Another interposer after the tracer: the scenarios above through it. */
+static void check_hooked(void)
+{
+	static const char *const modes[] = {"dlsym", "gpa"};
+	for (int m = 0; m < 2; m++) {
+		char out[512], env[700], scenario[32];
+		snprintf(out, sizeof(out), "%s/hooked-%s.trace", dir, modes[m]);
+		snprintf(env, sizeof(env),
+			 "GPURECLAIM_TRACE_OUTPUT=%s,GPR_TEST_HOOKED=1", out);
+		snprintf(scenario, sizeof(scenario), "%s", modes[m]);
+		check_every_operation(scenario, out, env, hook_lib);
+		struct gpr_trace t;
+		if (gpr_test_load(out, &t) < 0)
+			continue;
+		const char *ch = gpr_trace_meta(&t, "chained");
+		if (m == 0)
+			CHECK(ch && strcmp(ch, "cuMemAlloc_v2=1,cuMemFree_v2=1,"
+					       "cuMemAllocAsync=1") == 0);
+		else
+			CHECK(ch && strcmp(ch, "cuGetProcAddress_v2=2,"
+					       "cuMemAlloc_v2=1,cuMemFree_v2=1,"
+					       "cuMemAllocAsync=1,"
+					       "cuMemAllocAsync_ptsz=1") == 0);
+		if (ch)
+			fprintf(stderr, "hooked %s: chained=%s\n", modes[m],
+				ch);
+		gpr_trace_free(&t);
+	}
+}
+
 static void check_linked(void)
 {
 	char out[512], env[700];
 	struct gpr_test_run r;
 	snprintf(out, sizeof(out), "%s/linked.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
-	run("linked", linked_app, env, NULL, &r);
+	run("linked", linked_app, env, NULL, NULL, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	struct gpr_trace t;
 	if (gpr_test_load(out, &t) < 0)
@@ -720,12 +788,12 @@ static void check_linked(void)
 static void check_next_nocuda(void)
 {
 	struct gpr_test_run r;
-	run("next", NULL, NULL, next_lib, &r);
+	run("next", NULL, NULL, next_lib, NULL, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	char out[512], env[700];
 	snprintf(out, sizeof(out), "%s/nocuda.trace", dir);
 	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
-	run("nocuda", NULL, env, NULL, &r);
+	run("nocuda", NULL, env, NULL, NULL, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	CHECK(access(out, F_OK) != 0);
 }
@@ -743,7 +811,7 @@ static const char *run_crosscheck(const char *scenario, const char *name,
 		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_CROSSCHECK=1,"
 		 "GPURECLAIM_CUPTI_LIBRARY=%s",
 		 out, fake_cupti);
-	run(scenario, NULL, env, NULL, r);
+	run(scenario, NULL, env, NULL, NULL, r);
 	CHECK(gpr_test_exited(r, 0));
 	const char *l = strstr(r->err, "gpureclaim-trace: crosscheck ");
 	return l ? l : "(none)";
@@ -792,7 +860,7 @@ static void check_dormant(void)
 	    "LOG1=%s,LOG2=%s",
 	    dir, log1, log2);
 	struct gpr_test_run r;
-	run("dormant", NULL, env, NULL, &r);
+	run("dormant", NULL, env, NULL, NULL, &r);
 	CHECK(gpr_test_exited(&r, 0));
 	char no[600];
 	snprintf(no, sizeof(no), "%s/no.trace", dir);
@@ -822,17 +890,19 @@ static void check_dormant(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 8 && strcmp(argv[1], "--scenario") == 0) {
+	if (argc == 9 && strcmp(argv[1], "--scenario") == 0) {
 		tracer = argv[3];
 		sim_dir = argv[4];
 		linked_app = argv[5];
 		next_lib = argv[6];
 		fake_cupti = argv[7];
+		hook_lib = argv[8];
 		const char *s = argv[2];
+		int hooked = getenv("GPR_TEST_HOOKED") != NULL;
 		if (strcmp(s, "dlsym") == 0)
-			return scenario_dlsym();
+			return hooked ? scenario_hooked(0) : scenario_dlsym();
 		if (strcmp(s, "gpa") == 0)
-			return scenario_gpa();
+			return hooked ? scenario_hooked(1) : scenario_gpa();
 		if (strcmp(s, "next") == 0)
 			return scenario_next();
 		if (strcmp(s, "nocuda") == 0)
@@ -845,9 +915,9 @@ int main(int argc, char **argv)
 			return scenario_dormant(getenv("LOG1"), getenv("LOG2"));
 		return 98;
 	}
-	if (argc != 6) {
+	if (argc != 7) {
 		fprintf(stderr, "usage: test_preload TRACER_LIB SIM_DIR "
-				"LINKED_APP NEXT_LIB FAKE_CUPTI\n");
+				"LINKED_APP NEXT_LIB FAKE_CUPTI HOOK_LIB\n");
 		return 2;
 	}
 	tracer = argv[1];
@@ -855,11 +925,13 @@ int main(int argc, char **argv)
 	linked_app = argv[3];
 	next_lib = argv[4];
 	fake_cupti = argv[5];
+	hook_lib = argv[6];
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
 	check_dlsym_gpa();
+	check_hooked();
 	check_linked();
 	check_next_nocuda();
 	check_crosscheck();

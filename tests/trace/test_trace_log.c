@@ -1125,6 +1125,7 @@ static void test_meta(void)
 	const char *first[] = {"format=1.1", "backend=cupti", "wait=none"};
 	const char *later[] = {"backend=interpose", "wait=perf-gated",
 			       "entry_points=cuMemAlloc_v2=1",
+			       "chained=cuMemFree_v2=2",
 			       "unrecognised=cuMemAlloc<b>\x1b=1"};
 	CHECK(gpr_inj_tw_meta(&w, first, 3) == 0);
 	struct gpr_trace_rec v[3];
@@ -1140,11 +1141,11 @@ static void test_meta(void)
 		   2u << 20);
 	v[2].aux = 0x99;
 	CHECK(gpr_inj_tw_records(&w, v, 3) == 0);
-	CHECK(gpr_inj_tw_meta(&w, later, 4) == 0);
+	CHECK(gpr_inj_tw_meta(&w, later, 5) == 0);
 	CHECK(gpr_inj_tw_close(&w, START + 10000, 0) == 0);
 	struct gpr_trace t;
 	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
-	CHECK(t.n_meta == 5);
+	CHECK(t.n_meta == 6);
 	CHECK(strcmp(gpr_trace_meta(&t, "backend"), "interpose") == 0);
 	CHECK(strcmp(gpr_trace_meta(&t, "wait"), "perf-gated") == 0);
 	CHECK(strcmp(gpr_trace_meta(&t, "format"), "1.1") == 0);
@@ -1156,16 +1157,19 @@ static void test_meta(void)
 	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
 	CHECK(strstr(gpr__buf_str(&b),
 		     "Recorded by the interposer (LD_PRELOAD); waiting time: "
-		     "schedstat, read after a switch the perf page shows; not "
-		     "recorded (unknown driver answers): cuMemAlloc<b>?=1\n"));
+		     "schedstat, read after a switch the perf page shows; "
+		     "through another interposer's functions (HAMi-core's, "
+		     "say): cuMemFree_v2=2; not recorded (unknown driver "
+		     "answers): cuMemAlloc<b>?=1\n"));
 	/* the HTML report says the same, escaped */
 	gpr__buf_reset(&b);
 	gpr_trace_report_html(&b, path, &t, &s, 10, 0);
 	CHECK(strstr(gpr__buf_str(&b),
 		     "<p>Recorded by the interposer (LD_PRELOAD); waiting "
 		     "time: schedstat, read after a switch the perf page "
-		     "shows; not recorded (unknown driver answers): "
-		     "cuMemAlloc&lt;b&gt;"));
+		     "shows; through another interposer&#39;s functions "
+		     "(HAMi-core&#39;s, say): cuMemFree_v2=2; not recorded "
+		     "(unknown driver answers): cuMemAlloc&lt;b&gt;"));
 	CHECK(!strchr(gpr__buf_str(&b), '\x1b'));
 	gpr__buf_reset(&b);
 	gpr_trace_report_json(&b, path, &t, &s, 10);

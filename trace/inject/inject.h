@@ -359,6 +359,9 @@ int gpr_inj_writer_forked(void);
 /* ---- inject_dl.c: the C library's dlsym (our own export hooks it) ---- */
 void *(*gpr_inj_libc_dlsym(void))(void *, const char *);
 void *gpr_inj_real_dlsym(void *handle, const char *name);
+/* The dlsym after this library in the global scope: another interposer's
+ * (HAMi-core defines one), else the C library's. */
+void *gpr_inj_next_dlsym(void *handle, const char *name);
 
 /* ---- inject_selftime.c ---- */
 /* One stderr line: the session's selftime, summed over the threads. */

@@ -30,3 +30,24 @@ void *gpr_inj_real_dlsym(void *handle, const char *name)
 	void *(*fn)(void *, const char *) = gpr_inj_libc_dlsym();
 	return fn ? fn(handle, name) : NULL;
 }
+
+/*
+ * Another preloaded library may hook dlsym to hand out its own driver
+ * functions (HAMi-core enforces a container's memory limit that way). It
+ * comes after the tracer in LD_PRELOAD or /etc/ld.so.preload; asking
+ * it, rather than the C library, keeps its hooks in the chain: the tracer
+ * then wraps what it answers (inject_preload.c, "chained").
+ */
+__attribute__((no_sanitize("address", "undefined"))) void *
+gpr_inj_next_dlsym(void *handle, const char *name)
+{
+	static void *(*_Atomic next)(void *, const char *);
+	void *(*fn)(void *, const char *) = next;
+	if (!fn) {
+		*(void **)&fn = gpr_inj_real_dlsym(RTLD_NEXT, "dlsym");
+		if (!fn)
+			fn = gpr_inj_libc_dlsym();
+		next = fn;
+	}
+	return fn ? fn(handle, name) : NULL;
+}

@@ -16,10 +16,20 @@
  * export of each entry point name (read from the libcuda handle once) has
  * one wrapper with exactly its ABI, each _ptsz (per-thread default stream)
  * variant its own, so the driver's choice of variant for a (name,
- * version, flags) look-up is kept. An answer that is not one of those
- * exports passes through unwrapped (an older ABI, another interposer such
- * as HAMi-core between the runtime and the driver) and is counted under
- * "unrecognised" in the log's META lines.
+ * version, flags) look-up is kept.
+ *
+ * Another interposer between the program and the driver (HAMi-core, which
+ * hooks dlsym and cuGetProcAddress to enforce a container's memory limit)
+ * answers with its own functions. The tracer asks the dlsym after its own
+ * (gpr_inj_next_dlsym), so that interposer stays in the chain, and learns
+ * the ABI of such an answer from the driver: the driver's own answer to
+ * the same look-up (its export of that name for dlsym, its
+ * cuGetProcAddress for the same name, version and flags) is the export
+ * of one wrapper. The answer is then kept in that wrapper's second slot
+ * and the chain wrapper handed out, which records and calls it ("chained"
+ * in the log's META lines). A second, different answer for the same slot,
+ * or an ABI no wrapper has (an older one), passes through unwrapped,
+ * counted under "unrecognised".
  *
  * A wrapper costs a load and a compare while nothing records (dormant:
  * `gpureclaim trace --dormant`, or before a program starts a session).
@@ -54,7 +64,10 @@ typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, int *);
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
 static gpa_v2_fn real_gpa_v2, next_gpa_v2;
 static gpa_fn real_gpa, next_gpa;
+static _Atomic(gpa_v2_fn) alt_gpa_v2; /* another interposer's */
+static _Atomic(gpa_fn) alt_gpa;
 static _Atomic long gpa_handed[2]; /* v1, v2 */
+static _Atomic long gpa_chained[2];
 static CUresult (*primary_state)(CUdevice, unsigned int *, int *);
 
 /* Whether recording starts at the first call ($GPURECLAIM_TRACE_*). */
@@ -261,17 +274,25 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 
 /*
  * rec_NAME records a call of fn; wrap_NAME is handed out for the driver's
- * export (real_NAME); NAME itself is exported for programs linked with
+ * export (real_NAME), chain_NAME for another interposer's function of the
+ * same ABI (alt_NAME); NAME itself is exported for programs linked with
  * -lcuda and calls the next definition (next_NAME: the driver's, or
  * another interposer's).
  */
 #define GPR_INJ_COMMON(name, proto, args)                                      \
 	typedef CUresult(*name##_fn) proto;                                    \
 	static name##_fn real_##name, next_##name;                             \
+	static _Atomic(name##_fn) alt_##name;                                  \
 	static CUresult rec_##name(name##_fn fn, GPR_TRACE_UNPAREN proto);     \
 	static CUresult wrap_##name proto                                      \
 	{                                                                      \
 		return rec_##name(real_##name, GPR_TRACE_UNPAREN args);        \
+	}                                                                      \
+	static CUresult chain_##name proto                                     \
+	{                                                                      \
+		return rec_##name(                                             \
+		    atomic_load_explicit(&alt_##name, memory_order_acquire),   \
+		    GPR_TRACE_UNPAREN args);                                   \
 	}                                                                      \
 	GPR_EXPORT CUresult name proto                                         \
 	{                                                                      \
@@ -324,10 +345,19 @@ struct entry {
 	const char *name;
 	void *wrapper;
 	void **real;
-	_Atomic long handed; /* how often given out */
+	void *chain;	      /* records and calls *alt */
+	_Atomic(void *) *alt; /* another interposer's function */
+	_Atomic long handed;  /* how often given out */
+	_Atomic long chained; /* the chain wrapper, how often */
 };
 #define GPR_INJ_ROW(op, name)                                                  \
-	{#name, (void *)wrap_##name, (void **)&real_##name, 0},
+	{#name,                                                                \
+	 (void *)wrap_##name,                                                  \
+	 (void **)&real_##name,                                                \
+	 (void *)chain_##name,                                                 \
+	 (_Atomic(void *) *)(void *)&alt_##name,                               \
+	 0,                                                                    \
+	 0},
 static struct entry entries[] = {
 #define GPR_X_OP(op, name, kind, domain, cbid, cbid2, list)                    \
 	GPR_TRACE_EACH(GPR_INJ_ROW, op, list)
@@ -434,9 +464,75 @@ static CUresult wrap_gpa_v2(const char *symbol, void **pfn, int version,
 			    cuuint64_t flags, int *status);
 static CUresult wrap_gpa(const char *symbol, void **pfn, int version,
 			 cuuint64_t flags);
+static CUresult chain_gpa_v2(const char *symbol, void **pfn, int version,
+			     cuuint64_t flags, int *status);
+static CUresult chain_gpa(const char *symbol, void **pfn, int version,
+			  cuuint64_t flags);
 
-/* Our wrapper of the driver's function p, or p itself. */
-static void *wrap(void *p, const char *name)
+/* A look-up: by dlsym (the export name), or by cuGetProcAddress. */
+struct lookup {
+	const char *name;
+	int by_gpa;
+	int version;
+	cuuint64_t flags;
+};
+
+/* What the driver itself answers to the look-up l, or NULL. */
+static void *driver_answer(const struct lookup *l)
+{
+	void *p = driver_sym(l->by_gpa ? "cuInit" : l->name);
+	learn_driver(p);
+	if (!l->by_gpa)
+		return p;
+	p = NULL;
+	int status = 0;
+	if (real_gpa_v2)
+		real_gpa_v2(l->name, &p, l->version, l->flags, &status);
+	else if (real_gpa)
+		real_gpa(l->name, &p, l->version, l->flags);
+	return p;
+}
+
+/* Keeps p in *alt (a first answer, or the same again); 1 when kept. */
+static int adopt(_Atomic(void *) *alt, void *p)
+{
+	void *none = NULL;
+	return atomic_compare_exchange_strong(alt, &none, p) || none == p;
+}
+
+/*
+ * The chain wrapper for another interposer's answer p to the look-up l,
+ * or NULL: the driver's answer to the same look-up names the ABI.
+ */
+static void *chain(void *p, const struct lookup *l)
+{
+	if (!ours(l->name) && strncmp(l->name, "cuGetProcAddress", 16) != 0)
+		return NULL;
+	void *abi = driver_answer(l);
+	if (!abi)
+		return NULL;
+	if (real_gpa_v2 && abi == (void *)real_gpa_v2 &&
+	    adopt((_Atomic(void *) *)(void *)&alt_gpa_v2, p)) {
+		gpa_chained[1]++;
+		return (void *)chain_gpa_v2;
+	}
+	if (real_gpa && abi == (void *)real_gpa &&
+	    adopt((_Atomic(void *) *)(void *)&alt_gpa, p)) {
+		gpa_chained[0]++;
+		return (void *)chain_gpa;
+	}
+	for (size_t i = 0; i < N_ENTRIES; i++)
+		if (*entries[i].real == abi) {
+			if (!adopt(entries[i].alt, p))
+				return NULL;
+			entries[i].chained++;
+			return entries[i].chain;
+		}
+	return NULL;
+}
+
+/* Our wrapper of the function p that the look-up l found, or p itself. */
+static void *wrap(void *p, const struct lookup *l)
 {
 	if (!p)
 		return p;
@@ -454,10 +550,16 @@ static void *wrap(void *p, const char *name)
 			entries[i].handed++;
 			return entries[i].wrapper;
 		}
+	if (p == (void *)wrap_gpa_v2 || p == (void *)wrap_gpa ||
+	    p == (void *)chain_gpa_v2 || p == (void *)chain_gpa)
+		return p;
 	for (size_t i = 0; i < N_ENTRIES; i++)
-		if (p == entries[i].wrapper)
+		if (p == entries[i].wrapper || p == entries[i].chain)
 			return p;
-	count_unknown(name);
+	void *c = chain(p, l);
+	if (c)
+		return c;
+	count_unknown(l->name);
 	return p;
 }
 
@@ -478,7 +580,8 @@ dlsym(void *handle, const char *name)
 {
 	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u')
 		return gpr_inj_libc_dlsym()(handle, name); /* a tail call */
-	return wrap(gpr_inj_real_dlsym(handle, name), name);
+	struct lookup l = {name, 0, 0, 0};
+	return wrap(gpr_inj_next_dlsym(handle, name), &l);
 }
 
 static CUresult gpa_v2(gpa_v2_fn fn, const char *symbol, void **pfn,
@@ -487,8 +590,10 @@ static CUresult gpa_v2(gpa_v2_fn fn, const char *symbol, void **pfn,
 	if (!fn)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	CUresult r = fn(symbol, pfn, version, flags, status);
-	if (r == CUDA_SUCCESS && pfn && symbol)
-		*pfn = wrap(*pfn, symbol);
+	if (r == CUDA_SUCCESS && pfn && symbol) {
+		struct lookup l = {symbol, 1, version, flags};
+		*pfn = wrap(*pfn, &l);
+	}
 	return r;
 }
 
@@ -498,8 +603,10 @@ static CUresult gpa(gpa_fn fn, const char *symbol, void **pfn, int version,
 	if (!fn)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	CUresult r = fn(symbol, pfn, version, flags);
-	if (r == CUDA_SUCCESS && pfn && symbol)
-		*pfn = wrap(*pfn, symbol);
+	if (r == CUDA_SUCCESS && pfn && symbol) {
+		struct lookup l = {symbol, 1, version, flags};
+		*pfn = wrap(*pfn, &l);
+	}
 	return r;
 }
 
@@ -513,6 +620,19 @@ static CUresult wrap_gpa(const char *symbol, void **pfn, int version,
 			 cuuint64_t flags)
 {
 	return gpa(real_gpa, symbol, pfn, version, flags);
+}
+
+static CUresult chain_gpa_v2(const char *symbol, void **pfn, int version,
+			     cuuint64_t flags, int *status)
+{
+	return gpa_v2(atomic_load(&alt_gpa_v2), symbol, pfn, version, flags,
+		      status);
+}
+
+static CUresult chain_gpa(const char *symbol, void **pfn, int version,
+			  cuuint64_t flags)
+{
+	return gpa(atomic_load(&alt_gpa), symbol, pfn, version, flags);
 }
 
 GPR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
@@ -597,7 +717,7 @@ uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 			      size_t len)
 {
 	enum { LINE = 680 };
-	if (max < 3 || len < 3 * LINE)
+	if (max < 4 || len < 4 * LINE)
 		return 0;
 	uint32_t n = 0;
 	/* the entry points handed out, how often */
@@ -623,6 +743,20 @@ uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 	for (int i = 0; i < atomic_load(&n_unknown); i++)
 		if (append(line, LINE, &at, first, unknown[i].name,
 			   (unsigned long long)unknown[i].n))
+			first = 0;
+	kv[n++] = line;
+	/* the answers of another interposer, wrapped by their ABI */
+	line = buf + 3 * LINE;
+	at = (size_t)snprintf(line, LINE, "chained=");
+	first = 1;
+	for (int i = 0; i < 2; i++)
+		if (gpa_chained[i] && append(line, LINE, &at, first,
+					     gpa_names[i], gpa_chained[i]))
+			first = 0;
+	for (size_t i = 0; i < N_ENTRIES; i++)
+		if (entries[i].chained &&
+		    append(line, LINE, &at, first, entries[i].name,
+			   (unsigned long long)entries[i].chained))
 			first = 0;
 	kv[n++] = line;
 	if (!crosscheck)

@@ -152,7 +152,7 @@ static void finish(void)
 		gpr_inj_selftime_report();
 	if (wr.closing) {
 		const char *kv[16];
-		char buf[2048];
+		char buf[4096];
 		uint32_t n = wr.closing(kv, 16, buf, sizeof(buf));
 		gpr_inj_tw_meta(&wr.w, kv, n);
 	}

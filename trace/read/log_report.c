@@ -68,6 +68,12 @@ void gpr_trace_recorded_by(struct gpr__buf *b, const struct gpr_trace *t)
 	gpr__buf_puts(b, backend_words(gpr_trace_meta(t, "backend")));
 	gpr__buf_puts(b, "; waiting time: ");
 	gpr__buf_puts(b, wait_words(gpr_trace_meta(t, "wait")));
+	const char *ch = gpr_trace_meta(t, "chained");
+	if (ch && *ch) {
+		gpr__buf_puts(b, "; through another interposer's functions "
+				 "(HAMi-core's, say): ");
+		gpr__buf_puts(b, ch);
+	}
 	const char *un = gpr_trace_meta(t, "unrecognised");
 	if (un && *un) {
 		gpr__buf_puts(b, "; not recorded (unknown driver answers): ");
