@@ -42,10 +42,13 @@ for s in $stages; do
 		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
 			>"$OUT/build.txt" 2>&1 &&
 			ninja -C "$B" >>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-		# the one test stand-in the hardware tests load (tests=false
-		# builds none): hw-ps holds ps's detached end with it
+		# the test stand-ins the hardware tests load (tests=false
+		# builds none): hw-ps holds ps's detached end with one
 		mkdir -p "$B/tests/fixtures" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
 			-o "$B/tests/fixtures/libexit_hold.so" tests/fixtures/exit_hold.c
+		# and hw-trace's stand-in of HAMi-core
+		mkdir -p "$B/tests/trace" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
+			-o "$B/tests/trace/libhook.so" tests/trace/hook_lib.c -ldl
 		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
 	installed)
 		# expect: the version; ps lists the GPUs; trace prints "interposer

@@ -15,6 +15,10 @@ Each of these runs with both backends (the interposer, CUPTI). Then:
 - the interposer and CUPTI at once (GPURECLAIM_TRACE_CROSSCHECK) count the
   same calls of every operation: nothing reaches the driver by a path the
   interposer does not see;
+- through a stand-in of HAMi-core preloaded after the tracer
+  (tests/trace/hook_lib.c: its own dlsym and cuGetProcAddress hand out its
+  cuMemAlloc_v2, cuMemFree_v2, cuMemAllocAsync): Torch's calls still reach
+  the hook, and the interposer still records every one, as CUPTI counts;
 - a block traced from inside a running Torch process (gpureclaim.trace, as
   in a notebook; CUPTI attached late, or the dormant interposer): the bytes
   balance;
@@ -310,6 +314,54 @@ def test_interposer_sees_what_cupti_sees(tmp_path, alloc_conf):
     allocs = [x for x in recs if x["op"] in ("cuMemAlloc_v2", "cuMemCreate")
               and x["result"] == 0]
     assert sum(x["bytes"] for x in allocs) >= (1 << 30), len(allocs)
+
+
+HOOK_LIB = pathlib.Path(os.environ.get(
+    "GPURECLAIM_HOOK_LIB",
+    pathlib.Path(BIN).resolve().parents[1] / "tests/trace/libhook.so"))
+
+HOOKED = """
+import ctypes, sys, torch
+for _ in range(500):
+    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del x
+torch.cuda.synchronize()
+calls = (ctypes.c_long * 4).in_dll(ctypes.CDLL(sys.argv[1]),
+                                   "gpr_test_hook_calls")
+print("hook calls", list(calls))
+"""
+
+
+@pytest.mark.skipif(not _has("torch"), reason="needs torch")
+@pytest.mark.skipif(not HOOK_LIB.exists(), reason=f"no {HOOK_LIB} (built by "
+                    "scripts/gpu-check.sh build or the test build)")
+def test_through_another_driver_hook(tmp_path):
+    """HAMi-core's way, as /etc/ld.so.preload puts it after LD_PRELOAD: the
+    CUDA runtime's table of driver functions comes through the hook's
+    cuGetProcAddress, whose answers are its own functions. The hook must
+    still see every allocation (or the limit it enforces would be
+    bypassed while tracing), and the tracer must still record each one:
+    CUPTI, counting beside it, agrees per operation."""
+    env = {"LD_PRELOAD": str(HOOK_LIB), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+           "GPURECLAIM_TRACE_CROSSCHECK": "1"}
+    out = tmp_path / "hooked.trace"
+    r = subprocess.run([BIN, "trace", "-o", str(out), "--", sys.executable,
+                        "-c", HOOKED, str(HOOK_LIB)], capture_output=True,
+                       text=True, timeout=600, env=dict(os.environ, **env))
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.stderr
+    calls = json.loads(r.stdout.split("hook calls", 1)[1].strip())
+    assert calls[0] >= 500 and calls[1] >= 500, calls  # alloc, free
+    line = [x for x in r.stderr.splitlines() if "crosscheck" in x]
+    assert line and line[0].endswith("the same"), line
+    recs = read_log(out)
+    n = sum(x["op"] == "cuMemAlloc_v2" and x["bytes"] == 1 << 20
+            for x in recs)
+    assert n >= 500, n
+    rep = subprocess.run([BIN, "report", str(out)], capture_output=True,
+                         text=True)
+    assert "through another interposer's functions" in rep.stdout, rep.stdout
+    assert "cuMemAlloc_v2=" in rep.stdout.split("through another", 1)[1]
+    assert "unknown driver answers" not in rep.stdout, rep.stdout
 
 
 NOTEBOOK = """
