@@ -268,7 +268,8 @@ def verdicts(r):
             f"note: the untraced pair costs {med['untraced']:.1f} us here, "
             f"not the ~{ISSUE_PAIR_US} us of the issue's machine: the "
             f"+{TARGET_TORCH_PCT}% target is meant for that fast loop and "
-            "cannot be judged on this one")
+            "cannot be judged on this one (--loops torch-async times Torch "
+            "with the driver's fast stream-ordered pair instead)")
         if st:
             lo, hi = 2 * st["median"] / 1000, 2 * st["mean"] / 1000
             lines.append(

@@ -16,11 +16,14 @@
 # bench-trace: the tracer's cost, process against process (untraced,
 # interposed, CUPTI, _record_memory_history; 7 interleaved rounds of the
 # torch and C loops; the tracer's own time per call; each loop's verdicts
-# as soon as it is done), under 6 minutes; LOOPS=all (or mlp) adds the MLP
-# loop, which needs a call of its own. Its torch loop is the figure of
-# issue 14's target, meant for a machine where that loop costs ~5.4 us a
-# pair (one nvidia-h200-x2 did; another took 82-87 us, which hides the
-# tracer's cost: the bench then says so and gives the estimate).
+# as soon as it is done), under 6 minutes; LOOPS=torch-async,c-async,mlp
+# (a call of its own, with BUDGET=500) adds Torch on the driver's
+# stream-ordered pair (fast where cuMemAlloc_v2 is slow), the C loop on it
+# and the MLP loop. The torch loop is the figure of issue 14's target,
+# meant for a machine where it costs ~5.4 us a pair (one nvidia-h200-x2
+# did; three others took 77-106 us, which hides the tracer's cost: the
+# bench then says so and gives the estimate; torch-async is the fast pair
+# there).
 set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
@@ -115,7 +118,8 @@ for s in $stages; do
 	bench-trace)
 		log "$s"
 		python3 bench/trace_bench.py "$B" --rounds "${ROUNDS:-7}" \
-			--loops "${LOOPS:-torch,c}" 2>&1 | tee "$OUT/$s.txt" ;;
+			--loops "${LOOPS:-torch,c}" --budget "${BUDGET:-330}" 2>&1 |
+			tee "$OUT/$s.txt" ;;
 	bench-trace-ab)
 		# traced against paused inside one process, each backend
 		log "$s"
