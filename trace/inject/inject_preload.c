@@ -713,50 +713,51 @@ static int append(char *line, size_t len, size_t *at, int first,
 	return 1;
 }
 
+enum { META_LINE = 680 };
+
+/*
+ * Into line, "KEY=" and the cuGetProcAddress functions and wrappers handed
+ * out, how often: for the driver's functions, or (chained) for another
+ * interposer's.
+ */
+static void handed_line(char *line, const char *key, int chained)
+{
+	static const char *const gpa_names[2] = {"cuGetProcAddress",
+						 "cuGetProcAddress_v2"};
+	size_t at = (size_t)snprintf(line, META_LINE, "%s=", key);
+	int first = 1;
+	for (int i = 0; i < 2; i++) {
+		long n = chained ? gpa_chained[i] : gpa_handed[i];
+		if (n && append(line, META_LINE, &at, first, gpa_names[i],
+				(unsigned long long)n))
+			first = 0;
+	}
+	for (size_t i = 0; i < N_ENTRIES; i++) {
+		long n = chained ? entries[i].chained : entries[i].handed;
+		if (n && append(line, META_LINE, &at, first, entries[i].name,
+				(unsigned long long)n))
+			first = 0;
+	}
+}
+
 uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 			      size_t len)
 {
-	enum { LINE = 680 };
+	enum { LINE = META_LINE };
 	if (max < 4 || len < 4 * LINE)
 		return 0;
 	uint32_t n = 0;
-	/* the entry points handed out, how often */
-	char *line = buf;
-	size_t at = (size_t)snprintf(line, LINE, "entry_points=");
-	int first = 1;
-	static const char *const gpa_names[2] = {"cuGetProcAddress",
-						 "cuGetProcAddress_v2"};
-	for (int i = 0; i < 2; i++)
-		if (gpa_handed[i] &&
-		    append(line, LINE, &at, first, gpa_names[i], gpa_handed[i]))
-			first = 0;
-	for (size_t i = 0; i < N_ENTRIES; i++)
-		if (entries[i].handed &&
-		    append(line, LINE, &at, first, entries[i].name,
-			   (unsigned long long)entries[i].handed))
-			first = 0;
-	kv[n++] = line;
+	handed_line(buf, "entry_points", 0);
+	kv[n++] = buf;
+	handed_line(buf + LINE, "chained", 1);
+	kv[n++] = buf + LINE;
 	/* the answers left unwrapped */
-	line = buf + LINE;
-	at = (size_t)snprintf(line, LINE, "unrecognised=");
-	first = 1;
+	char *line = buf + 2 * LINE;
+	size_t at = (size_t)snprintf(line, LINE, "unrecognised=");
+	int first = 1;
 	for (int i = 0; i < atomic_load(&n_unknown); i++)
 		if (append(line, LINE, &at, first, unknown[i].name,
 			   (unsigned long long)unknown[i].n))
-			first = 0;
-	kv[n++] = line;
-	/* the answers of another interposer, wrapped by their ABI */
-	line = buf + 3 * LINE;
-	at = (size_t)snprintf(line, LINE, "chained=");
-	first = 1;
-	for (int i = 0; i < 2; i++)
-		if (gpa_chained[i] && append(line, LINE, &at, first,
-					     gpa_names[i], gpa_chained[i]))
-			first = 0;
-	for (size_t i = 0; i < N_ENTRIES; i++)
-		if (entries[i].chained &&
-		    append(line, LINE, &at, first, entries[i].name,
-			   (unsigned long long)entries[i].chained))
 			first = 0;
 	kv[n++] = line;
 	if (!crosscheck)
@@ -764,7 +765,7 @@ uint32_t gpr_inj_preload_meta(const char **kv, uint32_t max, char *buf,
 	/* calls per operation: recorded here / seen by CUPTI */
 	uint64_t cupti[GPR_TRACE_N_OPS];
 	gpr_inj_cupti_counts(cupti);
-	line = buf + 2 * LINE;
+	line = buf + 3 * LINE;
 	at = (size_t)snprintf(line, LINE, "crosscheck=");
 	size_t head = at;
 	int same = 1;
