@@ -773,8 +773,13 @@ static void check_linked(void)
 	struct gpr_trace t;
 	if (gpr_test_load(out, &t) < 0)
 		return;
-	CHECK(count(&t, "cuMemAlloc_v2") == 10 &&
-	      count(&t, "cuMemFree_v2") == 10);
+	CHECK(count(&t, "cuMemAlloc_v2") == 11 &&
+	      count(&t, "cuMemFree_v2") == 11);
+	/* dlsym(RTLD_DEFAULT) found the tracer's exports: neither an unknown
+	 * answer nor another interposer's */
+	const char *un = gpr_trace_meta(&t, "unrecognised");
+	const char *ch = gpr_trace_meta(&t, "chained");
+	CHECK(un && un[0] == '\0' && ch && ch[0] == '\0');
 	CHECK(count(&t, "context_created") == 1);
 	struct gpr_trace_stats s;
 	CHECK(gpr_trace_stats_compute(&t, &s) == 0 && s.held_end == 0 &&

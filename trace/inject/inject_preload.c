@@ -302,7 +302,9 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 		if (!fn)                                                       \
 			return CUDA_ERROR_NOT_INITIALIZED;                     \
 		return rec_##name(fn, GPR_TRACE_UNPAREN args);                 \
-	}
+	}                                                                      \
+	extern __typeof__(name) self_##name                                    \
+	    __attribute__((alias(#name), visibility("hidden")));
 
 #define GPR_INJ_NEXT(name) static void *next_##name##_find(void);
 
@@ -347,6 +349,7 @@ struct entry {
 	void **real;
 	void *chain;	      /* records and calls *alt */
 	_Atomic(void *) *alt; /* another interposer's function */
+	void *exported;	      /* NAME itself: it records as it is */
 	_Atomic long handed;  /* how often given out */
 	_Atomic long chained; /* the chain wrapper, how often */
 };
@@ -356,6 +359,7 @@ struct entry {
 	 (void **)&real_##name,                                                \
 	 (void *)chain_##name,                                                 \
 	 (_Atomic(void *) *)(void *)&alt_##name,                               \
+	 (void *)self_##name,                                                  \
 	 0,                                                                    \
 	 0},
 static struct entry entries[] = {
@@ -469,6 +473,14 @@ static CUresult chain_gpa_v2(const char *symbol, void **pfn, int version,
 static CUresult chain_gpa(const char *symbol, void **pfn, int version,
 			  cuuint64_t flags);
 
+/* This library's exports of the two, below (not another's of the name). */
+extern CUresult self_gpa_v2(const char *symbol, void **pfn, int version,
+			    cuuint64_t flags, int *status)
+    __attribute__((visibility("hidden")));
+extern CUresult self_gpa(const char *symbol, void **pfn, int version,
+			 cuuint64_t flags)
+    __attribute__((visibility("hidden")));
+
 /* A look-up: by dlsym (the export name), or by cuGetProcAddress. */
 struct lookup {
 	const char *name;
@@ -550,11 +562,14 @@ static void *wrap(void *p, const struct lookup *l)
 			entries[i].handed++;
 			return entries[i].wrapper;
 		}
+	/* ours already: dlsym(RTLD_DEFAULT) finds this library's exports */
 	if (p == (void *)wrap_gpa_v2 || p == (void *)wrap_gpa ||
-	    p == (void *)chain_gpa_v2 || p == (void *)chain_gpa)
+	    p == (void *)chain_gpa_v2 || p == (void *)chain_gpa ||
+	    p == (void *)self_gpa_v2 || p == (void *)self_gpa)
 		return p;
 	for (size_t i = 0; i < N_ENTRIES; i++)
-		if (p == entries[i].wrapper || p == entries[i].chain)
+		if (p == entries[i].wrapper || p == entries[i].chain ||
+		    p == entries[i].exported)
 			return p;
 	void *c = chain(p, l);
 	if (c)
@@ -653,6 +668,11 @@ GPR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
 		    gpr_inj_real_dlsym(RTLD_NEXT, "cuGetProcAddress");
 	return gpa(next_gpa, symbol, pfn, version, flags);
 }
+
+extern __typeof__(cuGetProcAddress_v2) self_gpa_v2
+    __attribute__((alias("cuGetProcAddress_v2"), visibility("hidden")));
+extern __typeof__(cuGetProcAddress) self_gpa
+    __attribute__((alias("cuGetProcAddress"), visibility("hidden")));
 
 /*
  * Preloaded objects come right after the program in the link map, before
