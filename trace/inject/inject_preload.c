@@ -66,8 +66,6 @@ static gpa_v2_fn real_gpa_v2, next_gpa_v2;
 static gpa_fn real_gpa, next_gpa;
 static _Atomic(gpa_v2_fn) alt_gpa_v2; /* another interposer's */
 static _Atomic(gpa_fn) alt_gpa;
-static _Atomic long gpa_handed[2]; /* v1, v2 */
-static _Atomic long gpa_chained[2];
 static CUresult (*primary_state)(CUdevice, unsigned int *, int *);
 
 /* Whether recording starts at the first call ($GPURECLAIM_TRACE_*). */
@@ -342,7 +340,27 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 GPR_TRACE_OPS(GPR_X_OP)
 #undef GPR_X_OP
 
-/* The table of wrappers, in the order of the operations table. */
+static CUresult wrap_gpa_v2(const char *symbol, void **pfn, int version,
+			    cuuint64_t flags, int *status);
+static CUresult wrap_gpa(const char *symbol, void **pfn, int version,
+			 cuuint64_t flags);
+static CUresult chain_gpa_v2(const char *symbol, void **pfn, int version,
+			     cuuint64_t flags, int *status);
+static CUresult chain_gpa(const char *symbol, void **pfn, int version,
+			  cuuint64_t flags);
+
+/* This library's exports of the two, below (not another's of the name). */
+extern CUresult self_gpa_v2(const char *symbol, void **pfn, int version,
+			    cuuint64_t flags, int *status)
+    __attribute__((visibility("hidden")));
+extern CUresult self_gpa(const char *symbol, void **pfn, int version,
+			 cuuint64_t flags)
+    __attribute__((visibility("hidden")));
+
+/*
+ * The table of wrappers: the two cuGetProcAddress, whose answers are
+ * wrapped in turn, then the operations table's entry points in its order.
+ */
 struct entry {
 	const char *name;
 	void *wrapper;
@@ -353,21 +371,27 @@ struct entry {
 	_Atomic long handed;  /* how often given out */
 	_Atomic long chained; /* the chain wrapper, how often */
 };
-#define GPR_INJ_ROW(op, name)                                                  \
-	{#name,                                                                \
-	 (void *)wrap_##name,                                                  \
-	 (void **)&real_##name,                                                \
-	 (void *)chain_##name,                                                 \
-	 (_Atomic(void *) *)(void *)&alt_##name,                               \
-	 (void *)self_##name,                                                  \
+/* One row: the wrappers of fn, and its export name. */
+#define GPR_INJ_ROW_OF(name, fn)                                               \
+	{name,                                                                 \
+	 (void *)wrap_##fn,                                                    \
+	 (void **)&real_##fn,                                                  \
+	 (void *)chain_##fn,                                                   \
+	 (_Atomic(void *) *)(void *)&alt_##fn,                                 \
+	 (void *)self_##fn,                                                    \
 	 0,                                                                    \
 	 0},
+#define GPR_INJ_ROW(op, name) GPR_INJ_ROW_OF(#name, name)
+/* clang-format off */
 static struct entry entries[] = {
+	GPR_INJ_ROW_OF("cuGetProcAddress", gpa)
+	GPR_INJ_ROW_OF("cuGetProcAddress_v2", gpa_v2)
 #define GPR_X_OP(op, name, kind, domain, cbid, cbid2, list)                    \
 	GPR_TRACE_EACH(GPR_INJ_ROW, op, list)
-    GPR_TRACE_OPS(GPR_X_OP)
+	GPR_TRACE_OPS(GPR_X_OP)
 #undef GPR_X_OP
 };
+/* clang-format on */
 #define N_ENTRIES (sizeof(entries) / sizeof(entries[0]))
 
 /* The driver's own definition of name: the learned handle, else libcuda
@@ -422,8 +446,6 @@ static void learn_driver(void *p)
 			    gpr_inj_real_dlsym(h, entries[i].name);
 	*(void **)&primary_state =
 	    gpr_inj_real_dlsym(h, "cuDevicePrimaryCtxGetState");
-	*(void **)&real_gpa = gpr_inj_real_dlsym(h, "cuGetProcAddress");
-	*(void **)&real_gpa_v2 = gpr_inj_real_dlsym(h, "cuGetProcAddress_v2");
 	atomic_store_explicit(&libcuda, h, memory_order_release);
 }
 
@@ -464,23 +486,6 @@ static void count_unknown(const char *name)
 	}
 }
 
-static CUresult wrap_gpa_v2(const char *symbol, void **pfn, int version,
-			    cuuint64_t flags, int *status);
-static CUresult wrap_gpa(const char *symbol, void **pfn, int version,
-			 cuuint64_t flags);
-static CUresult chain_gpa_v2(const char *symbol, void **pfn, int version,
-			     cuuint64_t flags, int *status);
-static CUresult chain_gpa(const char *symbol, void **pfn, int version,
-			  cuuint64_t flags);
-
-/* This library's exports of the two, below (not another's of the name). */
-extern CUresult self_gpa_v2(const char *symbol, void **pfn, int version,
-			    cuuint64_t flags, int *status)
-    __attribute__((visibility("hidden")));
-extern CUresult self_gpa(const char *symbol, void **pfn, int version,
-			 cuuint64_t flags)
-    __attribute__((visibility("hidden")));
-
 /* A look-up: by dlsym (the export name), or by cuGetProcAddress. */
 struct lookup {
 	const char *name;
@@ -518,21 +523,11 @@ static int adopt(_Atomic(void *) *alt, void *p)
  */
 static void *chain(void *p, const struct lookup *l)
 {
-	if (!ours(l->name) && strncmp(l->name, "cuGetProcAddress", 16) != 0)
+	if (!ours(l->name))
 		return NULL;
 	void *abi = driver_answer(l);
 	if (!abi)
 		return NULL;
-	if (real_gpa_v2 && abi == (void *)real_gpa_v2 &&
-	    adopt((_Atomic(void *) *)(void *)&alt_gpa_v2, p)) {
-		gpa_chained[1]++;
-		return (void *)chain_gpa_v2;
-	}
-	if (real_gpa && abi == (void *)real_gpa &&
-	    adopt((_Atomic(void *) *)(void *)&alt_gpa, p)) {
-		gpa_chained[0]++;
-		return (void *)chain_gpa;
-	}
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (*entries[i].real == abi) {
 			if (!adopt(entries[i].alt, p))
@@ -549,24 +544,12 @@ static void *wrap(void *p, const struct lookup *l)
 	if (!p)
 		return p;
 	learn_driver(p);
-	if (real_gpa_v2 && p == (void *)real_gpa_v2) {
-		gpa_handed[1]++;
-		return (void *)wrap_gpa_v2;
-	}
-	if (real_gpa && p == (void *)real_gpa) {
-		gpa_handed[0]++;
-		return (void *)wrap_gpa;
-	}
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (*entries[i].real == p) {
 			entries[i].handed++;
 			return entries[i].wrapper;
 		}
 	/* ours already: dlsym(RTLD_DEFAULT) finds this library's exports */
-	if (p == (void *)wrap_gpa_v2 || p == (void *)wrap_gpa ||
-	    p == (void *)chain_gpa_v2 || p == (void *)chain_gpa ||
-	    p == (void *)self_gpa_v2 || p == (void *)self_gpa)
-		return p;
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (p == entries[i].wrapper || p == entries[i].chain ||
 		    p == entries[i].exported)
@@ -736,22 +719,13 @@ static int append(char *line, size_t len, size_t *at, int first,
 enum { META_LINE = 680 };
 
 /*
- * Into line, "KEY=" and the cuGetProcAddress functions and wrappers handed
- * out, how often: for the driver's functions, or (chained) for another
- * interposer's.
+ * Into line, "KEY=" and the wrappers handed out, how often: for the
+ * driver's functions, or (chained) for another interposer's.
  */
 static void handed_line(char *line, const char *key, int chained)
 {
-	static const char *const gpa_names[2] = {"cuGetProcAddress",
-						 "cuGetProcAddress_v2"};
 	size_t at = (size_t)snprintf(line, META_LINE, "%s=", key);
 	int first = 1;
-	for (int i = 0; i < 2; i++) {
-		long n = chained ? gpa_chained[i] : gpa_handed[i];
-		if (n && append(line, META_LINE, &at, first, gpa_names[i],
-				(unsigned long long)n))
-			first = 0;
-	}
 	for (size_t i = 0; i < N_ENTRIES; i++) {
 		long n = chained ? entries[i].chained : entries[i].handed;
 		if (n && append(line, META_LINE, &at, first, entries[i].name,
