@@ -684,8 +684,8 @@ static void check_every_operation(const char *name, const char *out,
 	const char *ch = gpr_trace_meta(&t, "chained");
 	CHECK(ep && strstr(ep, "cuMemFreeAsync_ptsz=1") &&
 	      strstr(ep, "cuMemAllocFromPoolAsync_ptsz=1"));
-	CHECK(strstr(after && strcmp(name, "gpa") == 0 ? ch : ep,
-		     "cuMemAllocAsync_ptsz=1"));
+	const char *ptsz = after && strcmp(name, "gpa") == 0 ? ch : ep;
+	CHECK(ptsz && strstr(ptsz, "cuMemAllocAsync_ptsz=1"));
 	const char *un = gpr_trace_meta(&t, "unrecognised");
 	CHECK(un && un[0] == '\0');
 	CHECK(ch &&
@@ -737,12 +737,11 @@ static void check_hooked(void)
 {
 	static const char *const modes[] = {"dlsym", "gpa"};
 	for (int m = 0; m < 2; m++) {
-		char out[512], env[700], scenario[32];
+		char out[512], env[700];
 		snprintf(out, sizeof(out), "%s/hooked-%s.trace", dir, modes[m]);
 		snprintf(env, sizeof(env),
 			 "GPURECLAIM_TRACE_OUTPUT=%s,GPR_TEST_HOOKED=1", out);
-		snprintf(scenario, sizeof(scenario), "%s", modes[m]);
-		check_every_operation(scenario, out, env, hook_lib);
+		check_every_operation(modes[m], out, env, hook_lib);
 		struct gpr_trace t;
 		if (gpr_test_load(out, &t) < 0)
 			continue;
