@@ -2,8 +2,11 @@
  * A progress line on stderr for work that may take a while (`gpureclaim
  * report` of a large log): nothing for the first second, then, while
  * stderr is a terminal, one line redrawn in place ("\r") five times a
- * second, "gpureclaim report: FILE: PHASE 41% (9.1 M of 22 M records)",
- * cleared at the end. Not a terminal: nothing at all.
+ * second and at each change of phase, "gpureclaim report: FILE: PHASE 41%
+ * (9.1 M of 22 M records)", cleared at the end. Not a terminal: nothing at
+ * all. GPURECLAIM_PROGRESS_AFTER=S sets the quiet first second (S=0: drawn
+ * from the start), so that a test sees the line whatever the machine's
+ * speed.
  */
 #include "cli.h"
 
@@ -25,6 +28,7 @@ static struct {
 	const char *what;
 	_Atomic(const char *) phase;
 	struct timespec t0;
+	double after; /* seconds before the first line */
 } pg = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static double elapsed(void)
@@ -69,11 +73,30 @@ static void *run(void *arg)
 			until.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&pg.cv, &pg.mu, &until);
-		if (!pg.stop && elapsed() >= 1.0)
+		if (!pg.stop && elapsed() >= pg.after)
 			draw();
 	}
 	pthread_mutex_unlock(&pg.mu);
 	return NULL;
+}
+
+/* GPURECLAIM_PROGRESS_AFTER, else 1 s; a value that is not a number of
+ * seconds (0 to 86400) is said once and ignored. */
+static double quiet_seconds(void)
+{
+	const char *v = getenv("GPURECLAIM_PROGRESS_AFTER");
+	double s;
+	if (!v)
+		return 1.0;
+	if (strcmp(v, "0") == 0)
+		return 0.0;
+	if (gpr_cli_parse_seconds(v, &s) == 0)
+		return s;
+	fprintf(stderr,
+		"gpureclaim: GPURECLAIM_PROGRESS_AFTER must be seconds "
+		"(0, or 0.1 to 86400), not '%s'; using 1\n",
+		v);
+	return 1.0;
 }
 
 void gpr_cli_progress_start(const char *what)
@@ -81,6 +104,7 @@ void gpr_cli_progress_start(const char *what)
 	const char *term = getenv("TERM");
 	if (pg.running || !isatty(2) || (term && strcmp(term, "dumb") == 0))
 		return;
+	pg.after = quiet_seconds();
 	pg.what = what;
 	pg.stop = pg.drawn = 0;
 	atomic_store(&pg.phase, "reading");
@@ -88,10 +112,22 @@ void gpr_cli_progress_start(const char *what)
 	atomic_store(&gpr_trace_progress.total, 0);
 	clock_gettime(CLOCK_MONOTONIC, &pg.t0);
 	pg.running = pthread_create(&pg.thread, NULL, run, NULL) == 0;
+	if (pg.running && pg.after == 0.0) {
+		pthread_mutex_lock(&pg.mu);
+		draw();
+		pthread_mutex_unlock(&pg.mu);
+	}
 }
 
 void gpr_cli_progress_phase(const char *phase)
 {
+	/* the phase that ends, as it ended, once the quiet time is over */
+	if (pg.running) {
+		pthread_mutex_lock(&pg.mu);
+		if (elapsed() >= pg.after)
+			draw();
+		pthread_mutex_unlock(&pg.mu);
+	}
 	atomic_store(&gpr_trace_progress.done, 0);
 	atomic_store(&gpr_trace_progress.total, 0);
 	atomic_store(&pg.phase, phase);

@@ -262,8 +262,14 @@ check "report: --max-events without --chrome is a usage error" '[ $rc -eq 2 ]'
 rc=$?
 check "report: --max-events below 1000 is a usage error" '[ $rc -eq 2 ]'
 if command -v script >/dev/null 2>&1; then
-	script -qec "$GPR report big.trace --chrome full2.json >/dev/null" /dev/null >tty.out 2>&1
-	check "report: a progress line on a terminal after a second" 'grep -q "gpureclaim report: big.trace: .*%" tty.out'
+	# the quiet first second set to 0, so that the machine's speed does not
+	# decide: the line at the start, then each phase as it ended
+	script -qec "GPURECLAIM_PROGRESS_AFTER=0 $GPR report big.trace --chrome full2.json >/dev/null" /dev/null >tty.out 2>&1
+	check "report: a progress line on a terminal (GPURECLAIM_PROGRESS_AFTER=0)" 'grep -q "gpureclaim report: big.trace: reading" tty.out && grep -q "gpureclaim report: big.trace: computing the report 100% (0.2 M of 0.2 M records)" tty.out'
+	script -qec "GPURECLAIM_PROGRESS_AFTER=86400 $GPR report big.trace --chrome full3.json >/dev/null" /dev/null >tty2.out 2>&1
+	check "report: no progress line before GPURECLAIM_PROGRESS_AFTER" '[ -f full3.json ] && ! grep -q "gpureclaim report: big.trace" tty2.out'
+	script -qec "GPURECLAIM_PROGRESS_AFTER=soon $GPR report s.trace >/dev/null" /dev/null >tty3.out 2>&1
+	check "report: a GPURECLAIM_PROGRESS_AFTER that is no number is said" 'grep -q "GPURECLAIM_PROGRESS_AFTER must be seconds" tty3.out'
 else
 	bad "report: no script(1) to give the report a terminal"
 fi

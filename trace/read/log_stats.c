@@ -190,6 +190,9 @@ int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 		if (rc == 0 && fn)
 			rc = fn(ctx, &s);
 	}
+	if (rc == 0)
+		atomic_store_explicit(&gpr_trace_progress.done, t->n_recs,
+				      memory_order_relaxed);
 	if (rc == 0 && live)
 		rc = live_list(t, &ls, live, n_live);
 	gpr_trace_map_free(&ls.addr);
