@@ -444,36 +444,55 @@ class _Torch:
             p = self.pools[pid] = _Pool(pid)
         return p
 
-    # one segment: its live blocks, its pool's figures
-    def collect(self, seg: dict) -> None:
+    def collect(self, seg: dict) -> Optional[tuple]:
+        """One segment, in one pass over its blocks: its live blocks, its
+        pool's figures; for a default-pool segment holding live and free
+        blocks, what pins it (a _Pinned and the addresses of its live
+        blocks, whose workspaces are counted once they are labelled)."""
         blocks = seg.get("blocks")
         if not isinstance(blocks, list):
-            return
+            return None
         pool = self.pool(seg)
         stream = item(seg, "stream")
         live = free = active = 0
+        addrs = []  # of the blocks not free, pending frees included
+        largest = largest_at = 0
         add = self.blocks.append
         for b in blocks:
-            state = b.get("state") if isinstance(b, dict) else None
-            if not isinstance(state, str):
+            if not isinstance(b, dict):
                 continue
-            size = item(b, "size")
-            if size < 0:
+            state = b.get("state")
+            size = b.get("size")
+            if (not isinstance(state, str) or not isinstance(size, int)
+                    or size < 0):
                 continue
             if state == "inactive":
                 free += size
                 continue
+            at = b.get("address")
+            at = at if isinstance(at, int) else -1
             active += 1
+            addrs.append(at)
+            if size > largest:
+                largest, largest_at = size, at
             if state != "active_allocated":
                 continue  # pending free: freed, not yet reusable
             live += size
-            add(_Block(item(b, "address"), size, item(b, "requested_size"),
-                       stream, pool, _frames_say(b)))
+            req = b.get("requested_size")
+            add(_Block(at, size, req if isinstance(req, int) else -1, stream,
+                       pool, _frames_say(b) if b.get("frames") else -1))
         if pool is not None:
             pool.segments += 1
             pool.reserved += item(seg, "total_size")
             pool.live += live
             pool.split += free if active else 0
+            return None
+        if free <= 0 or not active:
+            return None
+        p = _Pinned(item(seg, "address"), item(seg, "total_size"))
+        p.free, p.nlive = free, active
+        p.largest, p.largest_at = largest, largest_at
+        return p, addrs
 
     def from_map(self) -> bool:
         """Labels the blocks Torch's workspace maps name; False (map_why
@@ -530,36 +549,6 @@ class _Torch:
             if (b.addr, b.size) in survivors:
                 self.survived += 1
 
-    def pinning(self, seg: dict) -> None:
-        """A default-pool segment holding live and free blocks: which
-        blocks pin it."""
-        blocks = seg.get("blocks")
-        if not isinstance(blocks, list) or _pool_id(seg) is not None:
-            return
-        p = _Pinned(item(seg, "address"), item(seg, "total_size"))
-        for b in blocks:
-            state = b.get("state") if isinstance(b, dict) else None
-            if not isinstance(state, str):
-                continue
-            size = item(b, "size")
-            if size < 0:
-                continue
-            if state == "inactive":
-                p.free += size
-                continue
-            at = item(b, "address")
-            p.live += size
-            p.nlive += 1
-            if size > p.largest:
-                p.largest, p.largest_at = size, at
-            k = self.find(at)
-            if k is not None and k.label in (WS, LT):
-                p.nws += 1
-        if p.free > 0 and p.nlive > 0:
-            self.segments += 1
-            self.seg_free += p.free
-            self.keep_top(p)
-
     def keep_top(self, p: _Pinned) -> None:
         top = self.top
         if len(top) < TOP:
@@ -578,18 +567,25 @@ class _Torch:
         snap = self.call.memo("torch.snapshot", lambda: snapshot(self.cuda))
         if not isinstance(snap, list):
             return
-        mine = [s for s in snap
-                if isinstance(s, dict) and item(s, "device") == self.device]
-        for seg in mine:
-            self.collect(seg)
+        device, pinned = self.device, []
+        for seg in snap:
+            if isinstance(seg, dict) and item(seg, "device") == device:
+                p = self.collect(seg)
+                if p is not None:
+                    pinned.append(p)
         self.blocks.sort(key=lambda b: b.addr)
         self.addrs = [b.addr for b in self.blocks]
         self.label()
         for b in self.blocks:
             self.bytes[b.label] += b.size
             self.count[b.label] += 1
-        for seg in mine:
-            self.pinning(seg)
+        ws = {b.addr for b in self.blocks if b.label in (WS, LT)}
+        for p, addrs in pinned:
+            if ws:
+                p.nws = sum(1 for a in addrs if a in ws)
+            self.segments += 1
+            self.seg_free += p.free
+            self.keep_top(p)
 
     def pinned_detail(self) -> tuple:
         only_ws = bool(self.top) and self.segments == len(self.top)
