@@ -466,9 +466,9 @@ def releasers() -> list[ReleaserStatus]:
 
 # The one table of what explain() shows: each part kind's label and its
 # colour in the bars (the views' palette, one colour a kind); each advice
-# key's text (the C layer gives a key only for advice that, followed, makes
+# key's text (the explainers give a key only for advice that, followed, makes
 # the part go), each hint key's text (configuration for the next start,
-# which cannot be checked in this process). A kind the C layer sends that
+# which cannot be checked in this process). A kind an explainer sends that
 # is not here (a newer one) is shown by its name, in a palette colour.
 _KINDS = {
     "live": ("live", "#4e79a7"),
