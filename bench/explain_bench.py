@@ -48,6 +48,8 @@ import statistics
 import subprocess
 import sys
 
+from benchenv import child_env, remove_states
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 TARGET_MS = {"plain": 30.0, "scan": 30.0, "model": 5.0}
@@ -149,22 +151,6 @@ def have_gpu():
     return subprocess.run(
         [sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
         capture_output=True).returncode == 0
-
-
-def child_env(pkg, fake, state):
-    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False")
-    path = [pkg]
-    if fake:
-        sim = ROOT / "build/sim"
-        path.append(str(ROOT / "tests/python/fakes"))
-        env.update(GPURECLAIM_SIM=f"gpus=1;memory=200GiB;state={state}",
-                   GPURECLAIM_CUDA_LIBRARY=str(sim / "libcuda.so.1"),
-                   GPURECLAIM_NVML_LIBRARY=str(sim / "libnvidia-ml.so.1"),
-                   GPR_FAKES_BUILD=str(ROOT / "build/tests/fixtures"))
-    if env.get("PYTHONPATH"):
-        path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    return env
 
 
 def run_child(env, runs, mode, fake):
@@ -279,22 +265,17 @@ def main(argv):
     if not fake and not have_gpu():
         print("no GPU with Torch: running on the simulated driver (--fakes)")
         fake = True
-    envs = {"new": child_env(PKG, fake, f"explain-bench-{os.getpid()}")}
+    alloc = dict(PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False")
+    envs = {"new": child_env(PKG, fake, f"explain-bench-{os.getpid()}",
+                             **alloc)}
     if a.baseline:
         envs["old"] = child_env(a.baseline, fake,
-                                f"explain-bench-{os.getpid()}-old")
+                                f"explain-bench-{os.getpid()}-old", **alloc)
     try:
         ok = (against(envs, modes, runs, a.rounds, fake) if a.baseline
               else one_build(envs, modes, runs, fake))
     finally:
-        if fake:
-            for e in envs.values():
-                state = e["GPURECLAIM_SIM"].rsplit("state=", 1)[1]
-                for who in (str(os.getuid()), os.environ.get("USER", "")):
-                    try:
-                        os.unlink(f"/dev/shm/gpureclaim-sim-{who}-{state}")
-                    except OSError:
-                        pass
+        remove_states(envs.values())
     print(f"\n{'fake Torch on the simulated driver' if fake else 'real Torch'}; "
           f"targets: explain() <= 30 ms with >= 1,000 segments and a 200,000-"
           f"object heap (plain, scan), <= 5 ms with a model and {MODEL_OBJECTS:,} "

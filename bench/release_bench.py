@@ -51,6 +51,8 @@ import statistics
 import subprocess
 import sys
 
+from benchenv import child_env, remove_states
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 
@@ -178,22 +180,6 @@ def has_gpu():
                         "import torch, cupy; assert torch.cuda.is_available()"],
                        capture_output=True)
     return r.returncode == 0
-
-
-def child_env(pkg, fake, state):
-    env = dict(os.environ)
-    path = [pkg]
-    if fake:
-        sim = ROOT / "build/sim"
-        path.append(str(ROOT / "tests/python/fakes"))
-        env.update(GPURECLAIM_SIM=f"gpus=1;memory=200GiB;state={state}",
-                   GPURECLAIM_CUDA_LIBRARY=str(sim / "libcuda.so.1"),
-                   GPURECLAIM_NVML_LIBRARY=str(sim / "libnvidia-ml.so.1"),
-                   GPR_FAKES_BUILD=str(ROOT / "build/tests/fixtures"))
-    if env.get("PYTHONPATH"):
-        path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    return env
 
 
 def child(env, code, *args):
@@ -357,14 +343,7 @@ def main(argv):
         summary = (against(envs, pairs, a.rounds, fake) if a.baseline
                    else table(envs, pairs, fake))
     finally:
-        if fake:
-            for e in envs.values():
-                state = e["GPURECLAIM_SIM"].rsplit("state=", 1)[1]
-                for who in (str(os.getuid()), os.environ.get("USER", "")):
-                    try:
-                        os.unlink(f"/dev/shm/gpureclaim-sim-{who}-{state}")
-                    except OSError:
-                        pass
+        remove_states(envs.values())
     if summary is None:
         return 1
     print(f"\n{'fake frameworks on the simulated driver' if fake else 'real Torch and CuPy'}")

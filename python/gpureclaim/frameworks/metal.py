@@ -55,16 +55,25 @@ def _mps_counters(mps: Any) -> tuple:
     return live, max(driver - live, 0)
 
 
-def mps_held(device: int) -> Optional[tuple]:
-    mps = mps_probe()[0] if device == ONCE else None
-    if mps is None:
+def _once(probe: Any, device: int) -> Any:
+    """The framework's handle at the once step (the only step of a GPU
+    that CUDA does not see), else None."""
+    return probe()[0] if device == ONCE else None
+
+
+def _held(counters: Any, handle: Any) -> Optional[tuple]:
+    if handle is None:
         return None
-    live, cached = _mps_counters(mps)
-    return max(live, 0), cached
+    live, cached = counters(handle)
+    return max(live, 0), max(cached, 0)
+
+
+def mps_held(device: int) -> Optional[tuple]:
+    return _held(_mps_counters, _once(mps_probe, device))
 
 
 def mps_release(device: int) -> None:
-    mps = mps_probe()[0] if device == ONCE else None
+    mps = _once(mps_probe, device)
     if mps is not None:
         mps.empty_cache()
 
@@ -113,15 +122,11 @@ def _mlx_counters(mx: Any) -> tuple:
 
 
 def mlx_held(device: int) -> Optional[tuple]:
-    mx = mlx_probe()[0] if device == ONCE else None
-    if mx is None:
-        return None
-    active, cache = _mlx_counters(mx)
-    return max(active, 0), max(cache, 0)
+    return _held(_mlx_counters, _once(mlx_probe, device))
 
 
 def mlx_release(device: int) -> None:
-    mx = mlx_probe()[0] if device == ONCE else None
+    mx = _once(mlx_probe, device)
     if mx is not None:
         _either(mx, "clear_cache")
 

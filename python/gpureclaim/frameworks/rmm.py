@@ -133,11 +133,15 @@ def pool_of(device: int, leaf: Any) -> Optional[_AsyncPool]:
     return p if p is not None and p.owner == id(leaf) else None
 
 
+def _chain_of(device: int) -> Optional[_Chain]:
+    """The chain of a CUDA ordinal when rmm is in use and the program set
+    a resource there."""
+    mr = probe()[0] if device >= 0 else None
+    return chain(mr, device) if mr is not None else None
+
+
 def held(device: int) -> Optional[tuple]:
-    if device < 0:
-        return None
-    mr = probe()[0]
-    c = chain(mr, device) if mr is not None else None
+    c = _chain_of(device)
     if c is None:
         return None
     if c.pool is not None:
@@ -199,10 +203,7 @@ def _trim(leaf: Any, device: int) -> Optional[str]:
 
 
 def release(device: int) -> Optional[str]:
-    if device < 0:
-        return None
-    mr = probe()[0]
-    c = chain(mr, device) if mr is not None else None
+    c = _chain_of(device)
     if c is None:
         return None
     if c.pool is not None:
@@ -270,8 +271,7 @@ def _pool_parts(g: Parts, size: int, live: Optional[int],
 
 
 def explain(call: Any, g: Parts) -> None:
-    mr = probe()[0]
-    c = chain(mr, g.device) if mr is not None else None
+    c = _chain_of(g.device)
     if c is None:
         return
     live = live_of(c)
