@@ -44,6 +44,7 @@ import os
 import re
 import time
 from bisect import bisect_left
+from operator import attrgetter
 from operator import index as _index
 from typing import Any, Optional
 
@@ -291,6 +292,9 @@ class _Block:
         self.label, self.cand, self.handle = LIVE, False, 0
 
 
+_by_address = attrgetter("addr")
+
+
 class _Pool:
     """A private pool (a CUDA graph's or a MemPool's)."""
 
@@ -444,55 +448,69 @@ class _Torch:
             p = self.pools[pid] = _Pool(pid)
         return p
 
-    def collect(self, seg: dict) -> Optional[tuple]:
-        """One segment, in one pass over its blocks: its live blocks, its
-        pool's figures; for a default-pool segment holding live and free
-        blocks, what pins it (a _Pinned and the addresses of its live
-        blocks, whose workspaces are counted once they are labelled)."""
-        blocks = seg.get("blocks")
-        if not isinstance(blocks, list):
-            return None
-        pool = self.pool(seg)
-        stream = item(seg, "stream")
-        live = free = active = 0
-        addrs = []  # of the blocks not free, pending frees included
-        largest = largest_at = 0
+    def walk(self, snap: list) -> list:
+        """The device's segments, in one pass over their blocks: the live
+        blocks, each private pool's figures; and for each default-pool
+        segment holding live and free blocks, what pins it: a _Pinned and
+        the addresses of its blocks that are not free, whose workspaces are
+        counted once they are labelled. (The loop is inlined: the snapshot
+        of a large model holds thousands of blocks.)"""
+        device, pinned = self.device, []
         add = self.blocks.append
-        for b in blocks:
-            if not isinstance(b, dict):
+        for seg in snap:
+            if not isinstance(seg, dict):
                 continue
-            state = b.get("state")
-            size = b.get("size")
-            if (not isinstance(state, str) or not isinstance(size, int)
-                    or size < 0):
+            d = seg.get("device")
+            if d != device or not isinstance(d, int):
                 continue
-            if state == "inactive":
-                free += size
+            blocks = seg.get("blocks")
+            if not isinstance(blocks, list):
                 continue
-            at = b.get("address")
-            at = at if isinstance(at, int) else -1
-            active += 1
-            addrs.append(at)
-            if size > largest:
-                largest, largest_at = size, at
-            if state != "active_allocated":
-                continue  # pending free: freed, not yet reusable
-            live += size
-            req = b.get("requested_size")
-            add(_Block(at, size, req if isinstance(req, int) else -1, stream,
-                       pool, _frames_say(b) if b.get("frames") else -1))
-        if pool is not None:
-            pool.segments += 1
-            pool.reserved += item(seg, "total_size")
-            pool.live += live
-            pool.split += free if active else 0
-            return None
-        if free <= 0 or not active:
-            return None
-        p = _Pinned(item(seg, "address"), item(seg, "total_size"))
-        p.free, p.nlive = free, active
-        p.largest, p.largest_at = largest, largest_at
-        return p, addrs
+            pid = seg.get("segment_pool_id")
+            pool = self.pool(seg) if pid is not None and pid != (0, 0) \
+                else None
+            stream = seg.get("stream")
+            if not isinstance(stream, int):
+                stream = -1
+            live = free = active = largest = largest_at = 0
+            addrs = []
+            for b in blocks:
+                try:
+                    state, size = b["state"], b["size"]
+                except (TypeError, KeyError, IndexError):
+                    continue
+                if (type(state) is not str and not isinstance(state, str)) \
+                        or (type(size) is not int
+                            and not isinstance(size, int)) or size < 0:
+                    continue
+                if state == "inactive":
+                    free += size
+                    continue
+                at = b.get("address")
+                if type(at) is not int and not isinstance(at, int):
+                    at = -1
+                active += 1
+                addrs.append(at)
+                if size > largest:
+                    largest, largest_at = size, at
+                if state != "active_allocated":
+                    continue  # pending free: freed, not yet reusable
+                live += size
+                req = b.get("requested_size")
+                add(_Block(at, size,
+                           req if isinstance(req, int) else -1, stream, pool,
+                           _frames_say(b) if b.get("frames") else -1))
+            if pool is not None:
+                pool.segments += 1
+                pool.reserved += item(seg, "total_size")
+                pool.live += live
+                pool.split += free if active else 0
+            elif free > 0 and active:
+                p = _Pinned(item(seg, "address"), item(seg, "total_size"))
+                p.free, p.nlive = free, active
+                p.largest, p.largest_at = largest, largest_at
+                pinned.append((p, addrs))
+        return pinned
 
     def from_map(self) -> bool:
         """Labels the blocks Torch's workspace maps name; False (map_why
@@ -567,22 +585,18 @@ class _Torch:
         snap = self.call.memo("torch.snapshot", lambda: snapshot(self.cuda))
         if not isinstance(snap, list):
             return
-        device, pinned = self.device, []
-        for seg in snap:
-            if isinstance(seg, dict) and item(seg, "device") == device:
-                p = self.collect(seg)
-                if p is not None:
-                    pinned.append(p)
-        self.blocks.sort(key=lambda b: b.addr)
+        pinned = self.walk(snap)
+        self.blocks.sort(key=_by_address)
         self.addrs = [b.addr for b in self.blocks]
         self.label()
+        nbytes, count = self.bytes, self.count
         for b in self.blocks:
-            self.bytes[b.label] += b.size
-            self.count[b.label] += 1
+            nbytes[b.label] += b.size
+            count[b.label] += 1
         ws = {b.addr for b in self.blocks if b.label in (WS, LT)}
         for p, addrs in pinned:
-            if ws:
-                p.nws = sum(1 for a in addrs if a in ws)
+            if ws and not ws.isdisjoint(addrs):
+                p.nws = sum(map(ws.__contains__, addrs))
             self.segments += 1
             self.seg_free += p.free
             self.keep_top(p)
