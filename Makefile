@@ -25,7 +25,7 @@ TSAN_BUILD := build/tsan
 # Suites run in each build (meson test --suite).
 SUITES := layers exports unit cli python cluster trace examples install views docs
 CLANG_SUITES := trace fuzz
-ASAN_SUITES := unit cli trace examples
+ASAN_SUITES := unit cli trace examples python
 # the core, the driver layer and the simulator (unit); the injection
 # library's threads, rings and writer against the fake CUPTI (inject)
 TSAN_SUITES := unit inject

@@ -1,25 +1,46 @@
 """gpureclaim.explain() on a process whose Torch allocator holds 1,000
-segments and whose Python heap holds 200,000 objects.
+segments and whose Python heap holds 200,000 objects, and on a process with
+a model loaded and 442,573 objects on the heap; with --baseline, this build
+against an older one, interleaved.
 
-1,000 tensors of 12 MiB (each request over 10 MiB gets a segment of its
-own), all freed; 3,000 tensors of 4 MiB carved from those segments (three
-blocks each); then every other block freed in the first 500 segments (free
-blocks pinned by live ones: fragmentation); a matmul (cuBLAS workspaces);
-200,000 small Python objects. Two runs, each in a fresh process:
+"plain" and "scan": 1,000 tensors of 12 MiB (each request over 10 MiB gets
+a segment of its own), all freed; 3,000 tensors of 4 MiB carved from those
+segments (three blocks each); then every other block freed in the first 500
+segments (free blocks pinned by live ones: fragmentation); a matmul (cuBLAS
+workspaces); 200,000 small Python objects.
 - "plain": explain() reads counters, one memory_snapshot(), Torch's
   workspace map and NVML; no heap scan is needed;
 - "scan": a captured CUDA graph holds a private pool, so explain() also
   walks the Python heap (gc.get_objects()) to count the graphs holding it.
+Target: explain() <= 30 ms in both.
+
+"model": the issue-22 case: transformers with the Qwen2-0.5B architecture
+(random bf16 weights from its config: no download), one forward pass, the
+heap topped up to 442,573 gc objects (what transformers and that model
+held on 2026-12-01). Without transformers, a Torch stand-in of the same
+shapes (24 blocks of q/k/v/o/gate/up/down linears, the embedding); on the
+simulated driver, the fake Torch's tensors of those sizes. Target:
+explain() <= 5 ms.
+
 Times explain() (median of RUNS, min-max) and, for comparison,
-torch.cuda.memory_snapshot() alone. Target: explain() <= 30 ms in both.
+torch.cuda.memory_snapshot() alone.
 
 On the GPU machine (the default when Torch sees a GPU) it runs real Torch;
 with --fakes, or without a GPU, it runs on the simulated driver and the
 test suite's fake Torch (build first: make), which measures gpureclaim's
-own C work on this CPU, not Torch's.
+own work on this CPU, not Torch's (the fake builds its snapshot in
+Python: there the targets are for explain() minus the snapshot).
 
-Usage: python bench/explain_bench.py [--fakes] [RUNS]
+--baseline PYTHONPATH (another build's package folder, e.g.
+build/gpu-base/python: scripts/gpu-check.sh's bench-explain stage builds
+the base commit there): each mode runs ROUNDS times (default 7) in a
+process of each build, the builds alternating ABBA round by round; per
+build the medians and minimums of all runs, in us, beside new/old ratios.
+
+Usage: python bench/explain_bench.py [--fakes] [--baseline PATH]
+       [--rounds N] [--modes plain,scan,model] [RUNS]
 """
+import argparse
 import json
 import os
 import pathlib
@@ -27,9 +48,12 @@ import statistics
 import subprocess
 import sys
 
+from benchenv import child_env, remove_states
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
-TARGET_MS = 30.0
+TARGET_MS = {"plain": 30.0, "scan": 30.0, "model": 5.0}
+MODEL_OBJECTS = 442_573
 
 CHILD = r"""
 import gc, json, statistics, sys, time
@@ -39,29 +63,61 @@ runs, mode, fake = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 def empty(n):
     return torch.empty(n, device="cuda") if fake else \
         torch.empty(n, dtype=torch.uint8, device="cuda")
-big = [empty(12 * MiB) for _ in range(1000)]
-del big
-blocks = [empty(4 * MiB) for _ in range(3000)]
-for i in range(0, 1500, 2):
-    blocks[i] = None
-if fake:
-    a = torch.empty(4 * MiB, device="cuda"); torch.matmul(a, a)
-else:
-    a = torch.randn(1024, 1024, device="cuda"); b = a @ a
-if mode == "scan":
-    g = torch.cuda.CUDAGraph()
+keep = []
+if mode in ("plain", "scan"):
+    big = [empty(12 * MiB) for _ in range(1000)]
+    del big
+    blocks = [empty(4 * MiB) for _ in range(3000)]
+    for i in range(0, 1500, 2):
+        blocks[i] = None
     if fake:
-        with torch.cuda.graph(g):
-            out = empty(2 * MiB)
+        a = torch.empty(4 * MiB, device="cuda"); torch.matmul(a, a)
     else:
-        s = torch.cuda.Stream()
-        x = torch.ones(1024, device="cuda")
-        with torch.cuda.stream(s):
-            x * 2                                   # warm up off the capture
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            out = x * 2
-heap = [[i] for i in range(200_000)]  # lists: always gc-tracked
+        a = torch.randn(1024, 1024, device="cuda"); b = a @ a
+    if mode == "scan":
+        g = torch.cuda.CUDAGraph()
+        if fake:
+            with torch.cuda.graph(g):
+                out = empty(2 * MiB)
+        else:
+            s = torch.cuda.Stream()
+            x = torch.ones(1024, device="cuda")
+            with torch.cuda.stream(s):
+                x * 2                                   # warm up off the capture
+            torch.cuda.current_stream().wait_stream(s)
+            with torch.cuda.graph(g):
+                out = x * 2
+    heap = [[i] for i in range(200_000)]  # lists: always gc-tracked
+else:  # model
+    H, I, L, V, KV = 896, 4864, 24, 151936, 128  # Qwen2-0.5B's shapes
+    shapes = [(V, H)] + [s for _ in range(L) for s in (
+        (H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I))]
+    built = "fake Torch tensors of Qwen2-0.5B's shapes"
+    if fake:
+        keep = [empty(2 * a * b) for a, b in shapes]    # bf16
+        a = torch.empty(4 * MiB, device="cuda"); torch.addmm(None, a, a)
+    else:
+        try:
+            import transformers
+            cfg = transformers.Qwen2Config(
+                hidden_size=H, intermediate_size=I, num_hidden_layers=L,
+                num_attention_heads=14, num_key_value_heads=2,
+                vocab_size=V, max_position_embeddings=32768,
+                tie_word_embeddings=True)
+            with torch.device("cuda"):
+                model = transformers.Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+            with torch.no_grad():
+                model(torch.randint(0, V, (1, 32), device="cuda"))
+            built = f"transformers {transformers.__version__} Qwen2ForCausalLM"
+        except ImportError:
+            with torch.device("cuda"):
+                keep = [torch.nn.Linear(b, a, bias=False, dtype=torch.bfloat16)
+                        for a, b in shapes]
+            with torch.no_grad():
+                x = torch.randn(32, H, device="cuda", dtype=torch.bfloat16)
+                keep[1](x)
+            built = "torch.nn.Linear layers of Qwen2-0.5B's shapes"
+    heap = [[i] for i in range(max(0, {MODEL_OBJECTS} - len(gc.get_objects())))]
 if not fake:
     torch.cuda.synchronize()
 snap = torch.cuda.memory_snapshot()
@@ -81,13 +137,14 @@ sn = timed(torch.cuda.memory_snapshot)
 e = gpureclaim.explain()
 frag = [p for p in e.gpus[0].parts if p.kind == "fragmented"][0]
 scans = [p.detail["scan"] for p in e.gpus[0].parts
-         if p.kind == "graph_pool" and p.detail.get("scan")]
+         if p.kind in ("graph_pool", "unattributed") and p.detail.get("scan")]
 print(json.dumps(dict(segments=segs, explain=ex, snapshot=sn, objects=len(gc.get_objects()),
                       scan=scans[0] if scans else None,
                       fragmented_segments=frag.detail["segments"],
+                      built=built if mode == "model" else None,
                       kinds=sorted({p.kind + ":" + p.source for p in e.gpus[0].parts}),
                       text=str(e))))
-"""
+""".replace("{MODEL_OBJECTS}", str(MODEL_OBJECTS))
 
 
 def have_gpu():
@@ -96,58 +153,133 @@ def have_gpu():
         capture_output=True).returncode == 0
 
 
-def child_env(fake):
-    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False")
-    path = [PKG]
-    if fake:
-        sim = ROOT / "build/sim"
-        path.append(str(ROOT / "tests/python/fakes"))
-        env.update(GPURECLAIM_SIM="gpus=1;memory=200GiB;state=explain-bench",
-                   GPURECLAIM_CUDA_LIBRARY=str(sim / "libcuda.so.1"),
-                   GPURECLAIM_NVML_LIBRARY=str(sim / "libnvidia-ml.so.1"),
-                   GPR_FAKES_BUILD=str(ROOT / "build/tests/fixtures"))
-    if env.get("PYTHONPATH"):
-        path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    return env
+def run_child(env, runs, mode, fake):
+    p = subprocess.run([sys.executable, "-c", CHILD, str(runs), mode,
+                        "1" if fake else "0"], env=env,
+                       capture_output=True, text=True)
+    if p.returncode:
+        sys.stderr.write(p.stdout + p.stderr)
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def cell(xs):
     return f"{statistics.median(xs):.2f} ms ({min(xs):.2f}-{max(xs):.2f})"
 
 
-def main(argv):
-    fake = "--fakes" in argv
-    argv = [a for a in argv if a != "--fakes"]
-    runs = int(argv[0]) if argv else 50
-    if not fake and not have_gpu():
-        print("no GPU with Torch: running on the simulated driver (--fakes)")
-        fake = True
+def own(r):
+    """explain() minus the snapshot (medians): gpureclaim's own work."""
+    return statistics.median(r["explain"]) - statistics.median(r["snapshot"])
+
+
+def met(mode, r, fake):
+    """The target of `mode`: the fake Torch builds its snapshot in Python,
+    so there it holds for explain() minus the snapshot."""
+    t = own(r) if fake else statistics.median(r["explain"])
+    shape = ((r["segments"] >= 1000 and (r["scan"] is not None) == (mode == "scan"))
+             if mode != "model" else r["objects"] >= MODEL_OBJECTS)
+    return t <= TARGET_MS[mode] and shape
+
+
+def one_build(envs, modes, runs, fake):
     ok = True
     print("| run | segments | Python objects | `explain()` | heap scan inside it | "
-          "`memory_snapshot()` alone | `explain()` minus the snapshot |")
-    print("|---|---|---|---|---|---|---|")
-    for mode in ("plain", "scan"):
-        p = subprocess.run([sys.executable, "-c", CHILD, str(runs), mode,
-                            "1" if fake else "0"], env=child_env(fake),
-                           capture_output=True, text=True)
-        if p.returncode:
-            sys.stderr.write(p.stdout + p.stderr)
-            return 1
-        r = json.loads(p.stdout.strip().splitlines()[-1])
+          "`memory_snapshot()` alone | `explain()` minus the snapshot | target |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mode in modes:
+        r = run_child(envs["new"], runs, mode, fake)
+        if r is None:
+            return False
         scan = r["scan"]
         scan_cell = (f"{scan['ms']:.2f} ms ({scan['objects']} objects, "
                      f"{scan['tensors']} tensors)" if scan else "not run")
-        own = statistics.median(r["explain"]) - statistics.median(r["snapshot"])
+        good = met(mode, r, fake)
+        ok &= good
         print(f"| {mode} | {r['segments']} | {r['objects']} | {cell(r['explain'])} | "
-              f"{scan_cell} | {cell(r['snapshot'])} | {own:.2f} ms |")
-        # the fake Torch builds its snapshot in Python: there the target is
-        # for gpureclaim's own work, explain() minus the snapshot
-        ok &= ((own if fake else statistics.median(r["explain"])) <= TARGET_MS
-               and r["segments"] >= 1000 and (scan is not None) == (mode == "scan"))
+              f"{scan_cell} | {cell(r['snapshot'])} | {own(r):.2f} ms | "
+              f"{'met' if good else 'NOT met'} (<= {TARGET_MS[mode]:.0f} ms) |")
+        if r["built"]:
+            print(f"|   | model: {r['built']} | | | | | | |")
+    return ok
+
+
+def us(xs):
+    return f"{statistics.median(xs) * 1e3:.0f} ({min(xs) * 1e3:.0f})"
+
+
+def against(envs, modes, runs, rounds, fake):
+    """This build against the baseline: ROUNDS processes of each per mode,
+    ABBA by round; every run of every round pooled per build."""
+    print(f"this build (new) against --baseline (old): {rounds} rounds per "
+          f"mode, a process of each build per round (order ABBA), {runs} "
+          f"explain() calls per process; us, median (min) of all calls; "
+          f"ratios new/old of the medians (of the minimums)")
+    print("| mode | `explain()` new | old | new/old | minus the snapshot, new | "
+          "old | heap scan new / old (ms) | target (new) |")
+    print("|---|---|---|---|---|---|---|---|")
+    ok = True
+    for mode in modes:
+        got = {"new": [], "old": []}
+        for i in range(rounds):
+            for b in (("new", "old") if i % 4 in (0, 3) else ("old", "new")):
+                r = run_child(envs[b], runs, mode, fake)
+                if r is None:
+                    return False
+                got[b].append(r)
+        ex = {b: [x for r in got[b] for x in r["explain"]] for b in got}
+        own_ = {b: [own(r) for r in got[b]] for b in got}
+        scans = {b: [r["scan"]["ms"] for r in got[b] if r["scan"]] for b in got}
+        n, o = ex["new"], ex["old"]
+        ratio = statistics.median(n) / statistics.median(o)
+        mratio = min(n) / min(o)
+        pooled = dict(got["new"][0], explain=n,
+                      snapshot=[x for r in got["new"] for x in r["snapshot"]])
+        good = met(mode, pooled, fake)
+        ok &= good
+        sc = " / ".join(f"{statistics.median(scans[b]):.2f}" if scans[b] else "-"
+                        for b in ("new", "old"))
+        print(f"| {mode} | {us(n)} | {us(o)} | {ratio:.2f} ({mratio:.2f}) | "
+              f"{statistics.median(own_['new']) * 1e3:.0f} | "
+              f"{statistics.median(own_['old']) * 1e3:.0f} | {sc} | "
+              f"{'met' if good else 'NOT met'} (<= {TARGET_MS[mode]:.0f} ms) |")
+    return ok
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="?", type=int)
+    ap.add_argument("--fakes", action="store_true")
+    ap.add_argument("--baseline", metavar="PYTHONPATH")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--modes", default="plain,scan,model")
+    a = ap.parse_args(argv)
+    runs = a.runs or (15 if a.baseline else 50)
+    modes = [m for m in a.modes.split(",") if m]
+    if any(m not in TARGET_MS for m in modes):
+        print(f"--modes: of {','.join(TARGET_MS)}", file=sys.stderr)
+        return 2
+    if a.baseline and a.rounds < 7:
+        print("--baseline: at least 7 rounds", file=sys.stderr)
+        return 2
+    fake = a.fakes
+    if not fake and not have_gpu():
+        print("no GPU with Torch: running on the simulated driver (--fakes)")
+        fake = True
+    alloc = dict(PYTORCH_CUDA_ALLOC_CONF="expandable_segments:False")
+    envs = {"new": child_env(PKG, fake, f"explain-bench-{os.getpid()}",
+                             **alloc)}
+    if a.baseline:
+        envs["old"] = child_env(a.baseline, fake,
+                                f"explain-bench-{os.getpid()}-old", **alloc)
+    try:
+        ok = (against(envs, modes, runs, a.rounds, fake) if a.baseline
+              else one_build(envs, modes, runs, fake))
+    finally:
+        remove_states(envs.values())
     print(f"\n{'fake Torch on the simulated driver' if fake else 'real Torch'}; "
-          f"target explain() <= {TARGET_MS:.0f} ms with >= 1,000 segments and a "
-          f"200,000-object heap: {'met' if ok else 'NOT met'}")
+          f"targets: explain() <= 30 ms with >= 1,000 segments and a 200,000-"
+          f"object heap (plain, scan), <= 5 ms with a model and {MODEL_OBJECTS:,} "
+          f"objects (model): {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
 

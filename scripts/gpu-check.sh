@@ -4,8 +4,8 @@
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
 #   stages: env build installed rmm hw-ps hw-release hw-explain hw-trace
-#           hw-cluster docs bench-ps bench-release bench-explain bench-trace
-#           bench-trace-ab
+#           hw-cluster docs bench-ps bench-release bench-explain base
+#           bench-release-ab bench-explain-ab bench-trace bench-trace-ab
 # installed: the C install (meson install) staged in build/gpu-inst; its
 # command finds its own injection library and this machine's CUPTI.
 # docs runs the docs' GPU-only examples (tests/docs/docs.py --gpu).
@@ -13,6 +13,13 @@
 # fills it where PyPI can be reached) and needs 2 GPUs. `rmm` installs
 # rmm-cu13 from the same .whl/ into build/gpu/pydeps, on the path of the
 # stages after it (hw-explain's RMM test and its 2-GPU NCCL test).
+# base: the base commit's package for the benchmarks' --baseline (BASE,
+# default fcaa8a3, the commit before the frameworks moved to Python): its
+# sources from the checkout's git history (git archive) into
+# build/gpu-base/src, built there with this machine's compiler into
+# build/gpu-base/build (python/ only). bench-release-ab and bench-explain-ab
+# then run this build against it, interleaved (ROUNDS, default 7): each
+# prints both builds' medians and minimums in us and the new/old ratios.
 # bench-trace: the tracer's cost, process against process (untraced,
 # interposed, CUPTI, _record_memory_history; 7 interleaved rounds of the
 # torch and C loops; the tracer's own time per call; each loop's verdicts
@@ -28,7 +35,9 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain bench-trace bench-trace-ab}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-trace hw-cluster docs bench-ps bench-release bench-explain base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
+BASE=${BASE:-fcaa8a3}
+BASE_PY=$PWD/build/gpu-base/build/python
 export PYTHONUNBUFFERED=1
 export GPURECLAIM_BIN=$PWD/$B/cli/gpureclaim
 export GPURECLAIM_PYTHONPATH=$PWD/$B/python
@@ -115,6 +124,28 @@ for s in $stages; do
 			"$B/bench/nvml_cost" $w
 		  done
 		  "$B/bench/nvml_exit"; } 2>&1 | tee "$OUT/$s.txt" ;;
+	base)
+		# expect: "base <commit>: built" and the base's version
+		log "$s $BASE"
+		{ git rev-parse --verify -q "$BASE^{commit}" >/dev/null ||
+			{ echo "base: $BASE is not in this checkout's git history (BASE=COMMIT)"; false; } &&
+		  rm -rf build/gpu-base && mkdir -p build/gpu-base/src &&
+		  git archive --format=tar "$BASE" | tar -x -C build/gpu-base/src &&
+		  (cd build/gpu-base/src && bash scripts/meson-setup.sh ../build gcc -Dtests=false) &&
+		  ninja -C build/gpu-base/build >build/gpu-base/ninja.txt 2>&1 &&
+		  echo "base $BASE: built" &&
+		  PYTHONPATH=$BASE_PY python3 -c 'import gpureclaim; print("base package", gpureclaim.__version__, gpureclaim.__file__)'
+		} 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-release-ab | bench-explain-ab)
+		# this build against the base, interleaved (stage base first)
+		log "$s"
+		b=${s#bench-}
+		if [ ! -d "$BASE_PY/gpureclaim" ]; then
+			echo "$s: no base build in $BASE_PY: run the stage base first" | tee "$OUT/$s.txt"
+		else
+			python3 "bench/${b%-ab}_bench.py" --baseline "$BASE_PY" \
+				--rounds "${ROUNDS:-7}" 2>&1 | tee "$OUT/$s.txt"
+		fi ;;
 	bench-trace)
 		log "$s"
 		python3 bench/trace_bench.py "$B" --rounds "${ROUNDS:-7}" \

@@ -36,7 +36,9 @@ from dataclasses import asdict as _asdict
 from dataclasses import dataclass as _dataclass
 from typing import Any, Callable, Iterable, Optional, Union
 
+from . import _explain
 from . import _gpureclaim as _c
+from . import frameworks as _frameworks
 from ._trace import Trace, TraceReport, load_ipython_extension, trace
 
 __all__ = [
@@ -78,6 +80,15 @@ __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
 Error = _c.Error
+
+# Every framework takes part in releases as a user's pool does (register()
+# below, the one trampoline of the C layer), first, in the table's order.
+# Where the library could not open (no usable driver), import still works
+# and each call says why it cannot run.
+try:
+    _frameworks.register_all()
+except Error:
+    pass
 
 
 def format_bytes(n: Optional[int]) -> str:
@@ -274,9 +285,10 @@ class NothingMeasuredWarning(UserWarning):
 _warned_nothing = False
 
 
-def _check_bool(name: str, value: Any) -> None:
+def _check_bool(fn: str, name: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, not {value!r}")
+        raise TypeError(f"{fn}(): {name} must be True or False, not "
+                        f"{value!r}")
 
 
 def release(
@@ -314,9 +326,15 @@ def release(
         TypeError, ValueError: bad arguments.
         gpureclaim.Error: the library could not run (e.g. a bad driver).
     """
-    _check_bool("verbose", verbose)
-    r = Release(_c.release(devices=devices, collect=collect,
-                           workspaces=workspaces))
+    _check_bool("release", "verbose", verbose)
+    _check_bool("release", "workspaces", workspaces)
+    opts = _frameworks.options
+    saved, opts.workspaces = opts.workspaces, workspaces
+    try:
+        handle = _c.release(devices=devices, collect=collect)
+    finally:
+        opts.workspaces = saved
+    r = Release(handle)
     if verbose:
         for line in r.verbose_lines():
             print(line)
@@ -333,7 +351,7 @@ def release_cached_memory(verbose: bool = False) -> float:
     why (``verbose=True`` prints it instead).
     """
     global _warned_nothing
-    _check_bool("verbose", verbose)
+    _check_bool("release_cached_memory", "verbose", verbose)
     r = release(verbose=verbose)
     if r.source == "none" and not verbose and not _warned_nothing:
         _warned_nothing = True
@@ -381,26 +399,76 @@ def register(
 
     Raises ValueError if ``name`` is taken (the built-in names too).
     """
-    _c.register(name, release, held, live)
+    for what, fn in (("held", held), ("live", live)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"register(): {what} must be callable or None")
+    _c.register(name, _user_release(release) if callable(release)
+                else release, _user_held(held, live))
+
+
+def _user_release(release: Callable[[int], Any]) -> Callable[[int], None]:
+    """A user's release(device), its return value dropped (a framework's
+    str is a note; a user's result is no note)."""
+
+    def call(device: int) -> None:
+        release(device)
+
+    return call
+
+
+def _bytes(v: Any) -> int:
+    n = v.__index__()
+    if n < 0:
+        raise ValueError(f"returned {n} bytes")
+    return n
+
+
+def _user_held(held: Optional[Callable[[int], int]],
+               live: Optional[Callable[[int], int]]) -> Optional[Callable]:
+    """A user's held(device) and live(device) as the trampoline's
+    held(device) -> (live, cached); None when neither is given."""
+    if held is None and live is None:
+        return None
+
+    def call(device: int) -> Optional[tuple]:
+        if device < 0:
+            return None
+        total = _bytes(held(device)) if held is not None else 0
+        n = _bytes(live(device)) if live is not None else 0
+        return n, max(total - n, 0)
+
+    return call
 
 
 def unregister(name: str) -> None:
     """Remove a pool added with :func:`register`; KeyError if none."""
+    if isinstance(name, str) and name in _frameworks.NAMES:
+        # the frameworks' releasers are not the user's to remove
+        raise KeyError(f"unregister(): no releaser named {name!r} was "
+                       f"registered with register()")
     _c.unregister(name)
 
 
 def releasers() -> list[ReleaserStatus]:
     """Every releaser, whether it is active in this process, and why."""
-    return [ReleaserStatus(**d) for d in _c.releasers()]
+    out = []
+    for f in _frameworks.TABLE:
+        handle, why = f.probe()
+        out.append(ReleaserStatus(f.name, f.kind, handle is not None, why))
+    for name in _c.releaser_names():
+        if name not in _frameworks.NAMES:
+            out.append(ReleaserStatus(name, "user", True,
+                                      "registered with register()"))
+    return out
 
 
 # ---------------------------------------------------------------- explain
 
 # The one table of what explain() shows: each part kind's label and its
 # colour in the bars (the views' palette, one colour a kind); each advice
-# key's text (the C layer gives a key only for advice that, followed, makes
+# key's text (the explainers give a key only for advice that, followed, makes
 # the part go), each hint key's text (configuration for the next start,
-# which cannot be checked in this process). A kind the C layer sends that
+# which cannot be checked in this process). A kind an explainer sends that
 # is not here (a newer one) is shown by its name, in a palette colour.
 _KINDS = {
     "live": ("live", "#4e79a7"),
@@ -416,9 +484,26 @@ _KINDS = {
 }
 
 
+# Workspaces of different libraries side by side in one bar: a colour each
+# (the orange family of the palette), the kind's orange for any other.
+_WORKSPACE_COLOURS = {
+    "cuBLAS": "#f28e2b",
+    "cuBLASLt": "#ffbe7d",
+    "cuFFT plans (cupy)": "#b6992d",
+    "cuFFT plans (torch)": "#b6992d",
+}
+
+
 def _kind(kind: str) -> tuple:
     """(label, colour or None) of a part kind."""
     return _KINDS.get(kind, (kind.replace("_", " "), None))
+
+
+def _colour(kind: str, source: str) -> Optional[str]:
+    """A part's colour: its kind's, a workspace's by its library."""
+    if kind == "workspace":
+        return _WORKSPACE_COLOURS.get(source, "#f1ce63")
+    return _kind(kind)[1]
 
 
 def _kind_rank(kind: str) -> int:
@@ -457,6 +542,28 @@ _HINTS = {
                 "release_threshold",
     "process_exit": "returned when the process exits",
 }
+
+
+# What each kind of evidence is, in words (Explanation.exactness), in the
+# order the sentence names them.
+_EVIDENCE = {
+    "counter": "the frameworks' counters",
+    "snapshot": "Torch's memory snapshot",
+    "workspace_map": "Torch's workspace map",
+    "history": "Torch's allocator history",
+    "driver_pool": "the driver's pool figures",
+    "trace": "the trace",
+    "residual": "the driver's figure",
+    "tensor_scan": "a scan of the Python heap",
+    "size": "its size alone",
+    "probe": "a probe process",
+}
+
+
+def _and(words: list) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else \
+        ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _text(key: Optional[str], table: dict) -> str:
@@ -559,16 +666,23 @@ class Explanation:
 
     @staticmethod
     def exactness(g: GPUExplanation) -> str:
-        """One sentence: which of g's figures are exact and which
-        inferred, and by what."""
-        exact = sorted({p.evidence for p in g.parts
-                        if p.known and p.exact and p.bytes})
-        guessed = [f"{p.source} {p.kind} {format_bytes(p.bytes)} "
-                   f"({p.evidence})"
-                   for p in g.parts if p.known and not p.exact and p.bytes]
-        out = "exact: " + (", ".join(exact) if exact else "nothing")
-        if guessed:
-            out += "; inferred: " + "; ".join(guessed)
+        """One sentence: which of g's figures are measured and which
+        inferred, and from what, in words."""
+        shown = [p for p in g.parts if p.known and p.bytes]
+        exact = [p for p in shown if p.exact]
+        guessed = [p for p in shown if not p.exact]
+        found = {p.evidence for p in exact}
+        words = [w for e, w in _EVIDENCE.items() if e in found]
+        words += sorted(e for e in found if e not in _EVIDENCE)
+        head = ("every part" if not guessed else
+                f"{len(exact)} of {len(shown)} parts")
+        out = f"measured: {head}"
+        if words:
+            out += f" (from {_and(words)})"
+        out += "; inferred: " + ("; ".join(
+            f"{p.source} {_kind(p.kind)[0]} {format_bytes(p.bytes)} "
+            f"(from {_EVIDENCE.get(p.evidence, p.evidence)})"
+            for p in guessed) or "none")
         return out
 
     @staticmethod
@@ -618,11 +732,11 @@ class Explanation:
             shown = sorted(self._shown(g), key=lambda p: _kind_rank(p.kind))
             blocks.append(("bar", None, [
                 (f"{_kind(p.kind)[0]} ({p.source})", p.bytes,
-                 _kind(p.kind)[1])
+                 _colour(p.kind, p.source))
                 for p in shown if p.known and p.bytes > 0]))
             rows = []
             for p in shown:
-                label, colour = _kind(p.kind)
+                label, colour = _kind(p.kind)[0], _colour(p.kind, p.source)
                 share = (p.bytes / g.driver if g.driver and p.known
                          else None)
                 rows.append([(label, colour), p.source,
@@ -674,5 +788,5 @@ def explain(devices: Optional[Iterable[int]] = None, *,
     one there (0.3-0.6 s and about 500 MB of that GPU while it runs);
     later calls show the figure without measuring again.
     """
-    _check_bool("measure_context", measure_context)
-    return Explanation(_c.explain(devices, measure_context))
+    _check_bool("explain", "measure_context", measure_context)
+    return Explanation(_explain.explain(devices, measure_context))

@@ -1,12 +1,14 @@
 /*
  * gpureclaim._gpureclaim: the method table and the module's life (PEP 489
  * multi-phase init, state per module object). The functions live in
- * release.c, query.c, rel_user.c, explain.c and view.c (renderings), the
- * frameworks in frameworks.c (one table) with their probes (probe.c), releasers
- * (rel_*.c, mps.c, mlx.c) and explainers (explain_*.c, mps.c, mlx.c), tracing
- * from inside in trace.c; the documented API in __init__.py. No file calls
- * back into this one: the method files sit below it, the helpers (pyutil.c)
- * below them.
+ * release.c (the core's release), releaser.c (the one releaser trampoline,
+ * through which gpureclaim/frameworks/ and users register), query.c and
+ * pools.c (what the core knows), gpus.c, view.c (renderings), the parts
+ * explain() needs C for in torch_wsmap.c, tensor_scan.c, trace_live.c and
+ * ctxprobe.c, tracing from inside in trace.c; the documented API is
+ * __init__.py, the frameworks' policy gpureclaim/frameworks/. No file
+ * calls back into this one: the method files sit below it, the helpers
+ * (pyutil.c) below them.
  */
 #include "ext.h"
 
@@ -17,11 +19,11 @@ static PyObject *version(PyObject *module, PyObject *unused)
 	return PyUnicode_FromString(gpr_version());
 }
 
+#define FN(f) ((PyCFunction)(void (*)(void))(f))
+
 static PyMethodDef methods[] = {
-    {"release", (PyCFunction)(void (*)(void))gpr_py_release,
-     METH_VARARGS | METH_KEYWORDS,
-     "release(*, devices=None, collect='auto', workspaces=False) -> report "
-     "handle"},
+    {"release", FN(gpr_py_release), METH_VARARGS | METH_KEYWORDS,
+     "release(*, devices=None, collect='auto') -> report handle"},
     {"report_text", gpr_py_report_text, METH_O,
      "report_text(handle) -> str: gpr_report_text"},
     {"report_json", gpr_py_report_json, METH_O,
@@ -34,27 +36,47 @@ static PyMethodDef methods[] = {
      "format_bytes(n) -> str: binary units ('1.5 GiB'); None: '-'"},
     {"format_seconds", gpr_py_format_seconds, METH_O,
      "format_seconds(s) -> str: '85.6 ms', '1.25 s'"},
-    {"explain", (PyCFunction)(void (*)(void))gpr_py_explain,
-     METH_VARARGS | METH_KEYWORDS,
-     "explain(devices=None, measure_context=False) -> dict: where this "
-     "process's GPU memory goes"},
-    {"_context_probe", gpr_py_context_probe, METH_O,
-     "_context_probe(uuid) -> int: the probe process of "
-     "explain(measure_context=True); never call it in a program"},
     {"devices_in_use", gpr_py_devices_in_use, METH_NOARGS,
      "devices_in_use() -> list of CUDA ordinals with a context"},
     {"process_memory", gpr_py_process_memory, METH_NOARGS,
      "process_memory() -> {device: driver bytes of this process or None}"},
-    {"gpus", (PyCFunction)(void (*)(void))gpr_py_gpus,
-     METH_VARARGS | METH_KEYWORDS,
+    {"gpus", FN(gpr_py_gpus), METH_VARARGS | METH_KEYWORDS,
      "gpus(*, host=False) -> list of {device, uuid, name, held, ...}"},
-    {"releasers", gpr_py_releasers, METH_NOARGS,
-     "releasers() -> list of {name, kind, active, why}"},
-    {"register", (PyCFunction)(void (*)(void))gpr_py_register,
-     METH_VARARGS | METH_KEYWORDS,
-     "register(name, release, held=None, live=None)"},
+    {"register", FN(gpr_py_register), METH_VARARGS | METH_KEYWORDS,
+     "register(name, release, held=None, *, once=False, device=None, "
+     "figure=None): a Python releaser as a core releaser"},
     {"unregister", gpr_py_unregister, METH_VARARGS, "unregister(name)"},
+    {"releaser_names", gpr_py_releaser_names, METH_NOARGS,
+     "releaser_names() -> the core's releasers, in registration order"},
     {"version", version, METH_NOARGS, "version of the C library"},
+    {"_in_use", gpr_py_in_use, METH_O,
+     "_in_use(fn) -> CUDA ordinals with a context; None in a forked child"},
+    {"_process_figure", gpr_py_process_figure, METH_O,
+     "_process_figure(device) -> (bytes, None) or (None, why)"},
+    {"_cuda_loaded", gpr_py_cuda_loaded, METH_NOARGS,
+     "_cuda_loaded() -> whether libcuda is loaded in this process"},
+    {"_primary_active", gpr_py_primary_active, METH_O,
+     "_primary_active(device) -> bool; None: no such GPU"},
+    {"_gpu_uuid", gpr_py_gpu_uuid, METH_O,
+     "_gpu_uuid(device) -> NVML's UUID of a CUDA ordinal, or None"},
+    {"_devices_arg", gpr_py_devices_arg, METH_VARARGS,
+     "_devices_arg(devices, fn) -> None or the ordinals, checked"},
+    {"_pool_of", gpr_py_pool_of, METH_VARARGS,
+     "_pool_of(device, address) -> the driver pool of an allocation, or 0"},
+    {"_pool_bytes", gpr_py_pool_bytes, METH_O,
+     "_pool_bytes(pool) -> (reserved, used)"},
+    {"_pool_trim", gpr_py_pool_trim, METH_VARARGS,
+     "_pool_trim(device, pool, keep): synchronize, then trim"},
+    {"_torch_wsmap", gpr_py_torch_wsmap, METH_O,
+     "_torch_wsmap(version) -> (rows, None) or (None, why)"},
+    {"_heap_scan", gpr_py_heap_scan, METH_VARARGS,
+     "_heap_scan(objects, tensor_type, graph_type) -> (pointers, pools, "
+     "tensors, odd)"},
+    {"_trace_live", gpr_py_trace_live, METH_NOARGS,
+     "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
+    {"_context_probe", gpr_py_context_probe, METH_O,
+     "_context_probe(uuid) -> int: the probe process of "
+     "explain(measure_context=True); never call it in a program"},
     {"_trace_start", gpr_py_trace_start, METH_VARARGS,
      "_trace_start(path, backend) -> (result, why, status)"},
     {"_trace_stop", gpr_py_trace_stop, METH_NOARGS,
@@ -93,24 +115,25 @@ static int module_exec(PyObject *m)
 	struct gpr_py_state *st = gpr_py_state(m);
 	st->error =
 	    PyErr_NewException("gpureclaim.Error", PyExc_RuntimeError, NULL);
+	/* A releaser raises it to name its own note (releaser.c). */
+	st->failed = PyErr_NewException("gpureclaim._gpureclaim.ReleaseFailed",
+					PyExc_Exception, NULL);
 	PyObject *gc = PyImport_ImportModule("gc");
 	st->gc_collect = gc ? PyObject_GetAttrString(gc, "collect") : NULL;
 	Py_XDECREF(gc);
-	if (!st->error || !st->gc_collect)
+	if (!st->error || !st->failed || !st->gc_collect)
 		return -1;
 	if (PyModule_AddObjectRef(m, "Error", st->error) ||
+	    PyModule_AddObjectRef(m, "ReleaseFailed", st->failed) ||
 	    PyModule_AddIntConstant(m, "DEVICE_ONCE", GPR_DEVICE_ONCE) ||
 	    add_errors(m))
 		return -1;
 	/* A failed open is kept, not raised: import still works and each
-	 * call says why it cannot run. */
+	 * call says why it cannot run. The frameworks' releasers are
+	 * registered by gpureclaim/frameworks/, as a user's are. */
 	st->open_error = gpr_open(NULL, &st->ctx);
 	if (st->open_error)
 		st->ctx = NULL;
-	else if ((st->open_error = gpr_py_register_builtin(st))) {
-		gpr_close(st->ctx);
-		st->ctx = NULL;
-	}
 	return 0;
 }
 
@@ -120,6 +143,7 @@ static int traverse(PyObject *m, visitproc visit, void *arg)
 	if (!st)
 		return 0;
 	Py_VISIT(st->error);
+	Py_VISIT(st->failed);
 	Py_VISIT(st->gc_collect);
 	return 0;
 }
@@ -130,6 +154,7 @@ static int clear(PyObject *m)
 	if (!st)
 		return 0;
 	Py_CLEAR(st->error);
+	Py_CLEAR(st->failed);
 	Py_CLEAR(st->gc_collect);
 	return 0;
 }
@@ -141,7 +166,7 @@ static void free_module(void *p)
 	if (!st)
 		return;
 	clear(m);
-	gpr_close(st->ctx); /* destroys the user releasers (takes the GIL) */
+	gpr_close(st->ctx); /* destroys the releasers (takes the GIL) */
 	st->ctx = NULL;
 }
 

@@ -1,104 +1,17 @@
 /*
- * Small helpers over the limited API: sys.modules look-ups that never
- * import, attribute paths, calls, the one int64 conversion, and exceptions
- * turned into report notes or raised from GPR_E_* codes.
+ * Small helpers over the limited API: the one int64 conversion, the
+ * devices= argument, and exceptions turned into report notes or raised
+ * from GPR_E_* codes.
  */
 #include "ext.h"
 
 #include <limits.h>
-
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 struct gpr_py_state *gpr_py_state(PyObject *module)
 {
 	return PyModule_GetState(module);
-}
-
-PyObject *gpr_py_imported(const char *name)
-{
-	PyObject *key = PyUnicode_FromString(name);
-	if (!key) {
-		PyErr_Clear();
-		return NULL;
-	}
-	PyObject *mod = PyImport_GetModule(key);
-	Py_DECREF(key);
-	if (!mod) {
-		PyErr_Clear();
-		return NULL;
-	}
-	if (mod == Py_None) { /* sys.modules[name] = None blocks an import */
-		Py_DECREF(mod);
-		return NULL;
-	}
-	return mod;
-}
-
-PyObject *gpr_py_attr(PyObject *obj, const char *dotted)
-{
-	char part[128];
-	PyObject *cur = Py_NewRef(obj);
-	const char *p = dotted;
-	while (cur && *p) {
-		const char *dot = strchr(p, '.');
-		size_t n = dot ? (size_t)(dot - p) : strlen(p);
-		if (n >= sizeof part) {
-			Py_DECREF(cur);
-			return NULL;
-		}
-		memcpy(part, p, n);
-		part[n] = '\0';
-		PyObject *next = PyObject_GetAttrString(cur, part);
-		Py_DECREF(cur);
-		cur = next;
-		p = dot ? dot + 1 : p + n;
-	}
-	if (!cur)
-		PyErr_Clear();
-	return cur;
-}
-
-static PyObject *vcall(PyObject *obj, const char *name, const char *fmt,
-		       va_list ap)
-{
-	PyObject *fn = PyObject_GetAttrString(obj, name);
-	if (!fn)
-		return NULL;
-	PyObject *args = NULL;
-	if (fmt && *fmt) {
-		PyObject *v = Py_VaBuildValue(fmt, ap);
-		if (!v) {
-			Py_DECREF(fn);
-			return NULL;
-		}
-		if (PyTuple_Check(v)) {
-			args = v;
-		} else {
-			args = PyTuple_Pack(1, v);
-			Py_DECREF(v);
-		}
-	} else {
-		args = PyTuple_New(0);
-	}
-	if (!args) {
-		Py_DECREF(fn);
-		return NULL;
-	}
-	PyObject *r = PyObject_Call(fn, args, NULL);
-	Py_DECREF(args);
-	Py_DECREF(fn);
-	return r;
-}
-
-PyObject *gpr_py_call(PyObject *obj, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	PyObject *r = vcall(obj, name, fmt, ap);
-	va_end(ap);
-	return r;
 }
 
 int gpr_py_i64(PyObject *obj, int64_t *out)
@@ -115,38 +28,6 @@ int gpr_py_i64(PyObject *obj, int64_t *out)
 	return 0;
 }
 
-int gpr_py_call_i64(PyObject *obj, const char *name, int64_t *out,
-		    const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	PyObject *r = vcall(obj, name, fmt, ap);
-	va_end(ap);
-	int rc = gpr_py_i64(r, out);
-	Py_XDECREF(r);
-	return rc;
-}
-
-int64_t gpr_py_item_i64(PyObject *dict, const char *key)
-{
-	if (!dict || !PyDict_Check(dict))
-		return -1;
-	PyObject *v = PyDict_GetItemString(dict, key); /* borrowed */
-	int64_t x = -1;
-	if (!v || !PyLong_Check(v) || gpr_py_i64(v, &x)) {
-		PyErr_Clear();
-		return -1;
-	}
-	return x;
-}
-
-int gpr_py_truth(PyObject *obj)
-{
-	if (!obj)
-		return -1;
-	return PyObject_IsTrue(obj);
-}
-
 /* Copies str(obj) into buf; "?" if that fails. */
 static void str_into(PyObject *obj, char *buf, size_t len)
 {
@@ -160,23 +41,29 @@ static void str_into(PyObject *obj, char *buf, size_t len)
 	Py_XDECREF(s);
 }
 
-void gpr_py_error_note(char *buf, size_t len, const char *prefix)
+void gpr_py_error_note(struct gpr_py_state *st, char *buf, size_t len)
 {
 	PyObject *type, *value, *tb;
 	PyErr_Fetch(&type, &value, &tb);
 	if (buf && len) {
-		char tname[96] = "Exception", msg[384] = "";
-		PyObject *qn =
-		    type ? PyObject_GetAttrString(type, "__qualname__") : NULL;
-		if (qn)
-			str_into(qn, tname, sizeof tname);
-		else
-			PyErr_Clear();
-		Py_XDECREF(qn);
+		char tname[96] = "Exception", msg[480] = "";
 		if (value)
 			str_into(value, msg, sizeof msg);
-		snprintf(buf, len, "%s%s%s%s%s", prefix, *prefix ? ": " : "",
-			 tname, *msg ? ": " : "", msg);
+		if (st && st->failed && type &&
+		    PyErr_GivenExceptionMatches(type, st->failed)) {
+			snprintf(buf, len, "%s", msg);
+		} else {
+			PyObject *qn =
+			    type ? PyObject_GetAttrString(type, "__qualname__")
+				 : NULL;
+			if (qn)
+				str_into(qn, tname, sizeof tname);
+			else
+				PyErr_Clear();
+			Py_XDECREF(qn);
+			snprintf(buf, len, "%s%s%s", tname, *msg ? ": " : "",
+				 msg);
+		}
 	}
 	Py_XDECREF(type);
 	Py_XDECREF(value);
@@ -209,12 +96,22 @@ PyObject *gpr_py_raise(struct gpr_py_state *st, int err, const char *what)
 #undef KIND_MEMORY
 	if (type == PyExc_MemoryError)
 		return PyErr_NoMemory();
+	const char *sep = what ? ": " : "";
+	if (!what)
+		what = "";
 	if (detail && *detail)
-		PyErr_Format(type, "%s: %s (%s)", what, gpr_strerror(err),
+		PyErr_Format(type, "%s%s%s (%s)", what, sep, gpr_strerror(err),
 			     detail);
 	else
-		PyErr_Format(type, "%s: %s", what, gpr_strerror(err));
+		PyErr_Format(type, "%s%s%s", what, sep, gpr_strerror(err));
 	return NULL;
+}
+
+gpr_ctx *gpr_py_ctx(struct gpr_py_state *st, const char *fn)
+{
+	if (!st->ctx)
+		gpr_py_raise(st, st->open_error, fn);
+	return st->ctx;
 }
 
 int gpr_py_parse_devices(PyObject *obj, const char *fn, int *out, int *n)
@@ -275,44 +172,4 @@ int gpr_py_parse_devices(PyObject *obj, const char *fn, int *out, int *n)
 fail:
 	Py_DECREF(it);
 	return -1;
-}
-
-int gpr_py_primary_active(struct gpr_py_state *st, int device)
-{
-	int active = 0;
-	PyThreadState *ts = PyEval_SaveThread();
-	int rc = gpr_primary_context_active(st->ctx, device, &active);
-	PyEval_RestoreThread(ts);
-	return rc == 0 && active;
-}
-
-int gpr_py_enter_device(struct gpr_py_state *st, PyObject *obj, int device,
-			int64_t *prev)
-{
-	if (gpr_py_call_i64(obj, "getDevice", prev, NULL))
-		return -1;
-	if (*prev == device)
-		return 1;
-	if (!gpr_py_primary_active(st, (int)*prev))
-		return 0;
-	PyObject *r = gpr_py_call(obj, "setDevice", "(i)", device);
-	Py_XDECREF(r);
-	return r ? 1 : -1;
-}
-
-int gpr_py_leave_device(PyObject *obj, int device, int64_t prev, int rc)
-{
-	if (prev == device)
-		return rc;
-	PyObject *type, *value, *tb;
-	PyErr_Fetch(&type, &value, &tb);
-	PyObject *r = gpr_py_call(obj, "setDevice", "(L)", (long long)prev);
-	if (!r && !type)
-		rc = -1;
-	else if (!r)
-		PyErr_Clear();
-	Py_XDECREF(r);
-	if (type)
-		PyErr_Restore(type, value, tb);
-	return rc;
 }

@@ -1,9 +1,11 @@
 /*
- * The queries: devices_in_use(), process_memory(), releasers(). None of
- * them opens a context or initialises the driver.
+ * The queries: what the core knows of this process's GPUs, as plain
+ * values. None of them opens a context or initialises the driver; each
+ * driver or NVML call is made with the GIL released.
  */
 #include "ext.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 /* The GPUs in use, into a PyMem buffer; *n set. 0 or a GPR_E_* code. */
@@ -25,34 +27,71 @@ static int in_use(struct gpr_py_state *st, int **out, int *n)
 	}
 }
 
+static PyObject *int_list(const int *v, int n)
+{
+	PyObject *list = PyList_New(0);
+	for (int i = 0; list && i < n; i++) {
+		PyObject *x = PyLong_FromLong(v[i]);
+		if (!x || PyList_Append(list, x))
+			Py_CLEAR(list);
+		Py_XDECREF(x);
+	}
+	return list;
+}
+
 PyObject *gpr_py_devices_in_use(PyObject *module, PyObject *unused)
 {
 	(void)unused;
 	struct gpr_py_state *st = gpr_py_state(module);
-	if (!st->ctx)
-		return gpr_py_raise(st, st->open_error, "devices_in_use");
+	if (!gpr_py_ctx(st, "devices_in_use"))
+		return NULL;
 	int *devs, n = 0;
 	int rc = in_use(st, &devs, &n);
-	PyObject *list = rc ? NULL : PyList_New(0);
-	for (int i = 0; list && i < n; i++) {
-		PyObject *v = PyLong_FromLong(devs[i]);
-		if (!v || PyList_Append(list, v)) {
-			Py_CLEAR(list);
-		}
-		Py_XDECREF(v);
-	}
+	PyObject *list = rc ? NULL : int_list(devs, n);
 	PyMem_Free(devs);
 	if (rc)
 		return gpr_py_raise(st, rc, "devices_in_use");
 	return list;
 }
 
+/* _in_use(fn) -> list of CUDA ordinals, or None in a forked child (the
+ * parent's CUDA state is off limits there); errors name fn. */
+PyObject *gpr_py_in_use(PyObject *module, PyObject *fn)
+{
+	struct gpr_py_state *st = gpr_py_state(module);
+	const char *name =
+	    PyUnicode_Check(fn) ? PyUnicode_AsUTF8AndSize(fn, NULL) : NULL;
+	if (!name)
+		return PyErr_Format(PyExc_TypeError, "_in_use(fn): a str");
+	if (!gpr_py_ctx(st, name))
+		return NULL;
+	int *devs, n = 0;
+	int rc = in_use(st, &devs, &n);
+	PyObject *list = rc ? NULL : int_list(devs, n);
+	PyMem_Free(devs);
+	if (rc == GPR_E_FORKED)
+		Py_RETURN_NONE;
+	if (rc)
+		return gpr_py_raise(st, rc, name);
+	return list;
+}
+
+/* The driver's figure of this process on CUDA ordinal `device`: 0 with
+ * *bytes, or a GPR_E_* code. */
+static int figure_of(struct gpr_py_state *st, int device, uint64_t *bytes)
+{
+	PyThreadState *ts = PyEval_SaveThread();
+	int rc = gpr_process_bytes(st->ctx, device, bytes);
+	PyEval_RestoreThread(ts);
+	return rc;
+}
+
 PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused)
 {
 	(void)unused;
 	struct gpr_py_state *st = gpr_py_state(module);
-	if (!st->ctx)
-		return gpr_py_raise(st, st->open_error, "process_memory");
+	if (!gpr_py_ctx(st, "process_memory"))
+		return NULL;
 	int *devs, n = 0;
 	int rc = in_use(st, &devs, &n);
 	if (rc) {
@@ -62,9 +101,7 @@ PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused)
 	PyObject *d = PyDict_New();
 	for (int i = 0; d && i < n; i++) {
 		uint64_t bytes = 0;
-		PyThreadState *ts = PyEval_SaveThread();
-		rc = gpr_process_bytes(st->ctx, devs[i], &bytes);
-		PyEval_RestoreThread(ts);
+		rc = figure_of(st, devs[i], &bytes);
 		PyObject *k = PyLong_FromLong(devs[i]);
 		/* None: the driver has no per-process figure there. */
 		PyObject *v = rc ? Py_NewRef(Py_None)
@@ -78,60 +115,95 @@ PyObject *gpr_py_process_memory(PyObject *module, PyObject *unused)
 	return d;
 }
 
-static int add(PyObject *list, const char *name, const char *kind, int active,
-	       const char *why)
+/* A CUDA ordinal argument: 0 with *out, or -1 with an error set. */
+static int ordinal(PyObject *obj, int *out)
 {
-	PyObject *d =
-	    Py_BuildValue("{s:s,s:s,s:O,s:s}", "name", name, "kind", kind,
-			  "active", active ? Py_True : Py_False, "why", why);
-	int rc = d ? PyList_Append(list, d) : -1;
-	Py_XDECREF(d);
-	return rc;
-}
-
-/* The users' releasers: those the core lists that are no framework's (in
- * a forked child, none: the parent's list is off limits). */
-static int add_users(struct gpr_py_state *st, PyObject *list)
-{
-	size_t n = 0;
-	int rc = gpr_releaser_count(st->ctx, &n);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		char *name = NULL;
-		rc = gpr_releaser_name(st->ctx, i, &name);
-		if (rc == GPR_E_RANGE) /* unregistered meanwhile */
-			return 0;
-		int bad =
-		    rc == 0 && !gpr_py_framework(name) &&
-		    add(list, name, "user", 1, "registered with register()");
-		gpr_free(name);
-		if (bad)
-			return -1;
-	}
-	if (rc && rc != GPR_E_FORKED) {
-		gpr_py_raise(st, rc, "releasers");
+	int64_t v = 0;
+	if (gpr_py_i64(obj, &v))
 		return -1;
-	}
+	*out = v < 0 || v > INT_MAX ? -1 : (int)v;
 	return 0;
 }
 
-PyObject *gpr_py_releasers(PyObject *module, PyObject *unused)
+/* _process_figure(device) -> (bytes, None), or (None, why) where the
+ * driver has no per-process figure (the code's message). */
+PyObject *gpr_py_process_figure(PyObject *module, PyObject *device)
+{
+	struct gpr_py_state *st = gpr_py_state(module);
+	int d = 0;
+	if (ordinal(device, &d) || !gpr_py_ctx(st, "_process_figure"))
+		return NULL;
+	uint64_t bytes = 0;
+	int rc = d < 0 ? GPR_E_RANGE : figure_of(st, d, &bytes);
+	if (rc)
+		return Py_BuildValue("(Os)", Py_None, gpr_strerror(rc));
+	return Py_BuildValue("(KO)", (unsigned long long)bytes, Py_None);
+}
+
+PyObject *gpr_py_cuda_loaded(PyObject *module, PyObject *unused)
 {
 	(void)unused;
 	struct gpr_py_state *st = gpr_py_state(module);
-	char why[128];
-	PyObject *list = PyList_New(0);
-	if (!list)
+	if (!gpr_py_ctx(st, "_cuda_loaded"))
 		return NULL;
-	for (size_t i = 0; i < gpr_py_n_frameworks; i++) {
-		const struct gpr_py_framework *f = &gpr_py_frameworks[i];
-		int a = gpr_py_active(f, why, sizeof why);
-		if (add(list, f->releaser->name, f->kind, a, why))
-			goto fail;
-	}
-	if (st->ctx && add_users(st, list))
-		goto fail;
-	return list;
-fail:
-	Py_DECREF(list);
-	return NULL;
+	return PyBool_FromLong(gpr_cuda_loaded(st->ctx));
+}
+
+/* _primary_active(device) -> True if this process holds the primary
+ * context of that ordinal (the CUDA runtime can make it current without
+ * creating one), False if not or on error, None if the driver has no such
+ * GPU. ~1 us; never NVML. */
+PyObject *gpr_py_primary_active(PyObject *module, PyObject *device)
+{
+	struct gpr_py_state *st = gpr_py_state(module);
+	int d = 0, active = 0;
+	if (ordinal(device, &d))
+		return NULL;
+	if (d < 0 || !st->ctx)
+		Py_RETURN_FALSE;
+	PyThreadState *ts = PyEval_SaveThread();
+	int rc = gpr_primary_context_active(st->ctx, d, &active);
+	PyEval_RestoreThread(ts);
+	if (rc == GPR_E_RANGE)
+		Py_RETURN_NONE;
+	return PyBool_FromLong(rc == 0 && active);
+}
+
+/* _gpu_uuid(device) -> NVML's UUID of that CUDA ordinal, or None where
+ * NVML cannot say. */
+PyObject *gpr_py_gpu_uuid(PyObject *module, PyObject *device)
+{
+	struct gpr_py_state *st = gpr_py_state(module);
+	int d = 0, index = -1;
+	if (ordinal(device, &d) || !gpr_py_ctx(st, "_gpu_uuid"))
+		return NULL;
+	struct gpr_gpu info;
+	PyThreadState *ts = PyEval_SaveThread();
+	int err = d < 0 ? GPR_E_RANGE : gpr_nvml_index(st->ctx, d, &index);
+	if (!err)
+		err = gpr_gpu_info(st->ctx, index, &info);
+	PyEval_RestoreThread(ts);
+	if (err)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(info.uuid);
+}
+
+/* _devices_arg(devices, fn) -> None or the list of ordinals, checked as
+ * release() checks its own (errors name fn). */
+PyObject *gpr_py_devices_arg(PyObject *module, PyObject *args)
+{
+	(void)module;
+	PyObject *devices;
+	const char *fn;
+	if (!PyArg_ParseTuple(args, "Os:_devices_arg", &devices, &fn))
+		return NULL;
+	int *devs = PyMem_Malloc(GPR_PY_MAX_DEVICES * sizeof *devs);
+	if (!devs)
+		return PyErr_NoMemory();
+	int n = -1;
+	PyObject *out = NULL;
+	if (gpr_py_parse_devices(devices, fn, devs, &n) == 0)
+		out = n < 0 ? Py_NewRef(Py_None) : int_list(devs, n);
+	PyMem_Free(devs);
+	return out;
 }

@@ -2,22 +2,15 @@
  * release(): argument checks, the core's release with the GIL released, and
  * the report as a handle (view.c renders it: the documented Release class
  * of __init__.py is built from its JSON and shows its text and HTML). Every
- * framework, Metal's included, runs inside the core's release as a registered
- * releaser; the core's release lock serializes concurrent calls.
+ * framework, Metal's included, runs inside the core's release as a releaser
+ * registered through releaser.c; the options the frameworks read
+ * (workspaces=) are set by __init__.py around this call. The core's release
+ * lock serializes concurrent calls.
  */
 #include "ext.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The release running on this thread: the core calls the releasers back on
- * the thread that called gpr_release. */
-static _Thread_local struct gpr_py_call current;
-
-const struct gpr_py_call *gpr_py_call_options(void)
-{
-	return &current;
-}
 
 /* gc.collect(generation), or gc.collect() for generation < 0; called by
  * the core with the GIL released. */
@@ -75,11 +68,11 @@ static int parse_collect(PyObject *obj, int *out)
 
 PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"devices", "collect", "workspaces", NULL};
+	static char *kwlist[] = {"devices", "collect", NULL};
 	struct gpr_py_state *st = gpr_py_state(module);
-	PyObject *devices = Py_None, *collect_o = NULL, *ws = Py_False;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:release", kwlist,
-					 &devices, &collect_o, &ws))
+	PyObject *devices = Py_None, *collect_o = NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OO:release", kwlist,
+					 &devices, &collect_o))
 		return NULL;
 	int *devs = PyMem_Malloc(GPR_PY_MAX_DEVICES * sizeof *devs);
 	if (!devs)
@@ -89,11 +82,6 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 	if (gpr_py_parse_devices(devices, "release", devs, &n) ||
 	    (collect_o && parse_collect(collect_o, &collect)))
 		goto done;
-	if (ws != Py_True && ws != Py_False) {
-		PyErr_SetString(PyExc_TypeError,
-				"release(): workspaces must be True or False");
-		goto done;
-	}
 	if (!st->ctx) {
 		gpr_py_raise(st, st->open_error, "release");
 		goto done;
@@ -102,13 +90,10 @@ PyObject *gpr_py_release(PyObject *module, PyObject *args, PyObject *kw)
 		 .n_devices = n >= 0 ? n : 0, .collect = collect,
 		 .collect_fn = collect_full, .collect_young_fn = collect_young,
 		 .collect_user = st);
-	struct gpr_py_call saved = current;
-	current.workspaces = ws == Py_True;
 	gpr_report *rep = NULL;
 	PyThreadState *ts = PyEval_SaveThread();
 	int rc = gpr_release(st->ctx, &o, &rep);
 	PyEval_RestoreThread(ts);
-	current = saved;
 	if (rc)
 		gpr_py_raise(st, rc, "release");
 	else

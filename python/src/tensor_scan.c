@@ -1,29 +1,24 @@
 /*
- * One pass over the Python heap for explain(): which device addresses
- * live tensors point into (a block that one points into is the user's,
- * not a workspace), and which private pools live CUDA graphs hold. It
- * costs milliseconds per 100,000 objects, so explain_torch.c runs it only
- * when a block's owner or a pool's graphs are otherwise unknown; its cost
- * goes into the part's detail.
+ * heap_scan(objects, tensor_type, graph_type): one pass over a list of
+ * objects (gc.get_objects(), objects of gc.freeze() are not in it) for
+ * explain(): which device addresses live tensors point into (a block that
+ * one points into is the user's, not a workspace), and which private
+ * pools live CUDA graphs hold. It costs milliseconds per 100,000 objects,
+ * which is why it is C: gpureclaim/frameworks/torch.py runs it only when
+ * a block's owner or a pool's graphs are otherwise unknown.
+ *
+ * Returns (pointers, pools, tensors, odd): the tensors' data pointers,
+ * sorted, without 0; (a, b) of each graph's pool() with a completed
+ * capture; the tensors found; those whose data_ptr() raised (a fake or
+ * meta tensor, a wrapper), skipped. graph_type may be None.
  *
  * Types are compared with PyType_IsSubtype: isinstance() falls back to an
  * object's __class__, which can run a module's __getattr__ (a warning, an
- * import) in the middle of the walk. A tensor subclass whose data_ptr()
- * raises (a fake or meta tensor, a wrapper) is counted as odd and skipped.
+ * import) in the middle of the walk.
  */
 #include "ext.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -31,130 +26,104 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The type at a dotted path under torch, if it is a type (new ref). */
-static PyObject *torch_type(PyObject *torch, const char *path)
+/* g.pool() of a graph with a completed capture as a tuple (new ref), or
+ * NULL (skip it), no error set. */
+static PyObject *graph_pool(PyObject *g)
 {
-	PyObject *t = gpr_py_attr(torch, path);
-	if (t && !PyType_Check(t))
-		Py_CLEAR(t);
-	return t;
-}
-
-/* g.pool() of a graph with a completed capture; 0, or -1 (skip it). */
-static int graph_pool(PyObject *g, struct gpr_py_pool_id *id)
-{
-	PyObject *p = gpr_py_call(g, "pool", NULL);
+	PyObject *p = PyObject_CallMethod(g, "pool", NULL);
+	int64_t a = 0, b = 0;
 	int ok = p && PyTuple_Check(p) && PyTuple_Size(p) == 2 &&
-		 gpr_py_i64(PyTuple_GetItem(p, 0), &id->a) == 0 &&
-		 gpr_py_i64(PyTuple_GetItem(p, 1), &id->b) == 0;
+		 gpr_py_i64(PyTuple_GetItem(p, 0), &a) == 0 &&
+		 gpr_py_i64(PyTuple_GetItem(p, 1), &b) == 0;
 	Py_XDECREF(p);
 	PyErr_Clear();
-	return ok ? 0 : -1;
+	return ok ? Py_BuildValue("(LL)", (long long)a, (long long)b) : NULL;
 }
 
-static int add(void **arr, size_t *n, size_t *cap, size_t elem, const void *v)
+/* A tensor's data pointer: 1 with *v, 0 if data_ptr() raised. */
+static int data_ptr(PyObject *o, uint64_t *v)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		void *a = PyMem_Realloc(*arr, c * elem);
-		if (!a)
-			return -1;
-		*arr = a;
-		*cap = c;
-	}
-	memcpy((char *)*arr + *n * elem, v, elem);
-	(*n)++;
-	return 0;
+	PyObject *p = PyObject_CallMethod(o, "data_ptr", NULL);
+	int64_t x = 0;
+	int ok = p && gpr_py_i64(p, &x) == 0;
+	Py_XDECREF(p);
+	if (!ok)
+		PyErr_Clear();
+	*v = (uint64_t)x;
+	return ok;
 }
 
-static int walk(struct gpr_py_scan *s, PyObject *objs, PyTypeObject *tensor,
-		PyTypeObject *graph)
+PyObject *gpr_py_heap_scan(PyObject *module, PyObject *args)
 {
-	size_t cap_p = 0, cap_g = 0;
+	(void)module;
+	PyObject *objs, *tensor, *graph;
+	if (!PyArg_ParseTuple(args, "O!O!O:heap_scan", &PyList_Type, &objs,
+			      &PyType_Type, &tensor, &graph))
+		return NULL;
+	PyTypeObject *gt = PyType_Check(graph) ? (PyTypeObject *)graph : NULL;
 	Py_ssize_t n = PyList_Size(objs);
-	s->objects = (long)n;
-	for (Py_ssize_t i = 0; i < n; i++) {
+	uint64_t *ptrs = NULL;
+	size_t np = 0, cap = 0;
+	long tensors = 0, odd = 0;
+	PyObject *pools = PyList_New(0);
+	for (Py_ssize_t i = 0; pools && i < n; i++) {
 		PyObject *o = PyList_GetItem(objs, i);
-		PyTypeObject *t = o ? Py_TYPE(o) : NULL;
-		if (t && tensor && PyType_IsSubtype(t, tensor)) {
-			s->tensors++;
-			PyObject *p = gpr_py_call(o, "data_ptr", NULL);
-			int64_t v = 0;
-			if (!p || gpr_py_i64(p, &v)) {
-				s->odd++;
-				PyErr_Clear();
-			} else if (v && add((void **)&s->ptrs, &s->nptrs,
-					    &cap_p, sizeof *s->ptrs, &v)) {
-				Py_XDECREF(p);
-				return -1;
+		if (!o) { /* the list shrank under us: what is left */
+			PyErr_Clear();
+			break;
+		}
+		PyTypeObject *t = Py_TYPE(o);
+		if (PyType_IsSubtype(t, (PyTypeObject *)tensor)) {
+			tensors++;
+			uint64_t v = 0;
+			Py_INCREF(o); /* data_ptr() runs Python code */
+			int ok = data_ptr(o, &v);
+			Py_DECREF(o);
+			if (!ok) {
+				odd++;
+				continue;
 			}
-			Py_XDECREF(p);
-		} else if (t && graph && PyType_IsSubtype(t, graph)) {
-			struct gpr_py_pool_id id;
-			if (graph_pool(o, &id) == 0 &&
-			    add((void **)&s->graphs, &s->ngraphs, &cap_g,
-				sizeof id, &id))
-				return -1;
+			if (!v)
+				continue;
+			if (np == cap) {
+				size_t c = cap ? cap * 2 : 256;
+				uint64_t *a =
+				    PyMem_Realloc(ptrs, c * sizeof *a);
+				if (!a) {
+					Py_CLEAR(pools);
+					PyErr_NoMemory();
+					break;
+				}
+				ptrs = a;
+				cap = c;
+			}
+			ptrs[np++] = v;
+		} else if (gt && PyType_IsSubtype(t, gt)) {
+			Py_INCREF(o);
+			PyObject *id = graph_pool(o);
+			Py_DECREF(o);
+			if (id && PyList_Append(pools, id))
+				Py_CLEAR(pools);
+			Py_XDECREF(id);
 		}
 	}
-	qsort(s->ptrs, s->nptrs, sizeof *s->ptrs, cmp_u64);
-	return 0;
-}
-
-int gpr_py_scan_heap(struct gpr_py_scan *s)
-{
-	if (s->done)
-		return 0;
-	s->done = 1;
-	double t0 = now_ms();
-	PyObject *torch = gpr_py_imported("torch");
-	PyObject *gc = PyImport_ImportModule("gc");
-	PyObject *tensor = torch ? torch_type(torch, "_C.TensorBase") : NULL;
-	PyObject *graph = torch ? torch_type(torch, "cuda.CUDAGraph") : NULL;
-	PyObject *objs =
-	    gc && tensor ? gpr_py_call(gc, "get_objects", NULL) : NULL;
-	int rc = 0;
-	if (!objs || !PyList_Check(objs)) {
-		snprintf(s->why, sizeof s->why, "%s",
-			 !tensor ? "torch._C.TensorBase not found"
-				 : "gc.get_objects() failed");
-		PyErr_Clear();
-	} else {
-		if (gpr_py_call_i64(gc, "get_freeze_count", &s->frozen, NULL))
-			PyErr_Clear();
-		rc = walk(s, objs, (PyTypeObject *)tensor,
-			  (PyTypeObject *)graph);
-		s->ok = rc == 0;
+	PyObject *list = pools ? PyList_New((Py_ssize_t)np) : NULL;
+	if (list) {
+		if (np) /* qsort(NULL, 0) is undefined */
+			qsort(ptrs, np, sizeof *ptrs, cmp_u64);
+		for (size_t i = 0; i < np; i++) {
+			PyObject *v = PyLong_FromUnsignedLongLong(ptrs[i]);
+			if (!v) {
+				Py_CLEAR(list);
+				break;
+			}
+			PyList_SetItem(list, (Py_ssize_t)i, v);
+		}
 	}
-	if (rc)
-		PyErr_NoMemory();
-	Py_XDECREF(objs);
-	Py_XDECREF(graph);
-	Py_XDECREF(tensor);
-	Py_XDECREF(gc);
-	Py_XDECREF(torch);
-	s->ms = now_ms() - t0;
-	return rc;
-}
-
-int gpr_py_scan_holds(const struct gpr_py_scan *s, uint64_t address,
-		      uint64_t size)
-{
-	/* the first pointer >= address, then: is it below the end? */
-	size_t lo = 0, hi = s->nptrs;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->ptrs[mid] < address)
-			lo = mid + 1;
-		else
-			hi = mid;
+	PyMem_Free(ptrs);
+	if (!list) {
+		Py_XDECREF(pools);
+		return NULL;
 	}
-	return lo < s->nptrs && s->ptrs[lo] < address + size;
-}
-
-void gpr_py_scan_free(struct gpr_py_scan *s)
-{
-	PyMem_Free(s->ptrs);
-	PyMem_Free(s->graphs);
-	memset(s, 0, sizeof *s);
+	return Py_BuildValue("(NNll)", list, pools, tensors, odd);
 }

@@ -22,8 +22,16 @@
  * checked (others are refused with a reason, never guessed), under the
  * map's read lock taken with pthread_rwlock_tryrdlock (a few tries, never
  * blocking: a writer holds it only around one insertion), walking at most
- * the node count. The caller validates every entry against the allocator
- * snapshot and discards the whole reading on any mismatch.
+ * the node count. The caller (gpureclaim/frameworks/torch.py) validates
+ * every entry against the allocator snapshot and discards the whole
+ * reading on any mismatch.
+ *
+ * torch_wsmap(version) -> (rows, None), or (None, why) when the maps
+ * cannot be read; version is torch.__version__ as a str (the caller reads
+ * it: this file imports nothing). A row is (device, lt, ptr, handle,
+ * stream, size): device the CUDA ordinal (-1: not a CUDA DataPtr), lt 1
+ * for the cuBLASLt map, size as Torch stored it (2.13; 0 where it stores
+ * none).
  */
 #include "ext.h"
 
@@ -34,6 +42,7 @@
 #include <time.h>
 
 #define MAX_NODES 4096
+#define MAX_MAP 512 /* entries read */
 #define LOCK_TRIES 5
 #define KCUDA 1 /* c10::DeviceType::CUDA */
 
@@ -47,6 +56,13 @@ static const char *const symbols[2] = {
     "_ZN2at4cuda35cublaslt_handle_stream_to_workspaceEv"};
 
 typedef const char *map_fn(void);
+
+/* One workspace in Torch's maps. */
+struct ws {
+	int device;
+	int lt;
+	uint64_t ptr, handle, stream, size;
+};
 
 #define AT(p, off, type) (*(type const *)((const char *)(p) + (off)))
 
@@ -74,8 +90,8 @@ static const char *next_node(const char *x)
 }
 
 /* Walks one map under its read lock; appends to out. */
-static int walk(const char *m, int lt, int has_size, struct gpr_py_ws *out,
-		int cap, int *n, char *why, size_t len)
+static int walk(const char *m, int lt, int has_size, struct ws *out, int cap,
+		int *n, char *why, size_t len)
 {
 	pthread_rwlock_t *lock = (pthread_rwlock_t *)(m + 48);
 	int tries = 0;
@@ -105,7 +121,7 @@ static int walk(const char *m, int lt, int has_size, struct gpr_py_ws *out,
 			rc = -1;
 			break;
 		}
-		struct gpr_py_ws *w = &out[(*n)++];
+		struct ws *w = &out[(*n)++];
 		w->lt = lt;
 		w->stream = (uint64_t)(uintptr_t)AT(node, 32, void *);
 		w->handle = (uint64_t)(uintptr_t)AT(node, 40, void *);
@@ -126,29 +142,13 @@ static int walk(const char *m, int lt, int has_size, struct gpr_py_ws *out,
 	return rc;
 }
 
-/* torch.__version__ as (major, minor); 0 or -1. */
-static int torch_version(int *major, int *minor, char *text, size_t len)
-{
-	PyObject *torch = gpr_py_imported("torch");
-	PyObject *v = torch ? gpr_py_attr(torch, "__version__") : NULL;
-	Py_XDECREF(torch);
-	PyObject *s = v ? PyObject_Str(v) : NULL;
-	Py_XDECREF(v);
-	const char *t = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
-	int ok = t && sscanf(t, "%d.%d", major, minor) == 2;
-	snprintf(text, len, "%s", t ? t : "?");
-	Py_XDECREF(s);
-	PyErr_Clear();
-	return ok ? 0 : -1;
-}
-
-int gpr_py_torch_wsmap(struct gpr_py_ws *out, int cap, int *n, char *why,
-		       size_t len)
+/* Reads both maps into out[cap]: 0 with *n entries, or -1 with why. */
+static int read_maps(const char *version, struct ws *out, int cap, int *n,
+		     char *why, size_t len)
 {
 	*n = 0;
 	int major = 0, minor = 0, has_size = -1;
-	char version[64];
-	if (torch_version(&major, &minor, version, sizeof version)) {
+	if (sscanf(version, "%d.%d", &major, &minor) != 2) {
 		snprintf(why, len, "torch.__version__ unreadable");
 		return -1;
 	}
@@ -184,4 +184,40 @@ int gpr_py_torch_wsmap(struct gpr_py_ws *out, int cap, int *n, char *why,
 			 : 0;
 	dlclose(lib);
 	return rc;
+}
+
+PyObject *gpr_py_torch_wsmap(PyObject *module, PyObject *version)
+{
+	(void)module;
+	const char *v = PyUnicode_Check(version)
+			    ? PyUnicode_AsUTF8AndSize(version, NULL)
+			    : NULL;
+	if (!v)
+		return PyErr_Format(PyExc_TypeError,
+				    "torch_wsmap(version): a str");
+	struct ws *ws = PyMem_Malloc(MAX_MAP * sizeof *ws);
+	if (!ws)
+		return PyErr_NoMemory();
+	char why[240] = "";
+	int n = 0;
+	PyObject *out = NULL;
+	if (read_maps(v, ws, MAX_MAP, &n, why, sizeof why)) {
+		out = Py_BuildValue("(Os)", Py_None, why);
+		goto done;
+	}
+	PyObject *rows = PyList_New(0);
+	for (int i = 0; rows && i < n; i++) {
+		PyObject *t = Py_BuildValue("(iiKKKK)", ws[i].device, ws[i].lt,
+					    (unsigned long long)ws[i].ptr,
+					    (unsigned long long)ws[i].handle,
+					    (unsigned long long)ws[i].stream,
+					    (unsigned long long)ws[i].size);
+		if (!t || PyList_Append(rows, t))
+			Py_CLEAR(rows);
+		Py_XDECREF(t);
+	}
+	out = rows ? Py_BuildValue("(NO)", rows, Py_None) : NULL;
+done:
+	PyMem_Free(ws);
+	return out;
 }

@@ -21,6 +21,7 @@ VERSION = header_version()
 EXPECTED = {
     "gpureclaim/__init__.py",
     "gpureclaim/__main__.py",
+    "gpureclaim/_explain.py",
     "gpureclaim/_gpureclaim.abi3.so",
     "gpureclaim/_gpureclaim.pyi",
     "gpureclaim/_trace.py",
@@ -29,6 +30,9 @@ EXPECTED = {
     *(f"gpureclaim/cluster/{m}.py" for m in (
         "__init__", "_cli", "_dask_plugin", "_records", "_report", "dask",
         "ray", "torch")),
+    *(f"gpureclaim/frameworks/{m}.py" for m in (
+        "__init__", "_base", "cupy", "jax", "metal", "numba", "rmm",
+        "torch")),
     f"gpureclaim-{VERSION}.data/scripts/gpureclaim",
     f"gpureclaim-{VERSION}.dist-info/METADATA",
     f"gpureclaim-{VERSION}.dist-info/WHEEL",

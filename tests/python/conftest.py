@@ -23,6 +23,14 @@ PY_PATH = os.path.abspath(os.environ.get("GPR_PY_PATH", os.path.join(ROOT, "buil
 # the test stand-ins built from tests/fixtures (libtorch_cuda.so, the tracer)
 FAKES_BUILD = os.path.abspath(os.environ.get("GPR_FAKES_BUILD", os.path.join(ROOT, "build", "tests", "fixtures")))
 
+# An ASan build (make check's build/asan): the suite's environment preloads
+# the ASan runtime (tests/python/meson.build), which must stay first in
+# every LD_PRELOAD a scenario sets (the tracer's, or none).
+SAN_PRELOAD = (os.environ.get("LD_PRELOAD", "")
+               if "asan" in os.environ.get("LD_PRELOAD", "") else "")
+#: RSS measures ASan's quarantine of freed memory there, not a leak
+SANITIZED = bool(SAN_PRELOAD)
+
 PRELUDE = """\
 import gc, json, os, sys
 from scenario import emit, sim, libcuda_mapped, primary_active, rss_bytes
@@ -68,6 +76,10 @@ def scenario():
             GPR_FAKES_BUILD=FAKES_BUILD,
         )
         e.update(env or {})
+        if SAN_PRELOAD:
+            e["LD_PRELOAD"] = ":".join(
+                p for p in (SAN_PRELOAD, e.get("LD_PRELOAD", "").replace(
+                    SAN_PRELOAD, "").strip(":")) if p)
         src = PRELUDE + textwrap.dedent(code)
         proc = subprocess.run([sys.executable, "-c", src], env=e,
                               capture_output=True, text=True, timeout=timeout)

@@ -390,3 +390,23 @@ emit(dict(p=parts(e), notes=e.notes))
     assert "context:CUDA driver" not in r["p"]
     assert any("context not measured: the probe process failed" in n
                and "cannot load the driver" in n for n in r["notes"]), r["notes"]
+
+
+def test_what_release_did_is_kept_for_every_gpu(scenario):
+    # kept per GPU in Python (frameworks/torch.py), no slots: every GPU the
+    # simulator has (16) remembers its own release(workspaces=True)
+    r = run(scenario, """
+import torch
+held = []
+for d in range(16):
+    a = torch.empty(4 << 20, device=f"cuda:{d}")
+    torch.matmul(a, a)
+    held.append(torch.cuda._pool(d).malloc(32 << 20))  # held in C++
+gpureclaim.release(workspaces=True)
+e = check(gpureclaim.explain())
+emit({g.device: [p.how for p in g.parts if p.kind == "unattributed"]
+      for g in e.gpus})
+""", sim="gpus=16", env={"FAKE_TORCH_LAYOUT": ""}, timeout=300)
+    assert sorted(r.data, key=int) == [str(d) for d in range(16)]
+    for d, how in r.data.items():
+        assert "1 of them survived release(workspaces=True)" in how[0], (d, how)

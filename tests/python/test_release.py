@@ -557,3 +557,50 @@ emit(dict(notes=r.notes, exits=len(calls),
     assert not any("SystemError" in n for n in r["notes"]), r["notes"]
     assert r["exits"] == 0
     assert min(r["rows"]) < 0, r["rows"]  # the once-per-call row failed
+
+
+def test_a_framework_that_raises_is_a_note_never_an_exception(scenario):
+    # every framework's releaser goes through the one trampoline: what it
+    # raises becomes a note naming the step, the row fails with the code
+    # of a failed releaser, and the other releasers still run
+    r = scenario("""
+import torch, cupy
+t = torch.empty(64 << 20, device="cuda"); del t
+a = cupy.empty(32 << 20); del a
+def boom(*args, **kw):
+    raise RuntimeError("allocator on fire")
+torch.cuda.empty_cache = boom
+torch._C._host_emptyCache = boom
+r = gpureclaim.release()
+rows = {(x.name, x.device): x.status for x in r.releasers}
+torch.cuda.memory_stats = torch.cuda.memory_allocated = boom
+e = gpureclaim.explain()
+emit(dict(bytes=r.bytes, notes=r.notes, torch=rows[("torch", 0)],
+          once=rows[("torch", -1)], cupy=rows[("cupy", 0)],
+          code=gpureclaim._c.errors["GPR_E_RELEASER"][0], explained=e.notes,
+          parts=[p.source for p in e.gpus[0].parts]))
+""")
+    assert r["bytes"] == 32 << 20  # CuPy's went back
+    assert ("torch: release on GPU 0 failed: RuntimeError: allocator on fire"
+            in r["notes"]), r["notes"]
+    assert ("torch: release on the once-per-call step failed: host cache: "
+            "RuntimeError: allocator on fire" in r["notes"]), r["notes"]
+    assert r["torch"] == r["once"] == r["code"] and r["cupy"] == 0
+    assert r["explained"] == ["torch: GPU 0: RuntimeError: allocator on fire"]
+    assert "cupy" in r["parts"]
+
+
+def test_frameworks_are_registered_as_a_users_pool_is(scenario):
+    r = scenario("""
+out = {}
+try:
+    gpureclaim._c.register("cupy", lambda d: None)
+except ValueError as e:
+    out["again"] = str(e)
+gpureclaim.register("mine", lambda d: None)
+emit(dict(out=out, core=gpureclaim._c.releaser_names()))
+""")
+    # one list in the core: the table's frameworks first, then the user's
+    assert r["core"] == ["torch", "cupy", "numba", "jax", "rmm", "mps", "mlx",
+                         "mine"]
+    assert "already registered" in r["out"]["again"]

@@ -52,7 +52,7 @@ big = torch.empty(64 << 20, device="cuda"); del big
 small = [torch.empty(16 << 20, device="cuda") for _ in range(4)]
 del small[2], small[0]
 gpureclaim.release()
-a = torch.empty(64 << 20, device="cuda"); c = torch.matmul(a, a); del a, c
+a = torch.empty(64 << 20, device="cuda"); c = torch.addmm(None, a, a); del a, c  # cuBLAS, cuBLASLt
 x = torch.empty(48 << 20, device="cuda"); del x
 ca = cupy.empty(128 << 20)
 cb = cupy.empty(8 << 20); del cb

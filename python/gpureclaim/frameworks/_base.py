@@ -1,0 +1,181 @@
+"""What the framework modules share: the record each one registers, the
+look-up that never imports, the device switch that never opens a
+context, the notes a failure becomes, and the parts an explainer adds.
+
+Nothing here imports a framework: a framework is active only once the
+user's program has put it in ``sys.modules``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from operator import index as _index
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .. import _gpureclaim as _c
+
+_modules = sys.modules
+
+#: Raised by a releaser to give its failure's whole note (the step it was
+#: on, then the cause): the trampoline (python/src/releaser.c) writes its
+#: message alone, where any other exception reads "<Type>: <message>".
+Failed = _c.ReleaseFailed
+
+#: The device value of a releaser's once-per-call step.
+ONCE = _c.DEVICE_ONCE
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework, as the table in ``frameworks/__init__.py`` lists it
+    and as it is registered through ``_gpureclaim.register`` (the
+    trampoline a user's pool goes through too).
+
+    - ``probe() -> (handle, why)``: the framework's handle when it is
+      active in this process, else None; ``why`` says which. It reads
+      ``sys.modules`` and what the framework already set up, never
+      imports or initialises anything.
+    - ``held(device) -> (live, cached) | None`` and ``release(device) ->
+      note | None`` (raise :data:`Failed` or anything else on failure): the
+      releaser, called for each visited GPU and with :data:`ONCE`.
+    - ``explain(call, gpu)``: adds the framework's parts of ``gpu`` (a
+      :class:`Parts`); None where the framework has nothing to explain.
+    - ``device``: the name of a GPU CUDA does not see ("mps"), with
+      ``figure() -> None | int | str`` (not in use / the driver's figure /
+      why there is none).
+    """
+
+    name: str
+    kind: str  # "cuda" or "metal"
+    probe: Callable[[], tuple]
+    held: Optional[Callable[[int], Optional[tuple]]]
+    release: Callable[[int], Optional[str]]
+    explain: Optional[Callable[[Any, "Parts"], None]] = None
+    device: Optional[str] = None
+    figure: Optional[Callable[[], Any]] = None
+
+
+class _Options(threading.local):
+    """The options of the release running on this thread, set by
+    ``gpureclaim.release()`` around the core's release: the core calls the
+    releasers back on the thread that called it."""
+
+    workspaces = False
+
+
+options = _Options()
+
+
+def imported(name: str) -> Any:
+    """``sys.modules[name]`` if the program imported it, else None (a
+    None entry, which blocks an import, counts as not imported)."""
+    return _modules.get(name)
+
+
+def describe(e: BaseException) -> str:
+    """An exception as a note reads it: "<Type>: <message>"."""
+    try:
+        msg = str(e)
+    except Exception:
+        msg = "?"
+    name = type(e).__qualname__
+    return f"{name}: {msg}" if msg else name
+
+
+def failed(step: str, e: BaseException) -> Failed:
+    """The failure of one named step: "<step>: <Type>: <message>"."""
+    return Failed(f"{step}: {describe(e)}")
+
+
+def item(d: Any, key: str) -> int:
+    """``d[key]`` when d is a dict and the value an int, else -1."""
+    if isinstance(d, dict):
+        v = d.get(key)
+        if isinstance(v, int):
+            return v
+    return -1
+
+
+#: what :func:`on_device` returns where it left the GPU alone
+SKIPPED = object()
+
+
+def on_device(switch: Any, device: int, work: Callable[[], Any]) -> Any:
+    """``work()`` with ``device`` current in a framework that switches
+    through ``getDevice()`` and ``setDevice(i)`` (CuPy's
+    ``cupy.cuda.runtime``, RMM's ``rmm._cuda.gpu``), the previous device
+    restored after it, even when work raised (its exception is the one
+    kept). Returns work's result, or ``(SKIPPED, prev)`` without calling
+    it when the thread's current device has no context: setDevice could
+    not restore it without opening one there (~500 MiB).
+    """
+    prev = _index(switch.getDevice())
+    if prev == device:
+        return work()
+    if not _c._primary_active(prev):
+        return SKIPPED, prev
+    switch.setDevice(device)
+    try:
+        out = work()
+    except BaseException:
+        try:
+            switch.setDevice(prev)
+        except Exception:
+            pass  # the work's error is the one to see
+        raise
+    switch.setDevice(prev)
+    return out
+
+
+def skipped(out: Any) -> Optional[int]:
+    """The previous device when :func:`on_device` left the GPU alone."""
+    if type(out) is tuple and len(out) == 2 and out[0] is SKIPPED:
+        return out[1]
+    return None
+
+
+class Parts:
+    """One GPU being explained: the parts its explainers add (each a dict,
+    the shape of ``docs/explain.md``'s parts), their known sum, and the
+    call's notes (shared by every GPU)."""
+
+    __slots__ = ("device", "parts", "notes", "sum")
+
+    def __init__(self, device: Any, notes: list):
+        self.device = device
+        self.parts: list = []
+        self.notes = notes
+        self.sum = 0
+
+    def add(self, kind: str, source: str, bytes: int = 0, *,
+            known: bool = True, exact: bool = True,
+            evidence: Optional[str] = None, advice: Optional[str] = None,
+            hint: Optional[str] = None, how: str = "",
+            detail: Any = None) -> None:
+        """Appends a part. ``known`` False: the bytes are not reported
+        (they stay in the rest). ``exact``: bytes and attribution are
+        measured (a counter, the snapshot, Torch's workspace map, a driver
+        pool, a trace), not inferred; ``evidence`` says by what (default
+        "counter"). ``advice``: a key of the advice table (only advice that,
+        followed, makes the part go); ``hint``: a key of the hint table,
+        for the next start."""
+        self.parts.append(part(kind, source, bytes, known=known, exact=exact,
+                               evidence=evidence, advice=advice, hint=hint,
+                               how=how, detail=detail))
+        if known:
+            self.sum += bytes
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def part(kind: str, source: str, bytes: int = 0, *, known: bool = True,
+         exact: bool = True, evidence: Optional[str] = None,
+         advice: Optional[str] = None, hint: Optional[str] = None,
+         how: str = "", detail: Any = None) -> dict:
+    """A part as a dict (see :meth:`Parts.add`)."""
+    return {"kind": kind, "source": source, "bytes": bytes, "known": known,
+            "exact": bool(exact and known), "evidence": evidence or "counter",
+            "advice_key": advice, "hint_key": hint, "how": how,
+            "detail": detail}
