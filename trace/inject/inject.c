@@ -27,7 +27,7 @@
  * the program's privileges (gpr_inj_session_secure). Paths are also read
  * with secure_getenv.
  */
-#include "inject.h"
+#include "tracer.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,7 +37,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../format/trace_ops.h"
 #include "gpureclaim_trace.h"
+#include "callers.h"
+#include "frontend.h"
+#include "session.h"
+#include "sizes.h"
 
 /*
  * The session's state besides the writer's, under the session lock:
@@ -229,7 +234,7 @@ gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
 	} else if (live && o->backend != GPURECLAIM_TRACE_CUPTI) {
 		if (gpr_inj_session_start(GPR_INJ_INTERPOSE, o->path, 0,
 					  "program", gpr_inj_preload_meta,
-					  gpr_inj_preload_libcuda()) < 0)
+					  gpr_inj_preload_driver()) < 0)
 			rc = GPURECLAIM_TRACE_E_LOG;
 	} else if (gpr_inj_cupti_attach(cupti) < 0) {
 		rc = GPURECLAIM_TRACE_E_UNAVAILABLE;
