@@ -35,13 +35,16 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../trace/inject/cupti_abi.h"
@@ -456,6 +459,56 @@ static int scenario_closeall(const char *data)
 		/* left open, the program's own */
 	}
 	return pairs(3000, MiB);
+}
+
+/*
+ * A full disk, as far as the log goes: once the writer has written the
+ * first 100 pairs, writes past 64 KiB fail (RLIMIT_FSIZE, SIGXFSZ
+ * ignored: EFBIG), in the middle of the next chunk.
+ */
+static int scenario_full(const char *log)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	if (find_by_dlsym() < 0 || start_gpu() != 0 || pairs(100, MiB) != 0)
+		return 70;
+	for (;;) { /* until the writer has written them */
+		struct gpr_trace t;
+		char err[256];
+		size_t n = 0;
+		if (gpr_trace_load(log, &t, err, sizeof(err)) == 0) {
+			n = t.n_recs;
+			gpr_trace_free(&t);
+		}
+		if (n >= 200)
+			break;
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	struct rlimit rl = {64 << 10, 64 << 10};
+	if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+		return 48;
+	return pairs(5000, MiB);
+}
+
+/* 1 when the log at path is its header and whole chunks, nothing else. */
+static int whole_chunks(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	struct stat st;
+	int ok = fstat(fileno(f), &st) == 0 && st.st_size >= 64;
+	uint64_t at = 64;
+	while (ok && at < (uint64_t)st.st_size) {
+		unsigned char h[16];
+		uint64_t len;
+		ok = fseek(f, (long)at, SEEK_SET) == 0 &&
+		     fread(h, 1, sizeof(h), f) == sizeof(h);
+		memcpy(&len, h + 8, 8);
+		at += 16 + len;
+	}
+	fclose(f);
+	return ok && at == (uint64_t)st.st_size;
 }
 
 /* Where the object loaded from `path` is mapped: [lo, hi). */
@@ -1112,6 +1165,26 @@ static void check_closeall(void)
 	}
 }
 
+/* A write that fails halfway: the log is cut back to whole chunks. */
+static void check_full(void)
+{
+	char out[512], env[1200];
+	snprintf(out, sizeof(out), "%s/full.trace", dir);
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s,LOG1=%s", out,
+		 out);
+	struct gpr_test_run r;
+	run("full", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	CHECK(strstr(r.err, "gpureclaim-trace: writing ") &&
+	      strstr(r.err, " failed: File too large; tracing stopped"));
+	CHECK(whole_chunks(out));
+	struct gpr_trace t;
+	if (gpr_test_load(out, &t) == 0) {
+		CHECK(!t.complete && t.n_recs >= 200 && t.n_recs < 10200);
+		gpr_trace_free(&t);
+	}
+}
+
 /* Three loads and unloads of the driver, each traced. */
 static void check_dlclose(void)
 {
@@ -1254,6 +1327,8 @@ int main(int argc, char **argv)
 			return scenario_closeall(getenv("DATA"));
 		if (strcmp(s, "dlclose") == 0)
 			return scenario_dlclose();
+		if (strcmp(s, "full") == 0)
+			return scenario_full(getenv("LOG1"));
 		if (strcmp(s, "churn") == 0)
 			return scenario_churn(1, 10000);
 		if (strcmp(s, "threads") == 0)
@@ -1284,6 +1359,7 @@ int main(int argc, char **argv)
 	check_early();
 	check_closeall();
 	check_dlclose();
+	check_full();
 	check_churn();
 	return gpr_test_finish("test_preload", dir);
 }
