@@ -10,16 +10,28 @@
  * and stderr are left alone, our own lines on stderr start with
  * "gpureclaim trace:". The summary reads the logs the traced processes
  * say they wrote (trace_names.h).
+ *
+ * Signals: CMD runs in a process group of its own, given the terminal
+ * when we have it, so that what reaches us never reached CMD as well: a
+ * terminal's Ctrl-C goes to CMD's group alone, and what is sent to us,
+ * alone or to our group (SIGINT, SIGTERM, SIGHUP, SIGQUIT), is passed on
+ * to CMD's group once. Then we wait for CMD, summarise, remove the private
+ * names directory and exit as CMD did. When CMD stops (Ctrl-Z), we stop
+ * too, as a shell expects of its job, and continue it when continued.
+ * SIGKILL cannot be passed on: when we die, CMD gets SIGKILL from the
+ * kernel (PR_SET_PDEATHSIG), as it would have in our group.
  */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +58,11 @@ static struct env {
 } env;
 
 static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t child_alone; /* CMD has its own group */
+
+/* The signals passed on to CMD (their default action ends a process). */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
 
 static void usage(FILE *f)
 {
@@ -142,12 +159,77 @@ static int setuid_program(const char *cmd)
 static void forward(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
-	/*
-	 * A signal from the terminal reached the whole process group, CMD
-	 * included; one sent to us alone (kill) is passed on.
-	 */
-	if (child_pid > 0 && si->si_code <= 0)
-		kill((pid_t)child_pid, sig);
+	int saved = errno;
+	pid_t pid = (pid_t)child_pid;
+	if (pid <= 0) {
+		/* before the fork or after the wait: nobody to pass it to */
+	} else if (child_alone) {
+		/* nothing sent to us reached CMD's group: pass it on, once */
+		if (kill(-pid, sig) < 0)
+			kill(pid, sig); /* CMD left its group (setsid) */
+	} else if (si->si_code <= 0) {
+		/* CMD shares our group (setpgid failed): a terminal's signal
+		 * reached it already; one sent to us alone is passed on */
+		kill(pid, sig);
+	}
+	errno = saved;
+}
+
+/* The controlling terminal, when there is one (else -1). */
+static int open_tty(void)
+{
+	return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+
+/* Gives the terminal to process group pgrp when our group holds it. */
+static void give_tty(int tty, pid_t pgrp)
+{
+	if (tty < 0 || tcgetpgrp(tty) != getpgrp())
+		return;
+	/* a background group's tcsetpgrp raises SIGTTOU: not for us */
+	sigset_t ttou, prev;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &prev);
+	tcsetpgrp(tty, pgrp);
+	sigprocmask(SIG_SETMASK, &prev, NULL);
+}
+
+/* Takes the terminal back from CMD's group, when that group holds it. */
+static void take_tty(int tty, pid_t child)
+{
+	if (tty < 0 || tcgetpgrp(tty) != child)
+		return;
+	sigset_t ttou, prev;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &prev);
+	tcsetpgrp(tty, getpgrp());
+	sigprocmask(SIG_SETMASK, &prev, NULL);
+}
+
+/*
+ * Waits for CMD to end; while it is stopped (Ctrl-Z, a background read of
+ * the terminal), we are stopped too, and continued, we continue it, with
+ * the terminal when ours is the foreground group. 0 and its status, or
+ * -1 (errno).
+ */
+static int wait_child(pid_t pid, int tty, int *status)
+{
+	for (;;) {
+		if (waitpid(pid, status, WUNTRACED) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (!WIFSTOPPED(*status))
+			return 0;
+		take_tty(tty, pid);
+		kill(getpid(), SIGSTOP); /* our shell sees the job stop */
+		give_tty(tty, pid);	 /* continued: in the foreground? */
+		if (kill(-pid, SIGCONT) < 0)
+			kill(pid, SIGCONT);
+	}
 }
 
 /* The summary of one log on stderr. */
@@ -525,25 +607,40 @@ int gpr_cli_trace(int argc, char **argv)
 		}
 	}
 
-	struct sigaction sa, old_int, old_term;
+	struct sigaction sa, old[N_FORWARDED];
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = forward;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaddset(&sa.sa_mask, forwarded[i]);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaction(forwarded[i], &sa, &old[i]);
+	int tty = open_tty();
 
 	fflush(NULL);
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		for (size_t i = 0; i < N_FORWARDED; i++)
+			sigaction(forwarded[i], &old[i], NULL);
+		if (tty >= 0)
+			close(tty);
 		gpr_cli_trace_names_free(&names);
 		free(dir);
 		return GPR_CLI_ERROR;
 	}
 	if (pid == 0) {
-		sigaction(SIGINT, &old_int, NULL);
-		sigaction(SIGTERM, &old_term, NULL);
+		/* a group of its own, with the terminal if we have it; our
+		 * death (SIGKILL: not passed on) is its own */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(128 + SIGKILL);
+		if (setpgid(0, 0) == 0)
+			give_tty(tty, getpid());
+		for (size_t i = 0; i < N_FORWARDED; i++)
+			sigaction(forwarded[i], &old[i], NULL);
 		if (traced)
 			child_env(backend, tracer, cupti, out, sizeof(out), dir,
 				  names.dir);
@@ -553,23 +650,31 @@ int gpr_cli_trace(int argc, char **argv)
 			strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
+	/* as the child does, so that neither waits for the other */
+	child_alone = setpgid(pid, pid) == 0 || getpgid(pid) == pid;
+	if (child_alone)
+		give_tty(tty, pid);
 	child_pid = pid;
 	if (dir)
 		snprintf(out, sizeof(out), "%s/gpureclaim-%d.trace", dir,
 			 (int)pid);
 	free(dir);
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			fprintf(stderr, "gpureclaim trace: waitpid: %m\n");
-			gpr_cli_trace_names_collect(&names);
-			gpr_cli_trace_names_free(&names);
-			return GPR_CLI_ERROR;
-		}
-	}
+	int waited = wait_child(pid, tty, &status);
+	int wait_errno = errno;
 	child_pid = 0;
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
+	take_tty(tty, pid);
+	if (tty >= 0)
+		close(tty);
+	for (size_t i = 0; i < N_FORWARDED; i++)
+		sigaction(forwarded[i], &old[i], NULL);
+	if (waited < 0) {
+		fprintf(stderr, "gpureclaim trace: waitpid: %s\n",
+			strerror(wait_errno));
+		gpr_cli_trace_names_collect(&names);
+		gpr_cli_trace_names_free(&names);
+		return GPR_CLI_ERROR;
+	}
 	int code = WIFEXITED(status)	 ? WEXITSTATUS(status)
 		   : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
 					 : 1;
