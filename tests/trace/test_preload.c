@@ -1125,9 +1125,21 @@ static void check_dormant(void)
 	}
 }
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPR_TEST_TSAN 1
+#endif
+#endif
+
 /* The program's own files after a run of scenario_closeall. */
 static void check_closeall(void)
 {
+#ifdef GPR_TEST_TSAN
+	/* the program closing the descriptor the writer thread uses is the
+	 * race this scenario stages on purpose: TSan reports it */
+	fprintf(stderr, "closeall: not run under TSan\n");
+	return;
+#endif
 	char out[512], env[1400], data[600];
 	snprintf(out, sizeof(out), "%s/closeall.trace", dir);
 	snprintf(data, sizeof(data), "%s/closeall", dir);

@@ -611,8 +611,16 @@ static void *wrap(void *p, const struct lookup *l)
  * dlsym for the functions it intercepts while it starts, before its
  * shadow memory (ASan) or its thread state (TSan) exists. The pass-on
  * must stay a tail call at every optimisation level (gcc makes sibling
- * calls from -O2 on only).
+ * calls from -O2 on only; clang's musttail makes one at any level).
  */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(musttail)
+#define GPR_MUSTTAIL __attribute__((musttail))
+#endif
+#endif
+#ifndef GPR_MUSTTAIL
+#define GPR_MUSTTAIL
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #define GPR_TAIL_CALLS __attribute__((optimize("optimize-sibling-calls")))
 #else
@@ -621,8 +629,10 @@ static void *wrap(void *p, const struct lookup *l)
 GPR_INJ_UNINSTRUMENTED GPR_TAIL_CALLS GPR_EXPORT void *dlsym(void *handle,
 							     const char *name)
 {
-	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u')
-		return gpr_inj_libc_dlsym()(handle, name); /* a tail call */
+	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u') {
+		void *(*libc)(void *, const char *) = gpr_inj_libc_dlsym();
+		GPR_MUSTTAIL return libc(handle, name); /* a tail call */
+	}
 	struct lookup l = {name, 0, 0, 0};
 	return wrap(gpr_inj_next_dlsym(handle, name), &l);
 }
