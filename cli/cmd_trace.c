@@ -23,11 +23,13 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,9 @@
 #include <unistd.h>
 
 #include "out/buf.h"
+#include "out/text.h"
 #include "../trace/format/trace_switch.h"
+#include "../trace/inject/settings.h"
 #include "../trace/read/log_path.h"
 #include "../trace/read/log_read.h"
 #include "../trace/read/log_report.h"
@@ -133,6 +137,104 @@ static void usage(FILE *f)
 	    "Exit status: CMD's (128 + signal if it was killed); 1 when "
 	    "tracing cannot be set up,\n"
 	    "127 when CMD cannot be run, 2 on bad usage.\n");
+}
+
+/*
+ * One message on stderr, each of its lines shown by the terminal rule
+ * (out/text.h: controls and bidi formatting as '?'): paths and names in
+ * it (the user's, a process's) cannot drive the terminal.
+ */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	struct gpr__buf raw = {0}, b = {0};
+	va_list ap;
+	va_start(ap, fmt);
+	char small[512];
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(small)) {
+		gpr__buf_puts(&raw, small);
+	} else {
+		char *big = malloc((size_t)n + 1);
+		va_start(ap, fmt);
+		if (big)
+			vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		gpr__buf_puts(&raw, big ? big : small);
+		free(big);
+	}
+	char *line = raw.data;
+	while (line && *line) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		gpr__text_put(&b, line, 0, 0);
+		if (nl)
+			gpr__buf_puts(&b, "\n");
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!b.oom)
+		gpr__buf_write(&b, stderr);
+	gpr__buf_free(&raw);
+	gpr__buf_free(&b);
+}
+
+/*
+ * s as one word a shell reads back as s, to paste: as it is when it
+ * holds only characters no shell treats specially; else in single
+ * quotes; else, when it holds a byte the terminal rule would not show
+ * (a control, an escape sequence, bidi formatting, invalid UTF-8), in
+ * bash's $'...' with those bytes as \xHH, so none reaches the terminal.
+ */
+static void put_word(struct gpr__buf *b, const char *s)
+{
+	int plain = *s != '\0', hidden = 0;
+	for (const char *p = s; *p;) {
+		uint32_t cp;
+		size_t n = gpr__utf8_len(p, &cp);
+		if (n == 0 || gpr__text_unsafe(cp)) {
+			hidden = 1;
+			n = n ? n : 1;
+		} else if (!(cp < 128 && (isalnum((unsigned char)cp) ||
+					  strchr("/._-+=:@%,", (int)cp)))) {
+			plain = 0;
+		}
+		p += n;
+	}
+	if (plain && !hidden) {
+		gpr__buf_puts(b, s);
+		return;
+	}
+	if (!hidden) {
+		gpr__buf_puts(b, "'");
+		for (const char *p = s; *p; p++)
+			if (*p == '\'')
+				gpr__buf_puts(b, "'\\''");
+			else
+				gpr__buf_putn(b, p, 1);
+		gpr__buf_puts(b, "'");
+		return;
+	}
+	gpr__buf_puts(b, "$'");
+	for (const char *p = s; *p;) {
+		uint32_t cp;
+		size_t n = gpr__utf8_len(p, &cp);
+		if (n == 0 || gpr__text_unsafe(cp)) {
+			for (size_t i = 0; i < (n ? n : 1); i++)
+				gpr__buf_printf(b, "\\x%02x",
+						(unsigned char)p[i]);
+			p += n ? n : 1;
+			continue;
+		}
+		if (*p == '\'' || *p == '\\')
+			gpr__buf_puts(b, "\\");
+		gpr__buf_putn(b, p, n);
+		p += n;
+	}
+	gpr__buf_puts(b, "'");
 }
 
 /* Whether cmd resolves (through PATH) to a set-user/group-ID program,
@@ -238,14 +340,13 @@ static void summarise(const struct gpr_cli_trace_log *log)
 	struct gpr_trace t;
 	char err[256];
 	if (gpr_trace_load(log->path, &t, err, sizeof(err)) < 0) {
-		fprintf(stderr, "gpureclaim trace: %s: %s\n", log->path, err);
+		say("gpureclaim trace: %s: %s\n", log->path, err);
 		return;
 	}
 	if (t.hdr.pid != (uint32_t)log->pid) {
-		fprintf(stderr,
-			"gpureclaim trace: %s is not the log of process %ld "
-			"(it was replaced); not reading it\n",
-			log->path, log->pid);
+		say("gpureclaim trace: %s is not the log of process %ld "
+		    "(it was replaced); not reading it\n",
+		    log->path, log->pid);
 		gpr_trace_free(&t);
 		return;
 	}
@@ -255,8 +356,13 @@ static void summarise(const struct gpr_cli_trace_log *log)
 		gpr__buf_puts(&b, "\ngpureclaim trace: summary\n");
 		gpr_trace_report_text(&b, log->path, &t, &s, env.full ? 10 : 5,
 				      !env.full);
-		gpr__buf_printf(&b, "\nFull report: gpureclaim report %s\n",
-				log->path);
+		/* the command as it was run: by its path, or from PATH */
+		const char *self = program_invocation_name;
+		gpr__buf_puts(&b, "\nFull report: ");
+		put_word(&b, self && strchr(self, '/') ? self : "gpureclaim");
+		gpr__buf_puts(&b, " report ");
+		put_word(&b, log->path);
+		gpr__buf_puts(&b, "\n");
 		if (!b.oom)
 			gpr__buf_write(&b, stderr);
 		gpr__buf_free(&b);
@@ -273,13 +379,12 @@ static void summary(const char *want, pid_t child,
 		    const struct gpr_cli_trace_names *tn, int backend)
 {
 	if (tn->n == 0) {
-		fprintf(stderr,
-			"gpureclaim trace: no trace was written (CMD did not "
-			"use CUDA, or tracing failed: see above)%s\n",
-			backend == B_INTERPOSE
-			    ? "; a program the preload cannot enter (static, "
-			      "setuid) needs --backend=cupti"
-			    : "");
+		say("gpureclaim trace: no trace was written (CMD did not "
+		    "use CUDA, or tracing failed: see above)%s\n",
+		    backend == B_INTERPOSE
+			? "; a program the preload cannot enter (static, "
+			  "setuid) needs --backend=cupti"
+			: "");
 		return;
 	}
 	size_t k = tn->n;
@@ -292,16 +397,14 @@ static void summary(const char *want, pid_t child,
 	if (k == tn->n)
 		k = 0;
 	if (strcmp(tn->v[k].path, want) != 0)
-		fprintf(stderr,
-			"gpureclaim trace: %s was already there; the log is "
-			"%s\n",
-			want, tn->v[k].path);
+		say("gpureclaim trace: %s was already there; the log is "
+		    "%s\n",
+		    want, tn->v[k].path);
 	summarise(&tn->v[k]);
 	for (size_t i = 0; i < tn->n; i++)
 		if (i != k)
-			fprintf(stderr,
-				"gpureclaim trace: another process wrote %s\n",
-				tn->v[i].path);
+			say("gpureclaim trace: another process wrote %s\n",
+			    tn->v[i].path);
 }
 
 /*
@@ -320,9 +423,8 @@ static int log_path(char *out, size_t len, char **dir)
 	if (!env.output || env.output[0] != '/') {
 		cwd = getcwd(NULL, 0);
 		if (!cwd) {
-			fprintf(stderr,
-				"gpureclaim trace: cannot get the working "
-				"directory: %m; give -o an absolute path\n");
+			say("gpureclaim trace: cannot get the working "
+			    "directory: %m; give -o an absolute path\n");
 			return GPR_CLI_ERROR;
 		}
 	}
@@ -347,10 +449,9 @@ static int log_path(char *out, size_t len, char **dir)
 	free(cwd);
 	size_t want = n < 0 ? SIZE_MAX : (size_t)n;
 	if (want > GPR_TRACE_MAX_PATH || want >= len) {
-		fprintf(stderr,
-			"gpureclaim trace: the log's path would be %zu bytes, "
-			"more than %d; give -o a shorter path\n",
-			want, GPR_TRACE_MAX_PATH);
+		say("gpureclaim trace: the log's path would be %zu bytes, "
+		    "more than %d; give -o a shorter path\n",
+		    want, GPR_TRACE_MAX_PATH);
 		return GPR_CLI_USAGE;
 	}
 	return GPR_CLI_OK;
@@ -366,15 +467,16 @@ static int prepare_output(const char *path)
 {
 	char why[PATH_MAX + 80];
 	if (gpr_trace_clear_path(path, why, sizeof(why)) < 0) {
-		fprintf(stderr, "gpureclaim trace: %s\n", why);
+		say("gpureclaim trace: %s\n", why);
 		return -1;
 	}
 	return 0;
 }
 
 /*
- * The injection library's on/off switches: a bad value is refused here,
- * before CMD runs (the library itself could only warn and go on).
+ * The injection library's on/off switches and its settings that take a
+ * word: a bad value is refused here, before CMD runs (the library itself
+ * could only warn and go on).
  */
 static int check_switches(void)
 {
@@ -388,12 +490,31 @@ static int check_switches(void)
 	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
 		const char *v = getenv(sw[i].name);
 		if (gpr_trace_switch_parse(v, sw[i].word) < 0) {
-			fprintf(stderr,
-				"gpureclaim trace: %s='%.64s' is not one of "
-				"%s%s%s\n",
-				sw[i].name, v, GPR_TRACE_SWITCH_WORDS,
-				sw[i].word ? "/" : "",
-				sw[i].word ? sw[i].word : "");
+			say("gpureclaim trace: %s='%.64s' is not one of "
+			    "%s%s%s\n",
+			    sw[i].name, v, GPR_TRACE_SWITCH_WORDS,
+			    sw[i].word ? "/" : "",
+			    sw[i].word ? sw[i].word : "");
+			return -1;
+		}
+	}
+	static const struct {
+		const char *name, *words;
+	} set[] = {
+#define GPR_X_SETTING(name, words) {name, words},
+	    GPR_TRACE_SETTINGS(GPR_X_SETTING)
+#undef GPR_X_SETTING
+	};
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+		const char *v = getenv(set[i].name);
+		if (gpr_trace_setting_parse(set[i].words, v) == -2) {
+			char words[96];
+			gpr_trace_setting_list(set[i].words, words,
+					       sizeof(words));
+			say("gpureclaim trace: %s='%.64s' is not %s%s (unset: "
+			    "the default)\n",
+			    set[i].name, v,
+			    strchr(set[i].words, '/') ? "one of " : "", words);
 			return -1;
 		}
 	}
@@ -440,30 +561,28 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 	cupti[0] = '\0';
 	struct gpr__buf tried = {0};
 	if (gpr_cli_find_tracer(tracer, PATH_MAX, &tried) < 0) {
-		fprintf(stderr,
-			"gpureclaim trace: libgpureclaim_trace.so not found; "
-			"looked at:\n%s"
-			"gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
-			"its path\n",
-			gpr__buf_str(&tried));
+		say("gpureclaim trace: libgpureclaim_trace.so not found; "
+		    "looked at:\n%s"
+		    "gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "
+		    "its path\n",
+		    gpr__buf_str(&tried));
 		gpr__buf_free(&tried);
 		return 0;
 	}
 	if (*backend != B_CUPTI && setuid_program(cmd[0])) {
-		fprintf(stderr,
-			"gpureclaim trace: %s is set-user/group-ID: the "
-			"dynamic loader ignores LD_PRELOAD there%s\n",
-			cmd[0],
-			*backend == B_AUTO ? "; using CUPTI"
-					   : "; nothing will "
-					     "be recorded");
+		say("gpureclaim trace: %s is set-user/group-ID: the "
+		    "dynamic loader ignores LD_PRELOAD there%s\n",
+		    cmd[0],
+		    *backend == B_AUTO ? "; using CUPTI"
+				       : "; nothing will "
+					 "be recorded");
 		if (*backend == B_AUTO)
 			*backend = B_CUPTI;
 	}
 	if (*backend == B_INTERPOSE || env.dormant) {
 		if (!env.quiet)
-			fprintf(stderr, "gpureclaim trace: interposer %s%s\n",
-				tracer, env.dormant ? " (dormant)" : "");
+			say("gpureclaim trace: interposer %s%s\n", tracer,
+			    env.dormant ? " (dormant)" : "");
 		gpr__buf_free(&tried);
 		return 1;
 	}
@@ -474,29 +593,25 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 		cupti[0] = '\0';
 	if (*backend == B_AUTO) {
 		if (!env.quiet)
-			fprintf(stderr,
-				"gpureclaim trace: interposer %s; %s%s\n",
-				tracer,
-				found ? "CUPTI fallback "
-				      : "no CUPTI found for a fallback",
-				found ? cupti : "");
+			say("gpureclaim trace: interposer %s; %s%s\n", tracer,
+			    found ? "CUPTI fallback "
+				  : "no CUPTI found for a fallback",
+			    found ? cupti : "");
 		gpr__buf_free(&tried);
 		return 1;
 	}
 	if (!found) {
-		fprintf(stderr,
-			"gpureclaim trace: no CUPTI library found; looked "
-			"at:\n%s"
-			"gpureclaim trace: install one (pip install "
-			"nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n",
-			gpr__buf_str(&tried));
+		say("gpureclaim trace: no CUPTI library found; looked "
+		    "at:\n%s"
+		    "gpureclaim trace: install one (pip install "
+		    "nvidia-cuda-cupti) or set GPURECLAIM_CUPTI_LIBRARY\n",
+		    gpr__buf_str(&tried));
 		gpr__buf_free(&tried);
 		return 0;
 	}
 	gpr__buf_free(&tried);
 	if (!env.quiet)
-		fprintf(stderr, "gpureclaim trace: CUPTI %s (from %s)\n", cupti,
-			from);
+		say("gpureclaim trace: CUPTI %s (from %s)\n", cupti, from);
 	return 1;
 }
 
@@ -525,9 +640,8 @@ static int parse(int argc, char **argv)
 				if (strcmp(optarg, backend_names[i]) == 0)
 					env.backend = i;
 			if (env.backend < 0) {
-				fprintf(stderr,
-					"gpureclaim trace: --backend takes "
-					"auto, interpose or cupti\n");
+				say("gpureclaim trace: --backend takes "
+				    "auto, interpose or cupti\n");
 				return GPR_CLI_USAGE;
 			}
 			break;
@@ -552,13 +666,13 @@ static int parse(int argc, char **argv)
 		}
 	}
 	if (env.dormant && env.backend == B_CUPTI) {
-		fprintf(stderr, "gpureclaim trace: --dormant preloads the "
-				"interposer; it does not go with "
-				"--backend=cupti\n");
+		say("gpureclaim trace: --dormant preloads the "
+		    "interposer; it does not go with "
+		    "--backend=cupti\n");
 		return GPR_CLI_USAGE;
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "gpureclaim trace: no command given\n");
+		say("gpureclaim trace: no command given\n");
 		usage(stderr);
 		return GPR_CLI_USAGE;
 	}
@@ -577,13 +691,13 @@ int gpr_cli_trace(int argc, char **argv)
 	int backend = env.backend;
 	int traced = set_up(cmd, &backend, tracer, cupti);
 	if (!traced && !env.allow_untraced) {
-		fprintf(stderr, "gpureclaim trace: not running the command "
-				"untraced (--allow-untraced would)\n");
+		say("gpureclaim trace: not running the command "
+		    "untraced (--allow-untraced would)\n");
 		return GPR_CLI_ERROR;
 	}
 	if (!traced)
-		fprintf(stderr, "gpureclaim trace: running the command "
-				"untraced\n");
+		say("gpureclaim trace: running the command "
+		    "untraced\n");
 
 	/* The log's absolute path: CMD may change directory. */
 	char out[GPR_TRACE_MAX_PATH + DEFAULT_NAME_MAX];
@@ -601,7 +715,7 @@ int gpr_cli_trace(int argc, char **argv)
 		}
 		char err[512];
 		if (gpr_cli_trace_names_open(&names, err, sizeof(err)) < 0) {
-			fprintf(stderr, "gpureclaim trace: %s\n", err);
+			say("gpureclaim trace: %s\n", err);
 			free(dir);
 			return GPR_CLI_ERROR;
 		}
@@ -622,7 +736,7 @@ int gpr_cli_trace(int argc, char **argv)
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
-		fprintf(stderr, "gpureclaim trace: fork: %m\n");
+		say("gpureclaim trace: fork: %m\n");
 		for (size_t i = 0; i < N_FORWARDED; i++)
 			sigaction(forwarded[i], &old[i], NULL);
 		if (tty >= 0)
@@ -646,8 +760,8 @@ int gpr_cli_trace(int argc, char **argv)
 				  names.dir);
 		execvp(cmd[0], cmd);
 		int e = errno;
-		fprintf(stderr, "gpureclaim trace: cannot run %s: %s\n", cmd[0],
-			strerror(e));
+		say("gpureclaim trace: cannot run %s: %s\n", cmd[0],
+		    strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	/* as the child does, so that neither waits for the other */
@@ -669,8 +783,7 @@ int gpr_cli_trace(int argc, char **argv)
 	for (size_t i = 0; i < N_FORWARDED; i++)
 		sigaction(forwarded[i], &old[i], NULL);
 	if (waited < 0) {
-		fprintf(stderr, "gpureclaim trace: waitpid: %s\n",
-			strerror(wait_errno));
+		say("gpureclaim trace: waitpid: %s\n", strerror(wait_errno));
 		gpr_cli_trace_names_collect(&names);
 		gpr_cli_trace_names_free(&names);
 		return GPR_CLI_ERROR;
@@ -680,7 +793,7 @@ int gpr_cli_trace(int argc, char **argv)
 					 : 1;
 	int summed = traced && !env.dormant;
 	if (summed && gpr_cli_trace_names_collect(&names) < 0)
-		fprintf(stderr, "gpureclaim trace: out of memory\n");
+		say("gpureclaim trace: out of memory\n");
 	if (summed && !env.quiet)
 		summary(out, pid, &names, backend);
 	gpr_cli_trace_names_free(&names);

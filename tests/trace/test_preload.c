@@ -963,6 +963,24 @@ static void check_dlsym_gpa(void)
 		CHECK(w && strcmp(w, "getrusage-gated") == 0);
 		gpr_trace_free(&t);
 	}
+	/* the library alone: a setting's typo said once, the default run */
+	snprintf(out, sizeof(out), "%s/typo.trace", dir);
+	snprintf(env, sizeof(env),
+		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_WAIT=none_,"
+		 "GPURECLAIM_TRACE_CLOCK=tsc",
+		 out);
+	run("dlsym", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	CHECK(strstr(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_WAIT='none_' "
+			    "is not one of perf, getrusage or none; the "
+			    "default is used\n"));
+	CHECK(strstr(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_CLOCK='tsc' "
+			    "is not clock_gettime; the default is used\n"));
+	if (gpr_test_load(out, &t) == 0) {
+		const char *w = gpr_trace_meta(&t, "wait");
+		CHECK(w && strcmp(w, "none") != 0);
+		gpr_trace_free(&t);
+	}
 }
 
 /* Another interposer after the tracer: the scenarios above through it. */

@@ -72,13 +72,10 @@ int gpr_inj_setting(const char *name)
 	const char *words = gpr_trace_setting_words(name);
 	int i = words ? gpr_trace_setting_parse(words, v) : -1;
 	if (i == -2) {
-		char list[64];
-		snprintf(list, sizeof(list), "%s", words);
-		for (char *c = list; *c; c++)
-			if (*c == '/')
-				*c = ',';
-		gpr_inj_say("%s='%.64s' is not one of %s; the default is used",
-			    name, v, list);
+		char list[96];
+		gpr_trace_setting_list(words, list, sizeof(list));
+		gpr_inj_say("%s='%.64s' is not %s%s; the default is used", name,
+			    v, strchr(words, '/') ? "one of " : "", list);
 		i = -1;
 	}
 	return i;

@@ -52,4 +52,24 @@ static inline int gpr_trace_setting_parse(const char *words, const char *v)
 	return -2;
 }
 
+/* words ("a/b/c") for people: "a, b or c" into out. */
+static inline void gpr_trace_setting_list(const char *words, char *out,
+					  size_t len)
+{
+	size_t at = 0;
+	if (len)
+		out[0] = '\0';
+	for (const char *w = words; *w && at + 1 < len;) {
+		size_t k = strcspn(w, "/");
+		const char *sep = w == words ? "" : w[k] ? ", " : " or ";
+		for (const char *c = sep; *c && at + 1 < len; c++)
+			out[at++] = *c;
+		for (size_t i = 0; i < k && at + 1 < len; i++)
+			out[at++] = w[i];
+		out[at] = '\0';
+		w += k;
+		w += *w == '/';
+	}
+}
+
 #endif /* GPR_TRACE_INJECT_SETTINGS_H */
