@@ -41,6 +41,7 @@
 #include "out/buf.h"
 #include "out/text.h"
 #include "../trace/format/trace_switch.h"
+#include "../trace/inject/locate.h"
 #include "../trace/inject/settings.h"
 #include "../trace/read/log_path.h"
 #include "../trace/read/log_read.h"
@@ -560,7 +561,25 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 	const char *from = "";
 	cupti[0] = '\0';
 	struct gpr__buf tried = {0};
-	if (gpr_cli_find_tracer(tracer, PATH_MAX, &tried) < 0) {
+	if (gpr_inj_locate(GPR_INJ_FROM_COMMAND, tracer, PATH_MAX, &tried) <
+	    0) {
+		const char *over = getenv("GPURECLAIM_TRACE_LIBRARY");
+		if (over && *over) { /* one place, one line: why not it */
+			char line[PATH_MAX + 128];
+			snprintf(line, sizeof(line), "%s",
+				 gpr__buf_str(&tried) +
+				     strspn(gpr__buf_str(&tried), " "));
+			line[strcspn(line, "\n")] = '\0';
+			char *why = strrchr(line, ':'); /* "NAME=PATH: why" */
+			if (why)
+				*why++ = '\0';
+			say("gpureclaim trace: %s is not the tracer (%s); set it "
+			    "to the path of libgpureclaim_trace.so, or unset "
+			    "it\n",
+			    line, why ? why + strspn(why, " ") : "?");
+			gpr__buf_free(&tried);
+			return 0;
+		}
 		say("gpureclaim trace: libgpureclaim_trace.so not found; "
 		    "looked at:\n%s"
 		    "gpureclaim trace: set GPURECLAIM_TRACE_LIBRARY to "

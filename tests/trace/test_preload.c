@@ -644,9 +644,20 @@ static int scenario_dormant(const char *log1, const char *log2)
 	OK(cu.alloc(&before, MiB)); /* dormant: not recorded */
 	if (tr.status(&st) != 0 || st.session != 0 || st.interposer != 1)
 		return 61;
-	if (tr.live(rows, 8, &n) != -1 || tr.pause() != -1 ||
-	    tr.stop(path, 512) != -1)
+	if (tr.live(rows, 8, &n) != GPURECLAIM_TRACE_E_NOT_TRACED ||
+	    tr.pause() != GPURECLAIM_TRACE_E_NOT_TRACED ||
+	    tr.stop(path, 512) != GPURECLAIM_TRACE_E_NOT_TRACED)
 		return 62; /* nothing to query, pause or stop */
+	/* a newer caller's struct: a field this tracer does not know, set */
+	struct {
+		struct gpureclaim_trace_start_opts o;
+		long later;
+	} newer = {{sizeof(newer), log1, 0, NULL, why, sizeof(why)}, 1};
+	struct gpureclaim_trace_status tiny = {.sz = sizeof(size_t)};
+	if (tr.start(&newer.o) != GPURECLAIM_TRACE_E_ARGS ||
+	    access(log1, F_OK) == 0 ||
+	    tr.status(&tiny) != GPURECLAIM_TRACE_E_ARGS)
+		return 57;
 	if (start(log1, GPURECLAIM_TRACE_AUTO, why, sizeof(why)) != 0)
 		return 63;
 	if (tr.status(&st) != 0 || st.session != 1 ||
@@ -719,14 +730,20 @@ static int scenario_dormant(const char *log1, const char *log2)
 	if (!WIFEXITED(stc) || WEXITSTATUS(stc) != 0)
 		return 51;
 	if (tr.stop(path, sizeof(path)) != 0 || strcmp(path, log1) != 0 ||
-	    tr.stop(path, sizeof(path)) != -1)
+	    tr.stop(path, sizeof(path)) != GPURECLAIM_TRACE_E_NOT_TRACED)
 		return 52;
 	OK(cu.free(p)); /* between sessions: in no log */
 	/* the first log is not written over; a second session */
 	if (start(log1, 0, why, sizeof(why)) != GPURECLAIM_TRACE_E_LOG ||
 	    !strstr(why, "exists"))
 		return 53;
-	if (start(log2, 0, why, sizeof(why)) != 0)
+	/* an older caller's struct, without cupti and why: the defaults */
+	struct {
+		size_t sz;
+		const char *path;
+		int backend;
+	} older = {sizeof(older), log2, GPURECLAIM_TRACE_AUTO};
+	if (tr.start((const void *)&older) != 0)
 		return 54;
 	if (tr.live(rows, 8, &n) != 0 || n != 0) /* a session starts empty */
 		return 55;
