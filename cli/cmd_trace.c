@@ -573,7 +573,8 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 			char *why = strrchr(line, ':'); /* "NAME=PATH: why" */
 			if (why)
 				*why++ = '\0';
-			say("gpureclaim trace: %s is not the tracer (%s); set it "
+			say("gpureclaim trace: %s is not the tracer (%s); set "
+			    "it "
 			    "to the path of libgpureclaim_trace.so, or unset "
 			    "it\n",
 			    line, why ? why + strspn(why, " ") : "?");

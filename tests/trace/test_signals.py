@@ -52,6 +52,15 @@ while True:
 """
 
 
+def sanitizer_runtimes():
+    """A sanitizer build's tracer needs its runtimes first in every
+    program it is preloaded into (`gpureclaim trace` keeps them first)."""
+    out = subprocess.run(["ldd", TRACER], capture_output=True, text=True)
+    return ":".join(sorted(
+        line.split()[2] for line in out.stdout.splitlines()
+        if ("libasan.so" in line or "libubsan.so" in line) and "=>" in line))
+
+
 def env_for(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -60,6 +69,11 @@ def env_for(tmp_path):
                GPURECLAIM_SIM=f"gpus=1;state=signals-{os.getpid()}",
                TMPDIR=str(tmp))
     env.pop("LD_PRELOAD", None)
+    san = sanitizer_runtimes()
+    if san:  # python is not ours: no leak report for it
+        env["LD_PRELOAD"] = san
+        env["ASAN_OPTIONS"] = ":".join(
+            filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
     return env, tmp
 
 

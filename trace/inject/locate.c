@@ -63,9 +63,10 @@ static const char *not_tracer(int fd)
 		    sym.sh_entsize != sizeof(Elf64_Sym))
 			continue;
 		if (read_at(fd, &str, sizeof(str),
-			    eh.e_shoff +
-				(uint64_t)sym.sh_link * sizeof(str)) < 0 ||
-		    sym.sh_offset > size || sym.sh_size > size - sym.sh_offset ||
+			    eh.e_shoff + (uint64_t)sym.sh_link * sizeof(str)) <
+			0 ||
+		    sym.sh_offset > size ||
+		    sym.sh_size > size - sym.sh_offset ||
 		    str.sh_offset > size || str.sh_size > size - str.sh_offset)
 			break;
 		char name[sizeof(EXPORT_NAME)];
@@ -166,9 +167,10 @@ int gpr_inj_locate(enum gpr_inj_from from, char *out, size_t len,
 	gpr__buf_puts(tried, "  GPURECLAIM_TRACE_LIBRARY (not set)\n");
 	char dir[PATH_MAX];
 	if (home(from, dir, sizeof(dir)) < 0) {
-		gpr__buf_puts(tried, from == GPR_INJ_FROM_COMMAND
-					 ? "  (this command's folder is unknown)\n"
-					 : "  (this module's folder is unknown)\n");
+		gpr__buf_puts(tried,
+			      from == GPR_INJ_FROM_COMMAND
+				  ? "  (this command's folder is unknown)\n"
+				  : "  (this module's folder is unknown)\n");
 		return -1;
 	}
 	/* beside; a C install; a build folder; a wheel install; --target */
@@ -185,7 +187,8 @@ int gpr_inj_locate(enum gpr_inj_from from, char *out, size_t len,
 	    "/../gpureclaim",
 	};
 	static const char *const module[] = {""};
-	const char *const *rel = from == GPR_INJ_FROM_COMMAND ? command : module;
+	const char *const *rel =
+	    from == GPR_INJ_FROM_COMMAND ? command : module;
 	size_t n = from == GPR_INJ_FROM_COMMAND
 		       ? sizeof(command) / sizeof(command[0])
 		       : sizeof(module) / sizeof(module[0]);
