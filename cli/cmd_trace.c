@@ -284,17 +284,17 @@ static int open_tty(void)
 	return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 }
 
-/* Gives the terminal to process group pgrp when our group holds it. */
-static void give_tty(int tty, pid_t pgrp)
+/* Gives the terminal to process group `to` when group `from` holds it. */
+static void give_tty(int tty, pid_t from, pid_t to)
 {
-	if (tty < 0 || tcgetpgrp(tty) != getpgrp())
+	if (tty < 0 || tcgetpgrp(tty) != from)
 		return;
 	/* a background group's tcsetpgrp raises SIGTTOU: not for us */
 	sigset_t ttou, prev;
 	sigemptyset(&ttou);
 	sigaddset(&ttou, SIGTTOU);
 	sigprocmask(SIG_BLOCK, &ttou, &prev);
-	tcsetpgrp(tty, pgrp);
+	tcsetpgrp(tty, to);
 	sigprocmask(SIG_SETMASK, &prev, NULL);
 }
 
@@ -329,7 +329,8 @@ static int wait_child(pid_t pid, int tty, int *status)
 			return 0;
 		take_tty(tty, pid);
 		kill(getpid(), SIGSTOP); /* our shell sees the job stop */
-		give_tty(tty, pid);	 /* continued: in the foreground? */
+		/* continued: in the foreground again? */
+		give_tty(tty, getpgrp(), pid);
 		if (kill(-pid, SIGCONT) < 0)
 			kill(pid, SIGCONT);
 	}
@@ -771,8 +772,9 @@ int gpr_cli_trace(int argc, char **argv)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(128 + SIGKILL);
-		if (setpgid(0, 0) == 0)
-			give_tty(tty, getpid());
+		pid_t ours = getpgrp();
+		if (setpgid(0, 0) == 0) /* before it runs: no race with us */
+			give_tty(tty, ours, getpid());
 		for (size_t i = 0; i < N_FORWARDED; i++)
 			sigaction(forwarded[i], &old[i], NULL);
 		if (traced)
@@ -787,7 +789,7 @@ int gpr_cli_trace(int argc, char **argv)
 	/* as the child does, so that neither waits for the other */
 	child_alone = setpgid(pid, pid) == 0 || getpgid(pid) == pid;
 	if (child_alone)
-		give_tty(tty, pid);
+		give_tty(tty, getpgrp(), pid);
 	child_pid = pid;
 	if (dir)
 		snprintf(out, sizeof(out), "%s/gpureclaim-%d.trace", dir,
