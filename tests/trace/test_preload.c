@@ -26,7 +26,15 @@
  *            the program tells of each call and context event as CUPTI
  *            would see them: the counts agree, context events included
  *            (older ABIs of the context calls); a call only CUPTI saw
- *            makes them differ.
+ *            makes them differ;
+ *   early    a session started before the driver is loaded: devices known;
+ *   closeall a daemon's close-all loop, then its own files on the freed
+ *            numbers: they hold what it wrote, the tracer stopped once;
+ *   dlclose  three loads and unloads of libcuda: each unloads, each new
+ *            load (elsewhere) is traced;
+ *   full     a write that fails mid-chunk: the log cut back to whole chunks;
+ *   churn, threads  10,000 pairs, 64 threads of pairs, with each clock: no
+ *            free before its allocation.
  *
  * Usage: test_preload TRACER_LIB SIM_DIR LINKED_APP NEXT_LIB FAKE_CUPTI
  *                     HOOK_LIB
