@@ -1,7 +1,7 @@
 /*
- * Finding the command's companions (locate.h): the injection library in
- * each layout the command can be installed in, CUPTI where users have it,
- * and the Python interpreter for the Python-side subcommands.
+ * Finding the command's companions (locate.h): CUPTI where users have it,
+ * and the Python interpreter for the Python-side subcommands (the tracer:
+ * trace/inject/locate.h, the one rule the extension follows too).
  */
 #include "locate.h"
 
@@ -16,13 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef GPR_TRACER_LIBDIR
-#define GPR_TRACER_LIBDIR "../lib"
-#endif
-#ifndef GPR_TRACER_BUILDDIR
-#define GPR_TRACER_BUILDDIR "../trace"
-#endif
-
 #if defined(__aarch64__)
 #define CUDA_TARGET "sbsa-linux"
 #define MULTIARCH "aarch64-linux-gnu"
@@ -30,8 +23,6 @@
 #define CUDA_TARGET "x86_64-linux"
 #define MULTIARCH "x86_64-linux-gnu"
 #endif
-
-#define TRACER "libgpureclaim_trace.so"
 
 static int is_file(const char *p)
 {
@@ -87,41 +78,6 @@ static int try_glob(const char *pattern, char *out, size_t len,
 		return -1;
 	snprintf(out, len, "%s", real);
 	return 0;
-}
-
-int gpr_cli_find_tracer(char *out, size_t len, struct gpr__buf *tried)
-{
-	const char *over = getenv("GPURECLAIM_TRACE_LIBRARY");
-	if (over && *over) {
-		gpr__buf_printf(tried, "  $GPURECLAIM_TRACE_LIBRARY (%s)\n",
-				over);
-		char p[PATH_MAX];
-		if (!realpath(over, p) || !is_file(p) || strlen(p) >= len)
-			return -1;
-		snprintf(out, len, "%s", p);
-		return 0;
-	}
-	char dir[PATH_MAX];
-	if (self_dir(dir, sizeof(dir)) < 0) {
-		note(tried, "(this command's folder is unknown)");
-		return -1;
-	}
-	/* beside; C install; build folder; wheel install; pip --target */
-	const char *rel[] = {
-	    "",
-	    "/" GPR_TRACER_LIBDIR,
-	    "/" GPR_TRACER_BUILDDIR,
-	    "/../lib*/python3*/site-packages/gpureclaim",
-	    "/../lib*/python3*/dist-packages/gpureclaim",
-	    "/../gpureclaim",
-	};
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char pat[PATH_MAX + 128];
-		snprintf(pat, sizeof(pat), "%s%s/" TRACER, dir, rel[i]);
-		if (try_glob(pat, out, len, tried) == 0)
-			return 0;
-	}
-	return -1;
 }
 
 /*

@@ -1,8 +1,8 @@
 /*
- * Where the command's companions are: the injection library, CUPTI, and
- * the Python that runs `explain` and `demo`. Each search lists, in `tried`,
- * every place it looked, one "  <place>\n" line each, for the error
- * message.
+ * Where the command's companions are: CUPTI and the Python that runs
+ * `explain` and `demo` (the injection library: trace/inject/locate.h).
+ * Each search lists, in `tried`, every place it looked, one "  <place>\n"
+ * line each, for the error message.
  */
 #ifndef GPR_CLI_LOCATE_H
 #define GPR_CLI_LOCATE_H
@@ -10,15 +10,6 @@
 #include <stddef.h>
 
 #include "out/buf.h"
-
-/*
- * libgpureclaim_trace.so, as an absolute path in out: $GPURECLAIM_TRACE_
- * LIBRARY; beside this executable; the libdir of a C install (bin/../lib
- * as configured); the trace part of a build folder; the gpureclaim
- * package of a wheel install (bin/../lib/python3.X/site-packages/
- * gpureclaim, or ../gpureclaim for `pip install --target`). 0 or -1.
- */
-int gpr_cli_find_tracer(char *out, size_t len, struct gpr__buf *tried);
 
 /*
  * libcupti, into out: $GPURECLAIM_CUPTI_LIBRARY; the nvidia-cuda-cupti

@@ -737,8 +737,9 @@ SIM_EXPORT int gprsim_reset_state(void)
 }
 
 /*
- * The real driver frees a process's memory when it exits: take our
- * entries out of the shared state. A process that dies without exit()
+ * The real driver frees a process's memory when it exits, or when the
+ * program unloads it (dlclose): take our entries out of the shared state,
+ * and free the table of allocations. A process that dies without exit()
  * is pruned by the next reader instead.
  */
 __attribute__((destructor)) static void sim_cuda_exit(void)
@@ -751,5 +752,8 @@ __attribute__((destructor)) static void sim_cuda_exit(void)
 			sim__state_set(&state, i, owner, 0, 0);
 		sim__state_unlock(&state);
 	}
+	free(allocs);
+	allocs = NULL;
+	nallocs = allocs_cap = 0;
 	sim__unlock();
 }

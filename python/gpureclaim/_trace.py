@@ -17,15 +17,32 @@ from __future__ import annotations
 
 import json as _json
 import os as _os
+import sys as _sys
 import warnings as _warnings
 from typing import Any, Optional
 
 from . import _gpureclaim as _c
 
 _BACKENDS = {"auto": 0, "interpose": 1, "cupti": 2}
-# gpureclaim_trace.h: enum gpureclaim_trace_result
-_OK, _E_ACTIVE, _E_UNAVAILABLE, _E_LOG, _E_FORKED, _E_ARGS = 0, -1, -2, -3, -4, -5
+# gpureclaim_trace.h's result table, by name (the extension says which)
+_OK, _E_ACTIVE, _E_UNAVAILABLE = "OK", "E_ACTIVE", "E_UNAVAILABLE"
 _count = 0
+# What to do when CUPTI cannot record here: the interposer needs none.
+_WAY_OUT = ("to trace without CUPTI, run the program under "
+            "`gpureclaim trace --dormant -- ...` (a notebook: "
+            "`gpureclaim trace --dormant -- jupyter lab`)")
+
+
+def _caller_level() -> int:
+    """The stacklevel of warnings.warn that names the first frame outside
+    this package: the user's `with gpureclaim.trace(...)`, or the cell a
+    %%gpureclaim magic runs."""
+    here = _os.path.dirname(__file__)
+    frame, level = _sys._getframe(1), 1
+    while frame is not None and _os.path.dirname(
+            frame.f_code.co_filename) == here:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class TraceReport:
@@ -106,8 +123,13 @@ class Trace:
         if rc == _E_UNAVAILABLE:
             self.why = why
             self.backend = "none"
+            # the tracer is here, CUPTI failed, no interposer: the way out
+            hint = (f"; {_WAY_OUT}" if status is not None
+                    and not status["interposer"] and "--dormant" not in why
+                    else "")
             _warnings.warn(f"gpureclaim.trace: {why}; nothing traced in "
-                           "this block", RuntimeWarning, stacklevel=2)
+                           f"this block{hint}", RuntimeWarning,
+                           stacklevel=_caller_level())
             return self
         self._pid = None
         if rc == _E_ACTIVE:

@@ -6,57 +6,80 @@
  * __init__.py; this file says what happened.
  *
  * The tracer is found in the process first (preloaded by `gpureclaim
- * trace`, or loaded before): dlsym(RTLD_DEFAULT). Otherwise it is loaded,
- * RTLD_GLOBAL (so that gpureclaim.explain and the program find its
- * functions the same way), from $GPURECLAIM_TRACE_LIBRARY or beside this
- * module, where the build and the wheel put it.
+ * trace`, or loaded before). Otherwise it is loaded, RTLD_GLOBAL (so that
+ * gpureclaim.explain and the program find its functions the same way),
+ * from where the command would find it too (trace/inject/locate.h:
+ * $GPURECLAIM_TRACE_LIBRARY, else beside this module, where the build and
+ * the wheel put it).
  */
 #include "ext.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpureclaim_trace.h"
+#include "out/text.h"
+#include "../../trace/inject/locate.h"
 #include "../../trace/read/log_path.h"
 #include "../../trace/read/log_read.h"
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_stats.h"
 
-/* The tracer's function `name`, loading the library when `load`; NULL
- * with why[] saying where it looked. */
+/* s into why (len bytes) as the terminal rule shows it (out/text.h): a
+ * warning may be printed on a terminal. */
+static void shown(char *why, size_t len, const char *s)
+{
+	struct gpr__buf b = {0};
+	gpr__text_put(&b, s, 0, 0);
+	snprintf(why, len, "%s", b.oom ? "out of memory" : gpr__buf_str(&b));
+	gpr__buf_free(&b);
+}
+
+/*
+ * The tracer's function `name`, loading the library when `load`; NULL
+ * with why[] saying why: every place the locator looked, or why the
+ * library it found would not load.
+ */
 static void *tracer_fn(const char *name, int load, char *why, size_t len)
 {
-	void *p = dlsym(RTLD_DEFAULT, name);
+	void *p = gpr_inj_locate_loaded(name);
 	if (p || !load)
 		return p;
-	char paths[3][4200];
-	int n = 0;
-	const char *env = getenv("GPURECLAIM_TRACE_LIBRARY");
-	if (env && *env)
-		snprintf(paths[n++], sizeof(paths[0]), "%s", env);
-	Dl_info di;
-	if (dladdr((const void *)tracer_fn, &di) && di.dli_fname) {
-		const char *slash = strrchr(di.dli_fname, '/');
-		int dir = slash ? (int)(slash - di.dli_fname) : 0;
-		const char *sep = slash ? "/" : "";
-		snprintf(paths[n++], sizeof(paths[0]),
-			 "%.*s%slibgpureclaim_trace.so", dir, di.dli_fname,
-			 sep);
-		snprintf(paths[n++], sizeof(paths[0]),
-			 "%.*s%slibgpureclaim_trace.abi3.so", dir, di.dli_fname,
-			 sep);
-	}
-	for (int i = 0; i < n; i++) {
-		void *h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL);
-		if (h && (p = dlsym(h, name)) != NULL)
+	char path[PATH_MAX];
+	struct gpr__buf tried = {0}, msg = {0};
+	if (gpr_inj_locate(GPR_INJ_FROM_MODULE, path, sizeof(path), &tried) ==
+	    0) {
+		dlerror();
+		void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+		if (h && (p = dlsym(h, name)) != NULL) {
+			gpr__buf_free(&tried);
 			return p;
+		}
+		const char *e = dlerror();
+		gpr__buf_printf(&msg, "the tracer %s could not be loaded: %s",
+				path, e ? e : "no such function");
+	} else {
+		/* the places, one line of the warning */
+		gpr__buf_puts(&msg, "the tracer library is not loaded and was "
+				    "not found; looked at");
+		const char *t = gpr__buf_str(&tried);
+		for (int first = 1; *t; first = 0) {
+			t += strspn(t, " ");
+			size_t n = strcspn(t, "\n");
+			gpr__buf_printf(&msg, "%s %.*s", first ? ":" : ";",
+					(int)n, t);
+			t += n;
+			t += *t == '\n';
+		}
+		gpr__buf_puts(&msg, " (set GPURECLAIM_TRACE_LIBRARY to "
+				    "libgpureclaim_trace.so)");
 	}
-	snprintf(why, len,
-		 "the tracer library is not loaded and was not found "
-		 "(GPURECLAIM_TRACE_LIBRARY, or %s)",
-		 n ? paths[n - 1] : "beside the module");
+	shown(why, len, msg.oom ? "out of memory" : gpr__buf_str(&msg));
+	gpr__buf_free(&msg);
+	gpr__buf_free(&tried);
 	return NULL;
 }
 
@@ -91,10 +114,10 @@ PyObject *gpr_py_trace_status(PyObject *module, PyObject *unused)
 }
 
 /*
- * _trace_start(path, backend) -> (result, why, status): result an enum
- * gpureclaim_trace_result, or GPURECLAIM_TRACE_E_UNAVAILABLE when the
- * tracer cannot be found; raises gpureclaim.Error when path holds a file
- * that is not a trace log.
+ * _trace_start(path, backend) -> (result, why, status): result the name
+ * of an enum gpureclaim_trace_result without its prefix ("OK",
+ * "E_ACTIVE"...), "E_UNAVAILABLE" when the tracer cannot be found; raises
+ * gpureclaim.Error when path holds a file that is not a trace log.
  */
 PyObject *gpr_py_trace_start(PyObject *module, PyObject *args)
 {
@@ -126,7 +149,10 @@ PyObject *gpr_py_trace_start(PyObject *module, PyObject *args)
 	PyObject *status = gpr_py_trace_status(module, NULL);
 	if (!status)
 		return NULL;
-	return Py_BuildValue("(isN)", rc, why, status);
+	const char *name = gpureclaim_trace_errname(rc);
+	static const char prefix[] = "GPURECLAIM_TRACE_";
+	name = name ? name + sizeof(prefix) - 1 : "E_UNKNOWN";
+	return Py_BuildValue("(ssN)", name, why, status);
 }
 
 /* _trace_stop() -> the log's path, or None when no session was open. */
@@ -135,7 +161,7 @@ PyObject *gpr_py_trace_stop(PyObject *module, PyObject *unused)
 	(void)module;
 	(void)unused;
 	char path[4096] = "", why[8];
-	int rc = -1;
+	int rc = GPURECLAIM_TRACE_E_NOT_TRACED;
 	gpureclaim_trace_stop_fn *stop = NULL;
 	*(void **)&stop =
 	    tracer_fn("gpureclaim_trace_stop", 0, why, sizeof(why));

@@ -9,25 +9,18 @@
  */
 #include "ext.h"
 #include "gpureclaim_trace.h"
+#include "../../trace/inject/locate.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #define MAX_ROWS 4096
 
+/* The tracer's live query, when the tracer is in this process
+ * (trace/inject/locate.h). */
 static gpureclaim_trace_live_fn *find_tracer(void)
 {
 	gpureclaim_trace_live_fn *fn = NULL;
-	*(void **)&fn = dlsym(RTLD_DEFAULT, "gpureclaim_trace_live");
-	if (fn)
-		return fn;
-	/* the driver loads $CUDA_INJECTION64_PATH with local symbols */
-	const char *path = secure_getenv("CUDA_INJECTION64_PATH");
-	void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
-	if (lib) {
-		*(void **)&fn = dlsym(lib, "gpureclaim_trace_live");
-		dlclose(lib); /* still loaded: the driver holds it */
-	}
+	*(void **)&fn = gpr_inj_locate_loaded("gpureclaim_trace_live");
 	return fn;
 }
 

@@ -23,6 +23,9 @@ Each of these runs with both backends (the interposer, CUPTI). Then:
   in a notebook; CUPTI attached late, or the dormant interposer): the bytes
   balance;
 - the live query (gpureclaim_trace_live) sees a live tensor;
+- a block in which CUDA is first used books its allocation on its device;
+- 10,000 alloc/free pairs on 4 threads: no free before its allocation
+  (the log's one monotonic clock), nothing held at the end;
 - with RMM installed, the --rmm-csv export matches the log RMM's own
   logging adaptor writes for the same allocations.
 
@@ -404,6 +407,70 @@ def test_notebook_style_block(tmp_path, how):
     assert d["held_at_end_bytes"] == 0 and d["peak_bytes"] >= 1 << 30
     libs = [l["library"] for l in d["libraries"] if l["allocated_bytes"]]
     assert any("torch" in l or "c10" in l for l in libs), libs
+
+
+FIRST_CUDA = """
+import json, sys, torch, gpureclaim
+with gpureclaim.trace(sys.argv[1]) as t:      # CUDA first used in the block
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+print(json.dumps(t.report().to_dict()))
+"""
+
+
+@pytest.mark.skipif(not _has("torch"), reason="needs torch")
+@pytest.mark.parametrize("how", ["late-cupti", "dormant-interposer"])
+def test_a_block_that_first_uses_cuda_knows_its_device(tmp_path, how):
+    """The driver loaded inside the traced block: the allocation is on
+    device 0, as its context (not `?`, dev -1)."""
+    log = tmp_path / "first.trace"
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1",
+               PYTHONPATH=PYPATH + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-c", FIRST_CUDA, str(log)]
+    if how == "dormant-interposer":
+        cmd = [BIN, "trace", "-q", "--dormant", "--"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=env)
+    print(r.stderr)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [g["device"] for g in d["devices"]] == [0], d["devices"]
+    big = [a for a in d["never_freed"] if a["bytes"] == GiB]
+    assert big and all(a["device"] == 0 for a in big), d["never_freed"]
+
+
+CHURN = """
+import threading, torch
+torch.ones(1, device="cuda")
+def loop():
+    for _ in range(2500):
+        x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+        del x
+ts = [threading.Thread(target=loop) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+"""
+
+
+@pytest.mark.skipif(not _has("torch"), reason="needs torch")
+def test_churn_frees_after_allocations(tmp_path, backend):
+    """10,000 alloc/free pairs on 4 threads, caching off: whatever the
+    log's clock (the TSC where the kernel keeps time by it), every free
+    comes after its allocation: none unmatched, nothing held at the end,
+    the peak at most what the 4 threads held at once."""
+    r, out = trace(tmp_path, CHURN, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+                   backend=backend)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(subprocess.run([BIN, "report", str(out), "--json"],
+                                    capture_output=True, text=True,
+                                    check=True).stdout)
+    print(rep["meta"].get("clock"), rep["unmatched_frees"],
+          rep["held_at_end_bytes"], rep["peak_bytes"])
+    ops = {o["op"]: o["calls"] for o in rep["operations"]}
+    assert ops.get("cuMemAlloc_v2", 0) >= 10000, ops
+    assert rep["unmatched_frees"] == 0
+    assert rep["never_freed_count"] == 0 and rep["held_at_end_bytes"] == 0
+    assert rep["peak_bytes"] <= 4 << 20, rep["peak_bytes"]
 
 
 @pytest.mark.skipif(not _has("torch"), reason="needs torch")

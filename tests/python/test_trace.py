@@ -7,6 +7,7 @@ without it, CUPTI is attached late through the test suite's fake CUPTI,
 whose fake_call() stands for a driver call.
 """
 import os
+import shutil
 
 import pytest
 
@@ -155,24 +156,88 @@ fake.fake_other_subscribe()             # torch.profiler, say, holds CUPTI
 fake_alloc(0x7f0000000000, 4096)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
+    line = sys._getframe().f_lineno + 1
     with gpureclaim.trace({str(log)!r}) as t:
         fake_alloc(0x7f1000000000, 4096)
 rep = t.report()
 fake_alloc(0x7f2000000000, 4096)
 emit(dict(warnings=[str(x.message) for x in w], traced=t.traced,
+          where=[(x.filename, x.lineno) for x in w], line=line,
           text=str(rep), d=rep.to_dict(), other=fake.fake_other_calls(),
           exists=os.path.exists({str(log)!r}), html=rep._repr_html_()))
 """, env=LATE)
     # the views' renderer: the reason as a warning line, escaped
     assert "not traced: CUPTI is already in use" in r["html"]
     assert r["html"].startswith('<div class="gpr">')
+    # the reason, the way out, and the user's own line
     assert r["warnings"] == [
         "gpureclaim.trace: CUPTI is already in use by another tool "
-        "(fake-profiler); this run is not traced; nothing traced in this block"]
+        "(fake-profiler); this run is not traced; nothing traced in this "
+        "block; to trace without CUPTI, run the program under `gpureclaim "
+        "trace --dormant -- ...` (a notebook: `gpureclaim trace --dormant "
+        "-- jupyter lab`)"]
+    assert r["where"] == [["<string>", r["line"]]]
     assert r["traced"] is False and r["d"]["traced"] is False
     assert r["text"].startswith("not traced: CUPTI is already in use")
     assert r["other"] == 3  # the other tool saw every call, before and after
     assert r["exists"] is False
+
+
+def test_without_the_tracer_the_warning_names_every_place(scenario, tmp_path):
+    # the package without the tracer beside it, nothing preloaded
+    pkg = tmp_path / "pkg" / "gpureclaim"
+    shutil.copytree(os.path.join(PY_PATH, "gpureclaim"), pkg,
+                    ignore=shutil.ignore_patterns("libgpureclaim_trace.so",
+                                                  "*.p"))
+    r = scenario(f"""
+import warnings
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    with gpureclaim.trace({str(tmp_path / "x.trace")!r}) as t:
+        pass
+emit(dict(warnings=[str(x.message) for x in w], traced=t.traced))
+""", env=dict(LATE, PYTHONPATH=os.pathsep.join(
+        [str(pkg.parent), os.path.join(ROOT, "tests", "python", "fakes")])))
+    assert r["traced"] is False
+    (msg,) = r["warnings"]
+    assert msg.startswith("gpureclaim.trace: the tracer library is not "
+                          "loaded and was not found; looked at: "
+                          "GPURECLAIM_TRACE_LIBRARY (not set); "
+                          f"{pkg}/libgpureclaim_trace.so")
+    assert "--dormant" not in msg  # no interposer either: not a way out
+
+
+@pytest.mark.parametrize("how", ["with", "magic"])
+def test_a_block_that_first_uses_cuda_knows_its_devices(scenario, tmp_path,
+                                                         how):
+    """Under `gpureclaim trace --dormant`, the driver first loaded inside
+    the block: the allocation and the context both on device 0."""
+    log = tmp_path / "first.trace"
+    r = scenario(f"""
+import torch
+mapped = libcuda_mapped()
+if {how!r} == "with":
+    with gpureclaim.trace({str(log)!r}) as t:
+        x = torch.empty(1 << 20, device="cuda")
+    d = t.report().to_dict()
+else:
+    class FakeIPython:
+        def __init__(self):
+            self.magics, self.ns = {{}}, {{"torch": torch}}
+        def register_magic_function(self, fn, kind, name):
+            self.magics[(kind, name)] = fn
+        def run_cell(self, cell):
+            exec(cell, self.ns)
+    ip = FakeIPython()
+    gpureclaim.load_ipython_extension(ip)
+    d = ip.magics[("cell", "gpureclaim")](
+        {str(log)!r}, "x = torch.empty(1 << 20, device='cuda')").to_dict()
+emit(dict(mapped=mapped, d=d))
+""", env=DORMANT)
+    assert r["mapped"] is False  # CUDA not used before the block
+    d = r["d"]
+    assert [g["device"] for g in d["devices"]] == [0]
+    assert [a["device"] for a in d["never_freed"]] == [0]
 
 
 def test_a_forked_child_is_not_traced(scenario, tmp_path):
@@ -268,7 +333,7 @@ emit(dict(during=during, after=after))
     device, kind, lib, nbytes, count = rows[0]
     assert kind == 0 and nbytes == 4 << 20 and count == 1
     assert lib  # the caller's library, as the report names it
-    assert r["after"][0] == -1  # no session, nothing known
+    assert r["after"][0] == -20006  # no session: GPURECLAIM_TRACE_E_NOT_TRACED
 
 
 def test_explain_splits_the_rest_with_the_real_tracer(scenario, tmp_path):

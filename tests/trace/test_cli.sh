@@ -98,6 +98,16 @@ check "trace: bad switch value said in one line" '[ "$(wc -l <e4b)" -eq 1 ] && g
 GPURECLAIM_TRACE_NO_SCHEDSTAT=Yes GPURECLAIM_TRACE_SELFTIME=0 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- true 2>/dev/null
 rc=$?
 check "trace: switch words in any case accepted" '[ $rc -eq 0 ]'
+# the settings that take a word: a typo refused the same way
+GPURECLAIM_TRACE_WAIT=perff GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran4c' 2>e4c
+rc=$?
+check "trace: a GPURECLAIM_TRACE_WAIT typo is refused in one line" '[ $rc -eq 2 ] && [ ! -e ran4c ] && [ "$(wc -l <e4c)" -eq 1 ] && grep -q "GPURECLAIM_TRACE_WAIT=.perff. is not one of perf, getrusage or none" e4c'
+GPURECLAIM_TRACE_CLOCK=clock-gettime GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- sh -c 'touch ran4d' 2>e4d
+rc=$?
+check "trace: a GPURECLAIM_TRACE_CLOCK typo is refused in one line" '[ $rc -eq 2 ] && [ ! -e ran4d ] && [ "$(wc -l <e4d)" -eq 1 ] && grep -q "GPURECLAIM_TRACE_CLOCK=.clock-gettime. is not clock_gettime" e4d'
+GPURECLAIM_TRACE_WAIT=getrusage GPURECLAIM_TRACE_CLOCK=clock_gettime GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- true 2>/dev/null
+rc=$?
+check "trace: the settings' own words accepted" '[ $rc -eq 0 ]'
 
 # 5. -o over a file that is not a trace log: refused, file intact
 echo precious >keep.txt
@@ -128,6 +138,19 @@ rc=$?
 check "trace app: rerun replaces the log" '[ $rc -eq 5 ] && [ -s app.trace ] && ! ls app.trace.* >/dev/null 2>&1'
 "$GPR" report app.trace --json >app.json
 check "report app: 20 records, by CUPTI" "$PY -c 'import json,sys; d=json.load(open(\"app.json\")); sys.exit(d[\"records\"]!=20 or d[\"backend\"]!=\"cupti\")'"
+# the summary's last line names the command as it was run (its path, or
+# its name from PATH) and the log as one word a shell reads back: quoted,
+# escape sequences as $'\xHH', never raw on the terminal
+esc=$(printf 'x y\033[2J.trace')
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -o "$esc" -- "$APP" --cuda-app >/dev/null 2>eq1
+exp1="Full report: $GPR report \$'$T/x y\\x1b[2J.trace'"
+check "trace: the log's path quoted, its escape shown as \\x1b, none raw" 'grep -qxF -- "$exp1" eq1 && ! grep -q "$(printf "\033")" eq1'
+(PATH=$(dirname "$GPR"):$PATH GPURECLAIM_CUPTI_LIBRARY=$FAKE gpureclaim trace --backend cupti -o plain.trace -- "$APP" --cuda-app >/dev/null 2>eq2)
+exp2="Full report: gpureclaim report $T/plain.trace"
+check "trace: run from PATH, the report command is its name" 'grep -qxF -- "$exp2" eq2'
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -o "it's.trace" -- "$APP" --cuda-app >/dev/null 2>eq3
+exp3="Full report: $GPR report '$T/it'\\''s.trace'"
+check "trace: a path with a quote, in single quotes" 'grep -qxF -- "$exp3" eq3'
 
 # 6b. names planted at the default log path (CMD's pid is the child's:
 # the shell plants gpureclaim-$$.trace, then execs the CUDA program, which
@@ -139,7 +162,7 @@ rc=$?
 check "trace planted log: exit code 5" '[ $rc -eq 5 ]'
 check "trace planted log: summary of the real log" 'grep -q "Peak driver memory: 80.0 KiB" e6c && ! grep -q "Peak driver memory: 2.0 GiB" e6c'
 check "trace planted log: says the name was taken" 'grep -q "gpureclaim trace: .*/gpureclaim-[0-9]*\.trace was already there; the log is .*/gpureclaim-[0-9]*\.trace\.[0-9]*" e6c'
-check "trace planted log: points at the real log" 'grep -q "^Full report: gpureclaim report .*/gpureclaim-[0-9]*\.trace\.[0-9]*$" e6c'
+check "trace planted log: points at the real log" 'grep -q "^Full report: $GPR report .*/gpureclaim-[0-9]*\.trace\.[0-9]*$" e6c'
 rm -f gpureclaim-*.trace*
 GPURECLAIM_CUPTI_LIBRARY=$FAKE timeout 20 "$GPR" trace --backend cupti -- sh -c 'mkfifo gpureclaim-$$.trace; exec "$0" --cuda-app' "$APP" >/dev/null 2>e6d
 rc=$?

@@ -345,7 +345,10 @@ static int scenario_pause(void)
 {
 	start();
 	if (getenv("GPURECLAIM_TRACE_SUBSCRIBE_ONLY")) /* nothing to pause */
-		return trace_pause() == -1 && trace_resume() == -1 ? 12 : 81;
+		return trace_pause() == GPURECLAIM_TRACE_E_NOT_TRACED &&
+			       trace_resume() == GPURECLAIM_TRACE_E_NOT_TRACED
+			   ? 12
+			   : 81;
 	for (int i = 0; i < 10; i++)
 		alloc(0x7b0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
 	if (trace_pause() != 0 || trace_pause() != 1)
@@ -353,7 +356,7 @@ static int scenario_pause(void)
 	for (int i = 0; i < 10; i++)
 		alloc(0x7c0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);
 	setenv("FAKE_CUPTI_BUSY", "other-tool", 1);
-	if (trace_resume() != -2)
+	if (trace_resume() != GPURECLAIM_TRACE_E_UNAVAILABLE)
 		return 83;
 	for (int i = 10; i < 15; i++)
 		alloc(0x7c0000000000 + (uint64_t)i * 4096, 4096, 0, CTX0);

@@ -26,16 +26,33 @@
  *            the program tells of each call and context event as CUPTI
  *            would see them: the counts agree, context events included
  *            (older ABIs of the context calls); a call only CUPTI saw
- *            makes them differ.
+ *            makes them differ;
+ *   early    a session started before the driver is loaded: devices known;
+ *   closeall a daemon's close-all loop, then its own files on the freed
+ *            numbers: they hold what it wrote, the tracer stopped once;
+ *   dlclose  three loads and unloads of libcuda: each unloads, each new
+ *            load (elsewhere) is traced;
+ *   full     a write that fails mid-chunk: the log cut back to whole chunks;
+ *   churn, threads  10,000 pairs, 64 threads of pairs, with each clock: no
+ *            free before its allocation.
  *
  * Usage: test_preload TRACER_LIB SIM_DIR LINKED_APP NEXT_LIB FAKE_CUPTI
  *                     HOOK_LIB
  */
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../trace/inject/cupti_abi.h"
@@ -107,9 +124,8 @@ static void *lib_cuda(void)
 
 #define FIND(field, name) *(void **)&cu.field = dlsym(h, name)
 
-static int find_by_dlsym(void)
+static int find_in(void *h)
 {
-	void *h = lib_cuda();
 	FIND(init, "cuInit");
 	FIND(retain, "cuDevicePrimaryCtxRetain");
 	FIND(release, "cuDevicePrimaryCtxRelease_v2");
@@ -143,6 +159,11 @@ static int find_by_dlsym(void)
 		if (!all[i])
 			return -1;
 	return 0;
+}
+
+static int find_by_dlsym(void)
+{
+	return find_in(lib_cuda());
 }
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, unsigned long long,
@@ -393,6 +414,201 @@ static int scenario_nocuda(void)
 		   : 73;
 }
 
+/* ---- what the program owns: its descriptors, its libraries ---- */
+
+static CUcontext primary; /* GPU 0's, current in the scenario's threads */
+
+static int start_gpu(void)
+{
+	OK(cu.init(0));
+	OK(cu.retain(&primary, 0));
+	OK(cu.set(primary));
+	return 0;
+}
+
+static int pairs(int n, size_t size)
+{
+	for (int i = 0; i < n; i++) {
+		CUdeviceptr p;
+		OK(cu.alloc(&p, size));
+		OK(cu.free(p));
+	}
+	return 0;
+}
+
+/* The text of DIR/precious-i, which the program owns. */
+static int precious(const char *dir_, int i, char *path, size_t plen,
+		    char *text, size_t tlen)
+{
+	snprintf(path, plen, "%s/precious-%d", dir_, i);
+	return snprintf(text, tlen, "precious %d\n", i);
+}
+
+/*
+ * A daemon's start: after some allocations it closes every descriptor it
+ * did not open (the tracer's among them), opens eight files of its own,
+ * which get those numbers, and allocates on. Its files must hold what it
+ * wrote, and nothing of the tracer's (checked by the parent, after the
+ * tracer's exit handler has run).
+ */
+static int scenario_closeall(const char *data)
+{
+	if (find_by_dlsym() < 0 || start_gpu() != 0 || pairs(20, MiB) != 0)
+		return 70;
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	for (int i = 0; i < 8; i++) {
+		char path[600], text[32];
+		int n =
+		    precious(data, i, path, sizeof(path), text, sizeof(text));
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || write(fd, text, (size_t)n) != n)
+			return 40;
+		/* left open, the program's own */
+	}
+	return pairs(3000, MiB);
+}
+
+/*
+ * A full disk, as far as the log goes: once the writer has written the
+ * first 100 pairs, writes past 64 KiB fail (RLIMIT_FSIZE, SIGXFSZ
+ * ignored: EFBIG), in the middle of the next chunk.
+ */
+static int scenario_full(const char *log)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	if (find_by_dlsym() < 0 || start_gpu() != 0 || pairs(100, MiB) != 0)
+		return 70;
+	for (;;) { /* until the writer has written them */
+		struct gpr_trace t;
+		char err[256];
+		size_t n = 0;
+		if (gpr_trace_load(log, &t, err, sizeof(err)) == 0) {
+			n = t.n_recs;
+			gpr_trace_free(&t);
+		}
+		if (n >= 200)
+			break;
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	struct rlimit rl = {64 << 10, 64 << 10};
+	if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+		return 48;
+	return pairs(5000, MiB);
+}
+
+/* 1 when the log at path is its header and whole chunks, nothing else. */
+static int whole_chunks(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	struct stat st;
+	int ok = fstat(fileno(f), &st) == 0 && st.st_size >= 64;
+	uint64_t at = 64;
+	while (ok && at < (uint64_t)st.st_size) {
+		unsigned char h[16];
+		uint64_t len;
+		ok = fseek(f, (long)at, SEEK_SET) == 0 &&
+		     fread(h, 1, sizeof(h), f) == sizeof(h);
+		memcpy(&len, h + 8, 8);
+		at += 16 + len;
+	}
+	fclose(f);
+	return ok && at == (uint64_t)st.st_size;
+}
+
+/* Where the object loaded from `path` is mapped: [lo, hi). */
+struct extent {
+	const char *path;
+	uintptr_t lo, hi;
+};
+
+static int find_extent(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct extent *e = arg;
+	if (!info->dlpi_name || strcmp(info->dlpi_name, e->path) != 0)
+		return 0;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (a < lo)
+			lo = a;
+		if (a + ph->p_memsz > hi)
+			hi = a + ph->p_memsz;
+	}
+	long pg = sysconf(_SC_PAGESIZE);
+	e->lo = lo & ~(uintptr_t)(pg - 1);
+	e->hi = (hi + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+	return 1;
+}
+
+/*
+ * A program that loads the driver, uses it, and unloads it, three times:
+ * each dlclose unloads it (no reference of the tracer's keeps it), and
+ * each load, at another address (the old one is taken meanwhile), is
+ * traced as the first.
+ */
+static int scenario_dlclose(void)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/libcuda.so.1", sim_dir);
+	for (int round = 0; round < 3; round++) {
+		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (!h || find_in(h) < 0)
+			return 41;
+		if (start_gpu() != 0 || pairs(1000, MiB) != 0)
+			return 42;
+		struct extent e = {path, 0, 0};
+		if (!dl_iterate_phdr(find_extent, &e))
+			return 43;
+		if (dlclose(h) != 0)
+			return 44;
+		if (dlopen(path, RTLD_NOW | RTLD_NOLOAD))
+			return 45; /* still loaded: someone holds it */
+		/* the next load goes elsewhere: its first page taken */
+		if (mmap((void *)e.lo, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+			 0) != (void *)e.lo) {
+			perror("mmap");
+			return 46;
+		}
+	}
+	return 0;
+}
+
+/* n pairs of 1 byte, one after the other (one thread's loop). */
+static void *churn(void *arg)
+{
+	long n = (long)(intptr_t)arg;
+	if (cu.set(primary) != 0)
+		return (void *)1;
+	return (void *)(intptr_t)pairs((int)n, 1);
+}
+
+/* `threads` threads, each `n` pairs of 1 byte at once. */
+static int scenario_churn(int threads, long n)
+{
+	if (find_by_dlsym() < 0 || start_gpu() != 0)
+		return 70;
+	pthread_t t[64];
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&t[i], NULL, churn, (void *)(intptr_t)n))
+			return 47;
+	int rc = 0;
+	for (int i = 0; i < threads; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		rc |= (int)(intptr_t)r;
+	}
+	return rc;
+}
+
 /* ---- a program that starts and stops sessions itself ---- */
 
 static struct {
@@ -436,9 +652,20 @@ static int scenario_dormant(const char *log1, const char *log2)
 	OK(cu.alloc(&before, MiB)); /* dormant: not recorded */
 	if (tr.status(&st) != 0 || st.session != 0 || st.interposer != 1)
 		return 61;
-	if (tr.live(rows, 8, &n) != -1 || tr.pause() != -1 ||
-	    tr.stop(path, 512) != -1)
+	if (tr.live(rows, 8, &n) != GPURECLAIM_TRACE_E_NOT_TRACED ||
+	    tr.pause() != GPURECLAIM_TRACE_E_NOT_TRACED ||
+	    tr.stop(path, 512) != GPURECLAIM_TRACE_E_NOT_TRACED)
 		return 62; /* nothing to query, pause or stop */
+	/* a newer caller's struct: a field this tracer does not know, set */
+	struct {
+		struct gpureclaim_trace_start_opts o;
+		long later;
+	} newer = {{sizeof(newer), log1, 0, NULL, why, sizeof(why)}, 1};
+	struct gpureclaim_trace_status tiny = {.sz = sizeof(size_t)};
+	if (tr.start(&newer.o) != GPURECLAIM_TRACE_E_ARGS ||
+	    access(log1, F_OK) == 0 ||
+	    tr.status(&tiny) != GPURECLAIM_TRACE_E_ARGS)
+		return 57;
 	if (start(log1, GPURECLAIM_TRACE_AUTO, why, sizeof(why)) != 0)
 		return 63;
 	if (tr.status(&st) != 0 || st.session != 1 ||
@@ -511,14 +738,20 @@ static int scenario_dormant(const char *log1, const char *log2)
 	if (!WIFEXITED(stc) || WEXITSTATUS(stc) != 0)
 		return 51;
 	if (tr.stop(path, sizeof(path)) != 0 || strcmp(path, log1) != 0 ||
-	    tr.stop(path, sizeof(path)) != -1)
+	    tr.stop(path, sizeof(path)) != GPURECLAIM_TRACE_E_NOT_TRACED)
 		return 52;
 	OK(cu.free(p)); /* between sessions: in no log */
 	/* the first log is not written over; a second session */
 	if (start(log1, 0, why, sizeof(why)) != GPURECLAIM_TRACE_E_LOG ||
 	    !strstr(why, "exists"))
 		return 53;
-	if (start(log2, 0, why, sizeof(why)) != 0)
+	/* an older caller's struct, without cupti and why: the defaults */
+	struct {
+		size_t sz;
+		const char *path;
+		int backend;
+	} older = {sizeof(older), log2, GPURECLAIM_TRACE_AUTO};
+	if (tr.start((const void *)&older) != 0)
 		return 54;
 	if (tr.live(rows, 8, &n) != 0 || n != 0) /* a session starts empty */
 		return 55;
@@ -527,6 +760,31 @@ static int scenario_dormant(const char *log1, const char *log2)
 	if (tr.stop(NULL, 0) != 0)
 		return 56;
 	return 0;
+}
+
+/*
+ * Under `gpureclaim trace --dormant`, a session the program starts
+ * before it first loads the driver (a `with gpureclaim.trace()` block
+ * around its first CUDA use): every allocation has its device.
+ */
+static int scenario_early(const char *log)
+{
+	*(void **)&tr.start = dlsym(RTLD_DEFAULT, "gpureclaim_trace_start");
+	*(void **)&tr.stop = dlsym(RTLD_DEFAULT, "gpureclaim_trace_stop");
+	char path[600], why[256];
+	snprintf(path, sizeof(path), "%s/libcuda.so.1", sim_dir);
+	if (!tr.start || !tr.stop || dlopen(path, RTLD_NOW | RTLD_NOLOAD))
+		return 60;
+	if (start(log, GPURECLAIM_TRACE_AUTO, why, sizeof(why)) != 0)
+		return 61;
+	if (find_by_dlsym() < 0 || start_gpu() != 0 || pairs(2, MiB) != 0)
+		return 62;
+	CUcontext c1;
+	OK(cu.retain(&c1, 1));
+	OK(cu.set(c1));
+	if (pairs(1, 2 * MiB) != 0)
+		return 63;
+	return tr.stop(NULL, 0) == 0 ? 0 : 64;
 }
 
 /* ---------------- the checking side ---------------- */
@@ -730,6 +988,24 @@ static void check_dlsym_gpa(void)
 		CHECK(w && strcmp(w, "getrusage-gated") == 0);
 		gpr_trace_free(&t);
 	}
+	/* the library alone: a setting's typo said once, the default run */
+	snprintf(out, sizeof(out), "%s/typo.trace", dir);
+	snprintf(env, sizeof(env),
+		 "GPURECLAIM_TRACE_OUTPUT=%s,GPURECLAIM_TRACE_WAIT=none_,"
+		 "GPURECLAIM_TRACE_CLOCK=tsc",
+		 out);
+	run("dlsym", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	CHECK(strstr(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_WAIT='none_' "
+			    "is not one of perf, getrusage or none; the "
+			    "default is used\n"));
+	CHECK(strstr(r.err, "gpureclaim-trace: GPURECLAIM_TRACE_CLOCK='tsc' "
+			    "is not clock_gettime; the default is used\n"));
+	if (gpr_test_load(out, &t) == 0) {
+		const char *w = gpr_trace_meta(&t, "wait");
+		CHECK(w && strcmp(w, "none") != 0);
+		gpr_trace_free(&t);
+	}
 }
 
 /* Another interposer after the tracer: the scenarios above through it. */
@@ -892,6 +1168,189 @@ static void check_dormant(void)
 	}
 }
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPR_TEST_TSAN 1
+#endif
+#endif
+
+/* The program's own files after a run of scenario_closeall. */
+static void check_closeall(void)
+{
+#ifdef GPR_TEST_TSAN
+	/* the program closing the descriptor the writer thread uses is the
+	 * race this scenario stages on purpose: TSan reports it */
+	fprintf(stderr, "closeall: not run under TSan\n");
+	return;
+#endif
+	char out[512], env[1400], data[600];
+	snprintf(out, sizeof(out), "%s/closeall.trace", dir);
+	snprintf(data, sizeof(data), "%s/closeall", dir);
+	if (mkdir(data, 0700) != 0) {
+		CHECK(!"mkdir");
+		return;
+	}
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s,DATA=%s", out,
+		 data);
+	struct gpr_test_run r;
+	run("closeall", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	for (int i = 0; i < 8; i++) {
+		char path[700], want[32], got[64] = "";
+		int n =
+		    precious(data, i, path, sizeof(path), want, sizeof(want));
+		FILE *f = fopen(path, "r");
+		size_t k = f ? fread(got, 1, sizeof(got) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		if (k != (size_t)n || memcmp(got, want, (size_t)n) != 0)
+			fprintf(stderr, "closeall: %s holds %zu bytes: %.16s\n",
+				path, k, got);
+		CHECK(k == (size_t)n && memcmp(got, want, (size_t)n) == 0);
+	}
+	/* one line says so; the log is the tracer's, what it holds reads */
+	const char *line = strstr(r.err, "gpureclaim-trace: ");
+	CHECK(line && strstr(line, "no longer the trace log") &&
+	      strstr(line, "tracing stopped") &&
+	      !strstr(line + 1, "gpureclaim-trace: "));
+	struct gpr_trace t;
+	if (gpr_test_load(out, &t) == 0) {
+		CHECK(!t.complete && t.hdr.pid != 0);
+		gpr_trace_free(&t);
+	}
+}
+
+/* A write that fails halfway: the log is cut back to whole chunks. */
+static void check_full(void)
+{
+	char out[512], env[1200];
+	snprintf(out, sizeof(out), "%s/full.trace", dir);
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s,LOG1=%s", out,
+		 out);
+	struct gpr_test_run r;
+	run("full", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	CHECK(strstr(r.err, "gpureclaim-trace: writing ") &&
+	      strstr(r.err, " failed: File too large; tracing stopped"));
+	CHECK(whole_chunks(out));
+	struct gpr_trace t;
+	if (gpr_test_load(out, &t) == 0) {
+		CHECK(!t.complete && t.n_recs >= 200 && t.n_recs < 10200);
+		gpr_trace_free(&t);
+	}
+}
+
+/* Three loads and unloads of the driver, each traced. */
+static void check_dlclose(void)
+{
+	char out[512], env[700];
+	snprintf(out, sizeof(out), "%s/dlclose.trace", dir);
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s", out);
+	struct gpr_test_run r;
+	run("dlclose", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	struct gpr_trace t;
+	if (gpr_test_load(out, &t) < 0)
+		return;
+	CHECK(count(&t, "cuMemAlloc_v2") == 3000 &&
+	      count(&t, "cuMemFree_v2") == 3000);
+	const char *un = gpr_trace_meta(&t, "unrecognised");
+	CHECK(un && un[0] == '\0');
+	size_t on0 = 0;
+	for (size_t i = 0; i < t.n_recs; i++)
+		on0 += t.recs[i].device == 0;
+	CHECK(on0 == t.n_recs);
+	struct gpr_trace_stats s;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	CHECK(s.held_end == 0 && s.unmatched_frees == 0 && s.peak == MiB);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+}
+
+/*
+ * Alloc/free loops, one thread and 64 at once, in 1-byte pairs: with
+ * either clock every free comes after its allocation, so nothing is left
+ * held or unmatched, and the peak is what the threads held at most.
+ */
+static void check_churn(void)
+{
+	static const struct {
+		const char *scenario, *clock;
+		int threads;
+		long pairs;
+	} runs[] = {{"churn", NULL, 1, 10000},
+		    {"threads", NULL, 64, 400},
+		    {"churn", "clock_gettime", 1, 10000},
+		    {"threads", "clock_gettime", 64, 400}};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		char out[512], env[900];
+		snprintf(out, sizeof(out), "%s/%s-%zu.trace", dir,
+			 runs[i].scenario, i);
+		snprintf(env, sizeof(env), "GPURECLAIM_TRACE_OUTPUT=%s%s%s",
+			 out, runs[i].clock ? ",GPURECLAIM_TRACE_CLOCK=" : "",
+			 runs[i].clock ? runs[i].clock : "");
+		struct gpr_test_run r;
+		run(runs[i].scenario, NULL, env, NULL, NULL, &r);
+		CHECK(gpr_test_exited(&r, 0));
+		struct gpr_trace t;
+		if (gpr_test_load(out, &t) < 0)
+			continue;
+		size_t n = (size_t)(runs[i].threads * runs[i].pairs);
+		CHECK(t.complete && t.hdr.dropped == 0);
+		CHECK(count(&t, "cuMemAlloc_v2") == n &&
+		      count(&t, "cuMemFree_v2") == n);
+		struct gpr_trace_stats s;
+		CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+		if (s.unmatched_frees || s.held_end || s.n_live ||
+		    s.implied_frees)
+			fprintf(stderr,
+				"%s (clock %s): %llu unmatched frees, %llu "
+				"implied, %zu never freed, peak %llu B\n",
+				runs[i].scenario,
+				gpr_trace_meta(&t, "clock")
+				    ? gpr_trace_meta(&t, "clock")
+				    : "?",
+				(unsigned long long)s.unmatched_frees,
+				(unsigned long long)s.implied_frees, s.n_live,
+				(unsigned long long)s.peak);
+		CHECK(s.unmatched_frees == 0 && s.implied_frees == 0);
+		CHECK(s.held_end == 0 && s.n_live == 0);
+		CHECK(runs[i].threads == 1
+			  ? s.peak == 1
+			  : s.peak >= 1 && s.peak <= (uint64_t)runs[i].threads);
+		gpr_trace_stats_free(&s);
+		gpr_trace_free(&t);
+	}
+}
+
+/* A session started before the driver was loaded: devices known. */
+static void check_early(void)
+{
+	char log[512], env[1200];
+	snprintf(log, sizeof(log), "%s/early.trace", dir);
+	snprintf(env, sizeof(env), "GPURECLAIM_TRACE_DORMANT=1,LOG1=%s", log);
+	struct gpr_test_run r;
+	run("early", NULL, env, NULL, NULL, &r);
+	CHECK(gpr_test_exited(&r, 0));
+	struct gpr_trace t;
+	if (gpr_test_load(log, &t) < 0)
+		return;
+	CHECK(count(&t, "cuMemAlloc_v2") == 3 &&
+	      count(&t, "context_created") == 2);
+	for (size_t i = 0; i < t.n_recs; i++) {
+		const struct gpr_trace_rec *x = &t.recs[i];
+		const char *op = gpr_trace_str(&t, x->op, "?");
+		int want = x->bytes == 2 * MiB ? 1 : 0;
+		if (strcmp(op, "context_created") == 0)
+			continue;
+		if (x->device != want)
+			fprintf(stderr, "early: %s of %llu B on device %d\n",
+				op, (unsigned long long)x->bytes, x->device);
+		CHECK(x->device == want);
+	}
+	gpr_trace_free(&t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 9 && strcmp(argv[1], "--scenario") == 0) {
@@ -917,6 +1376,18 @@ int main(int argc, char **argv)
 			return scenario_crosscheck(1);
 		if (strcmp(s, "dormant") == 0)
 			return scenario_dormant(getenv("LOG1"), getenv("LOG2"));
+		if (strcmp(s, "early") == 0)
+			return scenario_early(getenv("LOG1"));
+		if (strcmp(s, "closeall") == 0)
+			return scenario_closeall(getenv("DATA"));
+		if (strcmp(s, "dlclose") == 0)
+			return scenario_dlclose();
+		if (strcmp(s, "full") == 0)
+			return scenario_full(getenv("LOG1"));
+		if (strcmp(s, "churn") == 0)
+			return scenario_churn(1, 10000);
+		if (strcmp(s, "threads") == 0)
+			return scenario_churn(64, 400);
 		return 98;
 	}
 	if (argc != 7) {
@@ -940,5 +1411,10 @@ int main(int argc, char **argv)
 	check_next_nocuda();
 	check_crosscheck();
 	check_dormant();
+	check_early();
+	check_closeall();
+	check_dlclose();
+	check_full();
+	check_churn();
 	return gpr_test_finish("test_preload", dir);
 }

@@ -27,7 +27,7 @@
  * the program's privileges (gpr_inj_session_secure). Paths are also read
  * with secure_getenv.
  */
-#include "inject.h"
+#include "tracer.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,7 +37,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../format/trace_ops.h"
 #include "gpureclaim_trace.h"
+#include "sized.h"
+#include "callers.h"
+#include "frontend.h"
+#include "session.h"
+#include "sizes.h"
+
+/* The result codes can be told from -errno (-1..-4095) and from the
+ * core's GPR_E_* (-10001 and below, above -20000). */
+#define GPR_INJ_X_APART(name, value, msg)                                      \
+	_Static_assert((value) == 0 || (value) < -20000,                       \
+		       #name " collides with -errno or a GPR_E_* code");
+GPURECLAIM_TRACE_RESULTS(GPR_INJ_X_APART)
+#undef GPR_INJ_X_APART
 
 /*
  * The session's state besides the writer's, under the session lock:
@@ -119,7 +133,7 @@ GPR_EXPORT int gpureclaim_trace_pause(void)
 	gpr_inj_session_lock();
 	if (!session() ||
 	    (gpr_inj_state.backend == GPR_INJ_CUPTI && !cupti_recording)) {
-		rc = -1;
+		rc = GPURECLAIM_TRACE_E_NOT_TRACED;
 	} else if (!paused) {
 		atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
 		if (gpr_inj_state.backend == GPR_INJ_CUPTI)
@@ -137,12 +151,12 @@ GPR_EXPORT int gpureclaim_trace_resume(void)
 	gpr_inj_session_lock();
 	if (!session() ||
 	    (gpr_inj_state.backend == GPR_INJ_CUPTI && !cupti_recording)) {
-		rc = -1;
+		rc = GPURECLAIM_TRACE_E_NOT_TRACED;
 	} else if (paused) {
 		rc = 0;
 		if (gpr_inj_state.backend == GPR_INJ_CUPTI &&
 		    gpr_inj_cupti_resume() < 0)
-			rc = -2;
+			rc = GPURECLAIM_TRACE_E_UNAVAILABLE;
 		if (rc == 0) {
 			paused = 0;
 			atomic_store(&gpr_inj_state.active,
@@ -158,7 +172,7 @@ static int stop_locked(char *path, size_t len)
 {
 	char p[4096];
 	if (!gpr_inj_writer_path(p, sizeof(p)))
-		return -1;
+		return GPURECLAIM_TRACE_E_NOT_TRACED;
 	int backend = gpr_inj_state.backend;
 	gpr_inj_session_stop();
 	if (backend == GPR_INJ_CUPTI)
@@ -179,20 +193,17 @@ static int exists(const char *path)
 GPR_EXPORT int
 gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
 {
-	if (!o || o->sz < offsetof(struct gpureclaim_trace_start_opts, cupti) ||
-	    !o->path || !*o->path)
+	if (!o || !gpr_inj_sized_valid(o, o->sz, sizeof(*o)) ||
+	    !GPR_INJ_GET(o, path, NULL) || !*o->path)
 		return GPURECLAIM_TRACE_E_ARGS;
-	int has_why =
-	    o->sz >= offsetof(struct gpureclaim_trace_start_opts, why_len) +
-			 sizeof(size_t) &&
-	    o->why && o->why_len;
-	const char *cupti =
-	    o->sz > offsetof(struct gpureclaim_trace_start_opts, cupti)
-		? o->cupti
-		: NULL;
+	int backend = GPR_INJ_GET(o, backend, GPURECLAIM_TRACE_AUTO);
+	const char *cupti = GPR_INJ_GET(o, cupti, NULL);
+	char *why_buf = GPR_INJ_GET(o, why, NULL);
+	size_t why_buf_len = GPR_INJ_GET(o, why_len, 0);
 	char scratch[512];
-	char *why = has_why ? o->why : scratch;
-	size_t why_len = has_why ? o->why_len : sizeof(scratch);
+	int has_why = why_buf && why_buf_len;
+	char *why = has_why ? why_buf : scratch;
+	size_t why_len = has_why ? why_buf_len : sizeof(scratch);
 	why[0] = '\0';
 	gpr_inj_session_lock();
 	gpr_inj_say_into(why, why_len);
@@ -221,15 +232,15 @@ gpureclaim_trace_start(const struct gpureclaim_trace_start_opts *o)
 			 "written over",
 			 o->path);
 		rc = GPURECLAIM_TRACE_E_LOG;
-	} else if (o->backend == GPURECLAIM_TRACE_INTERPOSE && !live) {
+	} else if (backend == GPURECLAIM_TRACE_INTERPOSE && !live) {
 		snprintf(why, why_len,
 			 "the interposer is not in this process: start the "
 			 "program under `gpureclaim trace --dormant -- ...`");
 		rc = GPURECLAIM_TRACE_E_UNAVAILABLE;
-	} else if (live && o->backend != GPURECLAIM_TRACE_CUPTI) {
+	} else if (live && backend != GPURECLAIM_TRACE_CUPTI) {
 		if (gpr_inj_session_start(GPR_INJ_INTERPOSE, o->path, 0,
 					  "program", gpr_inj_preload_meta,
-					  gpr_inj_preload_libcuda()) < 0)
+					  gpr_inj_preload_driver()) < 0)
 			rc = GPURECLAIM_TRACE_E_LOG;
 	} else if (gpr_inj_cupti_attach(cupti) < 0) {
 		rc = GPURECLAIM_TRACE_E_UNAVAILABLE;
@@ -259,8 +270,8 @@ GPR_EXPORT int gpureclaim_trace_stop(char *path, size_t len)
 
 GPR_EXPORT int gpureclaim_trace_status(struct gpureclaim_trace_status *st)
 {
-	if (!st || st->sz < offsetof(struct gpureclaim_trace_status, backend))
-		return -1;
+	if (!st || !GPR_INJ_HAS(st, session))
+		return GPURECLAIM_TRACE_E_ARGS;
 	struct gpureclaim_trace_status s;
 	memset(&s, 0, sizeof(s));
 	s.sz = st->sz;
@@ -328,12 +339,11 @@ static int by_bytes(const void *a, const void *b)
 GPR_EXPORT int gpureclaim_trace_live(struct gpureclaim_trace_live *rows,
 				     size_t cap, size_t *n)
 {
-	size_t min = offsetof(struct gpureclaim_trace_live, kind) + sizeof(int);
-	if (!n || (cap && (!rows || rows[0].sz < min)))
-		return -2;
+	if (!n || (cap && (!rows || !GPR_INJ_HAS(&rows[0], kind))))
+		return GPURECLAIM_TRACE_E_ARGS;
 	*n = 0;
 	if (atomic_load(&gpr_inj_state.active) == GPR_INJ_NONE)
-		return -1;
+		return GPURECLAIM_TRACE_E_NOT_TRACED;
 	struct live l = {0};
 	gpr_inj_map_each(add_live, &l);
 	if (l.n)

@@ -15,14 +15,21 @@
  * driver (cuMemAlloc_v2), so recording both would count each allocation
  * twice; the runtime's own frames are skipped when looking for the caller.
  */
-#include "inject.h"
+#include "tracer.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/trace_ops.h"
 #include "cupti_abi.h"
+#include "callers.h"
+#include "clock.h"
+#include "dl.h"
+#include "frontend.h"
+#include "recorder.h"
+#include "threads.h"
 
 static struct {
 	void *lib;

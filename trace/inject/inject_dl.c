@@ -1,20 +1,14 @@
-/*
- * The C library's dlsym, for the tracer's own look-ups: the tracer defines
- * dlsym itself (its interposer, inject_preload.c), and a call to that name
- * from inside the library could reach the hook.
- */
-#include "inject.h"
+/* The C library's dlsym, for the tracer's own look-ups (dl.h). */
+#include "dl.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 
 static void *(*libc_dlsym)(void *, const char *);
 
-/*
- * Not instrumented in a sanitizer build: the interposer's hook asks for
- * it while a preloaded sanitizer runtime is still starting.
- */
-__attribute__((no_sanitize("address", "undefined"))) void *(
-    *gpr_inj_libc_dlsym(void))(void *, const char *)
+/* Not instrumented (dl.h): the interposer's hook asks for it while a
+ * sanitizer runtime is still starting. */
+GPR_INJ_UNINSTRUMENTED void *(*gpr_inj_libc_dlsym(void))(void *, const char *)
 {
 	if (!libc_dlsym) {
 		void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
@@ -38,8 +32,7 @@ void *gpr_inj_real_dlsym(void *handle, const char *name)
  * it, rather than the C library, keeps its hooks in the chain: the tracer
  * then wraps what it answers (inject_preload.c, "chained").
  */
-__attribute__((no_sanitize("address", "undefined"))) void *
-gpr_inj_next_dlsym(void *handle, const char *name)
+GPR_INJ_UNINSTRUMENTED void *gpr_inj_next_dlsym(void *handle, const char *name)
 {
 	static void *(*_Atomic next)(void *, const char *);
 	void *(*fn)(void *, const char *) = next;

@@ -7,8 +7,10 @@
  * of 0 means "not allocated now". A full table only costs the size of
  * later frees.
  */
-#include "inject.h"
+#include "sizes.h"
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <sys/mman.h>
 
 #define PROBES 64

@@ -13,10 +13,13 @@
  *   - the entry points themselves, for programs linked with -lcuda.
  *
  * A driver answer is matched to a wrapper by address: the driver's own
- * export of each entry point name (read from the libcuda handle once) has
- * one wrapper with exactly its ABI, each _ptsz (per-thread default stream)
- * variant its own, so the driver's choice of variant for a (name,
- * version, flags) look-up is kept.
+ * export of each entry point name (read from the libcuda the answers come
+ * from, again whenever it is loaded at another address) has one wrapper
+ * with exactly its ABI, each _ptsz (per-thread default stream) variant
+ * its own, so the driver's choice of variant for a (name, version, flags)
+ * look-up is kept. The tracer holds no reference to the driver: every
+ * dlopen of its own (RTLD_NOLOAD, to read symbols) is closed at once, so
+ * a program's dlclose unloads libcuda as it would untraced.
  *
  * Another interposer between the program and the driver (HAMi-core, which
  * hooks dlsym and cuGetProcAddress to enforce a container's memory limit)
@@ -44,19 +47,30 @@
  * seen: the interposer must be preloaded, it cannot attach late (a
  * running program's session uses CUPTI then, inject.c).
  */
-#include "inject.h"
+#include "tracer.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/trace_ops.h"
 #include "inject_entries.h"
+#include "clock.h"
+#include "dl.h"
+#include "frontend.h"
+#include "recorder.h"
+#include "session.h"
+#include "threads.h"
 
 /* ---- the driver ---- */
 
-static _Atomic(void *) libcuda; /* the driver's handle, once seen */
+/* The driver the answers came from: its load base (0: not seen yet) and
+ * path. No handle is kept: a handle is a reference. */
+static _Atomic uintptr_t driver_base;
+static char driver_path[PATH_MAX];
 
 /* The CUDA 12 lookup and its CUDA 11.3 predecessor. */
 typedef unsigned long long cuuint64_t;
@@ -98,7 +112,7 @@ static int start_now(void)
 		gpr_inj_session_default_path(path, sizeof(path));
 		if (gpr_inj_session_start(
 			GPR_INJ_INTERPOSE, path, 1, "gpureclaim trace",
-			gpr_inj_preload_meta, atomic_load(&libcuda)) == 0 &&
+			gpr_inj_preload_meta, gpr_inj_preload_driver()) == 0 &&
 		    crosscheck &&
 		    gpr_inj_cupti_attach_counting(
 			secure_getenv("GPURECLAIM_CUPTI_LIBRARY")) < 0)
@@ -365,6 +379,7 @@ struct entry {
 	const char *name;
 	void *wrapper;
 	void **real;
+	void **next;	      /* NAME's next definition, found on first use */
 	void *chain;	      /* records and calls *alt */
 	_Atomic(void *) *alt; /* another interposer's function */
 	void *exported;	      /* NAME itself: it records as it is */
@@ -376,6 +391,7 @@ struct entry {
 	{name,                                                                 \
 	 (void *)wrap_##fn,                                                    \
 	 (void **)&real_##fn,                                                  \
+	 (void **)&next_##fn,                                                  \
 	 (void *)chain_##fn,                                                   \
 	 (_Atomic(void *) *)(void *)&alt_##fn,                                 \
 	 (void *)self_##fn,                                                    \
@@ -394,17 +410,19 @@ static struct entry entries[] = {
 /* clang-format on */
 #define N_ENTRIES (sizeof(entries) / sizeof(entries[0]))
 
-/* The driver's own definition of name: the learned handle, else libcuda
- * if loaded. */
+/* The driver's own definition of name: in the libcuda seen, else in
+ * libcuda if loaded. A reference is taken only for the look-up. */
 static void *driver_sym(const char *name)
 {
-	void *h = atomic_load(&libcuda);
-	if (!h) {
-		const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
-		h = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
-			   RTLD_NOLOAD | RTLD_LAZY);
-	}
-	return h ? gpr_inj_real_dlsym(h, name) : NULL;
+	const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
+	const char *lib = atomic_load(&driver_base) ? driver_path
+			  : cuda && *cuda	    ? cuda
+						    : "libcuda.so.1";
+	void *h = dlopen(lib, RTLD_NOLOAD | RTLD_LAZY);
+	void *p = h ? gpr_inj_real_dlsym(h, name) : NULL;
+	if (h)
+		dlclose(h);
+	return p;
 }
 
 /* The definition after this library (the driver's, or another
@@ -425,28 +443,44 @@ GPR_TRACE_OPS(GPR_X_OP)
 
 /* ---- what the driver answers ---- */
 
-/* Reads the driver's exports once, from the object that answered p. */
-static void learn_driver(void *p)
+/*
+ * Reads the driver's exports from the libcuda that answered p, when it is
+ * not the one read last (the first, or one loaded again at another
+ * address after the program's dlclose): 1 when it read them.
+ */
+static int learn_driver(void *p)
 {
-	if (atomic_load_explicit(&libcuda, memory_order_acquire) || !p)
-		return;
 	Dl_info di;
-	if (!dladdr(p, &di) || !di.dli_fname)
-		return;
+	if (!p || !dladdr(p, &di) || !di.dli_fname ||
+	    (uintptr_t)di.dli_fbase == atomic_load(&driver_base))
+		return 0;
 	const char *b = strrchr(di.dli_fname, '/');
 	b = b ? b + 1 : di.dli_fname;
-	if (strncmp(b, "libcuda.so", 10) != 0)
-		return;
+	if (strncmp(b, "libcuda.so", 10) != 0 ||
+	    strlen(di.dli_fname) >= sizeof(driver_path))
+		return 0;
 	void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
 	if (!h)
-		return;
-	for (size_t i = 0; i < N_ENTRIES; i++)
-		if (!*entries[i].real)
-			*entries[i].real =
-			    gpr_inj_real_dlsym(h, entries[i].name);
+		return 0;
+	for (size_t i = 0; i < N_ENTRIES; i++) {
+		*entries[i].real = gpr_inj_real_dlsym(h, entries[i].name);
+		*entries[i].next = NULL; /* found again on first use */
+	}
 	*(void **)&primary_state =
 	    gpr_inj_real_dlsym(h, "cuDevicePrimaryCtxGetState");
-	atomic_store_explicit(&libcuda, h, memory_order_release);
+	dlclose(h);
+	snprintf(driver_path, sizeof(driver_path), "%s", di.dli_fname);
+	atomic_store(&driver_base, (uintptr_t)di.dli_fbase);
+	gpr_inj_rec_driver(p);
+	return 1;
+}
+
+const void *gpr_inj_preload_driver(void)
+{
+	for (size_t i = 0; atomic_load(&driver_base) && i < N_ENTRIES; i++)
+		if (*entries[i].real)
+			return *entries[i].real;
+	return NULL;
 }
 
 /* Answers the driver gave for memory functions that no wrapper has. */
@@ -538,17 +572,28 @@ static void *chain(void *p, const struct lookup *l)
 	return NULL;
 }
 
-/* Our wrapper of the function p that the look-up l found, or p itself. */
-static void *wrap(void *p, const struct lookup *l)
+/* The wrapper of the driver's function p, or NULL. */
+static void *wrapper_of(void *p)
 {
-	if (!p)
-		return p;
-	learn_driver(p);
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (*entries[i].real == p) {
 			entries[i].handed++;
 			return entries[i].wrapper;
 		}
+	return NULL;
+}
+
+/* Our wrapper of the function p that the look-up l found, or p itself. */
+static void *wrap(void *p, const struct lookup *l)
+{
+	if (!p)
+		return p;
+	void *w = wrapper_of(p);
+	/* not the driver read last: the first look-up, or a new load */
+	if (!w && ours(l->name) && learn_driver(p))
+		w = wrapper_of(p);
+	if (w)
+		return w;
 	/* ours already: dlsym(RTLD_DEFAULT) finds this library's exports */
 	for (size_t i = 0; i < N_ENTRIES; i++)
 		if (p == entries[i].wrapper || p == entries[i].chain ||
@@ -562,22 +607,32 @@ static void *wrap(void *p, const struct lookup *l)
 }
 
 /*
- * Not instrumented in a sanitizer build: a preloaded sanitizer runtime
- * asks dlsym for the functions it intercepts while it starts, before its
- * shadow memory exists. The pass-on must stay a tail call at every
- * optimisation level (gcc makes sibling calls from -O2 on only).
+ * Not instrumented by any sanitizer (dl.h): a sanitizer runtime asks
+ * dlsym for the functions it intercepts while it starts, before its
+ * shadow memory (ASan) or its thread state (TSan) exists. The pass-on
+ * must stay a tail call at every optimisation level (gcc makes sibling
+ * calls from -O2 on only; clang's musttail makes one at any level).
  */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(musttail)
+#define GPR_MUSTTAIL __attribute__((musttail))
+#endif
+#endif
+#ifndef GPR_MUSTTAIL
+#define GPR_MUSTTAIL
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #define GPR_TAIL_CALLS __attribute__((optimize("optimize-sibling-calls")))
 #else
 #define GPR_TAIL_CALLS
 #endif
-__attribute__((no_sanitize("address", "undefined")))
-GPR_TAIL_CALLS GPR_EXPORT void *
-dlsym(void *handle, const char *name)
+GPR_INJ_UNINSTRUMENTED GPR_TAIL_CALLS GPR_EXPORT void *dlsym(void *handle,
+							     const char *name)
 {
-	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u')
-		return gpr_inj_libc_dlsym()(handle, name); /* a tail call */
+	if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u') {
+		void *(*libc)(void *, const char *) = gpr_inj_libc_dlsym();
+		GPR_MUSTTAIL return libc(handle, name); /* a tail call */
+	}
 	struct lookup l = {name, 0, 0, 0};
 	return wrap(gpr_inj_next_dlsym(handle, name), &l);
 }
@@ -697,11 +752,6 @@ int gpr_inj_preload_live(void)
 	v = o.seen_ours;
 	atomic_store_explicit(&live, v, memory_order_relaxed);
 	return v;
-}
-
-void *gpr_inj_preload_libcuda(void)
-{
-	return atomic_load(&libcuda);
 }
 
 /* Appends ",name=n" (no comma first) to line; 0 when it did not fit. */

@@ -11,51 +11,86 @@
  * allocation, the driver's current context (a few nanoseconds; a free
  * takes its allocation's device from the size map instead).
  */
-#include "inject.h"
+#include "recorder.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/trace_ops.h"
 #include "cupti_abi.h"
+#include "callers.h"
+#include "clock.h"
+#include "dl.h"
+#include "sizes.h"
+#include "wait.h"
+#include "writer.h"
 
+/*
+ * The driver's functions the record asks, from the libcuda loaded now;
+ * both NULL until one is found. Stored as a pair of atomics: the
+ * interposer finds them again when the driver is loaded anew.
+ */
+typedef CUresult (*ctx_get_current_fn)(CUcontext *);
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
 static struct {
-	CUresult (*ctx_get_current)(CUcontext *);
-	CUresult (*ctx_get_device)(CUdevice *);
+	_Atomic(ctx_get_current_fn) ctx_get_current;
+	_Atomic(ctx_get_device_fn) ctx_get_device;
+	_Atomic unsigned misses; /* recorded calls without them */
 } drv;
 
-void gpr_inj_rec_driver(void *libcuda)
+void gpr_inj_rec_driver(const void *in)
 {
-	void *cu = libcuda;
-	if (!cu) {
-		const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
-		cu = dlopen(cuda && *cuda ? cuda : "libcuda.so.1",
-			    RTLD_NOLOAD | RTLD_LAZY);
-	}
+	const char *lib = NULL;
+	Dl_info di;
+	if (in && dladdr(in, &di) && di.dli_fname)
+		lib = di.dli_fname;
+	const char *cuda = secure_getenv("GPURECLAIM_CUDA_LIBRARY");
+	if (!lib)
+		lib = cuda && *cuda ? cuda : "libcuda.so.1";
+	/* a reference for the look-up only: the program's dlclose unloads */
+	void *cu = dlopen(lib, RTLD_NOLOAD | RTLD_LAZY);
 	if (!cu)
 		return;
-	*(void **)&drv.ctx_get_current =
-	    gpr_inj_real_dlsym(cu, "cuCtxGetCurrent");
-	*(void **)&drv.ctx_get_device =
-	    gpr_inj_real_dlsym(cu, "cuCtxGetDevice");
-	gpr_inj_callsite_exclude((const void *)drv.ctx_get_device);
+	ctx_get_current_fn cur;
+	ctx_get_device_fn dev;
+	*(void **)&cur = gpr_inj_real_dlsym(cu, "cuCtxGetCurrent");
+	*(void **)&dev = gpr_inj_real_dlsym(cu, "cuCtxGetDevice");
+	dlclose(cu);
+	if (!dev)
+		return;
+	gpr_inj_callsite_exclude((const void *)dev);
+	atomic_store(&drv.ctx_get_current, cur);
+	atomic_store(&drv.ctx_get_device, dev);
 }
 
 /* The device of ctx (NULL: the thread's current context), cached per
  * thread for its last four contexts. */
 static int device_of(struct gpr_inj_tt *tt, CUcontext ctx)
 {
-	if (!ctx &&
-	    (!drv.ctx_get_current || drv.ctx_get_current(&ctx) != CUDA_SUCCESS))
-		return GPR_TRACE_NO_DEVICE;
-	if (!ctx || !drv.ctx_get_device)
-		return GPR_TRACE_NO_DEVICE;
+	ctx_get_device_fn get_device =
+	    atomic_load_explicit(&drv.ctx_get_device, memory_order_acquire);
+	if (__builtin_expect(!get_device, 0)) {
+		/* a session begun before the driver was loaded (CUPTI: its
+		 * callbacks come from inside it): look again, now and then */
+		if ((atomic_fetch_add(&drv.misses, 1) & 1023) == 0)
+			gpr_inj_rec_driver(NULL);
+		get_device = atomic_load(&drv.ctx_get_device);
+		if (!get_device)
+			return GPR_TRACE_NO_DEVICE;
+	}
+	if (!ctx) {
+		ctx_get_current_fn cur = atomic_load_explicit(
+		    &drv.ctx_get_current, memory_order_relaxed);
+		if (!cur || cur(&ctx) != CUDA_SUCCESS || !ctx)
+			return GPR_TRACE_NO_DEVICE;
+	}
 	for (int i = 0; i < 4; i++)
 		if (tt->ctx_key[i] == (void *)ctx)
 			return tt->ctx_dev[i];
 	CUdevice d;
-	if (drv.ctx_get_device(&d) != CUDA_SUCCESS)
+	if (get_device(&d) != CUDA_SUCCESS)
 		return GPR_TRACE_NO_DEVICE;
 	unsigned i = tt->ctx_next++ & 3;
 	tt->ctx_key[i] = ctx;

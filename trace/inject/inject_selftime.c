@@ -3,9 +3,13 @@
  * own time per recorded call, summed over the threads (each thread adds
  * its calls as it goes, inject_record.c).
  */
-#include "inject.h"
+#include "threads.h"
 
 #include <stdio.h>
+
+#include "callers.h"
+#include "clock.h"
+#include "wait.h"
 
 /* The median and p90 of the selftime histogram (4 ns bins). */
 static void quantiles(const struct gpr_inj_selftime *s, double *p50,

@@ -5,7 +5,7 @@
  * it closes the log. One session at a time, under the session lock; a
  * process may run several in turn (gpureclaim_trace_start/stop).
  */
-#include "inject.h"
+#include "session.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +15,12 @@
 #include <unistd.h>
 
 #include "gpureclaim.h"
+#include "callers.h"
+#include "clock.h"
+#include "recorder.h"
+#include "sizes.h"
+#include "threads.h"
+#include "wait.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -81,7 +87,7 @@ int gpr_inj_session_forked(void)
 
 int gpr_inj_session_start(int backend, const char *path, int shared,
 			  const char *started_by, gpr_inj_meta_fn closing,
-			  void *libcuda)
+			  const void *in_driver)
 {
 	if (back_end() < 0)
 		return -1;
@@ -93,7 +99,7 @@ int gpr_inj_session_start(int backend, const char *path, int shared,
 	gpr_inj_state.backend = backend;
 	gpr_inj_state.wait = gpr_inj_wait_probe();
 	gpr_inj_clock_start();
-	gpr_inj_rec_driver(libcuda);
+	gpr_inj_rec_driver(in_driver);
 	gpr_inj_map_clear();
 	char b[5][96];
 	snprintf(b[0], sizeof(b[0]), "backend=%s",

@@ -34,7 +34,7 @@
  * operation names come first). Interning takes a mutex; published strings
  * never change, so the writer reads them without the lock.
  */
-#include "inject.h"
+#include "callers.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -42,6 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unwind.h>
+
+#include "../format/trace_ops.h"
+#include "tracer.h"
 
 #define MAX_INTERNED 65536
 #define SITE_SLOTS 4096

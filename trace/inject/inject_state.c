@@ -1,12 +1,12 @@
 /*
- * The tracer's shared state (inject.h says who writes what and when), the
- * switches that set it when a session starts, and its one way to speak: a
- * line on stderr, or into the message buffer of a program's call that
- * asked for it (gpureclaim_trace_start gives its caller the line instead
- * of printing it: a notebook shows a Python warning, not the kernel's
- * stderr).
+ * The tracer's shared state (tracer.h says who writes what and when), the
+ * switches and settings that set it when a session starts, and its one
+ * way to speak: a line on stderr, or into the message buffer of a
+ * program's call that asked for it (gpureclaim_trace_start gives its
+ * caller the line instead of printing it: a notebook shows a Python
+ * warning, not the kernel's stderr).
  */
-#include "inject.h"
+#include "tracer.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../format/trace_switch.h"
+#include "settings.h"
 
 struct gpr_inj_state gpr_inj_state;
 
@@ -63,4 +64,19 @@ int gpr_inj_switch(const char *name)
 		on = 0;
 	}
 	return on;
+}
+
+int gpr_inj_setting(const char *name)
+{
+	const char *v = secure_getenv(name);
+	const char *words = gpr_trace_setting_words(name);
+	int i = words ? gpr_trace_setting_parse(words, v) : -1;
+	if (i == -2) {
+		char list[96];
+		gpr_trace_setting_list(words, list, sizeof(list));
+		gpr_inj_say("%s='%.64s' is not %s%s; the default is used", name,
+			    v, strchr(words, '/') ? "one of " : "", list);
+		i = -1;
+	}
+	return i;
 }

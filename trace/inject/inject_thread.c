@@ -5,13 +5,15 @@
  * Thread exit retires the state; the writer drains it and frees it for
  * reuse.
  */
-#include "inject.h"
+#include "threads.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "wait.h"
 
 static _Atomic(struct gpr_inj_tt *) list;
 static pthread_key_t key;

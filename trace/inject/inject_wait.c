@@ -25,8 +25,13 @@
  * the figure is exact, and a call pays a read only after a switch.
  * GPURECLAIM_TRACE_WAIT=perf|getrusage|none chooses the source (to
  * measure each); the default is the first that works here.
+ *
+ * The schedstat descriptor is checked before each read (fd.h: a program
+ * may have closed it and opened a file of its own on its number): one
+ * that is no longer ours is forgotten, never read or closed, and the
+ * thread opens its own again.
  */
-#include "inject.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +41,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "fd.h"
+#include "settings.h"
+#include "tracer.h"
 
 static const char *const names[] = {"none", "perf-gated", "getrusage-gated"};
 
@@ -48,6 +58,17 @@ const char *gpr_inj_wait_name(int mode)
 static int open_schedstat(void)
 {
 	return open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+}
+
+/* This thread's schedstat, kept (fd.h): 0, or -1 when it cannot be. */
+static int keep_schedstat(struct gpr_inj_tt *tt)
+{
+	if (gpr_inj_fd_keep(&tt->sched, open_schedstat()) < 0) {
+		tt->sched_state = -1;
+		return -1;
+	}
+	tt->sched_state = 1;
+	return 0;
 }
 
 /* The thread's task-clock page, or NULL (errno set). */
@@ -85,17 +106,17 @@ static inline uint32_t lock_word(const struct gpr_inj_tt *tt)
 
 int gpr_inj_wait_probe(void)
 {
-	const char *want = secure_getenv("GPURECLAIM_TRACE_WAIT");
+	int want = gpr_inj_setting("GPURECLAIM_TRACE_WAIT");
 	int fd = gpr_inj_switch("GPURECLAIM_TRACE_NO_SCHEDSTAT")
 		     ? -1
 		     : open_schedstat();
-	if (fd < 0 || (want && strcmp(want, "none") == 0)) {
+	if (fd < 0 || want == GPR_TRACE_WAIT_NONE) {
 		if (fd >= 0)
 			close(fd);
 		return GPR_INJ_WAIT_NONE;
 	}
 	close(fd);
-	if (want && strcmp(want, "getrusage") == 0)
+	if (want == GPR_TRACE_WAIT_GETRUSAGE)
 		return GPR_INJ_WAIT_RUSAGE;
 	const void *pg = open_page();
 	if (!pg)
@@ -115,7 +136,8 @@ int gpr_inj_wait_probe(void)
 
 void gpr_inj_wait_thread_start(struct gpr_inj_tt *tt)
 {
-	tt->sched_fd = -1;
+	tt->sched_state = 0;
+	tt->sched.fd = -1;
 	tt->pg = NULL;
 	tt->pg_state = 0;
 	tt->have_rd = 0;
@@ -123,9 +145,8 @@ void gpr_inj_wait_thread_start(struct gpr_inj_tt *tt)
 
 void gpr_inj_wait_thread_end(struct gpr_inj_tt *tt)
 {
-	if (tt->sched_fd >= 0)
-		close(tt->sched_fd);
-	tt->sched_fd = -1;
+	gpr_inj_fd_close(&tt->sched);
+	tt->sched_state = 0;
 	if (tt->pg_state == 1)
 		close_page((const void *)tt->pg);
 	tt->pg = NULL;
@@ -137,16 +158,17 @@ void gpr_inj_wait_thread_end(struct gpr_inj_tt *tt)
 static int run_delay(struct gpr_inj_tt *tt, uint64_t *out)
 {
 	char buf[96];
-	if (tt->sched_fd < 0) {
-		if (tt->sched_fd == -2)
+	if (tt->sched_state < 0)
+		return -1;
+	if (tt->sched_state == 0 && keep_schedstat(tt) < 0)
+		return -1;
+	if (!gpr_inj_fd_ours(&tt->sched)) {
+		/* the program's now: forget it, open our own again */
+		tt->sched.fd = -1;
+		if (keep_schedstat(tt) < 0)
 			return -1;
-		tt->sched_fd = open_schedstat();
-		if (tt->sched_fd < 0) {
-			tt->sched_fd = -2;
-			return -1;
-		}
 	}
-	ssize_t n = pread(tt->sched_fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = pread(tt->sched.fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';

@@ -8,12 +8,21 @@
  *
  * A session ends when the program stops it (gpureclaim_trace_stop), at
  * exit (atexit; only in the process that opened the log, never in a forked
- * child), and on SIGINT/SIGTERM when the signal's previous action was the
- * default one (the process is about to die): the handler asks the writer
- * for a final flush, waits for it (at most 2 s), restores the previous
- * action and re-raises, so the exit status is what it would have been. A
- * previous handler of the program is called as before. A process may run
- * several sessions one after the other, each its own log.
+ * child), and on SIGINT, SIGTERM, SIGHUP and SIGQUIT when the signal's
+ * previous action was the default one (the process is about to die): the
+ * handler asks the writer for a final flush, waits for it (at most 2 s),
+ * restores the previous action and re-raises, so the exit status is what
+ * it would have been. A previous handler of the program is called as
+ * before. A process may run several sessions one after the other, each
+ * its own log.
+ *
+ * The log's descriptor is the program's to close (a daemon closes every
+ * descriptor it did not open): before every write the writer checks that
+ * it is still the log it created (fd.h), and when it is not, tracing stops
+ * with one line and the number is never touched again. The writer sleeps
+ * on a futex, not a descriptor, so nothing a program closes or reuses
+ * can be woken or written to. A failed write (a full disk) stops tracing
+ * too; the log is cut back to its last complete chunk (log_write.h).
  *
  * The log's real name (NAME, or NAME.<pid> when NAME is taken) is told to
  * `gpureclaim trace` through a file named by the pid in the private
@@ -21,29 +30,39 @@
  * (the first session of a process: the one `gpureclaim trace` started, or
  * a program's first under --dormant).
  */
-#include "inject.h"
+#include "writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../format/trace_ops.h"
+#include "callers.h"
+#include "clock.h"
+#include "fd.h"
 #include "log_write.h"
+#include "threads.h"
 
 #define BATCH 16384
 
+/* The signals whose default action ends the process, flushed for. */
+static const int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
+
 static struct {
 	struct gpr_inj_tw w;
+	struct gpr_inj_fd log; /* w.fd, as it was opened */
 	char path[PATH_MAX];
 	pthread_t thread;
-	int efd;
+	_Atomic uint32_t wake; /* the futex word: moves at each wake-up */
 	pid_t pid;	       /* the process that opened the log */
 	int open;	       /* a session's log is open (control calls) */
 	_Atomic int stop;      /* 1: finish and close */
@@ -52,16 +71,20 @@ static struct {
 	uint32_t strings_done; /* interned strings written */
 	struct gpr_trace_rec *buf;
 	gpr_inj_meta_fn closing; /* the closing META lines */
-	struct sigaction old_int, old_term;
-} wr = {.efd = -1};
+	struct sigaction old[N_FATAL];
+} wr = {.log = {-1, 0, 0}};
 
 void gpr_inj_writer_wake(void)
 {
-	uint64_t one = 1;
-	if (wr.efd >= 0) {
-		ssize_t k = write(wr.efd, &one, sizeof(one));
-		(void)k;
-	}
+	atomic_fetch_add_explicit(&wr.wake, 1, memory_order_release);
+	syscall(SYS_futex, &wr.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Sleeps until woken or 10 ms have passed. */
+static void sleep_for_work(uint32_t seen)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	syscall(SYS_futex, &wr.wake, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
 static void write_failed(int err)
@@ -74,9 +97,33 @@ static void write_failed(int err)
 		    wr.path, strerror(err));
 }
 
+/*
+ * 1 while the log's descriptor is still the log: else tracing stops, said
+ * once, and the descriptor (now the program's) is forgotten, never
+ * written, truncated or closed.
+ */
+static int log_ours(void)
+{
+	if (wr.w.fd < 0)
+		return 0;
+	if (gpr_inj_fd_ours(&wr.log))
+		return 1;
+	if (!atomic_exchange(&wr.failed, 1)) {
+		atomic_store(&gpr_inj_state.active, GPR_INJ_NONE);
+		gpr_inj_say("descriptor %d is no longer the trace log %s (the "
+			    "program closed it); tracing stopped there, the "
+			    "program continues",
+			    wr.w.fd, wr.path);
+	}
+	wr.w.fd = wr.log.fd = -1;
+	return 0;
+}
+
 /* Writes the pending strings, then the n records gathered in wr.buf. */
 static void flush(size_t n)
 {
+	if (!log_ours())
+		return;
 	uint32_t ns;
 	const char *const *s = gpr_inj_interned(&ns);
 	if (ns > wr.strings_done &&
@@ -104,8 +151,11 @@ static void drain(void)
 			    &tt->ring[t & (GPR_RING_SIZE - 1)];
 			struct gpr_trace_rec *r = &wr.buf[n++];
 			*r = s->r;
+			/* exit - entry of the converted stamps: the exit is
+			 * as monotonic as the entry */
 			r->t_ns = gpr_inj_clock_ns(s->r.t_ns);
-			r->dur_ns = gpr_inj_ticks_ns(s->r.dur_ns);
+			r->dur_ns =
+			    gpr_inj_clock_ns(s->r.t_ns + s->r.dur_ns) - r->t_ns;
 			gpr_inj_resolve(s->ip, &r->lib, &r->site);
 			t++;
 			if (n == BATCH) {
@@ -145,41 +195,54 @@ static uint32_t dropped(void)
 	return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
+/*
+ * Marks the log complete and closes it, if it is still ours; after a
+ * failed write only closes it (it ends on its last complete chunk).
+ */
+static void close_log(void)
+{
+	if (!log_ours())
+		return;
+	int failed = atomic_load(&wr.failed);
+	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
+	wr.log.fd = -1;
+	if (rc < 0 && !failed)
+		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
+}
+
 static void finish(void)
 {
 	drain();
 	if (gpr_inj_state.selftime)
 		gpr_inj_selftime_report();
-	if (wr.closing) {
+	if (wr.closing && log_ours()) {
 		const char *kv[16];
 		char buf[4096];
 		uint32_t n = wr.closing(kv, 16, buf, sizeof(buf));
 		gpr_inj_tw_meta(&wr.w, kv, n);
 	}
-	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
-	if (rc < 0 && !atomic_load(&wr.failed))
-		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
+	close_log();
 	atomic_store(&wr.closed, 1);
 }
 
 static void *writer_main(void *arg)
 {
 	(void)arg;
-	while (!atomic_load(&wr.stop)) {
-		/* Wakes on the eventfd or after 10 ms. */
-		struct pollfd pfd = {wr.efd, POLLIN, 0};
-		if (poll(&pfd, 1, 10) > 0) {
-			uint64_t v;
-			ssize_t k = read(wr.efd, &v, sizeof(v));
-			(void)k;
-		}
+	for (;;) {
+		uint32_t seen =
+		    atomic_load_explicit(&wr.wake, memory_order_acquire);
+		if (atomic_load(&wr.stop))
+			break;
+		sleep_for_work(seen);
 		if (!atomic_load(&wr.failed))
 			drain();
 	}
-	if (!atomic_load(&wr.failed))
+	if (!atomic_load(&wr.failed)) {
 		finish();
-	else /* nothing more to write: a signal handler need not wait */
+	} else { /* nothing more to write: a signal handler need not wait */
+		close_log();
 		atomic_store(&wr.closed, 1);
+	}
 	return NULL;
 }
 
@@ -220,7 +283,10 @@ static void at_exit(void)
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
-	struct sigaction *old = sig == SIGINT ? &wr.old_int : &wr.old_term;
+	size_t k = 0;
+	while (k + 1 < N_FATAL && fatal[k] != sig)
+		k++;
+	struct sigaction *old = &wr.old[k];
 	int saved = errno;
 	if (old->sa_flags & SA_SIGINFO) {
 		gpr_inj_writer_wake();
@@ -311,8 +377,8 @@ static void once(void)
 {
 	atexit(at_exit);
 	pthread_atfork(NULL, NULL, in_child);
-	install(SIGINT, &wr.old_int);
-	install(SIGTERM, &wr.old_term);
+	for (size_t k = 0; k < N_FATAL; k++)
+		install(fatal[k], &wr.old[k]);
 }
 
 int gpr_inj_writer_forked(void)
@@ -356,13 +422,18 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 			    wr.path, strerror(-rc));
 		return -1;
 	}
+	if (gpr_inj_fd_keep(&wr.log, wr.w.fd) < 0) {
+		gpr_inj_say("cannot keep %s open: %s; this run is not traced",
+			    wr.path, strerror(errno));
+		unlink(wr.path);
+		return -1;
+	}
+	wr.w.fd = wr.log.fd;
 	gpr_inj_tw_meta(&wr.w, kv, n);
 	if (!wr.buf)
 		wr.buf = malloc(BATCH * sizeof(*wr.buf));
-	if (wr.efd < 0)
-		wr.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!wr.buf || wr.efd < 0) {
-		gpr_inj_say("out of resources; this run is not traced");
+	if (!wr.buf) {
+		gpr_inj_say("out of memory; this run is not traced");
 		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
@@ -381,6 +452,7 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 			    "not traced",
 			    strerror(rc));
 		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
+		wr.log.fd = -1;
 		return -1;
 	}
 	pthread_setname_np(wr.thread, "gpr-trace");

@@ -1,6 +1,7 @@
 /*
- * The trace log writer. Each chunk goes out in one writev() so a log cut
- * short by a crash ends on a chunk boundary far more often than not; the
+ * The trace log writer. Each chunk goes out in one writev(); after a
+ * failed write (a full disk, any error) the file is cut back to the end
+ * of its last complete chunk, so what was written stays readable. The
  * header is rewritten at close with the counts and the complete flag.
  */
 #include "log_write.h"
@@ -42,6 +43,26 @@ static int write_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
+/*
+ * Appends one chunk (all of iov): w->good moves past it, or on failure
+ * the file is cut back to w->good and the error kept in w->err.
+ */
+static int put_chunk(struct gpr_inj_tw *w, struct iovec *iov, int n)
+{
+	uint64_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	int rc = write_all(w->fd, iov, n);
+	if (rc < 0) {
+		w->err = -rc;
+		if (ftruncate(w->fd, (off_t)w->good) == 0)
+			lseek(w->fd, (off_t)w->good, SEEK_SET);
+		return rc;
+	}
+	w->good += len;
+	return 0;
+}
+
 static void chunk_header(unsigned char out[GPR_TRACE_CHUNK_HEADER_SIZE],
 			 const char tag[4], uint32_t count, uint64_t len)
 {
@@ -68,6 +89,7 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 	w->hdr.start_mono_ns = start_mono_ns;
 	struct iovec iov = {&w->hdr, sizeof(w->hdr)};
 	int rc = write_all(w->fd, &iov, 1);
+	w->good = sizeof(w->hdr);
 	if (rc == 0) {
 		const char *names[GPR_TRACE_N_OPS];
 		for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
@@ -116,11 +138,9 @@ int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
 		iov[0].iov_len = sizeof(ch);
 		iov[1].iov_base = &first;
 		iov[1].iov_len = 4;
-		int rc = write_all(w->fd, iov, m);
-		if (rc < 0) {
-			w->err = -rc;
+		int rc = put_chunk(w, iov, m);
+		if (rc < 0)
 			return rc;
-		}
 		done += k;
 	}
 	w->strings += n;
@@ -154,10 +174,7 @@ int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
 	chunk_header(ch, "META", n, payload);
 	iov[0].iov_base = ch;
 	iov[0].iov_len = sizeof(ch);
-	int rc = write_all(w->fd, iov, m);
-	if (rc < 0)
-		w->err = -rc;
-	return rc;
+	return put_chunk(w, iov, m);
 }
 
 int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
@@ -172,11 +189,9 @@ int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
 		chunk_header(ch, "RECS", k, (uint64_t)k * sizeof(*r));
 		struct iovec iov[2] = {{ch, sizeof(ch)},
 				       {(void *)r, (size_t)k * sizeof(*r)}};
-		int rc = write_all(w->fd, iov, 2);
-		if (rc < 0) {
-			w->err = -rc;
+		int rc = put_chunk(w, iov, 2);
+		if (rc < 0)
 			return rc;
-		}
 		w->records += k;
 		r += k;
 		n -= k;

@@ -13,6 +13,7 @@
 struct gpr_inj_tw {
 	int fd;
 	int err;	  /* errno of the first failed write, 0 if none */
+	uint64_t good;	  /* the end of the last complete chunk */
 	uint64_t records; /* records written */
 	uint32_t strings; /* strings written (the next string id) */
 	struct gpr_trace_header hdr;
@@ -28,6 +29,11 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 		    uint64_t start_realtime_ns, uint64_t start_mono_ns);
 
 /*
+ * Each append writes whole chunks. After a failed write the log is cut
+ * back to the end of its last complete chunk (so it stays readable, as a
+ * log that was not closed), the error is kept in w->err, and every later
+ * call returns it without writing.
+ *
  * Appends strings with ids w->strings .. w->strings + n - 1. Strings longer
  * than GPR_TRACE_MAX_STRING are cut. 0, or -errno (also kept in w->err).
  */
