@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "../trace/format/trace_ops.h"
-#include "../trace/inject/log_write.h"
+#include "../trace/format/log_write.h"
 
 /* x ^= x >> 33 is its own inverse for 64-bit words. */
 static uint64_t xs33(uint64_t x)

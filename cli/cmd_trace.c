@@ -27,7 +27,7 @@
 #include "out/buf.h"
 #include "../trace/format/trace_switch.h"
 #include "../trace/read/log_path.h"
-#include "../trace/read/log_read.h"
+#include "../trace/format/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
 #include "locate.h"

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "../trace/read/log_read.h"
+#include "../trace/format/log_read.h"
 #include "../trace/read/log_rmm.h"
 
 /* A timeline this large (bytes) is said to be hard to open. */

@@ -20,7 +20,7 @@
 
 #include "gpureclaim_trace.h"
 #include "../../trace/read/log_path.h"
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_stats.h"
 

@@ -16,7 +16,7 @@
 
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_export.h"
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 #include "../../trace/read/log_rmm.h"
 #include "../../trace/read/log_stats.h"
 #include "out/text.h"

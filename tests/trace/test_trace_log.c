@@ -20,11 +20,11 @@
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_export.h"
 #include "check.h"
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "../../trace/read/u64map.h"
 #include "../../trace/format/trace_switch.h"
-#include "../../trace/inject/log_write.h"
+#include "../../trace/format/log_write.h"
 #include "gpureclaim.h"
 #include "out/text.h"
 

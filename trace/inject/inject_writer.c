@@ -35,7 +35,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "log_write.h"
+#include "../format/log_write.h"
 
 #define BATCH 16384
 

@@ -5,7 +5,7 @@
 #ifndef GPR_TRACE_LOG_REPORT_H
 #define GPR_TRACE_LOG_REPORT_H
 
-#include "log_read.h"
+#include "../format/log_read.h"
 #include "log_stats.h"
 #include "out/buf.h"
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "log_read.h"
+#include "../format/log_read.h"
 
 /*
  * The first line of every RMM log, ours and RMM's alike (the format has

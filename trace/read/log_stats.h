@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log_read.h"
+#include "../format/log_read.h"
 
 /*
  * One step of the replay: record r, and the change it made to the device

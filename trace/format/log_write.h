@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../format/trace_format.h"
+#include "trace_format.h"
 
 struct gpr_inj_tw {
 	int fd;

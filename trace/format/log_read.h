@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../format/trace_format.h"
-#include "../format/trace_ops.h"
+#include "trace_format.h"
+#include "trace_ops.h"
 #include "log_meta.h"
 
 struct gpr_trace {
