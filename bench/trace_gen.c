@@ -65,19 +65,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	unlink(argv[3]);
-	struct gpr_inj_tw w;
-	if (gpr_inj_tw_open(&w, argv[3], 1, 0, 1000) < 0) {
+	struct gpr_trace_writer w;
+	if (gpr_trace_writer_open(&w, argv[3], 1, 0, 1000) < 0) {
 		perror(argv[3]);
 		return 1;
 	}
 	const char *names[] = {"libbench.so", "libbench.so!site+0x10"};
-	int rc = gpr_inj_tw_strings(&w, names, 2);
+	int rc = gpr_trace_writer_strings(&w, names, 2);
 	if (strcmp(shape, "strings") == 0) {
 		static const char *empty[4096];
 		for (unsigned long long done = 0; rc == 0 && done < n;) {
 			uint32_t k =
 			    n - done < 4096 ? (uint32_t)(n - done) : 4096;
-			rc = gpr_inj_tw_strings(&w, empty, k);
+			rc = gpr_trace_writer_strings(&w, empty, k);
 			done += k;
 		}
 	} else {
@@ -112,11 +112,11 @@ int main(int argc, char **argv)
 					v[m++] = r;
 				}
 			}
-			rc = gpr_inj_tw_records(&w, v, m);
+			rc = gpr_trace_writer_records(&w, v, m);
 		}
 		free(v);
 	}
-	int rc2 = gpr_inj_tw_close(&w, 2000, 0);
+	int rc2 = gpr_trace_writer_close(&w, 2000, 0);
 	if (rc || rc2) {
 		fprintf(stderr, "trace_gen: writing %s failed\n", argv[3]);
 		return 1;

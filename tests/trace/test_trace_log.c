@@ -96,24 +96,25 @@ static size_t sample(struct gpr_trace_rec *v)
 static int write_log(const char *path, const struct gpr_trace_rec *v, size_t n,
 		     uint32_t dropped)
 {
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, 4242, 1700000000000000000ull, START);
+	int rc = gpr_trace_writer_open(&w, path, 4242, 1700000000000000000ull,
+				       START);
 	if (rc < 0)
 		return rc;
 	const char *strs[] = {"libtorch_cuda.so", "cupy_backends.so",
 			      "libtorch_cuda.so!alloc+0x10",
 			      "cupy_backends.so+0x99"};
 	/* records in two chunks, strings before and between */
-	rc = gpr_inj_tw_strings(&w, strs, 2);
+	rc = gpr_trace_writer_strings(&w, strs, 2);
 	if (rc == 0)
-		rc = gpr_inj_tw_strings(&w, strs + 2, 2);
+		rc = gpr_trace_writer_strings(&w, strs + 2, 2);
 	size_t split = n > 50 ? 50 : n / 2;
 	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, split);
+		rc = gpr_trace_writer_records(&w, v, split);
 	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v + split, n - split);
-	int rc2 = gpr_inj_tw_close(&w, START + 40000000, dropped);
+		rc = gpr_trace_writer_records(&w, v + split, n - split);
+	int rc2 = gpr_trace_writer_close(&w, START + 40000000, dropped);
 	return rc ? rc : rc2;
 }
 
@@ -180,18 +181,18 @@ static int write_rmm_sample(const char *path)
 	for (size_t i = 0; i < n; i++)
 		if (v[i].tid == 42)
 			v[i].tid = 48213;
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, 4243, RMM_START_REAL, START);
+	int rc = gpr_trace_writer_open(&w, path, 4243, RMM_START_REAL, START);
 	if (rc < 0)
 		return rc;
 	const char *strs[] = {"libtorch_cuda.so", "cupy_backends.so",
 			      "libtorch_cuda.so!alloc+0x10",
 			      "cupy_backends.so+0x99"};
-	rc = gpr_inj_tw_strings(&w, strs, 4);
+	rc = gpr_trace_writer_strings(&w, strs, 4);
 	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, n);
-	int rc2 = gpr_inj_tw_close(&w, START + 200000000, 0);
+		rc = gpr_trace_writer_records(&w, v, n);
+	int rc2 = gpr_trace_writer_close(&w, START + 200000000, 0);
 	return rc ? rc : rc2;
 }
 
@@ -258,8 +259,8 @@ static void test_round_trip(void)
 	path_in_tmp(path, sizeof(path), "rt.trace");
 	CHECK(write_sample(path) == 0);
 	/* O_EXCL: the writer never writes over an existing file */
-	struct gpr_inj_tw w;
-	CHECK(gpr_inj_tw_open(&w, path, 1, 0, 0) == -EEXIST);
+	struct gpr_trace_writer w;
+	CHECK(gpr_trace_writer_open(&w, path, 1, 0, 0) == -EEXIST);
 
 	struct gpr_trace t;
 	char err[256] = "";
@@ -945,15 +946,16 @@ static int write_named(const char *path, uint32_t pid, const char *const *strs,
 		       uint32_t n_strs, const struct gpr_trace_rec *v, size_t n,
 		       uint64_t end, uint32_t dropped)
 {
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	unlink(path);
-	int rc = gpr_inj_tw_open(&w, path, pid, 1700000000000000000ull, START);
+	int rc =
+	    gpr_trace_writer_open(&w, path, pid, 1700000000000000000ull, START);
 	if (rc < 0)
 		return rc;
-	rc = gpr_inj_tw_strings(&w, strs, n_strs);
+	rc = gpr_trace_writer_strings(&w, strs, n_strs);
 	if (rc == 0)
-		rc = gpr_inj_tw_records(&w, v, n);
-	int rc2 = gpr_inj_tw_close(&w, START + end, dropped);
+		rc = gpr_trace_writer_records(&w, v, n);
+	int rc2 = gpr_trace_writer_close(&w, START + end, dropped);
 	return rc ? rc : rc2;
 }
 
@@ -1119,15 +1121,16 @@ static void test_meta(void)
 {
 	char path[256], err[256];
 	path_in_tmp(path, sizeof(path), "meta.trace");
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	unlink(path);
-	CHECK(gpr_inj_tw_open(&w, path, 7, 1700000000000000000ull, START) == 0);
+	CHECK(gpr_trace_writer_open(&w, path, 7, 1700000000000000000ull,
+				    START) == 0);
 	const char *first[] = {"format=1.1", "backend=cupti", "wait=none"};
 	const char *later[] = {"backend=interpose", "wait=perf-gated",
 			       "entry_points=cuMemAlloc_v2=1",
 			       "chained=cuMemFree_v2=2",
 			       "unrecognised=cuMemAlloc<b>\x1b=1"};
-	CHECK(gpr_inj_tw_meta(&w, first, 3) == 0);
+	CHECK(gpr_trace_writer_meta(&w, first, 3) == 0);
 	struct gpr_trace_rec v[3];
 	v[0] = rec(1000, 500, GPR_OP_MEM_ALLOC, GPR_TRACE_NO_STRING,
 		   0x7f0000000000, GiB);
@@ -1140,9 +1143,9 @@ static void test_meta(void)
 	v[2] = rec(3000, 500, GPR_OP_MEM_RELEASE, GPR_TRACE_NO_STRING, 0,
 		   2u << 20);
 	v[2].aux = 0x99;
-	CHECK(gpr_inj_tw_records(&w, v, 3) == 0);
-	CHECK(gpr_inj_tw_meta(&w, later, 5) == 0);
-	CHECK(gpr_inj_tw_close(&w, START + 10000, 0) == 0);
+	CHECK(gpr_trace_writer_records(&w, v, 3) == 0);
+	CHECK(gpr_trace_writer_meta(&w, later, 5) == 0);
+	CHECK(gpr_trace_writer_close(&w, START + 10000, 0) == 0);
 	struct gpr_trace t;
 	CHECK(gpr_trace_load(path, &t, err, sizeof(err)) == 0);
 	CHECK(t.n_meta == 6);
@@ -1310,15 +1313,15 @@ static void test_empty_strings(void)
 	char path[256];
 	path_in_tmp(path, sizeof(path), "empty.trace");
 	unlink(path);
-	struct gpr_inj_tw w;
-	CHECK(gpr_inj_tw_open(&w, path, 1, 0, START) == 0);
+	struct gpr_trace_writer w;
+	CHECK(gpr_trace_writer_open(&w, path, 1, 0, START) == 0);
 	const char *strs[] = {"", "lib", "", ""};
-	CHECK(gpr_inj_tw_strings(&w, strs, 4) == 0);
+	CHECK(gpr_trace_writer_strings(&w, strs, 4) == 0);
 	struct gpr_trace_rec v =
 	    rec(1000, 100, 0, GPR_TRACE_N_OPS + 3, 0x1000, 4096);
 	v.site = GPR_TRACE_N_OPS;
-	CHECK(gpr_inj_tw_records(&w, &v, 1) == 0);
-	CHECK(gpr_inj_tw_close(&w, START + 2000, 0) == 0);
+	CHECK(gpr_trace_writer_records(&w, &v, 1) == 0);
+	CHECK(gpr_trace_writer_close(&w, START + 2000, 0) == 0);
 	struct gpr_trace t;
 	if (gpr_test_load(path, &t) != 0)
 		return;

@@ -50,8 +50,9 @@ static void chunk_header(unsigned char out[GPR_TRACE_CHUNK_HEADER_SIZE],
 	memcpy(out + 8, &len, 8);
 }
 
-int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
-		    uint64_t start_realtime_ns, uint64_t start_mono_ns)
+int gpr_trace_writer_open(struct gpr_trace_writer *w, const char *path,
+			  uint32_t pid, uint64_t start_realtime_ns,
+			  uint64_t start_mono_ns)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -72,7 +73,7 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 		const char *names[GPR_TRACE_N_OPS];
 		for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
 			names[i] = gpr_trace_op_name(i);
-		rc = gpr_inj_tw_strings(w, names, GPR_TRACE_N_OPS);
+		rc = gpr_trace_writer_strings(w, names, GPR_TRACE_N_OPS);
 	}
 	if (rc < 0) {
 		close(w->fd);
@@ -82,7 +83,8 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 	return rc;
 }
 
-int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
+int gpr_trace_writer_strings(struct gpr_trace_writer *w, const char *const *s,
+			     uint32_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -127,7 +129,8 @@ int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
 	return 0;
 }
 
-int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
+int gpr_trace_writer_meta(struct gpr_trace_writer *w, const char *const *kv,
+			  uint32_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -160,8 +163,8 @@ int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
 	return rc;
 }
 
-int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
-		       size_t n)
+int gpr_trace_writer_records(struct gpr_trace_writer *w,
+			     const struct gpr_trace_rec *r, size_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -184,8 +187,8 @@ int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
 	return 0;
 }
 
-int gpr_inj_tw_close(struct gpr_inj_tw *w, uint64_t end_mono_ns,
-		     uint32_t dropped)
+int gpr_trace_writer_close(struct gpr_trace_writer *w, uint64_t end_mono_ns,
+			   uint32_t dropped)
 {
 	int rc = -w->err;
 	if (rc == 0) {

@@ -40,7 +40,7 @@
 #define BATCH 16384
 
 static struct {
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	char path[PATH_MAX];
 	pthread_t thread;
 	int efd;
@@ -80,11 +80,11 @@ static void flush(size_t n)
 	uint32_t ns;
 	const char *const *s = gpr_inj_interned(&ns);
 	if (ns > wr.strings_done &&
-	    gpr_inj_tw_strings(&wr.w, s + wr.strings_done,
-			       ns - wr.strings_done) == 0)
+	    gpr_trace_writer_strings(&wr.w, s + wr.strings_done,
+				     ns - wr.strings_done) == 0)
 		wr.strings_done = ns;
 	if (n)
-		gpr_inj_tw_records(&wr.w, wr.buf, n);
+		gpr_trace_writer_records(&wr.w, wr.buf, n);
 }
 
 /* Moves everything in the rings to the log. */
@@ -154,9 +154,9 @@ static void finish(void)
 		const char *kv[16];
 		char buf[4096];
 		uint32_t n = wr.closing(kv, 16, buf, sizeof(buf));
-		gpr_inj_tw_meta(&wr.w, kv, n);
+		gpr_trace_writer_meta(&wr.w, kv, n);
 	}
-	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
+	int rc = gpr_trace_writer_close(&wr.w, gpr_inj_now(), dropped());
 	if (rc < 0 && !atomic_load(&wr.failed))
 		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
 	atomic_store(&wr.closed, 1);
@@ -343,27 +343,27 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 	wr.strings_done = 0;
 	wr.closing = closing;
 	snprintf(wr.path, sizeof(wr.path), "%s", path);
-	int rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
-				 gpr_inj_now());
+	int rc = gpr_trace_writer_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
+				       gpr_inj_now());
 	if (rc == -EEXIST && shared) {
 		/* Another process of the same run has the name already. */
 		snprintf(wr.path, sizeof(wr.path), "%s.%d", path, (int)wr.pid);
-		rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
-				     gpr_inj_now());
+		rc = gpr_trace_writer_open(&wr.w, wr.path, (uint32_t)wr.pid,
+					   real, gpr_inj_now());
 	}
 	if (rc < 0) {
 		gpr_inj_say("cannot create %s: %s; this run is not traced",
 			    wr.path, strerror(-rc));
 		return -1;
 	}
-	gpr_inj_tw_meta(&wr.w, kv, n);
+	gpr_trace_writer_meta(&wr.w, kv, n);
 	if (!wr.buf)
 		wr.buf = malloc(BATCH * sizeof(*wr.buf));
 	if (wr.efd < 0)
 		wr.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!wr.buf || wr.efd < 0) {
 		gpr_inj_say("out of resources; this run is not traced");
-		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
+		gpr_trace_writer_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
 	discard();
@@ -380,7 +380,7 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 		gpr_inj_say("cannot start the writer thread: %s; this run is "
 			    "not traced",
 			    strerror(rc));
-		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
+		gpr_trace_writer_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
 	pthread_setname_np(wr.thread, "gpr-trace");
