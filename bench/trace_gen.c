@@ -8,6 +8,8 @@
  *            reader's former fixed hash (murmur's fmix64 mask; inverted)
  *   strided  N allocations 4 KiB apart, never freed (an allocator's pattern)
  *   pairs    N allocations, each freed right after (an ordinary run)
+ *   devices  N allocations, each freed right after, the i-th on GPU i
+ *            (N <= 32768: a log naming more GPUs than any machine has)
  *   strings  N empty strings and no record (N <= 4194304: 16 MiB of log)
  */
 #include <stdint.h>
@@ -54,7 +56,8 @@ int main(int argc, char **argv)
 {
 	if (argc != 4) {
 		fprintf(stderr, "usage: trace_gen "
-				"random|chosen|strided|pairs|strings N OUT\n");
+				"random|chosen|strided|pairs|devices|strings N "
+				"OUT\n");
 		return 2;
 	}
 	const char *shape = argv[1];
@@ -62,6 +65,11 @@ int main(int argc, char **argv)
 	unsigned long long n = strtoull(argv[2], &end, 10);
 	if (*end || n == 0 || n > 100000000ULL) {
 		fprintf(stderr, "trace_gen: N from 1 to 10^8\n");
+		return 2;
+	}
+	int devices = strcmp(shape, "devices") == 0;
+	if (devices && n > 32768) {
+		fprintf(stderr, "trace_gen: devices: N from 1 to 32768\n");
 		return 2;
 	}
 	unlink(argv[3]);
@@ -83,7 +91,7 @@ int main(int argc, char **argv)
 	} else {
 		enum { BATCH = 65536 };
 		struct gpr_trace_rec *v = calloc(BATCH, sizeof(*v));
-		int pairs = strcmp(shape, "pairs") == 0;
+		int pairs = strcmp(shape, "pairs") == 0 || devices;
 		uint64_t t = 1000;
 		for (unsigned long long i = 0; rc == 0 && i < n;) {
 			size_t m = 0;
@@ -103,7 +111,8 @@ int main(int argc, char **argv)
 				    .tid = 7,
 				    .op = 0,
 				    .lib = GPR_TRACE_N_OPS,
-				    .site = GPR_TRACE_N_OPS + 1};
+				    .site = GPR_TRACE_N_OPS + 1,
+				    .device = devices ? (int16_t)i : 0};
 				v[m++] = r;
 				if (pairs) {
 					r.t_ns = t += 100;
