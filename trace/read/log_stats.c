@@ -146,6 +146,8 @@ static int replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 	int rc = 0;
 	atomic_store_explicit(&gpr_trace_progress.total, t->n_recs,
 			      memory_order_relaxed);
+	atomic_fetch_add_explicit(&gpr_trace_progress.replays, 1,
+				  memory_order_relaxed);
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
 		if ((i & 0xffff) == 0)

@@ -41,10 +41,13 @@ typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
 
 /*
  * How far the replay running now has come, in records: for a progress
- * line, read from another thread (the process's one replay at a time).
+ * line, read from another thread (the process's one replay at a time);
+ * and how many replays have begun (each is a pass over every record: an
+ * export of every GPU's RMM log is one, tests/trace/test_view.c checks).
  */
 struct gpr_trace_progress {
 	_Atomic uint64_t done, total;
+	_Atomic uint64_t replays; /* replays begun in this process */
 };
 extern struct gpr_trace_progress gpr_trace_progress;
 
