@@ -120,7 +120,8 @@ PyObject *gpr_py_format_bytes(PyObject *module, PyObject *arg)
 			    gpr__fmt_sbytes((int64_t)v, h, sizeof h));
 		unsigned long long u =
 		    over > 0 ? PyLong_AsUnsignedLongLong(arg) : 0;
-		if (over < 0 || (u == (unsigned long long)-1 && PyErr_Occurred())) {
+		if (over < 0 ||
+		    (u == (unsigned long long)-1 && PyErr_Occurred())) {
 			PyErr_Clear();
 			PyErr_Format(PyExc_OverflowError,
 				     "format_bytes() takes bytes from -2**63 "

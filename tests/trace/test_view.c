@@ -98,7 +98,8 @@ static void test_forms_agree(const char *corpus)
 		CHECK(strstr(json, key) != NULL);
 		char b[32];
 		snprintf(key, sizeof key, "title=\"%" PRIu64 " bytes\">%s<",
-			 l->alloc_bytes, gpr__fmt_bytes(l->alloc_bytes, b, sizeof b));
+			 l->alloc_bytes,
+			 gpr__fmt_bytes(l->alloc_bytes, b, sizeof b));
 		if (l->alloc_bytes && !strstr(html, key)) {
 			fprintf(stderr, "html lacks %s\n", key);
 			gpr_test_failures++;

@@ -395,15 +395,18 @@ static void draw_panel(FILE *f, const struct plot *p, struct panel *q, int top,
 	fprintf(f, "<text x=\"%d\" y=\"%d\">peak %s at %s</text>\n",
 		PL + PW + 14, ly + 11 + 8, buf, at);
 	if (peak) {
+		/* beside the mark, inside the frame (below it at the top) */
 		double x = PL + column(p, peak_at);
 		double y = ypix(q, top, ph, peak);
+		int left = x > PL + PW * 0.8;
 		fprintf(f,
 			"<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" "
 			"stroke=\"#e15759\" stroke-width=\"2\"/>\n"
 			"<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-			"text-anchor=\"%s\" fill=\"#e15759\">%s</text>\n",
-			x, y, x + (x > PL + PW * 0.8 ? -8 : 8), y + 4,
-			x > PL + PW * 0.8 ? "end" : "start", buf);
+			"text-anchor=\"%s\" fill=\"#e15759\">peak %s</text>\n",
+			x, y, x + (left ? -8 : 8),
+			y - top < 12 ? y + 15 : y + 4, left ? "end" : "start",
+			buf);
 	}
 }
 
