@@ -4,7 +4,7 @@
  * (each library's bytes, the peak and its time, the never-freed list);
  * a sink with a file streams the same bytes as the buffer holds whole;
  * RMM's logs of every GPU come from one replay of the log, each GPU's
- * file asked for once.
+ * file asked for once; the plot's panels, lines, peak and ticks.
  *
  * Usage: test_view CORPUS_DIR   (tests/trace/corpus: sample.gprtrace, a
  * log of two GPUs; rmm-sample.gprtrace)
@@ -18,6 +18,8 @@
 #include "gpureclaim.h"
 #include "out/buf.h"
 #include "out/fmt.h"
+#include "../../trace/format/log_write.h"
+#include "../../trace/read/log_export.h"
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_rmm.h"
 #include "../../trace/read/log_stats.h"
@@ -188,6 +190,118 @@ static void test_rmm_one_pass(const char *corpus)
 	gpr_trace_free(&t);
 }
 
+/* The SVG of t as a string. */
+static char *svg_of(const struct gpr_trace *t, const struct gpr_trace_stats *s)
+{
+	char *data = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&data, &len);
+	CHECK(f != NULL);
+	if (!f)
+		return NULL;
+	CHECK(gpr_trace_export_svg(t, s, f) == 0);
+	fclose(f);
+	return data;
+}
+
+/* The x of the last point of the first polyline. */
+static double last_x(const char *svg)
+{
+	const char *p = strstr(svg, "points=\"");
+	const char *end = p ? strchr(p + 8, '"') : NULL;
+	if (!end)
+		return -1;
+	const char *sp = end;
+	while (sp > p && sp[-1] != ' ' && sp[-1] != '"')
+		sp--;
+	return atof(sp);
+}
+
+static size_t count(const char *s, const char *what)
+{
+	size_t n = 0;
+	for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+/*
+ * The plot: one library alone (its line, no total under it), the peak
+ * marked on the curve, the line ending where the trace ends (before the
+ * axis's end), exact byte ticks (1.25 GiB), time ticks in ms; a log of
+ * two GPUs, a panel each.
+ */
+static void test_svg(const char *corpus, const char *dir)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/one.trace", dir);
+	struct gpr_trace_writer w;
+	CHECK(gpr_trace_writer_open(&w, path, 7, 0, 1000000) == 0);
+	const char *lib = "libone.so";
+	CHECK(gpr_trace_writer_strings(&w, &lib, 1) == 0);
+	struct gpr_trace_rec r[2] = {{.t_ns = 2000000,
+				      .dur_ns = 1000,
+				      .addr = 0x1000,
+				      .bytes = (5ull << 30) / 4,
+				      .op = GPR_OP_MEM_ALLOC,
+				      .lib = GPR_TRACE_N_OPS,
+				      .site = GPR_TRACE_NO_STRING},
+				     {.t_ns = 3300000,
+				      .dur_ns = 1000,
+				      .addr = 0x1000,
+				      .op = GPR_OP_MEM_FREE,
+				      .lib = GPR_TRACE_N_OPS,
+				      .site = GPR_TRACE_NO_STRING}};
+	CHECK(gpr_trace_writer_records(&w, r, 2) == 0);
+	CHECK(gpr_trace_writer_close(&w, 3301000, 0) == 0);
+	struct gpr_trace t;
+	struct gpr_trace_stats s;
+	if (gpr_test_load(path, &t) < 0)
+		return;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	char *svg = svg_of(&t, &s);
+	if (svg) {
+		CHECK(count(svg, "<polyline") == 1);
+		CHECK(!strstr(svg, ">total<") && strstr(svg, ">libone.so<"));
+		CHECK(count(svg, "<circle") == 1);
+		CHECK(strstr(svg, ">peak 1.2 GiB at 1.0 ms<") != NULL);
+		CHECK(strstr(svg, ">1.25 GiB<") && !strstr(svg, ">1.2 GiB<"));
+		CHECK(strstr(svg, ">0.5 ms<") && strstr(svg, ">2.5 ms<"));
+		CHECK(!strstr(svg, " s</text>"));
+		/* the trace ends at 2.3 ms, the axis at 2.5: 0.92 of 640 px */
+		double x = last_x(svg);
+		CHECK(x > 90 + 0.9 * 639 && x < 90 + 0.94 * 639);
+	}
+	free(svg);
+	/* one library: one bar that says something, held vs freed */
+	struct gpr_trace_view v;
+	gpr_trace_view_build(&v, path, &t, &s, 10, 0);
+	CHECK(v.n_bars == 1 && v.bars[0].n == 2);
+	CHECK(strstr(v.bars[0].caption, "Allocated by libone.so") != NULL);
+	CHECK(strcmp(v.bars[0].parts[0].label, "held at the end") == 0 &&
+	      v.bars[0].parts[0].bytes == 0);
+	CHECK(strcmp(v.bars[0].parts[1].label, "freed") == 0 &&
+	      v.bars[0].parts[1].bytes == (5ull << 30) / 4);
+	gpr_trace_view_free(&v);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+
+	snprintf(path, sizeof path, "%s/sample.gprtrace", corpus);
+	if (gpr_test_load(path, &t) < 0)
+		return;
+	CHECK(gpr_trace_stats_compute(&t, &s) == 0);
+	svg = svg_of(&t, &s);
+	if (svg) {
+		CHECK(strstr(svg, ">GPU 0<") && strstr(svg, ">GPU 1<"));
+		CHECK(count(svg, "<circle") == 2);
+		/* GPU 0: total and two libraries; GPU 1: one library alone */
+		CHECK(count(svg, "<polyline") == 4);
+	}
+	free(svg);
+	gpr_trace_stats_free(&s);
+	gpr_trace_free(&t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -199,5 +313,6 @@ int main(int argc, char **argv)
 		return 1;
 	test_forms_agree(argv[1]);
 	test_rmm_one_pass(argv[1]);
+	test_svg(argv[1], dir);
 	return gpr_test_finish("test_view", dir);
 }
