@@ -124,18 +124,30 @@ struct counts {
 	uint64_t bytes; /* string bytes with their NULs (empty ones: none) */
 };
 
-/* Copies records n.recs .. n.recs + k - 1 from the chunk payload at off. */
-static int copy_records(struct src *s, struct gpr_trace *t, uint64_t off,
-			uint64_t first, uint32_t k, char *err, size_t errlen)
+/*
+ * The first k records of a record chunk's payload at off (all of them, or
+ * the complete ones of a cut chunk): counted into n, and copied into t
+ * when `copy` (within what the first pass counted, lim).
+ */
+static int take_records(struct src *s, struct gpr_trace *t, int copy,
+			const struct counts *lim, struct counts *n,
+			uint64_t off, uint32_t k, char *err, size_t errlen)
 {
 	size_t rs = t->hdr.record_size;
-	for (uint32_t i = 0; i < k; i++) {
+	if (k > (uint64_t)UINT32_MAX - 1 - n->recs)
+		return fail(err, errlen, GPR_E_FORMAT, "more than %u records",
+			    UINT32_MAX - 1);
+	if (copy && k > lim->recs - n->recs)
+		return fail(err, errlen, GPR_E_IO,
+			    "the file changed while being read");
+	for (uint32_t i = 0; copy && i < k; i++) {
 		const unsigned char *p = bytes_at(s, off + (uint64_t)i * rs,
 						  sizeof(struct gpr_trace_rec));
 		if (!p)
 			return read_failed(s, err, errlen);
-		memcpy(&t->recs[first + i], p, sizeof(struct gpr_trace_rec));
+		memcpy(&t->recs[n->recs + i], p, sizeof(struct gpr_trace_rec));
 	}
+	n->recs += k;
 	return 0;
 }
 
@@ -209,40 +221,18 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 			*cut_at = at;
 			if (!recs)
 				break;
-			uint32_t k = (uint32_t)(have / rs);
-			if (k > (uint64_t)UINT32_MAX - 1 - n.recs)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "more than %u records",
-					    UINT32_MAX - 1);
-			if (copy && k > lim->recs - n.recs)
-				return fail(err, errlen, GPR_E_IO,
-					    "the file changed while being "
-					    "read");
-			if (copy) {
-				int rc = copy_records(s, t, off, n.recs, k, err,
-						      errlen);
-				if (rc < 0)
-					return rc;
-			}
-			n.recs += k;
+			int rc =
+			    take_records(s, t, copy, lim, &n, off,
+					 (uint32_t)(have / rs), err, errlen);
+			if (rc < 0)
+				return rc;
 			break;
 		}
 		if (recs) {
-			if (count > (uint64_t)UINT32_MAX - 1 - n.recs)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "more than %u records",
-					    UINT32_MAX - 1);
-			if (copy && count > lim->recs - n.recs)
-				return fail(err, errlen, GPR_E_IO,
-					    "the file changed while being "
-					    "read");
-			if (copy) {
-				int rc = copy_records(s, t, off, n.recs, count,
-						      err, errlen);
-				if (rc < 0)
-					return rc;
-			}
-			n.recs += count;
+			int rc = take_records(s, t, copy, lim, &n, off, count,
+					      err, errlen);
+			if (rc < 0)
+				return rc;
 		} else if (strs) {
 			const unsigned char *p = bytes_at(s, off, 4);
 			if (!p)
