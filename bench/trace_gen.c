@@ -8,6 +8,8 @@
  *            reader's former fixed hash (murmur's fmix64 mask; inverted)
  *   strided  N allocations 4 KiB apart, never freed (an allocator's pattern)
  *   pairs    N allocations, each freed right after (an ordinary run)
+ *   devices  N allocations, each freed right after, the i-th on GPU i
+ *            (N <= 32768: a log naming more GPUs than any machine has)
  *   strings  N empty strings and no record (N <= 4194304: 16 MiB of log)
  */
 #include <stdint.h>
@@ -17,7 +19,7 @@
 #include <unistd.h>
 
 #include "../trace/format/trace_ops.h"
-#include "../trace/inject/log_write.h"
+#include "../trace/format/log_write.h"
 
 /* x ^= x >> 33 is its own inverse for 64-bit words. */
 static uint64_t xs33(uint64_t x)
@@ -54,7 +56,8 @@ int main(int argc, char **argv)
 {
 	if (argc != 4) {
 		fprintf(stderr, "usage: trace_gen "
-				"random|chosen|strided|pairs|strings N OUT\n");
+				"random|chosen|strided|pairs|devices|strings N "
+				"OUT\n");
 		return 2;
 	}
 	const char *shape = argv[1];
@@ -64,26 +67,31 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace_gen: N from 1 to 10^8\n");
 		return 2;
 	}
+	int devices = strcmp(shape, "devices") == 0;
+	if (devices && n > 32768) {
+		fprintf(stderr, "trace_gen: devices: N from 1 to 32768\n");
+		return 2;
+	}
 	unlink(argv[3]);
-	struct gpr_inj_tw w;
-	if (gpr_inj_tw_open(&w, argv[3], 1, 0, 1000) < 0) {
+	struct gpr_trace_writer w;
+	if (gpr_trace_writer_open(&w, argv[3], 1, 0, 1000) < 0) {
 		perror(argv[3]);
 		return 1;
 	}
 	const char *names[] = {"libbench.so", "libbench.so!site+0x10"};
-	int rc = gpr_inj_tw_strings(&w, names, 2);
+	int rc = gpr_trace_writer_strings(&w, names, 2);
 	if (strcmp(shape, "strings") == 0) {
 		static const char *empty[4096];
 		for (unsigned long long done = 0; rc == 0 && done < n;) {
 			uint32_t k =
 			    n - done < 4096 ? (uint32_t)(n - done) : 4096;
-			rc = gpr_inj_tw_strings(&w, empty, k);
+			rc = gpr_trace_writer_strings(&w, empty, k);
 			done += k;
 		}
 	} else {
 		enum { BATCH = 65536 };
 		struct gpr_trace_rec *v = calloc(BATCH, sizeof(*v));
-		int pairs = strcmp(shape, "pairs") == 0;
+		int pairs = strcmp(shape, "pairs") == 0 || devices;
 		uint64_t t = 1000;
 		for (unsigned long long i = 0; rc == 0 && i < n;) {
 			size_t m = 0;
@@ -103,7 +111,8 @@ int main(int argc, char **argv)
 				    .tid = 7,
 				    .op = 0,
 				    .lib = GPR_TRACE_N_OPS,
-				    .site = GPR_TRACE_N_OPS + 1};
+				    .site = GPR_TRACE_N_OPS + 1,
+				    .device = devices ? (int16_t)i : 0};
 				v[m++] = r;
 				if (pairs) {
 					r.t_ns = t += 100;
@@ -112,11 +121,11 @@ int main(int argc, char **argv)
 					v[m++] = r;
 				}
 			}
-			rc = gpr_inj_tw_records(&w, v, m);
+			rc = gpr_trace_writer_records(&w, v, m);
 		}
 		free(v);
 	}
-	int rc2 = gpr_inj_tw_close(&w, 2000, 0);
+	int rc2 = gpr_trace_writer_close(&w, 2000, 0);
 	if (rc || rc2) {
 		fprintf(stderr, "trace_gen: writing %s failed\n", argv[3]);
 		return 1;

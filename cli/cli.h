@@ -153,6 +153,14 @@ int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 		     const char *signature, int force,
 		     const struct stat *input);
 
+/*
+ * Opens the output `path` without that check (the caller checks the path
+ * it will have before the commit: RMM's logs get their names once the
+ * trace is read). 0 with o->f open, or -1 with a message on stderr.
+ */
+int gpr_cli_out_create(struct gpr_cli_out *o, const char *cmd,
+		       const char *path);
+
 /* Closes o and renames it over its path; 0, or -1 with a message. */
 int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd);
 

@@ -44,7 +44,7 @@
 #include "../trace/inject/locate.h"
 #include "../trace/inject/settings.h"
 #include "../trace/read/log_path.h"
-#include "../trace/read/log_read.h"
+#include "../trace/format/log_read.h"
 #include "../trace/read/log_report.h"
 #include "../trace/read/log_stats.h"
 #include "locate.h"

@@ -11,11 +11,19 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "../trace/read/log_read.h"
+#include "../trace/format/log_read.h"
+#include "../trace/read/log_path.h"
 #include "../trace/read/log_rmm.h"
 
-/* A timeline this large (bytes) is said to be hard to open. */
-#define GPR_CLI_LARGE_TIMELINE (100ull * 1000 * 1000)
+/* A timeline this large (bytes: 100 MiB) is said to be hard to open. */
+#define GPR_CLI_LARGE_TIMELINE (100ull << 20)
+
+/*
+ * "gpureclaim report: writing PATH failed: WHY" for an export that
+ * returned rc: for GPR_E_IO, WHY is errno's ("No space left on device"),
+ * which the export left set.
+ */
+void gpr_cli_report_failed(const char *path, int rc);
 
 /*
  * Writes the timeline of t to o->f, at most about max_events events (0:
@@ -25,37 +33,43 @@
 int gpr_cli_report_chrome(struct gpr_cli_out *o, const struct gpr_trace *t,
 			  uint64_t max_events, uint64_t *merged);
 
-/* One RMM log: a GPU's rows, at `path`. */
+/* One RMM log: a GPU's rows, at `path` once named. */
 struct gpr_cli_rmm_file {
 	int device;
-	char path[PATH_MAX];
+	char *path;
 	struct gpr_cli_out out;
 	struct gpr_trace_rmm_counts counts;
 };
 
 /* RMM's logs of one trace. */
 struct gpr_cli_rmm {
-	struct gpr_cli_rmm_file *files;
-	size_t n;
+	const char *path; /* as --rmm-csv names it */
+	struct gpr_cli_rmm_file **files;
+	size_t n, cap;
 	uint64_t unknown; /* rows of an unknown GPU, in no file */
+	int said;	  /* a failure was said already */
 };
 
 /*
- * Opens the RMM logs for t at `path`: one GPU, that file; several, one
- * each with ".dev<N>" before the extension, as RMM names them. The files
- * are opened as every export (gpr_cli_out_open) and may not name one of
- * the `n_others` paths in `others`. 0, or a message and -1.
+ * Writes RMM's logs of t for `path`, in one replay of the log: a file for
+ * each GPU with device memory in it, created when the replay meets the
+ * GPU. Then names them: one GPU, `path`; several, one each with
+ * ".dev<N>" before the extension, as RMM names them (refused when `path`
+ * is something other than a regular file, /dev/null say: it would not be
+ * what the files are). Each name is checked as every export
+ * (gpr_cli_out_check) and may not be one of the `n_others` paths in
+ * `others`. 0, or a message and -1.
  */
-int gpr_cli_rmm_open(struct gpr_cli_rmm *r, const char *path,
-		     const struct gpr_trace *t, int force,
-		     const struct stat *input, const char *const *others,
-		     size_t n_others);
+int gpr_cli_rmm_write(struct gpr_cli_rmm *r, const char *path,
+		      const struct gpr_trace *t, int force,
+		      const struct stat *input, const char *const *others,
+		      size_t n_others);
 
-/* Writes every file's rows; 0, or a message and -1. */
-int gpr_cli_rmm_write(struct gpr_cli_rmm *r, const struct gpr_trace *t);
-
-/* Puts the files in place and says on stderr what each holds; 0 or -1. */
+/* Puts the files in place; 0 or -1 with a message. */
 int gpr_cli_rmm_commit(struct gpr_cli_rmm *r);
+
+/* Says on stderr what each file holds (after the commit). */
+void gpr_cli_rmm_said(const struct gpr_cli_rmm *r);
 
 /* Drops what was not committed, and frees r. */
 void gpr_cli_rmm_free(struct gpr_cli_rmm *r);

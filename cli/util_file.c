@@ -26,20 +26,76 @@
 int gpr_cli_out_check(const char *cmd, const char *path, const char *signature,
 		      const char *what, int force, const struct stat *input)
 {
+	char q[GPR_TRACE_QUOTED_MAX];
 	struct stat lst;
 	if (lstat(path, &lst) != 0) {
 		if (errno == ENOENT)
 			return 0;
 		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
-			path, strerror(errno));
+			gpr_trace_path_quoted(q, sizeof q, path),
+			strerror(errno));
 		return -1;
 	}
 	char why[256];
 	if (!gpr_trace_path_refused(why, sizeof(why), path, &lst, signature,
 				    what, force, input))
 		return 0;
-	fprintf(stderr, "gpureclaim %s: %s %s\n", cmd, path, why);
+	fprintf(stderr, "gpureclaim %s: %s %s\n", cmd,
+		gpr_trace_path_quoted(q, sizeof q, path), why);
 	return -1;
+}
+
+int gpr_cli_out_create(struct gpr_cli_out *o, const char *cmd, const char *path)
+{
+	char q[GPR_TRACE_QUOTED_MAX];
+	memset(o, 0, sizeof(*o));
+	o->path = path;
+	/* dirname and basename may change their argument: copies */
+	char d[PATH_MAX], b[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen == 0 || plen >= sizeof(d) || path[plen - 1] == '/') {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			gpr_trace_path_quoted(q, sizeof q, path),
+			strerror(plen >= sizeof(d) ? ENAMETOOLONG : EISDIR));
+		return -1;
+	}
+	snprintf(d, sizeof(d), "%s", path);
+	snprintf(b, sizeof(b), "%s", path);
+	const char *dir = dirname(d), *base = basename(b);
+	/*
+	 * ".NAME.XXXXXX" adds 8 bytes to the name: a name of up to NAME_MAX
+	 * bytes is cut to leave room for them (the temporary's name matters
+	 * to no one: mkostemp makes it unique).
+	 */
+	int keep = (int)strlen(base);
+	if (keep > NAME_MAX - 8)
+		keep = NAME_MAX - 8;
+	size_t len = strlen(dir) + (size_t)keep + 16;
+	o->tmp = malloc(len);
+	if (!o->tmp) {
+		fprintf(stderr, "gpureclaim %s: out of memory\n", cmd);
+		return -1;
+	}
+	snprintf(o->tmp, len, "%s/.%.*s.XXXXXX", dir, keep, base);
+	int fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			gpr_trace_path_quoted(q, sizeof q, path),
+			strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		return -1;
+	}
+	o->f = fdopen(fd, "w");
+	if (!o->f) {
+		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
+			gpr_trace_path_quoted(q, sizeof q, path),
+			strerror(errno));
+		close(fd);
+		gpr_cli_out_abort(o);
+		return -1;
+	}
+	return 0;
 }
 
 int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
@@ -50,48 +106,14 @@ int gpr_cli_out_open(struct gpr_cli_out *o, const char *cmd, const char *path,
 	if (gpr_cli_out_check(cmd, path, signature, "an export of gpureclaim",
 			      force, input) != 0)
 		return -1;
-	/* dirname and basename may change their argument: copies */
-	char d[PATH_MAX], b[PATH_MAX];
-	size_t plen = strlen(path);
-	if (plen == 0 || plen >= sizeof(d) || path[plen - 1] == '/') {
-		fprintf(stderr, "gpureclaim %s: cannot write '%s': %s\n", cmd,
-			path,
-			strerror(plen >= sizeof(d) ? ENAMETOOLONG : EISDIR));
-		return -1;
-	}
-	snprintf(d, sizeof(d), "%s", path);
-	snprintf(b, sizeof(b), "%s", path);
-	const char *dir = dirname(d), *base = basename(b);
-	size_t len = strlen(dir) + strlen(base) + 16;
-	o->tmp = malloc(len);
-	if (!o->tmp) {
-		fprintf(stderr, "gpureclaim %s: out of memory\n", cmd);
-		return -1;
-	}
-	snprintf(o->tmp, len, "%s/.%s.XXXXXX", dir, base);
-	int fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
-			path, strerror(errno));
-		free(o->tmp);
-		o->tmp = NULL;
-		return -1;
-	}
-	o->f = fdopen(fd, "w");
-	if (!o->f) {
-		fprintf(stderr, "gpureclaim %s: cannot write %s: %s\n", cmd,
-			path, strerror(errno));
-		close(fd);
-		gpr_cli_out_abort(o);
-		return -1;
-	}
-	return 0;
+	return gpr_cli_out_create(o, cmd, path);
 }
 
 int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd)
 {
 	if (!o->tmp)
 		return 0;
+	errno = 0;
 	int bad = fflush(o->f) != 0 || ferror(o->f);
 	int e = errno;
 	if (fclose(o->f) != 0 && !bad) {
@@ -104,8 +126,10 @@ int gpr_cli_out_commit(struct gpr_cli_out *o, const char *cmd)
 		e = errno;
 	}
 	if (bad) {
+		char q[GPR_TRACE_QUOTED_MAX];
 		fprintf(stderr, "gpureclaim %s: writing %s failed: %s\n", cmd,
-			o->path, strerror(e));
+			gpr_trace_path_quoted(q, sizeof q, o->path),
+			strerror(e ? e : EIO));
 		gpr_cli_out_abort(o);
 		return -1;
 	}

@@ -25,8 +25,8 @@ import sys
 LAYERS = [
     ("include", 0),        # the public headers
     ("src/out", 0),        # the output toolkit
-    ("trace/format", 0),   # the trace log format and operations table
     ("src/driver", 1),     # dlopen of libcuda and NVML, vendor ABI headers
+    ("trace/format", 1),   # the trace log: format, operations, its codec
     ("src", 2),            # the core library
     ("trace/inject", 2),   # the injection library
     ("trace/read", 2),     # the trace reader and its renderers

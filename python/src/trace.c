@@ -24,7 +24,7 @@
 #include "out/text.h"
 #include "../../trace/inject/locate.h"
 #include "../../trace/read/log_path.h"
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 #include "../../trace/read/log_report.h"
 #include "../../trace/read/log_stats.h"
 

@@ -108,10 +108,33 @@ PyObject *gpr_py_format_bytes(PyObject *module, PyObject *arg)
 	(void)module;
 	if (arg == Py_None)
 		return PyUnicode_FromString("-");
+	char h[32];
+	/* the sums reports print reach 2**64 - 1 (16.0 EiB): all of them */
+	if (PyLong_Check(arg)) {
+		int over = 0;
+		long long v = PyLong_AsLongLongAndOverflow(arg, &over);
+		if (v == -1 && !over && PyErr_Occurred())
+			return NULL;
+		if (!over)
+			return PyUnicode_FromString(
+			    gpr__fmt_sbytes((int64_t)v, h, sizeof h));
+		unsigned long long u =
+		    over > 0 ? PyLong_AsUnsignedLongLong(arg) : 0;
+		if (over < 0 ||
+		    (u == (unsigned long long)-1 && PyErr_Occurred())) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_OverflowError,
+				     "format_bytes() takes bytes from -2**63 "
+				     "to 2**64 - 1, not %R",
+				     arg);
+			return NULL;
+		}
+		return PyUnicode_FromString(
+		    gpr__fmt_bytes((uint64_t)u, h, sizeof h));
+	}
 	int64_t v;
 	if (gpr_py_i64(arg, &v))
 		return NULL;
-	char h[32];
 	return PyUnicode_FromString(gpr__fmt_sbytes(v, h, sizeof h));
 }
 

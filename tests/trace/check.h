@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 
 /* Failed checks so far; the program's exit status says whether any. */
 extern int gpr_test_failures;

@@ -249,7 +249,7 @@ rc=$?
 check "report --rmm-csv: exit 0, one file per GPU" '[ $rc -eq 0 ] && [ -f replay.dev0.csv ] && [ -f replay.dev1.csv ] && [ ! -e replay.csv ]'
 check "report --rmm-csv: GPU 0 as the golden file" "cmp replay.dev0.csv $SRC/tests/trace/golden/rmm.dev0.csv"
 check "report --rmm-csv: GPU 1 as the golden file" "cmp replay.dev1.csv $SRC/tests/trace/golden/rmm.dev1.csv"
-check "report --rmm-csv: says what it left out" 'grep -q "1 frees of memory allocated before tracing began left out" e7c'
+check "report --rmm-csv: says what it wrote, what it left out, in the right number" 'grep -q "^gpureclaim report: wrote replay.dev0.csv: GPU 0, 10 rows (1 free missing from the log added); 1 free of memory allocated before tracing began left out$" e7c && grep -q "^gpureclaim report: wrote replay.dev1.csv: GPU 1, 1 row$" e7c'
 check "report --rmm-csv: RMM's parser and replay agree with the report" "$PY $SRC/tests/trace/check_rmm.py rmm.json replay.dev0.csv replay.dev1.csv >/dev/null 2>pyerr || { cat pyerr; false; }"
 # one GPU: the file as named
 "$GPR" report app.trace --rmm-csv one.csv --json >one.json 2>/dev/null
@@ -302,10 +302,23 @@ fi
 rc=$?
 check "report: missing file exits 1" '[ $rc -eq 1 ] && grep -q "missing.trace" e8'
 check "report: the missing file named once" '[ "$(grep -o missing.trace e8 | wc -l)" -eq 1 ]'
+# a log cut short (issue 21): read up to the cut, marked; cut inside its
+# header: refused, saying so
 head -c 100 s.trace >cut.trace
-"$GPR" report cut.trace 2>e8
+"$GPR" report cut.trace >cut.txt 2>e8
 rc=$?
-check "report: truncated log exits 1 with reason" '[ $rc -eq 1 ] && grep -q truncated e8'
+check "report: a cut log is read up to the cut, marked" '[ $rc -eq 0 ] && grep -q "^Trace cut.trace: .*(log cut short at byte 64: " cut.txt && grep -q "^  - the log is cut short: its last chunk, at byte 64 of 100, is incomplete" cut.txt'
+"$GPR" report cut.trace --json >cut.json
+check "report: a cut log in JSON: complete false, the offset, the note" "$PY -c '
+import json, sys
+d = json.load(open(\"cut.json\"))
+assert d[\"complete\"] is False and d[\"cut_at_offset\"] == 64, d
+assert any(\"at byte 64 of 100\" in n for n in d[\"notes\"]), d[\"notes\"]
+' 2>pyerr || { cat pyerr; false; }"
+head -c 40 s.trace >cut2.trace
+"$GPR" report cut2.trace >/dev/null 2>e8
+rc=$?
+check "report: a log cut inside its header exits 1 with the reason" '[ $rc -eq 1 ] && grep -q "cut2.trace: cut inside its header: 40 of the 64 bytes are there" e8'
 "$GPR" report 2>/dev/null
 rc=$?
 check "report: no file is a usage error" '[ $rc -eq 2 ]'
@@ -348,39 +361,49 @@ rm -f huge.trace
 # 10. the report's wording and figures (issue 12): nouns agree with their
 # counts, pinned host memory is labelled host, the plot's peak is the
 # text's, the plot's ticks are round
-check "report: one failed call, one unmatched free, one never freed" 'grep -q "^  1 call failed " r.txt && grep -q "^  1 free of memory" r.txt && grep -q "^Never freed: 1 allocation, " r.txt'
+check "report: one failed call, one unmatched free, one never freed" 'grep -q "^  - 1 call failed " r.txt && grep -q "^  - 1 free of memory" r.txt && grep -q "^Never freed: 1 allocation, " r.txt'
 check "report: no count with the wrong noun" '! grep -Eq "(^|[^0-9])1 (calls|allocations|frees|records)" r.txt'
 "$LOGTOOL" --cases cases.trace
-"$GPR" report cases.trace --svg cases.svg >cases.txt 2>e10
+"$GPR" report cases.trace --svg cases.svg --text >cases.txt 2>e10
 rc=$?
 check "report cases: exit 0" '[ $rc -eq 0 ]'
-check "report cases: singular notes" 'grep -q "^  1 record was lost " cases.txt && grep -q "^  1 free missing from the log" cases.txt'
+check "report cases: singular notes" 'grep -q "^  - 1 record was lost " cases.txt && grep -q "^  - 1 free missing from the log" cases.txt'
 check "report cases: pinned host memory labelled host" 'grep -Eq "^ +4\.0 KiB +0x5000000 +host +cuMemHostAlloc " cases.txt && ! grep -q "cuMemHostAlloc.*dev 0\|dev 0 *cuMemHostAlloc" cases.txt'
 check "report cases: never freed counts host apart" 'grep -q "^Never freed: 2 allocations, 512.0 MiB of device memory, 4.0 KiB of pinned host memory$" cases.txt'
 check "report cases: the plot's peak is the text's" "$PY - cases.txt cases.svg <<'PYEOF' 2>pyerr || { cat pyerr; false; }
 import re, sys
 text = open(sys.argv[1]).read()
 svg = open(sys.argv[2]).read()
-t = re.search(r'Peak driver memory: (\S+ \S+) at (\S+) s', text).groups()
-p = re.search(r'>peak (\S+ \S+) at (\S+) s<', svg).groups()
-assert t == p == ('1.0 GiB', '1.500'), (t, p)
+t = re.search(r'Peak driver memory: (\S+ \S+) at (\S+ \S+);', text).groups()
+p = re.search(r'>peak (\S+ \S+) at (\S+ \S+)<', svg).groups()
+assert t == p == ('1.0 GiB', '1.50 s'), (t, p)
 PYEOF"
 check "report cases: round ticks on both axes" "$PY - cases.svg p.svg <<'PYEOF' 2>pyerr || { cat pyerr; false; }
 import re, sys
 from decimal import Decimal
 UNIT = {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
+SECS = {'s': Decimal(1), 'ms': Decimal('1e-3'), '\u00b5s': Decimal('1e-6'),
+        'ns': Decimal('1e-9')}
 for path in sys.argv[1:]:
-    svg = open(path).read()
-    # time: 0, s, 2s, ... with s = 1, 2 or 5 x 10^k
-    ts = [Decimal(x) for x in re.findall(r'middle\">([0-9.]+) s<', svg)]
+    svg = open(path, encoding='utf-8').read()
+    # time: 0, s, 2s, ... with s = 1, 2 or 5 x 10^k, each in a unit
+    # where it reads as a number from 0.1 (never 0.0005 s)
+    labels = re.findall(r'middle\">(0|[0-9.]+ (?:s|ms|\u00b5s|ns))<', svg)
+    ts = [Decimal(0) if x == '0' else Decimal(x.split()[0]) * SECS[x.split()[1]]
+          for x in labels]
+    assert all(x == '0' or Decimal(x.split()[0]) >= Decimal('0.1')
+               for x in labels), labels
+    # a panel per GPU: each axis starts again at 0; check the first
+    first = lambda v: v[:next((i for i in range(1, len(v)) if v[i] == 0), len(v))]
+    ts = first(ts)
     step = ts[1] - ts[0]
     assert ts[0] == 0 and len(ts) >= 3, ts
     assert all(b - a == step for a, b in zip(ts, ts[1:])), ts
     mant = step.scaleb(-step.adjusted()).normalize()
     assert mant in (1, 2, 5), (path, ts)
     # bytes: 0, s, 2s, ... with s a power of two
-    ys = [float(v) * UNIT[u] for v, u in
-          re.findall(r'end\">([0-9.]+) (B|KiB|MiB|GiB)<', svg)]
+    ys = first([float(v) * UNIT[u] for v, u in
+                re.findall(r'end\">([0-9.]+) (B|KiB|MiB|GiB)<', svg)])
     ystep = ys[1] - ys[0]
     assert ys[0] == 0 and ystep > 0 and int(ystep) & (int(ystep) - 1) == 0, ys
     assert all(abs(y - i * ystep) < 1e-6 * ystep for i, y in enumerate(ys)), ys
@@ -426,7 +449,7 @@ check "export: another file is not replaced" '[ $rc -eq 1 ] && [ "$(cat notes.tx
 check "export: --force replaces it" '[ $rc -eq 0 ] && head -2 notes.txt | grep -q "gpureclaim report"'
 "$GPR" report s.trace --svg notes.txt --chrome tl.json >/dev/null 2>e12; rc=$?
 "$GPR" report s.trace --svg notes.txt --chrome tl.json >/dev/null 2>e12; rc2=$?
-check "export: an earlier export is replaced without --force" '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ ! -s e12 ]'
+check "export: an earlier export is replaced without --force" '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && ! grep -qv "^gpureclaim report: wrote " e12'
 : >empty.svg
 "$GPR" report s.trace --svg empty.svg >/dev/null 2>e12; rc=$?
 check "export: an empty file is replaced" '[ $rc -eq 0 ] && [ -s empty.svg ]'

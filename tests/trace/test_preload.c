@@ -57,7 +57,7 @@
 
 #include "../../trace/inject/cupti_abi.h"
 #include "check.h"
-#include "../../trace/read/log_read.h"
+#include "../../trace/format/log_read.h"
 #include "../../trace/read/log_stats.h"
 #include "gpureclaim_trace.h"
 

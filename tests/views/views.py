@@ -14,9 +14,11 @@ import base64
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -138,29 +140,53 @@ def cluster(out):
     return views
 
 
-def trace(out):
-    """The trace report of the reader's sample log, as `report --html`
-    writes it (a page) and as a notebook shows it (the view inside)."""
-    log, page = "sample.trace", os.path.join(out, "trace-page.html")
-    subprocess.run([os.environ["GPR_TRACE_SAMPLE"], "--sample", log],
-                   check=True, cwd=out)
+def _trace_bars(d):
+    """What the trace view's bars must show, from its JSON: the bytes each
+    library allocated (9 by name, the rest as one part), and on the same
+    scale what each held at the end and the rest, freed; with one library
+    one bar: what it held at the end, and what it freed."""
+    libs = [x["allocated_bytes"] for x in d["libraries"]]
+    held = [x["held_at_end_bytes"] for x in d["libraries"]]
+    freed = sum(libs) - sum(held)
+    if sum(1 for b in libs if b) == 1:
+        return [[b for b in (sum(held), freed) if b]]
+    return [[b for b in libs[:9] if b] + ([sum(libs[9:])] if sum(libs[9:]) else []),
+            [b for b in held[:9] if b] + ([sum(held[9:])] if sum(held[9:]) else [])
+            + ([freed] if freed else [])]
+
+
+def _trace_view(out, log):
+    """`report --html` of a log (a page) and the view inside it."""
+    page = os.path.join(out, log + ".html")
     if os.path.exists(page):
         os.unlink(page)
     subprocess.run([os.environ["GPURECLAIM_BIN"], "report", log, "--html",
-                    page], check=True, stdout=subprocess.DEVNULL, cwd=out)
+                    page], check=True, stderr=subprocess.DEVNULL, cwd=out)
     js = subprocess.run([os.environ["GPURECLAIM_BIN"], "report", log,
                          "--json"], check=True, capture_output=True,
                         text=True, cwd=out).stdout
-    d = json.loads(js)
     html = open(page, encoding="utf-8").read()
     body = html[html.index('<div class="gpr">'):html.rindex("</body>")]
-    libs = [x["allocated_bytes"] for x in d["libraries"]]
-    held = [x["held_at_end_bytes"] for x in d["libraries"]]
-    parts = [[b for b in libs[:9] if b] + ([sum(libs[9:])] if sum(libs[9:]) else [])]
-    if sum(held):
-        parts.append([b for b in held[:9] if b]
-                     + ([sum(held[9:])] if sum(held[9:]) else []))
-    return {"trace": dict(html=body, page=html, parts=parts, text="")}
+    return dict(html=body, page=html, parts=_trace_bars(json.loads(js)),
+                text="")
+
+
+def trace(out):
+    """The trace report of the design record's scenario as the interposer
+    traced it on the sim with the fake torch and cupy (docs/sim.md,
+    "Tracing on the simulated driver"; make demo's part 2), kept in the
+    fuzz corpus: memory that rises and falls over time, photographed for
+    the docs (a kept log, so its page is the same every run). And the
+    reader's sample log (several libraries, two GPUs, every kind of note),
+    checked only (no page: render-views.sh photographs pages)."""
+    shutil.copyfile(os.path.join(ROOT, "tests", "trace", "corpus",
+                                 "seed-scenario.gprtrace"),
+                    os.path.join(out, "seed.trace"))
+    subprocess.run([os.environ["GPR_TRACE_SAMPLE"], "--sample",
+                    "sample.trace"], check=True, cwd=out)
+    sample = _trace_view(out, "sample.trace")
+    sample["photo"] = False
+    return {"trace": _trace_view(out, "seed.trace"), "trace-sample": sample}
 
 
 def main(out):
@@ -180,8 +206,9 @@ def main(out):
         with open(os.path.join(out, name + ".txt"), "w") as f:
             f.write(v["text"])
         page = v.get("page") or PAGE.format(title=name, body=v["html"])
-        with open(os.path.join(out, name + "-page.html"), "w") as f:
-            f.write(page)
+        if v.get("photo", True):  # render-views.sh photographs the pages
+            with open(os.path.join(out, name + "-page.html"), "w") as f:
+                f.write(page)
         expect[name] = v["parts"]
     with open(os.path.join(out, "expect.json"), "w") as f:
         json.dump(expect, f, indent=1)

@@ -56,7 +56,8 @@
 /* Bounds a reader enforces (a writer never exceeds them). */
 #define GPR_TRACE_MAX_STRING 4096
 #define GPR_TRACE_MAX_STRINGS (1u << 17) /* a writer interns <= 65,555 */
-#define GPR_TRACE_MAX_META 256 /* key=value lines in a log, all chunks */
+#define GPR_TRACE_MAX_META 256	  /* key=value lines in a log, all chunks */
+#define GPR_TRACE_MAX_HEADER 4096 /* header_size of a later revision */
 
 /*
  * META keys (values are text, at most GPR_TRACE_MAX_STRING bytes, no

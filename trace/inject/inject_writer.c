@@ -48,7 +48,7 @@
 #include "callers.h"
 #include "clock.h"
 #include "fd.h"
-#include "log_write.h"
+#include "../format/log_write.h"
 #include "threads.h"
 
 #define BATCH 16384
@@ -58,7 +58,7 @@ static const int fatal[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
 
 static struct {
-	struct gpr_inj_tw w;
+	struct gpr_trace_writer w;
 	struct gpr_inj_fd log; /* w.fd, as it was opened */
 	char path[PATH_MAX];
 	pthread_t thread;
@@ -127,11 +127,11 @@ static void flush(size_t n)
 	uint32_t ns;
 	const char *const *s = gpr_inj_interned(&ns);
 	if (ns > wr.strings_done &&
-	    gpr_inj_tw_strings(&wr.w, s + wr.strings_done,
-			       ns - wr.strings_done) == 0)
+	    gpr_trace_writer_strings(&wr.w, s + wr.strings_done,
+				     ns - wr.strings_done) == 0)
 		wr.strings_done = ns;
 	if (n)
-		gpr_inj_tw_records(&wr.w, wr.buf, n);
+		gpr_trace_writer_records(&wr.w, wr.buf, n);
 }
 
 /* Moves everything in the rings to the log. */
@@ -204,7 +204,7 @@ static void close_log(void)
 	if (!log_ours())
 		return;
 	int failed = atomic_load(&wr.failed);
-	int rc = gpr_inj_tw_close(&wr.w, gpr_inj_now(), dropped());
+	int rc = gpr_trace_writer_close(&wr.w, gpr_inj_now(), dropped());
 	wr.log.fd = -1;
 	if (rc < 0 && !failed)
 		gpr_inj_say("closing %s failed: %s", wr.path, strerror(-rc));
@@ -219,7 +219,7 @@ static void finish(void)
 		const char *kv[16];
 		char buf[4096];
 		uint32_t n = wr.closing(kv, 16, buf, sizeof(buf));
-		gpr_inj_tw_meta(&wr.w, kv, n);
+		gpr_trace_writer_meta(&wr.w, kv, n);
 	}
 	close_log();
 	atomic_store(&wr.closed, 1);
@@ -409,13 +409,13 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 	wr.strings_done = 0;
 	wr.closing = closing;
 	snprintf(wr.path, sizeof(wr.path), "%s", path);
-	int rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
-				 gpr_inj_now());
+	int rc = gpr_trace_writer_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
+				       gpr_inj_now());
 	if (rc == -EEXIST && shared) {
 		/* Another process of the same run has the name already. */
 		snprintf(wr.path, sizeof(wr.path), "%s.%d", path, (int)wr.pid);
-		rc = gpr_inj_tw_open(&wr.w, wr.path, (uint32_t)wr.pid, real,
-				     gpr_inj_now());
+		rc = gpr_trace_writer_open(&wr.w, wr.path, (uint32_t)wr.pid,
+					   real, gpr_inj_now());
 	}
 	if (rc < 0) {
 		gpr_inj_say("cannot create %s: %s; this run is not traced",
@@ -429,12 +429,12 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 		return -1;
 	}
 	wr.w.fd = wr.log.fd;
-	gpr_inj_tw_meta(&wr.w, kv, n);
+	gpr_trace_writer_meta(&wr.w, kv, n);
 	if (!wr.buf)
 		wr.buf = malloc(BATCH * sizeof(*wr.buf));
 	if (!wr.buf) {
 		gpr_inj_say("out of memory; this run is not traced");
-		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
+		gpr_trace_writer_close(&wr.w, gpr_inj_now(), 0);
 		return -1;
 	}
 	discard();
@@ -451,7 +451,7 @@ int gpr_inj_writer_start(const char *path, int shared, const char *const *kv,
 		gpr_inj_say("cannot start the writer thread: %s; this run is "
 			    "not traced",
 			    strerror(rc));
-		gpr_inj_tw_close(&wr.w, gpr_inj_now(), 0);
+		gpr_trace_writer_close(&wr.w, gpr_inj_now(), 0);
 		wr.log.fd = -1;
 		return -1;
 	}

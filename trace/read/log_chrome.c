@@ -13,7 +13,9 @@
 
 #include "gpureclaim.h"
 #include "log_stats.h"
+#include "log_view.h"
 #include "out/buf.h"
+#include "out/fmt.h"
 #include "out/json.h"
 #include "u64map.h"
 
@@ -512,11 +514,12 @@ static int choose(const struct gpr_trace *t, uint64_t budget,
 static void merged_note(struct chrome *c, const struct merge *m)
 {
 	struct gpr__json *j = &c->j;
-	char what[200];
+	char what[200], n[64], b[32];
 	snprintf(what, sizeof(what),
-		 "gpureclaim: %" PRIu64 " calls merged into counters of "
-		 "%.3f ms buckets (failed, slowest and largest calls kept)",
-		 m->merged, (double)(m->span / m->buckets) / 1e6);
+		 "gpureclaim: %s merged into counters of %s buckets (failed, "
+		 "slowest and largest calls kept)",
+		 gpr__fmt_count(m->merged, "call", "calls", n, sizeof n),
+		 gpr_trace_fmt_ns(m->span / m->buckets, b, sizeof b));
 	gpr__json_object(j);
 	gpr__json_kv_str(j, "ph", "i");
 	gpr__json_kv_str(j, "s", "g");

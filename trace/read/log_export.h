@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "log_read.h"
+#include "../format/log_read.h"
 #include "log_stats.h"
 
 /*

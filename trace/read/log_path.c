@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "../format/trace_format.h"
+#include "out/buf.h"
+#include "out/text.h"
 
 /* 1 if the regular file at fd is empty or begins with signature. */
 static int begins_with(int fd, const struct stat *st, const char *signature)
@@ -106,4 +108,64 @@ int gpr_trace_clear_path(const char *path, char *why, size_t len)
 		return -1;
 	}
 	return 0;
+}
+
+/* 1 if c needs no quoting in a shell word. */
+static int plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || strchr("_./+,:=@%^-", c);
+}
+
+char *gpr_trace_path_quoted(char *out, size_t len, const char *path)
+{
+	if (!len)
+		return out;
+	struct gpr__buf b = {0};
+	int bare = *path != '\0', raw = 1;
+	for (const char *p = path; *p;) {
+		uint32_t cp;
+		size_t n = gpr__utf8_len(p, &cp);
+		if (!plain((unsigned char)*p))
+			bare = 0;
+		if (n == 0 || gpr__text_unsafe(cp))
+			raw = 0;
+		p += n ? n : 1;
+	}
+	if (bare) {
+		gpr__buf_puts(&b, path);
+	} else if (raw) {
+		gpr__buf_puts(&b, "'");
+		for (const char *p = path; *p; p++) {
+			if (*p == '\'')
+				gpr__buf_puts(&b, "'\\''");
+			else
+				gpr__buf_putn(&b, p, 1);
+		}
+		gpr__buf_puts(&b, "'");
+	} else {
+		gpr__buf_puts(&b, "$'");
+		for (const char *p = path; *p;) {
+			uint32_t cp;
+			size_t n = gpr__utf8_len(p, &cp);
+			if (n == 0 || gpr__text_unsafe(cp)) {
+				/* each byte of it, escaped */
+				size_t k = n ? n : 1;
+				for (size_t i = 0; i < k; i++)
+					gpr__buf_printf(&b, "\\x%02x",
+							(unsigned char)p[i]);
+				p += k;
+				continue;
+			}
+			if (*p == '\'' || *p == '\\')
+				gpr__buf_puts(&b, "\\");
+			gpr__buf_putn(&b, p, n);
+			p += n;
+		}
+		gpr__buf_puts(&b, "'");
+	}
+	const char *q = b.oom ? "(a path)" : gpr__buf_str(&b);
+	snprintf(out, len, "%s", q);
+	gpr__buf_free(&b);
+	return out;
 }

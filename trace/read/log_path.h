@@ -34,4 +34,19 @@ int gpr_trace_path_refused(char *why, size_t len, const char *path,
  */
 int gpr_trace_clear_path(const char *path, char *why, size_t len);
 
+/*
+ * path as a word a person can paste into a shell, into out (returns out;
+ * 4 * strlen(path) + 4 bytes always suffice): as it is when it holds only
+ * [A-Za-z0-9_./+,:=@%^-] (and is not empty), else in single quotes (a
+ * quote inside as '\''); a path holding what a terminal must not be sent
+ * (controls, bidirectional formatting, bytes that are not UTF-8: the rule
+ * of src/out/text.h) as $'...' with those bytes as \xNN, so a message
+ * naming it never drives the terminal and still names the file. The one
+ * way every message of `gpureclaim report` and `trace` names a path.
+ */
+char *gpr_trace_path_quoted(char *out, size_t len, const char *path);
+
+/* Room for any path gpr_trace_path_quoted is given (PATH_MAX long). */
+#define GPR_TRACE_QUOTED_MAX (4 * 4096 + 8)
+
 #endif /* GPR_TRACE_LOG_PATH_H */

@@ -1,15 +1,16 @@
 /*
- * RMM's replay log (log_rmm.h). The rows come from the memory replay
- * (log_stats.c), so they agree with the report on what was held; the
- * format is what rapidsai/rmm's logging_resource_adaptor writes (spdlog
- * pattern "%t,%H:%M:%S.%f,%v", message "<action>,%p,%zu,<stream>") and
- * what its benchmarks' log_parser.hpp reads: columns by name, Pointer
- * with stoull(base 16) and "(nil)" for a failure, Stream with
- * stoul(base 10), which reads any "0x..." as 0 (RMM's replay replays the
- * default stream only).
+ * RMM's replay log (log_rmm.h), every GPU's file in one replay. The rows
+ * come from the memory replay (log_stats.c), so they agree with the report
+ * on what was held; the format is what rapidsai/rmm's
+ * logging_resource_adaptor writes (spdlog pattern "%t,%H:%M:%S.%f,%v",
+ * message "<action>,%p,%zu,<stream>") and what its benchmarks'
+ * log_parser.hpp reads: columns by name, Pointer with stoull(base 16) and
+ * "(nil)" for a failure, Stream with stoul(base 10), which reads any
+ * "0x..." as 0 (RMM's replay replays the default stream only).
  */
 #include "log_rmm.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +19,21 @@
 #include "gpureclaim.h"
 #include "log_stats.h"
 
+/* A device's file, once the replay met it. */
+struct dev {
+	FILE *f; /* NULL: left out */
+	struct gpr_trace_rmm_counts *c;
+	int asked;
+};
+
 struct rmm {
 	const struct gpr_trace *t;
-	int device; /* the device written; -2 when only counting */
-	FILE *f;
-	struct gpr_trace_rmm_counts *c;
-	/* counting: the devices seen */
-	int *devs;
-	size_t n, cap;
+	gpr_trace_rmm_open_fn open_fn;
+	void *ctx;
+	struct dev *devs;    /* by ordinal, GPR_TRACE_RMM_DEVICES of them */
+	uint64_t *unmatched; /* by ordinal: frees of memory never seen */
 	uint64_t unknown;
+	int failed;
 };
 
 /* The stream of a stream-ordered call (its aux), else 0. */
@@ -41,7 +48,7 @@ static uint64_t stream_of(const struct gpr_trace *t,
 }
 
 /* One row; action "allocate", "free" or "allocate failure". */
-static void row(struct rmm *m, const struct gpr_trace_rec *r,
+static void row(struct rmm *m, struct dev *d, const struct gpr_trace_rec *r,
 		const char *action, uint64_t ptr, uint64_t size,
 		uint64_t stream)
 {
@@ -61,31 +68,32 @@ static void row(struct rmm *m, const struct gpr_trace_rec *r,
 		snprintf(s, sizeof(s), "0x%" PRIx64, stream);
 	else
 		snprintf(s, sizeof(s), "0");
-	fprintf(m->f, "%" PRIu32 ",%02d:%02d:%02d.%06u,%s,%s,%" PRIu64 ",%s\n",
+	fprintf(d->f, "%" PRIu32 ",%02d:%02d:%02d.%06u,%s,%s,%" PRIu64 ",%s\n",
 		r->tid, tm.tm_hour, tm.tm_min, tm.tm_sec,
 		(unsigned)(real % 1000000000ull / 1000), action, p, size, s);
-	m->c->rows++;
+	d->c->rows++;
 }
 
-static int note_device(struct rmm *m, int dev)
+/* Device dev's file: asked for the first time it has a row. */
+static struct dev *device(struct rmm *m, int dev)
 {
 	if (dev < 0) {
 		m->unknown++;
-		return 0;
+		return NULL;
 	}
-	for (size_t i = 0; i < m->n; i++)
-		if (m->devs[i] == dev)
-			return 0;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 8;
-		int *d = realloc(m->devs, cap * sizeof(*d));
-		if (!d)
-			return GPR_E_NOMEM;
-		m->devs = d;
-		m->cap = cap;
+	struct dev *d = &m->devs[dev];
+	if (!d->asked) {
+		d->asked = 1;
+		if (m->open_fn(m->ctx, dev, &d->f, &d->c) < 0) {
+			m->failed = 1;
+			return NULL;
+		}
+		if (d->f) {
+			memset(d->c, 0, sizeof(*d->c));
+			fputs(GPR_TRACE_RMM_SIGNATURE, d->f);
+		}
 	}
-	m->devs[m->n++] = dev;
-	return 0;
+	return d->f ? d : NULL;
 }
 
 static int step(void *ctx, const struct gpr_trace_step *st)
@@ -113,48 +121,48 @@ static int step(void *ctx, const struct gpr_trace_step *st)
 		size = r->bytes;
 	} else {
 		if (st->unmatched && (k == GPR_K_FREE || k == GPR_K_RELEASE) &&
-		    m->device == r->device)
-			m->c->unmatched++;
+		    r->device >= 0)
+			m->unmatched[r->device]++;
 		return 0;
 	}
-	if (m->device == -2)
-		return note_device(m, dev);
-	if (dev != m->device)
+	struct dev *d = device(m, dev);
+	if (m->failed)
+		return GPR_E_IO;
+	if (!d)
 		return 0;
-	m->c->implied += st->implied != 0;
-	row(m, r, action, ptr, size, st->implied ? 0 : stream_of(m->t, r));
+	d->c->implied += st->implied != 0;
+	row(m, d, r, action, ptr, size, st->implied ? 0 : stream_of(m->t, r));
 	return 0;
 }
 
-static int cmp_int(const void *a, const void *b)
+int gpr_trace_export_rmm(const struct gpr_trace *t,
+			 gpr_trace_rmm_open_fn open_fn, void *ctx,
+			 uint64_t *unknown)
 {
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x > y) - (x < y);
-}
-
-size_t gpr_trace_rmm_devices(const struct gpr_trace *t, int *devs, size_t cap,
-			     uint64_t *unknown, int *rc)
-{
-	struct gpr_trace_rmm_counts c = {0};
-	struct rmm m = {.t = t, .device = -2, .c = &c};
-	*rc = gpr_trace_replay(t, step, &m, NULL, NULL);
-	if (m.n)
-		qsort(m.devs, m.n, sizeof(*m.devs), cmp_int);
-	for (size_t i = 0; i < m.n && i < cap; i++)
-		devs[i] = m.devs[i];
+	struct rmm m = {.t = t, .open_fn = open_fn, .ctx = ctx};
+	*unknown = 0;
+	m.devs = calloc(GPR_TRACE_RMM_DEVICES, sizeof(*m.devs));
+	m.unmatched = calloc(GPR_TRACE_RMM_DEVICES, sizeof(*m.unmatched));
+	int rc = GPR_E_NOMEM;
+	if (m.devs && m.unmatched)
+		rc = gpr_trace_replay(t, step, &m, NULL, NULL);
+	/* every stream once: a failed write leaves errno saying why */
+	int e = 0;
+	for (int i = 0; m.devs && i < GPR_TRACE_RMM_DEVICES; i++) {
+		struct dev *d = &m.devs[i];
+		if (!d->f)
+			continue;
+		d->c->unmatched = m.unmatched[i];
+		errno = 0;
+		if ((fflush(d->f) != 0 || ferror(d->f)) && !e)
+			e = errno ? errno : EIO;
+	}
+	if (rc == 0 && e)
+		rc = GPR_E_IO;
 	*unknown = m.unknown;
 	free(m.devs);
-	return *rc ? 0 : m.n;
-}
-
-int gpr_trace_export_rmm(const struct gpr_trace *t, int device, FILE *f,
-			 struct gpr_trace_rmm_counts *counts)
-{
-	memset(counts, 0, sizeof(*counts));
-	struct rmm m = {.t = t, .device = device, .f = f, .c = counts};
-	fputs(GPR_TRACE_RMM_SIGNATURE, f);
-	int rc = gpr_trace_replay(t, step, &m, NULL, NULL);
-	if (rc == 0 && (fflush(f) != 0 || ferror(f)))
-		rc = GPR_E_IO;
+	free(m.unmatched);
+	if (rc == GPR_E_IO)
+		errno = e ? e : EIO;
 	return rc;
 }

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "log_read.h"
+#include "../format/log_read.h"
 
 /*
  * The first line of every RMM log, ours and RMM's alike (the format has
@@ -28,28 +28,35 @@ struct gpr_trace_rmm_counts {
 	uint64_t unknown;   /* rows of an unknown device: left out */
 };
 
-/*
- * The CUDA devices that have device memory rows, ascending, into devs
- * (at most cap); returns how many there are. *unknown: rows whose device
- * the log does not know. 0 devices and GPR_E_NOMEM are told apart by *rc.
- */
-size_t gpr_trace_rmm_devices(const struct gpr_trace *t, int *devs, size_t cap,
-			     uint64_t *unknown, int *rc);
+/* The devices a log can name: CUDA ordinals 0 .. 32767 (an int16). */
+#define GPR_TRACE_RMM_DEVICES 32768
 
 /*
- * Writes device `device`'s rows to f: RMM's header line, then in effect
- * order (the report's) an `allocate` per allocation of device memory
- * (classic, pitched, managed, stream-ordered; cuMemCreate on a device,
- * its handle as the pointer), a `free` per free or cuMemRelease whose
- * allocation is in the log (and one for each free the log lacks, where
- * the same address was allocated again), an `allocate failure` per failed
- * allocation. Host memory, mappings and address ranges move no device
- * memory and are left out. Time is the local wall-clock time of the
- * call's effect (HH:MM:SS.microseconds, TZ as the process has it),
- * Pointer and Stream as RMM prints them (printf %p; 0 or 0x...). 0,
- * GPR_E_NOMEM or GPR_E_IO.
+ * Where a device's rows go, asked once per device, the first time the
+ * replay meets a row of it: 0 with *f the stream for them (the export
+ * writes RMM's header line first) and *counts where to count them, or
+ * *f NULL to leave the device out; -1 stops the export (GPR_E_IO).
  */
-int gpr_trace_export_rmm(const struct gpr_trace *t, int device, FILE *f,
-			 struct gpr_trace_rmm_counts *counts);
+typedef int (*gpr_trace_rmm_open_fn)(void *ctx, int device, FILE **f,
+				     struct gpr_trace_rmm_counts **counts);
+
+/*
+ * Writes every device's rows, in one replay of t, each to the stream
+ * open_fn gives for it: RMM's header line, then in effect order (the
+ * report's) an `allocate` per allocation of device memory (classic,
+ * pitched, managed, stream-ordered; cuMemCreate on a device, its handle
+ * as the pointer), a `free` per free or cuMemRelease whose allocation is
+ * in the log (and one for each free the log lacks, where the same address
+ * was allocated again), an `allocate failure` per failed allocation. Host
+ * memory, mappings and address ranges move no device memory and are left
+ * out. Time is the local wall-clock time of the call's effect
+ * (HH:MM:SS.microseconds, TZ as the process has it), Pointer and Stream as
+ * RMM prints them (printf %p; 0 or 0x...). *unknown: the rows whose device
+ * the log does not know (in no file). 0, GPR_E_NOMEM or GPR_E_IO (a write
+ * failed, errno says why, or open_fn refused).
+ */
+int gpr_trace_export_rmm(const struct gpr_trace *t,
+			 gpr_trace_rmm_open_fn open_fn, void *ctx,
+			 uint64_t *unknown);
 
 #endif /* GPR_TRACE_LOG_RMM_H */

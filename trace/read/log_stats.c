@@ -4,6 +4,7 @@
  */
 #include "log_stats.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,13 +65,24 @@ static int cmp_live(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* What a replay leaves: the allocations still held (the first `keep` of
+ * them listed) and their totals. */
+struct held_out {
+	size_t keep;
+	struct gpr_trace_live **live;
+	size_t *n_live;
+	uint64_t count, host_bytes, dev_bytes;
+	int saturated;
+};
+
 /*
- * The allocations still held, largest first, as an array (malloc'ed). The
- * maps are freed before the array is made, and the order is found on
- * 16-byte keys, so the array is the only large thing left.
+ * The allocations still held, largest first, as an array (malloc'ed) of
+ * at most o->keep; their count and sums over all of them. The maps are
+ * freed before the array is made, and the order is found on 16-byte
+ * keys, so the array is the only large thing left.
  */
 static int live_list(const struct gpr_trace *t, struct live_set *ls,
-		     struct gpr_trace_live **out, size_t *n_out)
+		     struct held_out *o)
 {
 	size_t n = ls->addr.n + ls->handle.n, k = 0;
 	struct live_key *key = malloc((n ? n : 1) * sizeof(*key));
@@ -85,17 +97,24 @@ static int live_list(const struct gpr_trace *t, struct live_set *ls,
 				    maps[m]->vals[i]};
 	gpr_trace_map_free(&ls->addr);
 	gpr_trace_map_free(&ls->handle);
+	o->count = n;
+	for (size_t i = 0; i < n; i++) {
+		struct gpr_trace_live e = live_of(t, key[i].idx);
+		o->saturated |= gpr_trace_usum(
+		    e.host ? &o->host_bytes : &o->dev_bytes, e.bytes);
+	}
 	qsort(key, n, sizeof(*key), cmp_live);
-	struct gpr_trace_live *v = malloc((n ? n : 1) * sizeof(*v));
+	size_t listed = n < o->keep ? n : o->keep;
+	struct gpr_trace_live *v = malloc((listed ? listed : 1) * sizeof(*v));
 	if (!v) {
 		free(key);
 		return GPR_E_NOMEM;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < listed; i++)
 		v[i] = live_of(t, key[i].idx);
 	free(key);
-	*out = v;
-	*n_out = n;
+	*o->live = v;
+	*o->n_live = listed;
 	return 0;
 }
 
@@ -120,13 +139,15 @@ static struct gpr_trace_step free_step(const struct gpr_trace_rec *r,
 
 struct gpr_trace_progress gpr_trace_progress;
 
-int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
-		     struct gpr_trace_live **live, size_t *n_live)
+static int replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
+		  struct held_out *held)
 {
 	struct live_set ls = {0};
 	int rc = 0;
 	atomic_store_explicit(&gpr_trace_progress.total, t->n_recs,
 			      memory_order_relaxed);
+	atomic_fetch_add_explicit(&gpr_trace_progress.replays, 1,
+				  memory_order_relaxed);
 	for (size_t i = 0; i < t->n_recs && rc == 0; i++) {
 		const struct gpr_trace_rec *r = &t->recs[i];
 		if ((i & 0xffff) == 0)
@@ -193,11 +214,19 @@ int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
 	if (rc == 0)
 		atomic_store_explicit(&gpr_trace_progress.done, t->n_recs,
 				      memory_order_relaxed);
-	if (rc == 0 && live)
-		rc = live_list(t, &ls, live, n_live);
+	if (rc == 0 && held)
+		rc = live_list(t, &ls, held);
 	gpr_trace_map_free(&ls.addr);
 	gpr_trace_map_free(&ls.handle);
 	return rc;
+}
+
+int gpr_trace_replay(const struct gpr_trace *t, gpr_trace_step_fn fn, void *ctx,
+		     struct gpr_trace_live **live, size_t *n_live)
+{
+	struct held_out held = {
+	    .keep = SIZE_MAX, .live = live, .n_live = n_live};
+	return replay(t, fn, ctx, live ? &held : NULL);
 }
 
 uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p)
@@ -542,6 +571,12 @@ static int cmp_op(const void *a, const void *b)
 int gpr_trace_stats_compute(const struct gpr_trace *t,
 			    struct gpr_trace_stats *s)
 {
+	return gpr_trace_stats_compute_top(t, s, SIZE_MAX);
+}
+
+int gpr_trace_stats_compute_top(const struct gpr_trace *t,
+				struct gpr_trace_stats *s, size_t keep_live)
+{
 	memset(s, 0, sizeof(*s));
 	s->dropped = t->hdr.dropped;
 	struct acc a = {.t = t, .s = s};
@@ -549,7 +584,9 @@ int gpr_trace_stats_compute(const struct gpr_trace *t,
 	a.devs.elem = sizeof(struct gpr_trace_devstat);
 	a.sites.elem = sizeof(struct gpr_trace_sitestat);
 	a.ops.elem = sizeof(struct gpr_trace_opstat);
-	int rc = gpr_trace_replay(t, on_step, &a, &s->live, &s->n_live);
+	struct held_out held = {
+	    .keep = keep_live, .live = &s->live, .n_live = &s->n_live};
+	int rc = replay(t, on_step, &a, &held);
 	if (rc == 0) {
 		s->held_end = clamp0(a.held);
 		s->host_end = clamp0(a.host);
@@ -571,10 +608,10 @@ int gpr_trace_stats_compute(const struct gpr_trace *t,
 		if (s->n_ops)
 			qsort(s->ops, s->n_ops, sizeof(*s->ops), cmp_op);
 		rc = ops_latency(t, s);
-		for (size_t i = 0; i < s->n_live; i++)
-			if (!s->live[i].host)
-				s->saturated |= gpr_trace_usum(
-				    &s->live_bytes, s->live[i].bytes);
+		s->live_count = held.count;
+		s->live_bytes = held.dev_bytes;
+		s->live_host_bytes = held.host_bytes;
+		s->saturated |= held.saturated;
 		if (s->n_libs)
 			qsort(s->libs, s->n_libs, sizeof(*s->libs), cmp_lib);
 		if (s->n_devs)

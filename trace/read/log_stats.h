@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log_read.h"
+#include "../format/log_read.h"
 
 /*
  * One step of the replay: record r, and the change it made to the device
@@ -41,10 +41,13 @@ typedef int (*gpr_trace_step_fn)(void *ctx, const struct gpr_trace_step *s);
 
 /*
  * How far the replay running now has come, in records: for a progress
- * line, read from another thread (the process's one replay at a time).
+ * line, read from another thread (the process's one replay at a time);
+ * and how many replays have begun (each is a pass over every record: an
+ * export of every GPU's RMM log is one, tests/trace/test_view.c checks).
  */
 struct gpr_trace_progress {
 	_Atomic uint64_t done, total;
+	_Atomic uint64_t replays; /* replays begun in this process */
 };
 extern struct gpr_trace_progress gpr_trace_progress;
 
@@ -109,9 +112,16 @@ struct gpr_trace_stats {
 	size_t n_devs;
 	struct gpr_trace_sitestat *sites; /* by bytes, descending */
 	size_t n_sites;
-	struct gpr_trace_live *live; /* never freed, by bytes descending */
+	/*
+	 * Allocations never freed, by bytes descending: the first n_live of
+	 * live_count (all of them unless gpr_trace_stats_compute_top kept
+	 * fewer); the sums are over all.
+	 */
+	struct gpr_trace_live *live;
 	size_t n_live;
-	uint64_t live_bytes; /* device bytes among them */
+	uint64_t live_count;
+	uint64_t live_bytes;	  /* device bytes among them */
+	uint64_t live_host_bytes; /* pinned host bytes among them */
 	/*
 	 * A byte figure reached its limit and stopped there (sums at
 	 * UINT64_MAX, bytes held at INT64_MAX): the log holds sizes no GPU
@@ -123,6 +133,14 @@ struct gpr_trace_stats {
 /* Computes the statistics of t. 0, or GPR_E_NOMEM. */
 int gpr_trace_stats_compute(const struct gpr_trace *t,
 			    struct gpr_trace_stats *s);
+
+/*
+ * The same, listing only the largest keep_live allocations never freed
+ * (48 bytes each): what a report that shows the top N needs, so a log
+ * whose every allocation is still held costs no more for it.
+ */
+int gpr_trace_stats_compute_top(const struct gpr_trace *t,
+				struct gpr_trace_stats *s, size_t keep_live);
 void gpr_trace_stats_free(struct gpr_trace_stats *s);
 
 /* a + b, saturating: hostile logs carry any sizes. */

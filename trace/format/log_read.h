@@ -14,13 +14,35 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../format/trace_format.h"
-#include "../format/trace_ops.h"
+#include "trace_format.h"
+#include "trace_ops.h"
 #include "log_meta.h"
+
+/* Where a log that was cut short ends (gpr_trace.cut). */
+enum gpr_trace_cut {
+	GPR_TRACE_CUT_NONE = 0,
+	/* inside a chunk: its last write was cut short (a full disk, kill -9,
+	   a log still being written) */
+	GPR_TRACE_CUT_CHUNK = 1,
+	/* a closed log ending on a chunk boundary before the records and
+	   strings its header counts (a copy cut short, say) */
+	GPR_TRACE_CUT_BOUNDARY = 2,
+};
 
 struct gpr_trace {
 	struct gpr_trace_header hdr;
-	int complete; /* the writer closed the log cleanly */
+	int complete; /* the writer closed the log cleanly, and all is there */
+	/*
+	 * A log cut short reads up to the cut: every complete record before
+	 * it, those of a cut record chunk included (a cut string or META
+	 * chunk is left out: no record before the cut needs it). `cut_at` is
+	 * the offset of the first byte not read (the incomplete chunk's
+	 * header; the end of the file for GPR_TRACE_CUT_BOUNDARY); complete is
+	 * 0 then. `size` is the log's length in bytes.
+	 */
+	enum gpr_trace_cut cut;
+	uint64_t cut_at;
+	uint64_t size;
 	/* Records sorted by effect time (gpr_trace_key). */
 	struct gpr_trace_rec *recs;
 	size_t n_recs;
@@ -41,7 +63,9 @@ struct gpr_trace {
 /*
  * Parses a log held in memory. On success returns 0 and fills *t (release
  * with gpr_trace_free); otherwise returns a negative GPR_E_* code
- * (GPR_E_FORMAT, GPR_E_NOMEM) and writes a one-line reason into err.
+ * (GPR_E_FORMAT, GPR_E_NOMEM) and writes a one-line reason into err. A log
+ * cut short is read up to the cut (t->cut says so); one cut inside its
+ * header has nothing to read and is refused, saying so.
  */
 int gpr_trace_parse(const void *buf, size_t len, struct gpr_trace *t, char *err,
 		    size_t errlen);

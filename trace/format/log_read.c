@@ -1,5 +1,5 @@
 /*
- * The trace log reader. The log is read twice in order through a fixed
+ * The trace log's decoder. The log is read twice in order through a fixed
  * window (pread for a file): the first pass checks the structure and counts
  * the records, strings and string bytes, the second copies them into arrays
  * of exactly that size, checking everything again (a file may change
@@ -9,7 +9,9 @@
  * copy of the file; the records are then put in order through 16-byte sort
  * keys. docs/trace.md states the bound. META chunks (what recorded the
  * log, log_meta.c) are checked in the first pass and kept in the second;
- * one is at most a window long.
+ * one is at most a window long. A log cut short (a full disk, kill -9, a
+ * copy cut off) is read up to its cut, every complete record included, so
+ * what was written before the cut is never lost to it.
  */
 #include "log_read.h"
 
@@ -123,26 +125,55 @@ struct counts {
 };
 
 /*
+ * The first k records of a record chunk's payload at off (all of them, or
+ * the complete ones of a cut chunk): counted into n, and copied into t
+ * when `copy` (within what the first pass counted, lim).
+ */
+static int take_records(struct src *s, struct gpr_trace *t, int copy,
+			const struct counts *lim, struct counts *n,
+			uint64_t off, uint32_t k, char *err, size_t errlen)
+{
+	size_t rs = t->hdr.record_size;
+	if (k > (uint64_t)UINT32_MAX - 1 - n->recs)
+		return fail(err, errlen, GPR_E_FORMAT, "more than %u records",
+			    UINT32_MAX - 1);
+	if (copy && k > lim->recs - n->recs)
+		return fail(err, errlen, GPR_E_IO,
+			    "the file changed while being read");
+	for (uint32_t i = 0; copy && i < k; i++) {
+		const unsigned char *p = bytes_at(s, off + (uint64_t)i * rs,
+						  sizeof(struct gpr_trace_rec));
+		if (!p)
+			return read_failed(s, err, errlen);
+		memcpy(&t->recs[n->recs + i], p, sizeof(struct gpr_trace_rec));
+	}
+	n->recs += k;
+	return 0;
+}
+
+/*
  * One pass over the chunks. Counts into *c; when `copy`, also copies into
- * t, whose arrays were sized by a first pass: `lim`.
+ * t, whose arrays were sized by a first pass: `lim`. A chunk cut short
+ * (its header, or its payload past the end) ends the walk: *cut_at is its
+ * offset (0: none), and the complete records of a cut record chunk count.
+ * Everything a chunk's header says is checked before the cut is, so a
+ * chunk that could not have been written is corrupt, not cut.
  */
 static int walk(struct src *s, struct gpr_trace *t, int copy,
-		const struct counts *lim, struct counts *c, char *err,
-		size_t errlen)
+		const struct counts *lim, struct counts *c, uint64_t *cut_at,
+		char *err, size_t errlen)
 {
 	size_t rs = t->hdr.record_size;
 	uint64_t len = s->len;
 	uint64_t off = t->hdr.header_size;
 	struct counts n = {0, 0, 1}; /* byte 0: the NUL of every "" */
 	uint32_t meta_lines = 0;
+	*cut_at = 0;
 	while (off < len) {
-		if (len - off < GPR_TRACE_CHUNK_HEADER_SIZE)
-			return fail(err, errlen, GPR_E_FORMAT,
-				    "truncated: %llu stray bytes at offset "
-				    "%llu (a chunk header needs %d)",
-				    (unsigned long long)(len - off),
-				    (unsigned long long)off,
-				    GPR_TRACE_CHUNK_HEADER_SIZE);
+		if (len - off < GPR_TRACE_CHUNK_HEADER_SIZE) {
+			*cut_at = off; /* inside a chunk header */
+			break;
+		}
 		const unsigned char *ch =
 		    bytes_at(s, off, GPR_TRACE_CHUNK_HEADER_SIZE);
 		if (!ch)
@@ -153,45 +184,56 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 		uint64_t plen = rd64(ch + 8);
 		uint64_t at = off;
 		off += GPR_TRACE_CHUNK_HEADER_SIZE;
-		if (plen > len - off)
+		int recs = memcmp(tag, "RECS", 4) == 0;
+		int strs = memcmp(tag, "STRS", 4) == 0;
+		int meta = memcmp(tag, "META", 4) == 0;
+		if (recs && (plen % rs != 0 || plen / rs != count))
 			return fail(err, errlen, GPR_E_FORMAT,
-				    "truncated: chunk at offset %llu says %llu "
-				    "bytes, %llu remain",
+				    "corrupt: record chunk at offset %llu: %u "
+				    "records of %zu bytes do not fill %llu "
+				    "bytes",
+				    (unsigned long long)at, count, rs,
+				    (unsigned long long)plen);
+		if (strs && plen < 4)
+			return fail(err, errlen, GPR_E_FORMAT,
+				    "corrupt: string chunk at offset %llu is "
+				    "too short",
+				    (unsigned long long)at);
+		if (meta && plen > WINDOW)
+			return fail(err, errlen, GPR_E_FORMAT,
+				    "corrupt: META chunk at offset %llu is "
+				    "%llu bytes, more than %u",
 				    (unsigned long long)at,
-				    (unsigned long long)plen,
-				    (unsigned long long)(len - off));
-		if (memcmp(tag, "RECS", 4) == 0) {
-			if (plen % rs != 0 || plen / rs != count)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "corrupt: record chunk at offset "
-					    "%llu: %u records of %zu bytes do "
-					    "not fill %llu bytes",
-					    (unsigned long long)at, count, rs,
-					    (unsigned long long)plen);
-			if (count > (uint64_t)UINT32_MAX - 1 - n.recs)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "more than %u records",
-					    UINT32_MAX - 1);
-			if (copy && count > lim->recs - n.recs)
-				return fail(err, errlen, GPR_E_IO,
-					    "the file changed while being "
-					    "read");
-			for (uint32_t i = 0; copy && i < count; i++) {
-				const unsigned char *p =
-				    bytes_at(s, off + (uint64_t)i * rs,
-					     sizeof(struct gpr_trace_rec));
-				if (!p)
-					return read_failed(s, err, errlen);
-				memcpy(&t->recs[n.recs + i], p,
-				       sizeof(struct gpr_trace_rec));
-			}
-			n.recs += count;
-		} else if (memcmp(tag, "STRS", 4) == 0) {
-			if (plen < 4)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "corrupt: string chunk at offset "
-					    "%llu is too short",
-					    (unsigned long long)at);
+				    (unsigned long long)plen, WINDOW);
+		uint64_t have = len - off;
+		/* past the end, so no string of it can be checked: its
+		   length, at least, must be one a writer could write */
+		if (strs && plen > have &&
+		    plen > 4 + (uint64_t)count * (4 + GPR_TRACE_MAX_STRING))
+			return fail(err, errlen, GPR_E_FORMAT,
+				    "corrupt: string chunk at offset %llu says "
+				    "%llu bytes, more than its %u strings can "
+				    "hold",
+				    (unsigned long long)at,
+				    (unsigned long long)plen, count);
+		if (plen > have) {
+			/* cut inside this chunk: its complete records count */
+			*cut_at = at;
+			if (!recs)
+				break;
+			int rc =
+			    take_records(s, t, copy, lim, &n, off,
+					 (uint32_t)(have / rs), err, errlen);
+			if (rc < 0)
+				return rc;
+			break;
+		}
+		if (recs) {
+			int rc = take_records(s, t, copy, lim, &n, off, count,
+					      err, errlen);
+			if (rc < 0)
+				return rc;
+		} else if (strs) {
 			const unsigned char *p = bytes_at(s, off, 4);
 			if (!p)
 				return read_failed(s, err, errlen);
@@ -257,13 +299,7 @@ static int walk(struct src *s, struct gpr_trace *t, int copy,
 					    (unsigned long long)at,
 					    (unsigned long long)(plen - q));
 			n.strs += count;
-		} else if (memcmp(tag, "META", 4) == 0) {
-			if (plen > WINDOW)
-				return fail(err, errlen, GPR_E_FORMAT,
-					    "corrupt: META chunk at offset "
-					    "%llu is %llu bytes, more than %u",
-					    (unsigned long long)at,
-					    (unsigned long long)plen, WINDOW);
+		} else if (meta) {
 			const unsigned char *p = bytes_at(s, off, (size_t)plen);
 			if (!p && plen)
 				return read_failed(s, err, errlen);
@@ -371,14 +407,35 @@ static int sort_records(struct gpr_trace *t)
 	return 0;
 }
 
+/* The magic's first n bytes (n <= 8) are there: a log, cut. */
+static int magic_prefix(const unsigned char *h, size_t n)
+{
+	return memcmp(h, GPR_TRACE_MAGIC, n < 8 ? n : 8) == 0;
+}
+
 static int parse(struct src *s, struct gpr_trace *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	if (s->len < GPR_TRACE_HEADER_SIZE)
+	t->size = s->len;
+	if (s->len < GPR_TRACE_HEADER_SIZE) {
+		if (s->len == 0)
+			return fail(err, errlen, GPR_E_FORMAT,
+				    "an empty file, not a gpureclaim trace "
+				    "(nothing was written to it)");
+		const unsigned char *h = bytes_at(s, 0, (size_t)s->len);
+		if (!h)
+			return read_failed(s, err, errlen);
+		if (magic_prefix(h, (size_t)s->len))
+			return fail(err, errlen, GPR_E_FORMAT,
+				    "cut inside its header: %llu of the %d "
+				    "bytes are there, nothing to read",
+				    (unsigned long long)s->len,
+				    GPR_TRACE_HEADER_SIZE);
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "not a gpureclaim trace: %llu bytes, shorter than "
 			    "the %d-byte header",
 			    (unsigned long long)s->len, GPR_TRACE_HEADER_SIZE);
+	}
 	const unsigned char *h = bytes_at(s, 0, GPR_TRACE_HEADER_SIZE);
 	if (!h)
 		return read_failed(s, err, errlen);
@@ -391,10 +448,17 @@ static int parse(struct src *s, struct gpr_trace *t, char *err, size_t errlen)
 			    "trace format version %u is not supported (this "
 			    "reader reads version %d)",
 			    t->hdr.version, GPR_TRACE_VERSION);
+	/* a later revision may add to the header, in whole words */
 	if (t->hdr.header_size < GPR_TRACE_HEADER_SIZE ||
-	    t->hdr.header_size > s->len)
+	    t->hdr.header_size > GPR_TRACE_MAX_HEADER ||
+	    t->hdr.header_size % 8 != 0)
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "corrupt: header size %u", t->hdr.header_size);
+	if (t->hdr.header_size > s->len)
+		return fail(err, errlen, GPR_E_FORMAT,
+			    "cut inside its header: %llu of the %u bytes are "
+			    "there, nothing to read",
+			    (unsigned long long)s->len, t->hdr.header_size);
 	if (t->hdr.record_size < GPR_TRACE_RECORD_SIZE ||
 	    t->hdr.record_size % 8 != 0)
 		return fail(err, errlen, GPR_E_FORMAT,
@@ -402,20 +466,34 @@ static int parse(struct src *s, struct gpr_trace *t, char *err, size_t errlen)
 	if (t->hdr.clock != GPR_TRACE_CLOCK_MONOTONIC)
 		return fail(err, errlen, GPR_E_FORMAT, "unknown clock %u",
 			    t->hdr.clock);
-	t->complete = (t->hdr.flags & GPR_TRACE_F_COMPLETE) != 0;
+	int closed = (t->hdr.flags & GPR_TRACE_F_COMPLETE) != 0;
 
 	struct counts c, c2;
-	int rc = walk(s, t, 0, NULL, &c, err, errlen);
+	uint64_t cut_at, cut2;
+	int rc = walk(s, t, 0, NULL, &c, &cut_at, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (t->complete &&
-	    (c.recs != t->hdr.record_count || c.strs != t->hdr.string_count))
+	/*
+	 * A closed log's header counts what it holds: fewer present is a cut
+	 * (inside a chunk or at a boundary), more is corrupt.
+	 */
+	if (closed &&
+	    (c.recs > t->hdr.record_count || c.strs > t->hdr.string_count))
 		return fail(err, errlen, GPR_E_FORMAT,
 			    "corrupt: header counts %llu records and %u "
 			    "strings, the file holds %llu and %u",
 			    (unsigned long long)t->hdr.record_count,
 			    t->hdr.string_count, (unsigned long long)c.recs,
 			    c.strs);
+	if (cut_at) {
+		t->cut = GPR_TRACE_CUT_CHUNK;
+		t->cut_at = cut_at;
+	} else if (closed && (c.recs != t->hdr.record_count ||
+			      c.strs != t->hdr.string_count)) {
+		t->cut = GPR_TRACE_CUT_BOUNDARY;
+		t->cut_at = s->len;
+	}
+	t->complete = closed && t->cut == GPR_TRACE_CUT_NONE;
 	t->recs = malloc((c.recs ? c.recs : 1) * sizeof(*t->recs));
 	t->str_off = malloc((c.strs ? c.strs : 1) * sizeof(*t->str_off));
 	t->kinds = malloc(c.strs ? c.strs : 1);
@@ -430,7 +508,10 @@ static int parse(struct src *s, struct gpr_trace *t, char *err, size_t errlen)
 	}
 	t->str_data[0] = '\0';
 	memset(t->kinds, 0xff, c.strs ? c.strs : 1);
-	rc = walk(s, t, 1, &c, &c2, err, errlen);
+	rc = walk(s, t, 1, &c, &c2, &cut2, err, errlen);
+	if (rc == 0 && cut2 != cut_at)
+		rc = fail(err, errlen, GPR_E_IO,
+			  "the file changed while being read");
 	if (rc == 0) {
 		t->n_recs = c2.recs;
 		rc = check_records(t, err, errlen);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "gpureclaim.h"
-#include "../format/trace_format.h"
+#include "trace_format.h"
 
 #define MAX_KEY 64
 

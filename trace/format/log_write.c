@@ -13,7 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../format/trace_ops.h"
+#include "trace_ops.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "the log is little-endian and written as laid out in memory");
@@ -47,7 +47,7 @@ static int write_all(int fd, struct iovec *iov, int n)
  * Appends one chunk (all of iov): w->good moves past it, or on failure
  * the file is cut back to w->good and the error kept in w->err.
  */
-static int put_chunk(struct gpr_inj_tw *w, struct iovec *iov, int n)
+static int put_chunk(struct gpr_trace_writer *w, struct iovec *iov, int n)
 {
 	uint64_t len = 0;
 	for (int i = 0; i < n; i++)
@@ -71,8 +71,9 @@ static void chunk_header(unsigned char out[GPR_TRACE_CHUNK_HEADER_SIZE],
 	memcpy(out + 8, &len, 8);
 }
 
-int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
-		    uint64_t start_realtime_ns, uint64_t start_mono_ns)
+int gpr_trace_writer_open(struct gpr_trace_writer *w, const char *path,
+			  uint32_t pid, uint64_t start_realtime_ns,
+			  uint64_t start_mono_ns)
 {
 	memset(w, 0, sizeof(*w));
 	w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -94,7 +95,7 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 		const char *names[GPR_TRACE_N_OPS];
 		for (unsigned i = 0; i < GPR_TRACE_N_OPS; i++)
 			names[i] = gpr_trace_op_name(i);
-		rc = gpr_inj_tw_strings(w, names, GPR_TRACE_N_OPS);
+		rc = gpr_trace_writer_strings(w, names, GPR_TRACE_N_OPS);
 	}
 	if (rc < 0) {
 		close(w->fd);
@@ -104,7 +105,8 @@ int gpr_inj_tw_open(struct gpr_inj_tw *w, const char *path, uint32_t pid,
 	return rc;
 }
 
-int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
+int gpr_trace_writer_strings(struct gpr_trace_writer *w, const char *const *s,
+			     uint32_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -147,7 +149,8 @@ int gpr_inj_tw_strings(struct gpr_inj_tw *w, const char *const *s, uint32_t n)
 	return 0;
 }
 
-int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
+int gpr_trace_writer_meta(struct gpr_trace_writer *w, const char *const *kv,
+			  uint32_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -177,8 +180,8 @@ int gpr_inj_tw_meta(struct gpr_inj_tw *w, const char *const *kv, uint32_t n)
 	return put_chunk(w, iov, m);
 }
 
-int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
-		       size_t n)
+int gpr_trace_writer_records(struct gpr_trace_writer *w,
+			     const struct gpr_trace_rec *r, size_t n)
 {
 	if (w->err)
 		return -w->err;
@@ -199,8 +202,8 @@ int gpr_inj_tw_records(struct gpr_inj_tw *w, const struct gpr_trace_rec *r,
 	return 0;
 }
 
-int gpr_inj_tw_close(struct gpr_inj_tw *w, uint64_t end_mono_ns,
-		     uint32_t dropped)
+int gpr_trace_writer_close(struct gpr_trace_writer *w, uint64_t end_mono_ns,
+			   uint32_t dropped)
 {
 	int rc = -w->err;
 	if (rc == 0) {
