@@ -143,7 +143,8 @@ class _Watch:
         threading.excepthook, IPython's handler): a post-mortem if it is an
         out-of-memory error no hook saw (JAX's)."""
         try:
-            if exc is None or not self.on:
+            if exc is None or not self.on or getattr(
+                    exc, "_gpureclaim_oom_reported", False):
                 return
             for f in _HOOKS:
                 if f.name != "jax":
@@ -205,8 +206,12 @@ def _destination(path: Any) -> tuple:
     if not p:
         raise ValueError("watch_oom(): path must not be empty")
     if p.endswith(os.sep) or os.path.isdir(p):
-        return os.path.abspath(p), None
-    return os.path.dirname(os.path.abspath(p)), os.path.basename(p)
+        folder, name = os.path.abspath(p), None
+    else:
+        folder, name = os.path.split(os.path.abspath(p))
+    if not os.path.isdir(folder):
+        raise ValueError(f"watch_oom(): no folder {folder}")
+    return folder, name
 
 
 def watch_oom(path: Union[None, str, os.PathLike] = None,
@@ -314,13 +319,13 @@ def retry_on_oom(fn: Optional[Callable] = None, *, tries: int = 2) -> Any:
     each failure is written once the next call is done, and says what the
     release returned and whether that call succeeded.
     """
+    if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
+        raise ValueError(f"retry_on_oom(): tries must be a whole number "
+                         f"from 1, not {tries!r}")
     if fn is None:
         return functools.partial(retry_on_oom, tries=tries)
     if not callable(fn):
         raise TypeError(f"retry_on_oom(): {fn!r} is not callable")
-    if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
-        raise ValueError(f"retry_on_oom(): tries must be a whole number "
-                         f"from 1, not {tries!r}")
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -347,15 +352,12 @@ def _retrying(fn: Callable, tries: int, args: tuple, kwargs: dict) -> Any:
             except BaseException as e:
                 mine = stack.pop()
                 got = _request(e)
+                if got is not None and not mine:
+                    _seen_here(w, got, e, mine)
                 if got is None or attempt == tries:
                     _outcome(waiting, False)
                     _hand_on(mine)
                     raise
-                if not mine and w.on:  # no hook saw it (JAX's, caught here)
-                    pm = w.capture(got[0], got[1].device, got[1].bytes,
-                                   exact=got[1].exact, error=e)
-                    if pm is not None:
-                        mine.append(pm)
                 del e  # the failed call's frames go before the release
             else:
                 _outcome(waiting, True)
@@ -374,6 +376,26 @@ def _retrying(fn: Callable, tries: int, args: tuple, kwargs: dict) -> Any:
     finally:
         if not stack:
             w.tls.held = None
+
+
+def _seen_here(w: _Watch, got: tuple, e: BaseException, mine: list) -> None:
+    """An out-of-memory error no hook saw (JAX's, caught here before it
+    reached the top): its post-mortem, made now. The error is marked, so
+    that it is not reported again if it reaches the top."""
+    if not w.on:
+        return
+    pm = w.capture(got[0], got[1].device, got[1].bytes, exact=got[1].exact,
+                   error=e)
+    if pm is not None:
+        mine.append(pm)
+        _mark(e)
+
+
+def _mark(e: BaseException) -> None:
+    try:
+        e._gpureclaim_oom_reported = True
+    except Exception:
+        pass
 
 
 def _outcome(pms: list, ok: bool) -> None:

@@ -3,14 +3,20 @@ puts this folder first on the child's PYTHONPATH, so Python's ``site``
 imports this file as ``sitecustomize`` at start, in a build tree or an
 environment whose site-packages has no gpureclaim-startup.pth.
 
-It makes the gpureclaim package it belongs to importable (its folder is
-appended to sys.path when no gpureclaim can be found), calls
-``gpureclaim._startup.start()`` (idempotent: the .pth of an installed
-wheel may have called it already), takes this folder off sys.path, and
+When one of the startup hook's variables is set, it makes the gpureclaim
+package it belongs to importable (its folder is appended to sys.path when
+no gpureclaim can be found) and calls ``gpureclaim._startup.start()``
+(idempotent: the .pth of an installed wheel may have called it already);
+in any case it takes this folder off sys.path, and
 then runs the program's own sitecustomize, the next one on sys.path (a
 virtual environment's, Debian's), as ``sitecustomize``: nothing of theirs
 is lost. A failure of ours is one line on stderr.
 """
+
+
+#: the startup hook's variables, as gpureclaim-startup.pth tests them
+#: (tests/python/test_startup.py checks both against _startup._STARTERS)
+VARIABLES = ("GPURECLAIM_OOM",)
 
 
 def _boot():
@@ -20,17 +26,17 @@ def _boot():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
-    if importlib.util.find_spec("gpureclaim") is None:
-        sys.path.append(root)
-    try:
-        from gpureclaim import _startup
+    if any(v in os.environ for v in VARIABLES):
+        if importlib.util.find_spec("gpureclaim") is None:
+            sys.path.append(os.path.dirname(os.path.dirname(here)))
+        try:
+            from gpureclaim import _startup
 
-        _startup.start()
-    except Exception as e:
-        if sys.stderr is not None:
-            sys.stderr.write(f"gpureclaim: the startup hook failed: "
-                             f"{type(e).__name__}: {e}; not started\n")
+            _startup.start()
+        except Exception as e:
+            if sys.stderr is not None:
+                sys.stderr.write(f"gpureclaim: the startup hook failed: "
+                                 f"{type(e).__name__}: {e}; not started\n")
     sys.path[:] = [p for p in sys.path
                    if os.path.abspath(p or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize",
