@@ -175,9 +175,10 @@ def _ipython(watch: Any) -> Optional[str]:
                 "out-of-memory errors in cells are not watched")
 
     def handler(self, etype, value, tb, tb_offset=None):
+        # a custom handler shows the error itself: as IPython would, then
+        # the post-mortem under it
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
         watch.top_level(value)
-        return self.InteractiveTB.structured_traceback(
-            etype, value, tb, tb_offset=tb_offset)
 
     shell.set_custom_exc((error,), handler)
     _hooked["ipython"] = shell
