@@ -25,7 +25,11 @@ class TensorBase:
 
 class OutOfMemoryError(RuntimeError):
     """torch._C.OutOfMemoryError (torch.OutOfMemoryError,
-    torch.cuda.OutOfMemoryError): what the caching allocator raises."""
+    torch.cuda.OutOfMemoryError): what the caching allocator raises. Torch
+    makes it in C as "torch.OutOfMemoryError", the name tracebacks show."""
+
+
+OutOfMemoryError.__module__ = "torch"
 
 
 #: the observers _cuda_attach_out_of_memory_observer attached, called by
