@@ -59,7 +59,7 @@ def run(args, **kw):
 def test_the_pth_and_the_bootstrap_test_the_starters_variables():
     line = open(PTH).read()
     assert line.count("\n") == 1 and line.startswith("import os;")
-    assert re.findall(r"'(GPURECLAIM_[A-Z_]+)' in os\.environ", line) == \
+    assert re.findall(r"'(GPURECLAIM_[A-Z_]+)' ?in os\.environ", line) == \
         starters()
     src = open(os.path.join(ROOT, "python", "gpureclaim", "_bootstrap",
                             "sitecustomize.py")).read()
