@@ -194,13 +194,13 @@ emit(dict(ok=ok, err=err, calls=len(calls), doc=gpureclaim.oom.last().to_dict())
     assert len([f for f in os.listdir(tmp_path) if f.endswith(".json")]) == 2
 
 
-def test_explain_and_release_still_see_cupy_under_the_guard(scenario):
+def test_explain_and_release_still_see_cupy_under_the_guard(scenario, tmp_path):
     """The guard wraps CuPy's allocator: the frameworks' module reads the
     allocator inside it (the stream-ordered pool is still found)."""
     r = scenario("""
 import cupy
 cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 guarded = cupy.cuda.get_allocator().__name__
 a = cupy.empty(128 << 20)
 e = gpureclaim.explain()
@@ -209,24 +209,24 @@ del a
 r = gpureclaim.release()
 emit(dict(guarded=guarded, parts=parts, trims=list(cupy.cuda.runtime.trims),
           bytes=r.bytes))
-""")
+""", env={"OUT": str(tmp_path)})
     assert r["guarded"] == "gpureclaim_oom_guard"
     assert r["parts"]["live:cupy (async pool)"] == 128 * MiB
     assert r["trims"] == [[0, 0]] and r["bytes"] == 128 * MiB
 
 
-def test_watch_oom_again_wraps_an_allocator_set_since(scenario):
+def test_watch_oom_again_wraps_an_allocator_set_since(scenario, tmp_path):
     r = scenario("""
 import cupy
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 first = cupy.cuda.get_allocator().__name__
 cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 second = cupy.cuda.get_allocator()
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 emit(dict(first=first, second=second.__name__,
           same=cupy.cuda.get_allocator() is second))
-""")
+""", env={"OUT": str(tmp_path)})
     assert r.data == {"first": "gpureclaim_oom_guard",
                  "second": "gpureclaim_oom_guard", "same": True}
 
@@ -406,20 +406,20 @@ emit(dict(n=len(n), files=sorted(os.listdir(os.environ["OUT"]))))
                                         "ok": False, "why": ""}]
 
 
-def test_largest_blocks_carry_their_stacks_when_history_is_on(scenario):
+def test_largest_blocks_carry_their_stacks_when_history_is_on(scenario, tmp_path):
     r = scenario("""
 import torch
 keep = [torch.empty(n << 20, device="cuda") for n in (64, 256, 8, 128)]
 torch.cuda.memory._record_memory_history()
 big = torch.empty(512 << 20, device="cuda")
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 try:
     torch.empty(8 << 30, device="cuda")
 except torch.OutOfMemoryError:
     pass
 pm = gpureclaim.oom.last()
 emit(dict(blocks=pm.to_dict()["blocks"], text=str(pm)))
-""", sim=SIM)
+""", sim=SIM, env={"OUT": str(tmp_path)})
     sizes = [b["size"] for b in r["blocks"]]
     assert sizes == [512 * MiB, 256 * MiB, 128 * MiB, 64 * MiB, 8 * MiB]
     assert r["blocks"][0]["frames"] == [{"filename": "user.py", "line": 1,
@@ -428,19 +428,19 @@ emit(dict(blocks=pm.to_dict()["blocks"], text=str(pm)))
     assert "user.py:1 <module>" in r["text"]
 
 
-def test_a_traced_process_shows_the_tracers_live_rows(scenario):
+def test_a_traced_process_shows_the_tracers_live_rows(scenario, tmp_path):
     tracer = os.path.join(os.environ.get("GPR_FAKES_BUILD", ""),
                           "libfake_tracer.so")
     r = scenario("""
 import ctypes, torch
 _tracer = ctypes.CDLL(os.environ["TRACER"], mode=ctypes.RTLD_GLOBAL)
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 try:
     torch.empty(9 << 30, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(trace=gpureclaim.oom.last().to_dict()["trace"]))
-""", sim=SIM, env={"TRACER": tracer,
+""", sim=SIM, env={"OUT": str(tmp_path), "TRACER": tracer,
                    "FAKE_TRACE_ROWS": "0:2:nvidia/nccl/lib/libnccl.so.2:"
                                       "6291456:3;0:0:libcudnn.so.9:2097152:1;"
                                       "1:0:libcudnn.so.9:4096:1"})
@@ -451,16 +451,16 @@ emit(dict(trace=gpureclaim.oom.last().to_dict()["trace"]))
          "allocations": 1}]}
 
 
-def test_other_processes_are_listed_with_their_driver_figures(scenario):
+def test_other_processes_are_listed_with_their_driver_figures(scenario, tmp_path):
     r = scenario("""
 import torch
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 try:
     torch.empty(5 << 30, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(doc=gpureclaim.oom.last().to_dict()))
-""", sim=SIM + ";extra=0:1:3GiB")
+""", sim=SIM + ";extra=0:1:3GiB", env={"OUT": str(tmp_path)})
     d = r["doc"]
     assert d["others"] == [{"pid": 1, "bytes": 3 * GiB,
                             "user": d["others"][0]["user"],
@@ -570,10 +570,10 @@ emit(dict(out=out, on=gpureclaim.oom.status()["on"]))
 
 # ------------------------------------------------------ nothing imported
 
-def test_watching_imports_nothing_and_attaches_on_import(scenario):
+def test_watching_imports_nothing_and_attaches_on_import(scenario, tmp_path):
     r = scenario("""
 import gpureclaim._imports as imports
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 before = dict(modules=[m for m in ("torch", "cupy", "jax") if m in sys.modules],
               mapped=libcuda_mapped(), waiting=imports.waiting(),
               finder=imports._FINDER in sys.meta_path)
@@ -588,7 +588,7 @@ import cupy, jax
 emit(dict(before=before, after_import=after_import, attached=attached,
           finder=imports._FINDER in sys.meta_path, status=gpureclaim.oom.status(),
           init_calls=sim().gprsim_init_calls()))
-""")
+""", env={"OUT": str(tmp_path)})
     assert r["before"] == {"modules": [], "mapped": False,
                            "waiting": ["cupy", "jax", "torch"], "finder": True}
     a = r["after_import"]
@@ -603,13 +603,13 @@ emit(dict(before=before, after_import=after_import, attached=attached,
     assert r["init_calls"] == 1
 
 
-def test_torch_already_running_is_attached_at_once(scenario):
+def test_torch_already_running_is_attached_at_once(scenario, tmp_path):
     r = scenario("""
 import torch
 t = torch.empty(1 << 20, device="cuda")
-gpureclaim.watch_oom()
+gpureclaim.watch_oom(os.environ['OUT'])
 emit(dict(n=len(torch._C.oom_observers)))
-""")
+""", env={"OUT": str(tmp_path)})
     assert r["n"] == 1
 
 

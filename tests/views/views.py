@@ -73,11 +73,12 @@ import tempfile, torch, cupy, gpureclaim
 torch.cuda.memory._record_memory_history()
 weights = torch.empty(1536 << 20, device="cuda")
 a = cupy.empty(3 << 30); del a
-gpureclaim.watch_oom(tempfile.mkdtemp())
-try:
-    torch.empty(5 << 29, device="cuda")
-except torch.OutOfMemoryError:
-    pass
+with tempfile.TemporaryDirectory() as folder:
+    gpureclaim.watch_oom(folder)
+    try:
+        torch.empty(5 << 29, device="cuda")
+    except torch.OutOfMemoryError:
+        pass
 pm = gpureclaim.oom.last()
 parts = [[b for _, b, _ in pm_bar[2] if b > 0]
          for pm_bar in [gpureclaim._postmortem._bar(pm.doc)]]
