@@ -1,6 +1,7 @@
 /*
- * `gpureclaim explain` and `gpureclaim demo`, and a Dask cluster's reports
- * (`ps --dask`, `release --dask`): the subcommands that live in the Python
+ * `gpureclaim explain`, `gpureclaim demo` and `gpureclaim run`, a Dask
+ * cluster's reports (`ps --dask`, `release --dask`) and `report` of an
+ * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
  * command hands them to `python3 -m gpureclaim`, so both spellings are one
  * program: the same help, output and exit status.
@@ -67,6 +68,16 @@ int gpr_cli_demo(int argc, char **argv)
 }
 
 int gpr_cli_cluster(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_run(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_oom_report(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }

@@ -26,12 +26,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpureclaim.h"
 #include "out/buf.h"
@@ -63,7 +65,11 @@ static void usage(FILE *f)
 	    "[--rmm-csv OUT.csv]\n"
 	    "                         [--force] [--top N]\n"
 	    "\n"
-	    "Summarise a trace log written by `gpureclaim trace`.\n"
+	    "Summarise a trace log written by `gpureclaim trace`, or an "
+	    "out-of-memory\n"
+	    "post-mortem written by gpureclaim.watch_oom() (FILE.json: as "
+	    "text, --json or\n"
+	    "--html FILE; docs/oom.md).\n"
 	    "\n"
 	    "OPTIONS:\n"
 	    "    --text            the text report on stdout, also with an "
@@ -247,6 +253,26 @@ static int parse_args(int argc, char **argv, int *help)
 						   "file",
 						   outs[j]);
 	return GPR_CLI_OK;
+}
+
+/*
+ * An out-of-memory post-mortem of gpureclaim.watch_oom() (a JSON file that
+ * begins with these bytes: SIGNATURE in python/gpureclaim/_postmortem.py)
+ * is the Python package's to show: handed over as `explain` is.
+ */
+static int is_oom_postmortem(const char *path)
+{
+	static const char sig[] = "{\n \"format\": \"gpureclaim-oom\",";
+	char head[sizeof(sig) - 1];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+			? read(fd, head, sizeof(head))
+			: -1;
+	close(fd);
+	return n == (ssize_t)sizeof(head) && !memcmp(head, sig, sizeof(head));
 }
 
 /* The outputs of one report, opened before they are written. */
@@ -439,6 +465,8 @@ int gpr_cli_report(int argc, char **argv)
 	}
 	const char *path = argv[optind];
 	char q[GPR_TRACE_QUOTED_MAX];
+	if (is_oom_postmortem(path))
+		return gpr_cli_oom_report(argc, argv);
 	/* the log, to tell it from the outputs (the reader opens it again) */
 	struct stat in;
 	if (stat(path, &in) != 0) {

@@ -29,6 +29,8 @@ static const struct command commands[] = {
      "run a Python script, then say where its GPU memory went"},
     {"demo", gpr_cli_demo,
      "drop Torch and CuPy arrays, release, show the before and after"},
+    {"run", gpr_cli_run,
+     "run a command with out-of-memory post-mortems in its Python"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

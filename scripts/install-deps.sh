@@ -6,7 +6,8 @@
 #        clang-format, make, pkg-config, git, jq, cmocka, the Python headers
 #        and pip
 #   pip: meson (>= 1.4; Debian 12 has 1.0), meson-python, ninja, pytest,
-#        auditwheel; the cluster tests' engines (distributed, torch, ray)
+#        auditwheel; the cluster tests' engines (distributed, torch, ray);
+#        ipykernel and jupyter-client (a real kernel for the notebook tests)
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -73,6 +74,9 @@ ninja_ok || need_pip+=(ninja)
 "$PYTHON" -c 'import distributed' >/dev/null 2>&1 || need_pip+=("distributed==2026.8.0")
 "$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || need_pip+=("torch==2.13.0")
 "$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || need_pip+=("ray[default]==2.60.0")
+# A real Jupyter kernel for the notebook tests (tests/python/test_oom_notebook.py)
+"$PYTHON" -c 'import ipykernel' >/dev/null 2>&1 || need_pip+=("ipykernel==7.4.0")
+"$PYTHON" -c 'import jupyter_client' >/dev/null 2>&1 || need_pip+=("jupyter-client==8.10.0")
 
 if [ ${#need_pip[@]} -gt 0 ]; then
 	echo "install-deps: pip install ${need_pip[*]}"

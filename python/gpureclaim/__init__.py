@@ -22,6 +22,14 @@ On Apple silicon the figure is Metal's per-process total
 gpureclaim never imports a framework the program has not imported, never
 initialises CUDA and never opens a context.
 
+When memory runs out, a post-mortem of that moment (who holds what, and
+whether the request would fit after a release), and the rescue::
+
+    gpureclaim.watch_oom()            # or GPURECLAIM_OOM=1 in the environment
+
+    @gpureclaim.retry_on_oom          # release(), then call it again
+    def step(batch): ...
+
 Where the driver's allocations come from, from inside the program::
 
     with gpureclaim.trace("cell.trace") as t:
@@ -40,6 +48,7 @@ from . import _explain
 from . import _gpureclaim as _c
 from . import frameworks as _frameworks
 from ._trace import Trace, TraceReport, load_ipython_extension, trace
+from .oom import retry_on_oom, watch_oom
 
 __all__ = [
     "Error",
@@ -62,8 +71,10 @@ __all__ = [
     "release",
     "release_cached_memory",
     "releasers",
+    "retry_on_oom",
     "trace",
     "unregister",
+    "watch_oom",
 ]
 
 

@@ -16,6 +16,10 @@ The script's exit status is passed on.
 
 demo: the design record's scenario, before and after.
 
+run: CMD with the startup hook's features on (gpureclaim/_run.py).
+report of an out-of-memory post-mortem (gpureclaim/_postmortem.py): the
+command hands it here, as the file's first bytes say.
+
 Torch and CuPy started, a 1 GiB Torch tensor put in a list that contains
 itself (a reference cycle), a 1 GiB CuPy array, all names deleted; then one
 of two calls, each in a fresh interpreter:
@@ -314,7 +318,24 @@ def main(argv):
             return _fail(f"{type(e).__name__}: {e}")
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
+    if argv[:1] == ["run"]:
+        from gpureclaim._run import main as run_main
+
+        return run_main(argv[1:])
+    if argv[:1] == ["report"] and _postmortem_named(argv[1:]):
+        from gpureclaim._postmortem import main as report_main
+
+        return report_main(argv[1:])
     return _exec_command(argv)
+
+
+def _postmortem_named(args):
+    """`report` of an out-of-memory post-mortem: a FILE that begins with
+    its signature (the command checks the same bytes and hands it here;
+    a trace log goes to the command)."""
+    from gpureclaim._postmortem import is_postmortem
+
+    return any(is_postmortem(a) for a in args if not a.startswith("-"))
 
 
 if __name__ == "__main__":

@@ -313,12 +313,16 @@ def _cuda_count(bound: int) -> int:
     return lo
 
 
-def explain(devices: Any = None, measure_context: bool = False) -> dict:
-    """The raw explanation (the dict Explanation is built from)."""
+def explain(devices: Any = None, measure_context: bool = False,
+            call: Optional[Call] = None) -> dict:
+    """The raw explanation (the dict Explanation is built from). ``call``:
+    the Call to run in, whose readings (Torch's snapshot) a caller uses
+    after it (an out-of-memory post-mortem)."""
     t0 = time.monotonic()
     want = _c._devices_arg(devices, "explain")
     have = _c._in_use("explain")
-    call = Call(measure_context)
+    if call is None:
+        call = Call(measure_context)
     notes: list = []
     gpus: list = []
     if have is None:

@@ -19,12 +19,19 @@ VERSION = header_version()
 
 # Everything the wheel holds, and nothing else (no test, no simulator).
 EXPECTED = {
+    "gpureclaim-startup.pth",
     "gpureclaim/__init__.py",
     "gpureclaim/__main__.py",
+    "gpureclaim/_bootstrap/sitecustomize.py",
     "gpureclaim/_explain.py",
     "gpureclaim/_gpureclaim.abi3.so",
     "gpureclaim/_gpureclaim.pyi",
+    "gpureclaim/_imports.py",
+    "gpureclaim/_postmortem.py",
+    "gpureclaim/_run.py",
+    "gpureclaim/_startup.py",
     "gpureclaim/_trace.py",
+    "gpureclaim/oom.py",
     "gpureclaim/py.typed",
     "gpureclaim/libgpureclaim_trace.so",
     *(f"gpureclaim/cluster/{m}.py" for m in (
@@ -101,6 +108,31 @@ def test_import_from_the_venv(venv):
              "import gpureclaim; print(gpureclaim.__file__)"],
             env=clean_env(), cwd="/")
     assert p.stdout.startswith(str(venv)), p.stdout
+
+
+STARTED = ("import json, sys; w = sys.modules.get('gpureclaim.oom'); "
+           "print(json.dumps(dict(imported='gpureclaim' in sys.modules, "
+           "on=bool(w and w.status()['on']))))")
+
+
+def test_the_startup_pth_starts_the_watch_only_with_its_variable(venv,
+                                                                tmp_path):
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    assert (site / "gpureclaim-startup.pth").is_file()
+    for extra, want in (({}, {"imported": False, "on": False}),
+                        ({"GPURECLAIM_OOM": "1"},
+                         {"imported": True, "on": True})):
+        p = run([venv / "bin/python", "-c", STARTED],
+                env=clean_env(**extra), cwd=tmp_path)
+        assert json.loads(p.stdout) == want, p
+        assert p.stderr == ""
+
+
+def test_run_starts_it_in_the_venv_too(venv, tmp_path):
+    p = run([venv / "bin/gpureclaim", "run", "--oom", "--",
+             venv / "bin/python", "-c", STARTED], env=clean_env(),
+            cwd=tmp_path)
+    assert json.loads(p.stdout) == {"imported": True, "on": True}, p
 
 
 def untimed(out):

@@ -1,4 +1,5 @@
-"""Every notebook view (Release, explain(), the trace report, the three
+"""Every notebook view (Release, explain(), the out-of-memory post-mortem,
+the trace report, the three
 cluster reports), rendered on the simulated driver by views.py, is
 well-formed, self-contained HTML whose bars carry every part's exact bytes
 (check_html.py); its text form shows the same figures in binary units."""
@@ -14,7 +15,7 @@ from check_html import check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VIEWS = ["release", "explain", "trace", "trace-sample", "cluster-release",
+VIEWS = ["release", "explain", "oom", "trace", "trace-sample", "cluster-release",
          "cluster-explain", "cluster-ps"]
 
 

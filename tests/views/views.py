@@ -1,4 +1,6 @@
-"""Renders every notebook view on the simulated driver into a folder: for
+"""Renders every notebook view on the simulated driver into a folder (the
+release, explain(), an out-of-memory post-mortem, the cluster reports, the
+trace report): for
 each view its HTML (as a notebook shows it), a page wrapping it, and the
 exact bytes its bars must show (expect.json). tests/views/test_views.py
 checks them, scripts/render-views.sh photographs the pages for the docs.
@@ -63,6 +65,26 @@ jax.numpy_ones(1000)
 e = gpureclaim.explain()
 parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
 OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
+"""
+
+# An out-of-memory post-mortem as a notebook shows it: CuPy's dropped
+# arrays starve Torch on an 8 GiB GPU that another process shares, with
+# Torch's allocator history on (its largest blocks carry their stacks).
+OOM = """
+import tempfile, torch, cupy, gpureclaim
+torch.cuda.memory._record_memory_history()
+weights = torch.empty(1536 << 20, device="cuda")
+a = cupy.empty(3 << 30); del a
+with tempfile.TemporaryDirectory() as folder:
+    gpureclaim.watch_oom(folder)
+    try:
+        torch.empty(5 << 29, device="cuda")
+    except torch.OutOfMemoryError:
+        pass
+pm = gpureclaim.oom.last()
+parts = [[b for _, b, _ in pm_bar[2] if b > 0]
+         for pm_bar in [gpureclaim._postmortem._bar(pm.doc)]]
+OUT = dict(html=pm._repr_html_(), text=str(pm), parts=parts)
 """
 
 # One worker of a cluster: its records of a release, an explanation and
@@ -196,6 +218,10 @@ def main(out):
         "release": run(RELEASE, env={"GPURECLAIM_SIM":
                                      sim + ";gpus=2;extra=0:1:6GiB"}),
         "explain": run(EXPLAIN, env={"FAKE_JAX_POOL": str(2 * GiB)}),
+        # the other process: this one (a real command line to show)
+        "oom": run(OOM, env={"GPURECLAIM_SIM":
+                             sim + f";gpus=1;memory=8GiB;extra=0:"
+                                   f"{os.getpid()}:1GiB"}),
     }
     views.update(cluster(out))
     views.update(trace(out))

@@ -44,6 +44,8 @@ class Framework:
     - ``device``: the name of a GPU CUDA does not see ("mps"), with
       ``figure() -> None | int | str`` (not in use / the driver's figure /
       why there is none).
+    - ``oom``: how :func:`gpureclaim.watch_oom` sees this framework run out
+      of memory (an :class:`OOMHook`), None where it cannot.
     """
 
     name: str
@@ -54,6 +56,40 @@ class Framework:
     explain: Optional[Callable[[Any, "Parts"], None]] = None
     device: Optional[str] = None
     figure: Optional[Callable[[], Any]] = None
+    oom: Optional["OOMHook"] = None
+
+
+@dataclass(frozen=True)
+class OOMHook:
+    """A framework's out-of-memory hook (gpureclaim/oom.py runs it).
+
+    - ``module``: the module whose import attaches it ("torch"); the
+      startup hook waits for the user to import it and never imports it.
+    - ``attach(watch) -> None | why``: attaches the hook to the framework
+      already imported (idempotent; a second call re-attaches what the
+      program replaced since), or says why it cannot (yet). It must not
+      initialise CUDA. The hook reports an out-of-memory error with
+      ``watch.capture(...)`` and ``watch.done(post_mortem)``
+      (gpureclaim/oom.py, ``_Watch``).
+    - ``request(exc) -> None | Request``: the request that failed, when
+      ``exc`` is this framework's out-of-memory error (what
+      ``@retry_on_oom`` catches, and what reaches the top).
+    """
+
+    module: str
+    attach: Callable[[Any], Optional[str]]
+    request: Callable[[BaseException], Optional["Request"]]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What an out-of-memory error says was asked for: ``bytes`` (exact
+    where ``exact``; Torch's message gives two decimals of a unit),
+    ``device`` (a CUDA ordinal, None where it does not say)."""
+
+    bytes: int
+    device: Optional[int]
+    exact: bool
 
 
 class _Options(threading.local):

@@ -22,10 +22,12 @@ it.
 """
 from __future__ import annotations
 
+import re
 from operator import index as _index
 from typing import Any, Optional
 
-from ._base import ONCE, Framework, Parts, failed, imported, on_device, skipped
+from ._base import (ONCE, Framework, OOMHook, Parts, Request, failed,
+                    imported, on_device, skipped)
 
 
 def probe() -> tuple:
@@ -40,10 +42,19 @@ def _runtime(cupy: Any) -> Any:
         raise AttributeError("cupy.cuda.runtime missing") from None
 
 
+def allocator(cuda: Any) -> Any:
+    """The allocator CuPy allocates through (``get_allocator()``), the one
+    inside watch_oom's guard when the guard is set."""
+    a = cuda.get_allocator()
+    if getattr(a, "_gpureclaim_guard", None) is _GUARD:
+        return a._gpureclaim_inner
+    return a
+
+
 def _async_pool(cuda: Any) -> Any:
     """The MemoryAsyncPool CuPy allocates from, if any."""
     try:
-        owner = cuda.get_allocator().__self__
+        owner = allocator(cuda).__self__
         if isinstance(owner, cuda.MemoryAsyncPool):
             return owner
     except Exception:
@@ -84,7 +95,7 @@ def _trim_async(cuda: Any, device: int) -> None:
         pool.free_all_blocks()  # MemoryAsyncPool's trims the device's pool
         return
     try:
-        used = cuda.memory.malloc_async is cuda.get_allocator()
+        used = cuda.memory.malloc_async is allocator(cuda)
     except Exception:
         used = False
     if not used:
@@ -181,4 +192,93 @@ def explain(call: Any, g: Parts) -> None:
                f"would open one; its bytes are in the rest")
 
 
-FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain)
+# ------------------------------------------------------------------- OOM
+
+#: marks watch_oom's guard among the allocators a program may set
+_GUARD = object()
+_ALLOCATING = re.compile(r"Out of memory allocating ([0-9,]+) bytes")
+
+
+def _oom_error(cupy: Any) -> Any:
+    cls = getattr(getattr(getattr(cupy, "cuda", None), "memory", None),
+                  "OutOfMemoryError", None)
+    return cls if isinstance(cls, type) else None
+
+
+def oom_attach(watch: Any) -> Optional[str]:
+    """CuPy's allocator, wrapped: ``cupy.cuda.set_allocator(guard)`` where
+    the guard calls the allocator the program had (the default pool's
+    ``malloc``, or its own) and, on ``cupy.cuda.memory.OutOfMemoryError``
+    (which the pool raises after it emptied itself, collected garbage and
+    tried twice more), reports it; with ``watch.rescue`` it also returns
+    the other frameworks' caches to the driver (``release()``, no garbage
+    collection: CuPy's pool just ran one) and calls the allocator once
+    more: an allocation that then succeeds is returned, and the program
+    never sees the error. Otherwise the error is raised unchanged. Nothing
+    here initialises CUDA. A program that sets its own allocator after
+    this replaces the guard: watch_oom() again wraps the new one."""
+    cupy = imported("cupy")
+    cuda = getattr(cupy, "cuda", None)
+    get = getattr(cuda, "get_allocator", None)
+    put = getattr(cuda, "set_allocator", None)
+    error = _oom_error(cupy)
+    if get is None or put is None or error is None:
+        return ("this CuPy has no cupy.cuda.get_allocator, set_allocator or "
+                "cupy.cuda.memory.OutOfMemoryError")
+    inner = get()
+    if getattr(inner, "_gpureclaim_guard", None) is _GUARD:
+        return None
+
+    def gpureclaim_oom_guard(size):
+        try:
+            return inner(size)
+        except error as e:
+            got = _on_oom(watch, cupy, inner, size, e)
+            if got is None:
+                raise
+            return got
+
+    gpureclaim_oom_guard._gpureclaim_guard = _GUARD
+    gpureclaim_oom_guard._gpureclaim_inner = inner
+    put(gpureclaim_oom_guard)
+    return None
+
+
+def _on_oom(watch: Any, cupy: Any, inner: Any, size: int,
+            e: BaseException) -> Any:
+    """Reports one out-of-memory error of the allocator; the memory of a
+    rescue that worked, else None. Never raises."""
+    try:
+        req = oom_request(e)
+        try:
+            device = _index(cupy.cuda.runtime.getDevice())
+        except Exception:
+            device = None
+        nbytes = req.bytes if req and req.bytes else (size + 511) // 512 * 512
+        pm = watch.capture("cupy", device, nbytes, requested=size, error=e)
+        got = None
+        if watch.rescue:
+            got = watch.rescue_retry(pm, lambda: inner(size))
+        watch.done(pm)
+        return got
+    except BaseException:
+        return None
+
+
+def oom_request(exc: BaseException) -> Optional[Request]:
+    """CuPy's OutOfMemoryError and the bytes it names ("Out of memory
+    allocating 74,778,738,688 bytes (allocated so far: ...)": the size
+    rounded as the pool asked the driver for it). The message names no
+    device: it is the current one's."""
+    cls = _oom_error(imported("cupy"))
+    if cls is None or not isinstance(exc, cls):
+        return None
+    try:
+        m = _ALLOCATING.search(str(exc))
+    except Exception:
+        m = None
+    return Request(int(m[1].replace(",", "")) if m else 0, None, bool(m))
+
+
+FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
+                      oom=OOMHook("cupy", oom_attach, oom_request))

@@ -12,10 +12,13 @@ take the pool.
 from __future__ import annotations
 
 import os
+import re
+import sys
+import threading
 from operator import index as _index
 from typing import Any, Optional
 
-from ._base import Framework, Parts, imported, item
+from ._base import Framework, OOMHook, Parts, Request, imported, item
 
 
 def probe() -> tuple:
@@ -117,4 +120,95 @@ def explain(call: Any, g: Parts) -> None:
               f"{_env('XLA_PYTHON_CLIENT_MEM_FRACTION')}")
 
 
-FRAMEWORK = Framework("jax", "cuda", probe, None, release, explain)
+# ------------------------------------------------------------------- OOM
+
+_ERRORS = frozenset({"JaxRuntimeError", "XlaRuntimeError"})
+_BYTES = re.compile(r"allocate ([0-9]+) bytes")
+_HUMAN = re.compile(r"allocate ([0-9]+(?:\.[0-9]+)?) ?([KMGT])i?B\b")
+_ORDINAL = re.compile(r"device ordinal ([0-9]+)")
+_SCALE = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+#: the hooks set, by where: JAX has no out-of-memory callback of its own
+#: (jax-ml/jax#9530 asks for one), so its RESOURCE_EXHAUSTED error is
+#: caught where it reaches the top
+_hooked: dict = {}
+
+
+def oom_request(exc: BaseException) -> Optional[Request]:
+    """JAX's runtime error (``jax.errors.JaxRuntimeError``, XlaRuntimeError
+    in older jaxlib) saying RESOURCE_EXHAUSTED, and the request it names
+    ("Out of memory while trying to allocate 33762398024 bytes.", or in a
+    unit: not exact); the device where the message says "device ordinal
+    N"."""
+    if imported("jax") is None:
+        return None
+    if not any(c.__name__ in _ERRORS for c in type(exc).__mro__):
+        return None
+    try:
+        msg = str(exc)
+    except Exception:
+        return None
+    if "RESOURCE_EXHAUSTED" not in msg:
+        return None
+    d = _ORDINAL.search(msg)
+    device = int(d[1]) if d else None
+    m = _BYTES.search(msg)
+    if m:
+        return Request(int(m[1]), device, True)
+    m = _HUMAN.search(msg)
+    nbytes = round(float(m[1]) * _SCALE[m[2]]) if m else 0
+    return Request(nbytes, device, False)
+
+
+def _ipython(watch: Any) -> Optional[str]:
+    """In IPython, a cell's exception never reaches sys.excepthook: the
+    shell's custom exception handler for JAX's error type (a handler the
+    program set itself is left alone, and then this one is not set)."""
+    get = getattr(imported("IPython"), "get_ipython", None)
+    shell = get() if get is not None else None
+    if shell is None or _hooked.get("ipython") is shell:
+        return None
+    error = getattr(imported("jax.errors"), "JaxRuntimeError", None)
+    if not isinstance(error, type):
+        return "jax.errors.JaxRuntimeError not found"
+    if getattr(shell, "custom_exceptions", ()):
+        return ("IPython has a custom exception handler already: JAX's "
+                "out-of-memory errors in cells are not watched")
+
+    def handler(self, etype, value, tb, tb_offset=None):
+        # a custom handler shows the error itself: as IPython would, then
+        # the post-mortem under it
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        watch.top_level(value)
+
+    shell.set_custom_exc((error,), handler)
+    _hooked["ipython"] = shell
+    return None
+
+
+def oom_attach(watch: Any) -> Optional[str]:
+    """Where JAX's RESOURCE_EXHAUSTED reaches the top: ``sys.excepthook``
+    and ``threading.excepthook`` (each calls the hook it replaces first,
+    so the traceback comes before the post-mortem), and IPython's custom
+    exception handler in a shell. An error caught by the program is not
+    seen (``@retry_on_oom`` reports those it catches)."""
+    if "sys" not in _hooked:
+        prev = sys.excepthook
+
+        def excepthook(etype, value, tb):
+            prev(etype, value, tb)
+            watch.top_level(value)
+
+        sys.excepthook = _hooked["sys"] = excepthook
+    if "threading" not in _hooked:
+        prev_t = threading.excepthook
+
+        def thread_excepthook(args):
+            prev_t(args)
+            watch.top_level(args.exc_value)
+
+        threading.excepthook = _hooked["threading"] = thread_excepthook
+    return _ipython(watch)
+
+
+FRAMEWORK = Framework("jax", "cuda", probe, None, release, explain,
+                      oom=OOMHook("jax", oom_attach, oom_request))

@@ -40,6 +40,7 @@ gives their number, not their bytes; they stay in the rest.
 from __future__ import annotations
 
 import gc
+import heapq
 import os
 import re
 import time
@@ -49,7 +50,8 @@ from operator import index as _index
 from typing import Any, Optional
 
 from .. import _gpureclaim as _c
-from ._base import ONCE, Framework, Parts, failed, imported, item, options
+from ._base import (ONCE, Framework, OOMHook, Parts, Request, failed,
+                    imported, item, options)
 
 ROUND = 512  # the allocator's rounding
 TOP = 5  # pinned segments named
@@ -794,4 +796,119 @@ def explain(call: Any, g: Parts) -> None:
     _plans(g)
 
 
-FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain)
+# ------------------------------------------------------------------- OOM
+
+#: the observer, once attached or queued: Torch cannot detach one, so it is
+#: attached once per process (it does nothing while watching is off)
+_observer: list = []
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_TRIED = re.compile(r"Tried to allocate ([0-9]+(?:\.[0-9]+)?) "
+                    r"(bytes|KiB|MiB|GiB)")
+_ON_GPU = re.compile(r"\bGPU ([0-9]+) has a total capacity")
+
+
+def oom_attach(watch: Any) -> Optional[str]:
+    """Torch's out-of-memory observer: ``torch._C.
+    _cuda_attach_out_of_memory_observer(cb)`` calls ``cb(device,
+    alloc_size, device_total, device_free)`` with the allocator's lock
+    released, after Torch returned its own cached blocks and tried again,
+    and before it raises (it does not retry after). Attaching initialises
+    CUDA, so while torch.cuda is not initialised it is queued with
+    ``torch.cuda._lazy_call`` (run by Torch's own lazy initialisation,
+    as its manual_seed is): a program that never uses CUDA never starts
+    it."""
+    if _observer:
+        return None
+    torch = imported("torch")
+    cuda = getattr(torch, "cuda", None)
+    attach = getattr(getattr(torch, "_C", None),
+                     "_cuda_attach_out_of_memory_observer", None)
+    if cuda is None or attach is None:
+        return ("this Torch has no out-of-memory observer "
+                "(torch._C._cuda_attach_out_of_memory_observer)")
+
+    def observer(device, alloc_size, device_total, device_free):
+        # whatever this raises, Torch would raise instead of its own error
+        try:
+            watch.report("torch", _index(device), _index(alloc_size),
+                         facts={"device_total": _index(device_total),
+                                "device_free": _index(device_free)})
+        except BaseException:
+            pass
+
+    def attach_now():
+        try:
+            attach(observer)
+        except Exception as e:  # never into Torch's initialisation
+            watch.note("torch", f"the observer could not be attached: "
+                                f"{type(e).__name__}: {e}")
+
+    try:
+        init = bool(cuda.is_initialized())
+    except Exception:
+        init = False
+    if init:
+        attach_now()
+    else:
+        lazy = getattr(cuda, "_lazy_call", None)
+        if lazy is None:
+            return ("this Torch has no torch.cuda._lazy_call: call "
+                    "watch_oom() again once CUDA is initialised")
+        lazy(attach_now)
+    _observer.append(observer)
+    return None
+
+
+def oom_request(exc: BaseException) -> Optional[Request]:
+    """Torch's OutOfMemoryError, and the request its message names
+    ("Tried to allocate 69.65 GiB. GPU 0 has a total capacity of ...":
+    two decimals, so exact only in bytes)."""
+    torch = imported("torch")
+    cls = getattr(torch, "OutOfMemoryError", None)
+    if not isinstance(cls, type):
+        cls = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if not isinstance(cls, type) or not isinstance(exc, cls):
+        return None
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = ""
+    m, d = _TRIED.search(msg), _ON_GPU.search(msg)
+    nbytes = round(float(m[1]) * _UNITS[m[2]]) if m else 0
+    return Request(nbytes, int(d[1]) if d else None,
+                   bool(m) and m[2] == "bytes")
+
+
+def largest_blocks(call: Any, device: int, n: int) -> list:
+    """The ``n`` largest live blocks of ``device`` in Torch's snapshot (the
+    call's, shared with explain), with the frames of their allocation when
+    the allocator's history is recorded
+    (``torch.cuda.memory._record_memory_history()``)."""
+    cuda = probe()[0]
+    if cuda is None:
+        return []
+    snap = call.memo("torch.snapshot", lambda: snapshot(cuda))
+    found = []
+    for seg in snap if isinstance(snap, list) else ():
+        if not isinstance(seg, dict) or seg.get("device") != device:
+            continue
+        for b in seg.get("blocks") or ():
+            if (isinstance(b, dict) and b.get("state") == "active_allocated"
+                    and item(b, "size") > 0):
+                found.append(b)
+    out = []
+    for b in heapq.nlargest(n, found, key=lambda b: b["size"]):
+        frames = []
+        for f in (b.get("frames") or ())[:MAX_SHOWN]:
+            if isinstance(f, dict):
+                frames.append({"filename": str(f.get("filename", "?")),
+                               "line": item(f, "line"),
+                               "name": str(f.get("name", "?"))})
+        out.append({"address": item(b, "address"), "size": b["size"],
+                    "requested": item(b, "requested_size"),
+                    "frames": frames})
+    return out
+
+
+FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
+                      oom=OOMHook("torch", oom_attach, oom_request))

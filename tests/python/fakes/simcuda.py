@@ -15,13 +15,20 @@ _lock = threading.RLock()
 _tls = threading.local()
 
 
+#: CUDA_ERROR_OUT_OF_MEMORY, what the sim's cuMemAlloc_v2 returns when the
+#: GPU's memory (its `memory=`) would be exceeded
+OUT_OF_MEMORY = 2
+
+
 class CudaError(RuntimeError):
-    pass
+    def __init__(self, msg, code=None):
+        super().__init__(msg)
+        self.code = code
 
 
 def _check(rc, what):
     if rc != 0:
-        raise CudaError(f"{what} failed: CUresult {rc}")
+        raise CudaError(f"{what} failed: CUresult {rc}", rc)
 
 
 def lib():
@@ -86,16 +93,29 @@ def alloc(dev, nbytes):
     with _lock:
         _check(lib().cuCtxSetCurrent(_context(dev)), "cuCtxSetCurrent")
         p = ctypes.c_ulonglong()
-        _check(lib().cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes)),
-               f"cuMemAlloc_v2({nbytes})")
+        rc = lib().cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes))
         if has_context(current()):
             _check(lib().cuCtxSetCurrent(_ctx[current()]), "cuCtxSetCurrent")
+        _check(rc, f"cuMemAlloc_v2({nbytes})")
         return p.value
 
 
 def free(ptr):
     with _lock:
         _check(lib().cuMemFree_v2(ctypes.c_ulonglong(ptr)), "cuMemFree_v2")
+
+
+def mem_get_info(dev):
+    """cuMemGetInfo_v2 on dev: (free, total), all processes counted, as
+    cudaMemGetInfo gives them to Torch and CuPy."""
+    with _lock:
+        _check(lib().cuCtxSetCurrent(_context(dev)), "cuCtxSetCurrent")
+        free_b, total = ctypes.c_size_t(), ctypes.c_size_t()
+        _check(lib().cuMemGetInfo_v2(ctypes.byref(free_b),
+                                     ctypes.byref(total)), "cuMemGetInfo_v2")
+        if has_context(current()):
+            _check(lib().cuCtxSetCurrent(_ctx[current()]), "cuCtxSetCurrent")
+        return free_b.value, total.value
 
 
 class Segment:

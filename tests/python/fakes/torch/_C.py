@@ -23,6 +23,31 @@ class TensorBase:
     """torch._C.TensorBase: every tensor's C base type."""
 
 
+class OutOfMemoryError(RuntimeError):
+    """torch._C.OutOfMemoryError (torch.OutOfMemoryError,
+    torch.cuda.OutOfMemoryError): what the caching allocator raises. Torch
+    makes it in C as "torch.OutOfMemoryError", the name tracebacks show."""
+
+
+OutOfMemoryError.__module__ = "torch"
+
+
+#: the observers _cuda_attach_out_of_memory_observer attached, called by
+#: the caching allocator (cuda/_alloc.py) before it raises
+oom_observers = []
+
+
+def _cuda_attach_out_of_memory_observer(observer):
+    """As Torch's (torch/csrc/cuda/Module.cpp): initialises CUDA
+    (lazyInitDevice), then the allocator calls observer(device, alloc_size,
+    device_total, device_free) on every out-of-memory, with its lock
+    released and before it raises; there is no way to detach one."""
+    from . import cuda
+
+    cuda._lazy_init()
+    oom_observers.append(observer)
+
+
 def _handle():
     """The calling thread's cuBLAS handle (Torch keeps one per thread)."""
     if not hasattr(_handles, "h"):

@@ -12,6 +12,7 @@ import threading
 import weakref
 
 from . import _C, backends, cuda, fft, mps
+from ._C import OutOfMemoryError  # noqa: F401  (torch.OutOfMemoryError)
 
 _layout = os.environ.get("FAKE_TORCH_LAYOUT", "2.11")
 __version__ = os.environ.get("FAKE_TORCH_VERSION",

@@ -1,12 +1,35 @@
 """CuPy's pools: MemoryPool (one caching pool per device; every call acts on
 the current device), MemoryAsyncPool (the driver's stream-ordered pool),
 PinnedMemoryPool (host memory)."""
+import gc
 import threading
 import weakref
 
 import simcuda
 
 from . import runtime
+
+
+class OutOfMemoryError(MemoryError):
+    """cupy.cuda.memory.OutOfMemoryError, with CuPy's message: size is the
+    rounded size the pool asked the driver for, total what the pool held
+    before it."""
+
+    def __init__(self, size, total, limit=0):
+        if limit == 0:
+            msg = (f"Out of memory allocating {size:,} bytes "
+                   f"(allocated so far: {total:,} bytes).")
+        else:
+            msg = (f"Out of memory allocating {size:,} bytes "
+                   f"(allocated so far: {total:,} bytes, "
+                   f"limit set to: {limit:,} bytes).")
+        super().__init__(msg)
+
+
+def _round_size(size):
+    """CuPy rounds every pool request up to 512 bytes (cudaMalloc's
+    alignment)."""
+    return max(1, -(-size // 512)) * 512
 
 
 class MemoryPointer:
@@ -29,8 +52,25 @@ class MemoryPool:
             return self._pools[d]
 
     def malloc(self, nbytes):
+        """As CuPy's SingleDeviceMemoryPool: the size rounded to 512 bytes;
+        when the driver is out of memory, free_all_blocks() and a retry,
+        then gc.collect(), free_all_blocks() and a last retry, then
+        OutOfMemoryError(rounded size, bytes held before)."""
         p = self._pool()
-        return MemoryPointer(p, p.malloc(nbytes))
+        size = _round_size(nbytes)
+        before = p.reserved()
+        for attempt in range(3):
+            try:
+                return MemoryPointer(p, p.malloc(size))
+            except simcuda.CudaError as e:
+                if e.code != simcuda.OUT_OF_MEMORY:
+                    raise
+            if attempt == 2:
+                break
+            if attempt == 1:
+                gc.collect()
+            p.free_cached()
+        raise OutOfMemoryError(size, before)
 
     def used_bytes(self):
         return self._pool().allocated()

@@ -12,9 +12,14 @@ import simcuda
 from . import _alloc, memory  # noqa: F401
 from ._alloc import TorchPool
 
+from .._C import OutOfMemoryError  # noqa: F401  (torch.cuda.OutOfMemoryError)
+
 _initialized = False
 _pools = {}
 _lock = threading.Lock()
+_tls = threading.local()
+# callables to run when CUDA is initialised (torch.cuda._lazy_call)
+_queued_calls = []
 # the last calls, for tests: ("set_device", d), ("enter", d), ("exit", d), ...
 calls = collections.deque(maxlen=1000)
 
@@ -24,10 +29,29 @@ def is_initialized():
 
 
 def _lazy_init():
+    """As Torch's: initialises CUDA once, then runs the queued calls
+    (with _tls.is_initializing set, so a call that asks for CUDA again
+    returns at once), then marks CUDA initialised."""
     global _initialized
-    if not _initialized:
-        simcuda.lib()
-        _initialized = True
+    if _initialized or hasattr(_tls, "is_initializing"):
+        return
+    simcuda.lib()
+    _tls.is_initializing = True
+    try:
+        for queued in _queued_calls:
+            queued()
+    finally:
+        del _tls.is_initializing
+    _initialized = True
+
+
+def _lazy_call(callable, **kwargs):
+    """Torch's: runs callable now if CUDA is initialised, else queues it
+    for the initialisation (Torch's manual_seed goes this way)."""
+    if is_initialized():
+        callable()
+    else:
+        _queued_calls.append(callable)
 
 
 def _pool(dev):

@@ -26,6 +26,18 @@ def _round(n, unit):
     return max(unit, -(-n // unit) * unit)
 
 
+def format_size(size):
+    """Torch's format_size (c10/cuda/CUDACachingAllocator.cpp), as its
+    out-of-memory message shows sizes: two decimals, binary units."""
+    if size <= 1024:
+        return f"{size} bytes"
+    if size <= 1 << 20:
+        return f"{size / 1024:.2f} KiB"
+    if size <= 1 << 30:
+        return f"{size / (1 << 20):.2f} MiB"
+    return f"{size / (1 << 30):.2f} GiB"
+
+
 class Block:
     __slots__ = ("seg", "offset", "size", "requested", "allocated", "frames")
 
@@ -82,20 +94,86 @@ class TorchPool:
                         best = b
             if best is None:
                 seg_size = SEGMENT_ROUND if small else _round(size, SEGMENT_ROUND)
-                s = Segment(self.device, simcuda.alloc(self.device, seg_size),
-                            seg_size, small, pool)
-                self.segments.append(s)
-                best = s.blocks[0]
-            rest = best.size - size
-            if rest >= 512 if small else rest > SMALL:
-                s = best.seg
-                tail = Block(s, best.offset + size, rest)
-                s.blocks.insert(s.blocks.index(best) + 1, tail)
-                best.size = size
-            best.allocated = True
-            best.requested = nbytes
-            best.frames = frames
-            return best
+                ptr = self._alloc_segment(seg_size)
+                if ptr is None:
+                    oom = self._oom_facts(seg_size)
+                else:
+                    oom = None
+                    s = Segment(self.device, ptr, seg_size, small, pool)
+                    self.segments.append(s)
+                    best = s.blocks[0]
+            if best is not None:
+                rest = best.size - size
+                if rest >= 512 if small else rest > SMALL:
+                    s = best.seg
+                    tail = Block(s, best.offset + size, rest)
+                    s.blocks.insert(s.blocks.index(best) + 1, tail)
+                    best.size = size
+                best.allocated = True
+                best.requested = nbytes
+                best.frames = frames
+                return best
+        self._out_of_memory(*oom)  # outside the lock, as Torch calls them
+
+    def _alloc_segment(self, seg_size):
+        """cudaMalloc of a segment, as Torch's alloc_block and its retries:
+        on an out-of-memory error the cached segments of this device are
+        returned to the driver (release_cached_blocks) and the call tried
+        once more; None when that fails too."""
+        for attempt in range(2):
+            try:
+                return simcuda.alloc(self.device, seg_size)
+            except simcuda.CudaError as e:
+                if e.code != simcuda.OUT_OF_MEMORY:
+                    raise
+            if attempt == 0:
+                self._release_cached()
+        return None
+
+    def _oom_facts(self, alloc_size):
+        """What Torch's out-of-memory path reads with the lock held: the
+        GPU's free and total memory (cudaMemGetInfo), what it allocated and
+        reserved, its observers."""
+        from .. import _C
+
+        free, total = simcuda.mem_get_info(self.device)
+        allocated = sum(b.size for s in self.segments for b in s.blocks
+                        if b.allocated)
+        reserved = sum(s.size for s in self.segments)
+        return (alloc_size, free, total, allocated, reserved,
+                list(_C.oom_observers))
+
+    def _out_of_memory(self, alloc_size, free, total, allocated, reserved,
+                       observers):
+        """Torch's out-of-memory path once its lock is released: every
+        observer called (device, alloc_size, device_total, device_free),
+        then torch.OutOfMemoryError raised with Torch's message."""
+        from .. import _C
+
+        for obs in observers:
+            obs(self.device, alloc_size, total, free)
+        raise _C.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate {format_size(alloc_size)}. "
+            f"GPU {self.device} has a total capacity of {format_size(total)} "
+            f"of which {format_size(free)} is free. Of the allocated memory "
+            f"{format_size(allocated)} is allocated by PyTorch, and "
+            f"{format_size(reserved - allocated)} is reserved by PyTorch but "
+            f"unallocated. If reserved but unallocated memory is large try "
+            f"setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+            f"avoid fragmentation.  See documentation for Memory Management  "
+            f"(https://pytorch.org/docs/stable/notes/cuda.html#environment-"
+            f"variables)")
+
+    def _release_cached(self):
+        """Frees the segments with nothing allocated (lock held)."""
+        keep = []
+        for s in self.segments:
+            if (len(s.blocks) == 1 and not s.blocks[0].allocated
+                    and uses.get(s.pool, 0) == 0):
+                simcuda.free(s.ptr)
+            else:
+                keep.append(s)
+        self.segments = keep
 
     def free(self, block):
         with self.lock:
@@ -111,14 +189,7 @@ class TorchPool:
 
     def free_cached(self):
         with self.lock:
-            keep = []
-            for s in self.segments:
-                if (len(s.blocks) == 1 and not s.blocks[0].allocated
-                        and uses.get(s.pool, 0) == 0):
-                    simcuda.free(s.ptr)
-                else:
-                    keep.append(s)
-            self.segments = keep
+            self._release_cached()
 
     def allocated(self):
         with self.lock:
