@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver_info.h"
 #include "gpureclaim.h"
 #include "out/buf.h"
 
@@ -250,7 +251,7 @@ int gpr_cli_ps(int argc, char **argv)
 		return GPR_CLI_USAGE;
 
 	struct gpr_cli_ps_start start = {0};
-	struct gpr_cli_probe driver = {0};
+	char driver[96] = "";
 	char host[256] = "";
 	struct gpr_cli_ps_round round = {.host = host};
 	struct gpr_cli_ps_layout layout = {
@@ -299,10 +300,13 @@ int gpr_cli_ps(int argc, char **argv)
 				     variant.split, &round, &code) < 0)
 			goto cleanup;
 		t0 = gpr_cli_prof_clock();
-		/* the driver's version, once: NVML is up, so it costs µs */
+		/* the driver's version, once, from the handle's own NVML
+		 * (up already: it costs µs, and NVML is loaded once) */
 		if (first && env.json) {
-			gpr_cli_probe_nvml(&driver);
-			round.driver = driver.available ? driver.version : NULL;
+			round.driver =
+			    gpr__driver_version(ctx, driver, sizeof driver) == 0
+				? driver
+				: NULL;
 			gpr_cli_prof_step(t0, "driver version (--json)");
 			t0 = gpr_cli_prof_clock();
 		}

@@ -477,6 +477,38 @@ def test_version_nvml_absent(sim):
     assert nvml["available"] is False and "nvmlInit_v2" in nvml["error"]
 
 
+def test_version_of_an_nvml_that_leaves_its_strings_unterminated(sim):
+    """A hostile NVML fills the version buffer with no NUL (the sim's
+    `unterminated` fault: 95 Zs and a control byte): the version is the
+    buffer's text and nothing read past it, shown terminal-safe."""
+    sim.configure("fault=unterminated")
+    doc = sim.run("version", "--json").json()
+    assert doc["nvml"]["available"] is True, doc
+    assert doc["nvml"]["version"] == "Z" * 95, doc
+    r = sim.run("version")
+    assert r.rc == 0, r
+    line = r.out.splitlines()[1]
+    assert re.fullmatch("NVIDIA driver: " + "Z" * 95 +
+                        r" \(NVML \S+libnvidia-ml\.so\.1, 1 GPU\)", line), line
+    # ps names the GPU from the same kind of buffer
+    r = sim.run("ps")
+    assert r.rc == 0 and "\x03" not in r.out, r
+    assert r.out.startswith("GPU 0: " + "Z" * 95 + ", "), r.out
+
+
+def test_garbage_bytes_keep_the_share_column(sim):
+    """An NVML answering more bytes than the GPU has (the sim's
+    `garbage-bytes`): the SHARE column says >100% in its width instead of
+    15 digits, and the row's columns stay under their headers."""
+    sim.configure("fault=garbage-bytes;extra=0:1:1GiB")
+    r = sim.run("ps", "--color=never")
+    assert r.rc == 0, r
+    head, row = r.out.splitlines()[1:3]
+    assert row.split()[2:5] == ["1.0", "EiB", ">100%"], row
+    assert row.index(">100%") + len(">100%") == \
+        head.index("SHARE") + len("SHARE"), (head, row)
+
+
 # ---------------------------------------------------------------- help
 
 

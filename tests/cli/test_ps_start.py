@@ -140,6 +140,11 @@ def test_profile_times_each_step(busy, fmt):
                                        "exits next)")
     if fmt:
         assert "driver version (--json)" in named
+        # the version comes from the handle's own NVML, loaded once:
+        # its call is one of the handle's steps, its init the only one
+        assert "NVML nvmlSystemGetDriverVersion" in named, got.err
+    assert sum(1 for _, step in got_steps
+               if step == "NVML nvmlInit_v2") == 1, got.err
 
 
 @pytest.mark.parametrize("value", ["", "0"])
