@@ -55,6 +55,8 @@ static struct env {
 static const char usage_text[] =
     "USAGE: gpureclaim ps [--json] [--watch SECONDS] [-i INDEX]... "
     "[--color[=WHEN]]\n"
+    "       gpureclaim ps --dask ADDRESS [--workers ADDR...] "
+    "[--timeout SECONDS] [--json]\n"
     "\n"
     "List, per GPU, the processes holding memory on it: pid, user,\n"
     "command, the driver's per-process figure (as nvidia-smi shows it)\n"
@@ -74,6 +76,9 @@ static const char usage_text[] =
     "                        give a comma list (-i 0,2)\n"
     "    --color[=WHEN]      colour the text: auto (on a terminal, unless\n"
     "                        NO_COLOR is set; the default), always, never\n"
+    "    --dask ADDRESS      every GPU of a Dask cluster's workers instead,\n"
+    "                        each worker about its own process\n"
+    "                        (gpureclaim ps --dask ADDRESS --help)\n"
     "    -h, --help          show this help\n"
     "\n"
     "EXAMPLES:\n"

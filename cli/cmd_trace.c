@@ -476,8 +476,10 @@ static int parse(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "gpureclaim trace: no command given\n");
-		usage(stderr);
+		fprintf(stderr, "gpureclaim trace: no command given "
+				"(gpureclaim trace -- CMD [ARGS...])\n"
+				"Run 'gpureclaim trace --help' for the "
+				"options.\n");
 		return GPR_CLI_USAGE;
 	}
 	return 0;

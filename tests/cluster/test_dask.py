@@ -271,7 +271,8 @@ def test_command_line_ps_and_release(dask_cluster, loaded):
     p = cli("release")
     assert p.returncode == 2 and "--dask" in p.stderr
     p = cli("release", "--help")
-    assert p.returncode == 0 and "examples:" in p.stdout
+    assert p.returncode == 0 and "EXAMPLES:" in p.stdout
+    assert p.stdout.startswith("USAGE: gpureclaim release --dask ADDRESS")
 
 
 def test_failed_timed_out_and_killed_workers_never_hide_the_others(tmp_path):
