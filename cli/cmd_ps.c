@@ -190,18 +190,15 @@ static void note_hidden(const struct gpr_cli_ps_round *r)
 }
 
 /* Each failed GPU on stderr too: a script reading stdout sees the code. */
+/* Whether a GPU could not be read (exit status 1). Its error is said
+ * once, where the GPU is listed ("GPU 1: error: ..." in the text, "error"
+ * in JSON), not again on stderr. */
 static void note_errors(const struct gpr_cli_ps_round *r, int *failed)
 {
 	*failed = 0;
-	for (size_t k = 0; k < r->n; k++) {
-		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
-		if (!g->err)
-			continue;
-		char msg[768];
-		gpr_cli_ps_describe(g->err, g->detail, msg, sizeof(msg));
-		fprintf(stderr, "gpureclaim: GPU %d: %s\n", g->index, msg);
-		*failed = 1;
-	}
+	for (size_t k = 0; k < r->n; k++)
+		if (r->gpus[k].err)
+			*failed = 1;
 }
 
 /*
