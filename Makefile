@@ -101,9 +101,12 @@ demo: deps-demo all
 	@bash scripts/demo.sh "$(BUILD)"
 
 # The C library, its header and gpureclaim.pc, the command, the injection
-# library and the Python package, under PREFIX (DESTDIR honoured).
+# library and the Python package, under PREFIX (DESTDIR honoured); the
+# libraries in PREFIX/lib, whatever the platform's habit, so the README's
+# PKG_CONFIG_PATH=PREFIX/lib/pkgconfig holds everywhere.
 install: $(BUILD)/build.ninja
-	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) -Dlibdir=lib \
+		>/dev/null
 	$(call build,$(BUILD))
 	@$(MESON) install -C $(BUILD) --no-rebuild --quiet \
 		$(if $(DESTDIR),--destdir $(DESTDIR))
