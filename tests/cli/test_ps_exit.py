@@ -56,7 +56,7 @@ def watch(sim, args, variant=None, preload=None, hold=None):
     if hold:
         argv += ["--hold", str(hold)]
     r = subprocess.run(argv + ["--", *cmd], env=env, capture_output=True,
-                       text=True, timeout=90)
+                       text=True, timeout=200)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert "error" not in got, got
