@@ -201,9 +201,10 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
 
 /*
  * The command line of pid: /proc/PID/cmdline with its NUL separators
- * shown as spaces (any other byte, a newline included, kept as it is); when that is empty (kernel thread, zombie) the name
- * from /proc/PID/comm in brackets, "[name]". Truncated to len - 1 bytes.
- * 0 on success, -1 when the process is not visible.
+ * shown as spaces (any other byte, a newline included, kept as it is); when
+ * that is empty (kernel thread, zombie) the name from /proc/PID/comm in
+ * brackets, "[name]". Truncated to len - 1 bytes. 0 on success, -1 when the
+ * process is not visible.
  */
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 
