@@ -1,5 +1,6 @@
 # gpureclaim — `make demo` runs the main job, `make check` runs every test that
-# needs no GPU. Both install what they need first (scripts/install-deps.sh).
+# needs no GPU. Each installs what it needs first, and only that
+# (scripts/install-deps.sh demo / check).
 #
 # The build is Meson's: each folder's meson.build lists its files and
 # registers its tests (docs/build.md). This file only names four build
@@ -36,7 +37,7 @@ TSAN_SUITES := unit inject
 export WRAP_tsan := setarch $(shell uname -m) -R
 export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 
-.PHONY: all check check-ci demo deps install fuzz fuzz-sim fuzz-targets \
+.PHONY: all check check-ci demo deps deps-demo install fuzz fuzz-sim fuzz-targets \
 	format format-check clean
 
 # ninja's own output (a reconfiguration after a meson.build changed, say)
@@ -52,8 +53,11 @@ all: $(BUILD)/build.ninja
 # A build folder is set up once (its log in meson-logs/setup.txt); later
 # runs of ninja reconfigure it by themselves when a meson.build changes.
 # Each rule names its compiler, so one folder never mixes two.
+# BUILD_SETUP: more options for the default folder's first setup (`make
+# demo` leaves the test suites out, which need cmocka and a C++ compiler;
+# check-ci turns them on).
 $(BUILD)/build.ninja:
-	@bash scripts/meson-setup.sh $(BUILD) "$${CC:-cc}"
+	@bash scripts/meson-setup.sh $(BUILD) "$${CC:-cc}" $(BUILD_SETUP)
 $(CLANG_BUILD)/build.ninja:
 	@bash scripts/meson-setup.sh $(CLANG_BUILD) clang
 $(ASAN_BUILD)/build.ninja:
@@ -66,7 +70,9 @@ $(TSAN_BUILD)/build.ninja:
 		-Db_sanitize=thread -Db_lundef=false -Doptimization=1
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh check
+deps-demo:
+	@bash scripts/install-deps.sh demo
 
 # The README's test command.
 check: deps
@@ -74,6 +80,8 @@ check: deps
 
 check-ci: format-check $(BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
 		$(ASAN_BUILD)/build.ninja $(TSAN_BUILD)/build.ninja
+	@$(PYTHON) scripts/meson-option.py $(BUILD) tests true || \
+		$(MESON) configure $(BUILD) -Dtests=true >/dev/null
 	$(call build,$(BUILD))
 	@$(NINJA) -C $(BUILD) -n | grep -q 'no work to do' || \
 		{ echo "check: a second build of $(BUILD) is not a no-op"; exit 1; }
@@ -86,14 +94,19 @@ check-ci: format-check $(BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
 		asan:$(ASAN_BUILD):"$(ASAN_SUITES)" \
 		tsan:$(TSAN_BUILD):"$(TSAN_SUITES)"
 
-# The README's main command.
-demo: deps all
+# The README's main command. A build folder it sets up first has no test
+# suites: the demo needs no cmocka, C++ compiler or pytest.
+demo: BUILD_SETUP = -Dtests=false
+demo: deps-demo all
 	@bash scripts/demo.sh "$(BUILD)"
 
 # The C library, its header and gpureclaim.pc, the command, the injection
-# library and the Python package, under PREFIX (DESTDIR honoured).
+# library and the Python package, under PREFIX (DESTDIR honoured); the
+# libraries in PREFIX/lib, whatever the platform's habit, so the README's
+# PKG_CONFIG_PATH=PREFIX/lib/pkgconfig holds everywhere.
 install: $(BUILD)/build.ninja
-	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	@$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) -Dlibdir=lib \
+		>/dev/null
 	$(call build,$(BUILD))
 	@$(MESON) install -C $(BUILD) --no-rebuild --quiet \
 		$(if $(DESTDIR),--destdir $(DESTDIR))

@@ -85,18 +85,18 @@ struct gpr_cli_probe {
 };
 
 /*
- * NVML ($GPURECLAIM_NVML_LIBRARY or libnvidia-ml.so.1, the library the
- * core loads): initialised, the driver's version and the GPU count read,
- * shut down and unloaded, or, with p->keep, left loaded and initialised
- * for the exit to end. NVML counts its initialisations: in a process
- * whose handle already initialised it (`ps`), both only count
- * (microseconds, not the ~10 ms of a first nvmlInit_v2).
+ * NVML, through the core's driver layer (its rule: $GPURECLAIM_NVML_LIBRARY
+ * or libnvidia-ml.so.1): initialised, the driver's version and the GPU
+ * count read, shut down and unloaded, or, with p->keep, left loaded and
+ * initialised for the exit to end. For `version`; `ps` asks its handle
+ * (src/driver_info.h), whose NVML is already up.
  */
 void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
 
 /*
- * libcuda ($GPURECLAIM_CUDA_LIBRARY or libcuda.so.1): cuDriverGetVersion,
- * which needs no cuInit and opens no context; unloaded unless p->keep.
+ * libcuda, through the core's driver layer ($GPURECLAIM_CUDA_LIBRARY or
+ * libcuda.so.1, loaded if it is not): cuDriverGetVersion, which needs no
+ * cuInit and opens no context; unloaded unless p->keep.
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
 
@@ -212,9 +212,10 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len);
 
 /*
  * The command line of pid: /proc/PID/cmdline with its NUL separators
- * shown as spaces; when that is empty (kernel thread, zombie) the name
- * from /proc/PID/comm in brackets, "[name]". Truncated to len - 1 bytes.
- * 0 on success, -1 when the process is not visible.
+ * shown as spaces (any other byte, a newline included, kept as it is); when
+ * that is empty (kernel thread, zombie) the name from /proc/PID/comm in
+ * brackets, "[name]". Truncated to len - 1 bytes. 0 on success, -1 when the
+ * process is not visible.
  */
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len);
 

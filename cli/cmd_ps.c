@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver_info.h"
 #include "gpureclaim.h"
 #include "out/buf.h"
 
@@ -54,6 +55,8 @@ static struct env {
 static const char usage_text[] =
     "USAGE: gpureclaim ps [--json] [--watch SECONDS] [-i INDEX]... "
     "[--color[=WHEN]]\n"
+    "       gpureclaim ps --dask ADDRESS [--workers ADDR...] "
+    "[--timeout SECONDS] [--json]\n"
     "\n"
     "List, per GPU, the processes holding memory on it: pid, user,\n"
     "command, the driver's per-process figure (as nvidia-smi shows it)\n"
@@ -73,6 +76,9 @@ static const char usage_text[] =
     "                        give a comma list (-i 0,2)\n"
     "    --color[=WHEN]      colour the text: auto (on a terminal, unless\n"
     "                        NO_COLOR is set; the default), always, never\n"
+    "    --dask ADDRESS      every GPU of a Dask cluster's workers instead,\n"
+    "                        each worker about its own process\n"
+    "                        (gpureclaim ps --dask ADDRESS --help)\n"
     "    -h, --help          show this help\n"
     "\n"
     "EXAMPLES:\n"
@@ -184,18 +190,15 @@ static void note_hidden(const struct gpr_cli_ps_round *r)
 }
 
 /* Each failed GPU on stderr too: a script reading stdout sees the code. */
+/* Whether a GPU could not be read (exit status 1). Its error is said
+ * once, where the GPU is listed ("GPU 1: error: ..." in the text, "error"
+ * in JSON), not again on stderr. */
 static void note_errors(const struct gpr_cli_ps_round *r, int *failed)
 {
 	*failed = 0;
-	for (size_t k = 0; k < r->n; k++) {
-		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
-		if (!g->err)
-			continue;
-		char msg[768];
-		gpr_cli_ps_describe(g->err, g->detail, msg, sizeof(msg));
-		fprintf(stderr, "gpureclaim: GPU %d: %s\n", g->index, msg);
-		*failed = 1;
-	}
+	for (size_t k = 0; k < r->n; k++)
+		if (r->gpus[k].err)
+			*failed = 1;
 }
 
 /*
@@ -250,7 +253,7 @@ int gpr_cli_ps(int argc, char **argv)
 		return GPR_CLI_USAGE;
 
 	struct gpr_cli_ps_start start = {0};
-	struct gpr_cli_probe driver = {0};
+	char driver[96] = "";
 	char host[256] = "";
 	struct gpr_cli_ps_round round = {.host = host};
 	struct gpr_cli_ps_layout layout = {
@@ -299,10 +302,13 @@ int gpr_cli_ps(int argc, char **argv)
 				     variant.split, &round, &code) < 0)
 			goto cleanup;
 		t0 = gpr_cli_prof_clock();
-		/* the driver's version, once: NVML is up, so it costs µs */
+		/* the driver's version, once, from the handle's own NVML
+		 * (up already: it costs µs, and NVML is loaded once) */
 		if (first && env.json) {
-			gpr_cli_probe_nvml(&driver);
-			round.driver = driver.available ? driver.version : NULL;
+			round.driver =
+			    gpr__driver_version(ctx, driver, sizeof driver) == 0
+				? driver
+				: NULL;
 			gpr_cli_prof_step(t0, "driver version (--json)");
 			t0 = gpr_cli_prof_clock();
 		}

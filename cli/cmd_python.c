@@ -31,10 +31,52 @@ static const char boot[] =
     "GPURECLAIM_PYTHON' % (sys.argv[1], sys.executable, e))\n"
     "sys.exit(main(sys.argv[1:]))\n";
 
+/*
+ * An installed command (`make install PREFIX=P`: P/bin/gpureclaim) hands
+ * off to the package installed with it (P/lib/python3.X/site-packages),
+ * which the user's Python does not look in: the folder that holds only a
+ * link to that package (P/<libdir>/gpureclaim-python, cli/meson.build)
+ * goes first on PYTHONPATH, so the command and the package are of one
+ * installation and nothing else is shadowed. A build folder's command, or
+ * one without that folder, changes nothing.
+ */
+static void package_beside_me(void)
+{
+#ifdef GPR_PYTHON_DIR
+	char self[PATH_MAX], dir[PATH_MAX + sizeof GPR_PYTHON_DIR + 2];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	snprintf(dir, sizeof(dir), "%s/%s", self, GPR_PYTHON_DIR);
+	char probe[sizeof(dir) + 32];
+	snprintf(probe, sizeof(probe), "%s/gpureclaim/__main__.py", dir);
+	if (access(probe, R_OK) != 0)
+		return;
+	const char *old = getenv("PYTHONPATH");
+	if (!old || !*old) {
+		setenv("PYTHONPATH", dir, 1);
+		return;
+	}
+	size_t len = strlen(dir) + strlen(old) + 2;
+	char *both = malloc(len);
+	if (!both)
+		return;
+	snprintf(both, len, "%s:%s", dir, old);
+	setenv("PYTHONPATH", both, 1);
+	free(both);
+#endif
+}
+
 static int run_python(int argc, char **argv)
 {
 	char buf[PATH_MAX];
 	const char *python = gpr_cli_python(buf, sizeof(buf));
+	package_beside_me();
 	char **args = calloc((size_t)argc + 4, sizeof(*args));
 	if (!args) {
 		fprintf(stderr, "gpureclaim %s: out of memory\n", argv[0]);

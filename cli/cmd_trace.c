@@ -693,8 +693,9 @@ static int parse(int argc, char **argv)
 		return GPR_CLI_USAGE;
 	}
 	if (optind >= argc) {
-		say("gpureclaim trace: no command given\n");
-		usage(stderr);
+		say("gpureclaim trace: no command given "
+		    "(gpureclaim trace -- CMD [ARGS...])\n"
+		    "Run 'gpureclaim trace --help' for the options.\n");
 		return GPR_CLI_USAGE;
 	}
 	return 0;

@@ -1,6 +1,7 @@
 /*
  * `gpureclaim version`: our version, and what this machine's NVIDIA
- * driver offers (cli/util_driver.c reads it). Never fails for want of a
+ * driver offers (cli/util_driver.c reads it through the core's driver
+ * layer). Never fails for want of a
  * driver: a missing library is an answer ("not found"), not an error.
  * Like a one-shot `ps`, it leaves NVML and libcuda loaded and returns to
  * the shell once its output is written, their release left to a
@@ -16,6 +17,7 @@
 #include "gpureclaim.h"
 #include "out/buf.h"
 #include "out/json.h"
+#include "out/text.h"
 
 static struct env {
 	int json; /* --json: one JSON document */
@@ -107,21 +109,32 @@ int gpr_cli_version(int argc, char **argv)
 		gpr__json_object_end(&j);
 		gpr__buf_puts(&b, "\n");
 	} else {
+		/* the vendors' strings (versions, paths, messages) may hold
+		 * any byte: shown by the terminal-safe rule */
 		gpr__buf_printf(&b, "gpureclaim %s\n", gpr_version());
-		if (nvml.available)
-			gpr__buf_printf(
-			    &b, "NVIDIA driver: %s (NVML %s, %d GPU%s)\n",
-			    nvml.version, nvml.library, nvml.number,
-			    nvml.number == 1 ? "" : "s");
-		else
-			gpr__buf_printf(&b, "NVIDIA driver: not found (%s)\n",
-					nvml.error);
-		if (cuda.available)
-			gpr__buf_printf(&b, "CUDA driver API: %s (%s)\n",
-					cuda.version, cuda.library);
-		else
-			gpr__buf_printf(&b, "CUDA driver API: not found (%s)\n",
-					cuda.error);
+		gpr__buf_puts(&b, "NVIDIA driver: ");
+		if (nvml.available) {
+			gpr__text_put(&b, nvml.version, 0, 0);
+			gpr__buf_puts(&b, " (NVML ");
+			gpr__text_put(&b, nvml.library, 0, 0);
+			gpr__buf_printf(&b, ", %d GPU%s)\n", nvml.number,
+					nvml.number == 1 ? "" : "s");
+		} else {
+			gpr__buf_puts(&b, "not found (");
+			gpr__text_put(&b, nvml.error, 0, 0);
+			gpr__buf_puts(&b, ")\n");
+		}
+		gpr__buf_puts(&b, "CUDA driver API: ");
+		if (cuda.available) {
+			gpr__text_put(&b, cuda.version, 0, 0);
+			gpr__buf_puts(&b, " (");
+			gpr__text_put(&b, cuda.library, 0, 0);
+			gpr__buf_puts(&b, ")\n");
+		} else {
+			gpr__buf_puts(&b, "not found (");
+			gpr__text_put(&b, cuda.error, 0, 0);
+			gpr__buf_puts(&b, ")\n");
+		}
 	}
 	int code = GPR_CLI_OK;
 	if (b.oom || gpr__buf_write(&b, stdout) != 0) {

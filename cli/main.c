@@ -27,6 +27,8 @@ static const struct command commands[] = {
      "show the version, the NVIDIA driver's and what can be loaded"},
     {"explain", gpr_cli_explain,
      "run a Python script, then say where its GPU memory went"},
+    {"release", gpr_cli_cluster,
+     "give every worker of a Dask cluster its cached memory back (--dask)"},
     {"demo", gpr_cli_demo,
      "drop Torch and CuPy arrays, release, show the before and after"},
     {"run", gpr_cli_run,
@@ -42,6 +44,72 @@ static const struct command *find(const char *name)
 	return NULL;
 }
 
+/*
+ * The edit distance of a and b (insertions, deletions, substitutions and
+ * swaps of two neighbours count one each: "trcae" is 1 from "trace"), for
+ * names of at most 31 bytes; 99 for longer ones.
+ */
+static int distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	if (n > 31 || m > 31)
+		return 99;
+	int d[32][32];
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = (int)i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = (int)j;
+	for (size_t i = 1; i <= n; i++) {
+		for (size_t j = 1; j <= m; j++) {
+			int cost = a[i - 1] != b[j - 1];
+			int v = d[i - 1][j - 1] + cost;
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[n][m];
+}
+
+/* The command `name` was probably meant to be (two edits at most, and
+ * fewer than its length), or NULL. */
+static const char *suggestion(const char *name)
+{
+	static const char *const extra[] = {"help"};
+	const char *best = NULL;
+	int best_d = 3;
+	for (size_t i = 0; i < N_COMMANDS + 1; i++) {
+		const char *c = i < N_COMMANDS ? commands[i].name : extra[0];
+		int d = distance(name, c);
+		if (d < best_d && d < (int)strlen(name)) {
+			best = c;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* The two lines of a command this program does not know: what it is, a
+ * guess at what was meant, and where the commands are listed. */
+static int unknown_command(const char *name)
+{
+	const char *guess = suggestion(name);
+	if (guess)
+		fprintf(stderr,
+			"gpureclaim: unknown command '%s' (did you mean "
+			"'%s'?)\n",
+			name, guess);
+	else
+		fprintf(stderr, "gpureclaim: unknown command '%s'\n", name);
+	fprintf(stderr, "Run 'gpureclaim --help' for the commands.\n");
+	return GPR_CLI_USAGE;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -50,11 +118,13 @@ static void usage(FILE *f)
 		"\n"
 		"See which processes hold GPU memory, and record where a "
 		"program's GPU\n"
-		"memory goes. No command gives memory back: only the process "
-		"that holds\n"
-		"it can, by calling gpureclaim.release_cached_memory() in "
-		"Python\n"
-		"(docs/python.md) or gpr_release() in C (docs/c-api.md).\n"
+		"memory goes. Only the process that holds memory can give it "
+		"back, by\n"
+		"calling gpureclaim.release_cached_memory() in Python "
+		"(docs/python.md)\n"
+		"or gpr_release() in C (docs/c-api.md); `release --dask` asks "
+		"each worker\n"
+		"of a Dask cluster to do so for itself.\n"
 		"\n"
 		"COMMANDS:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
@@ -64,7 +134,9 @@ static void usage(FILE *f)
 	fprintf(f, "\n"
 		   "With --dask ADDRESS, ps, explain and release ask every "
 		   "worker of a Dask\n"
-		   "cluster, each about its own process (docs/cluster.md).\n");
+		   "cluster, each about its own process (docs/cluster.md); "
+		   "release has no\n"
+		   "other form.\n");
 	fprintf(f, "\n"
 		   "OPTIONS:\n"
 		   "    -h, --help [COMMAND]   show this help, or a command's\n"
@@ -103,13 +175,8 @@ static int for_cluster(int argc, char **argv)
 static int command_help(const char *name)
 {
 	const struct command *c = find(name);
-	if (!c) {
-		fprintf(stderr,
-			"gpureclaim: unknown command '%s' (see "
-			"'gpureclaim --help')\n",
-			name);
-		return GPR_CLI_USAGE;
-	}
+	if (!c)
+		return unknown_command(name);
 	char *hargv[] = {(char *)c->name, "--help", NULL};
 	return c->run(2, hargv);
 }
@@ -133,11 +200,15 @@ int main(int argc, char **argv)
 		if (argc > 3) {
 			fprintf(stderr,
 				"gpureclaim: %s takes one command, not also "
-				"'%s'\n",
+				"'%s'\n"
+				"Run 'gpureclaim --help' for the commands.\n",
 				cmd, argv[3]);
 			return GPR_CLI_USAGE;
 		}
-		if (argc == 3 && strcmp(argv[2], "help") != 0)
+		/* `help help`, `help --help`, `--help -h`: this help */
+		if (argc == 3 && strcmp(argv[2], "help") != 0 &&
+		    strcmp(argv[2], "--help") != 0 &&
+		    strcmp(argv[2], "-h") != 0)
 			return command_help(argv[2]);
 		usage(stdout);
 		return GPR_CLI_OK;
@@ -149,15 +220,14 @@ int main(int argc, char **argv)
 	if (for_cluster(argc - 1, argv + 1))
 		return gpr_cli_cluster(argc - 1, argv + 1);
 	const struct command *c = find(cmd);
-	if (!c) {
-		if (cmd[0] == '-')
-			fprintf(stderr, "gpureclaim: unknown option '%s'\n",
-				cmd);
-		else
-			fprintf(stderr, "gpureclaim: unknown command '%s'\n",
-				cmd);
-		fprintf(stderr, "Run 'gpureclaim --help' for the commands.\n");
+	if (!c && cmd[0] == '-') {
+		fprintf(stderr,
+			"gpureclaim: unknown option '%s'\n"
+			"Run 'gpureclaim --help' for the commands.\n",
+			cmd);
 		return GPR_CLI_USAGE;
 	}
+	if (!c)
+		return unknown_command(cmd);
 	return c->run(argc - 1, argv + 1);
 }

@@ -167,7 +167,7 @@ static void row_line(struct out *o, const struct gpr_cli_ps_gpu *g,
 	char mem[24] = "n/a", sh[16] = "n/a";
 	if (r->bytes_known) {
 		gpr__fmt_bytes(r->bytes, mem, sizeof(mem));
-		snprintf(sh, sizeof(sh), "%.1f%%", gpr_cli_ps_share(g, r));
+		gpr__fmt_percent(gpr_cli_ps_share(g, r), sh, sizeof(sh));
 	}
 	gpr__buf_printf(&o->line, "  %7u ", (unsigned)r->pid);
 	gpr__text_put(&o->line, r->user_known ? r->user : "-", uw, 1);

@@ -86,8 +86,11 @@ int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 	/* arguments are NUL-separated, the last one NUL-terminated */
 	while (n > 0 && out[n - 1] == '\0')
 		n--;
+	/* the separators become spaces; a newline inside an argument stays,
+	 * for the text's terminal-safe rule ('?') and JSON's escape (\n) to
+	 * show, as docs/ps.md says */
 	for (ssize_t i = 0; i < n; i++)
-		if (out[i] == '\0' || out[i] == '\n')
+		if (out[i] == '\0')
 			out[i] = ' ';
 	out[n] = '\0';
 	if (n > 0)

@@ -1,35 +1,31 @@
 #!/usr/bin/env bash
-# Installs what `make check` and `make demo` need on a fresh Debian 12 machine,
-# and says what to install by hand where it cannot (not root, no apt). Quiet
-# when everything is there.
-#   apt: gcc, g++, clang (+ its sanitizer and libFuzzer runtimes),
-#        clang-format, make, pkg-config, git, jq, cmocka, the Python headers
-#        and pip
-#   pip: meson (>= 1.4; Debian 12 has 1.0), meson-python, ninja, pytest,
-#        auditwheel; the cluster tests' engines (distributed, torch, ray);
-#        ipykernel and jupyter-client (a real kernel for the notebook tests)
+# install-deps.sh [check|demo]: installs what `make check` (the default) or
+# `make demo` needs on a fresh Debian 12 machine, and says what to install
+# by hand where it cannot (not root, no apt). Quiet when everything is there.
+#   demo: what building the product and running the demo on the simulated
+#         driver use, nothing more:
+#         apt: gcc, make, the Python headers and pip
+#         pip: meson (>= 1.4; Debian 12 has 1.0), ninja (>= 1.11)
+#   check: the demo's, and what the tests use:
+#         apt: g++, clang (+ its sanitizer and libFuzzer runtimes),
+#              clang-format, pkg-config, git, jq, cmocka, util-linux
+#         pip: meson-python, pytest, auditwheel; the cluster tests' engines
+#              (distributed, torch, ray); ipykernel and jupyter-client (a
+#              real kernel for the notebook tests)
 set -euo pipefail
 
+what=${1:-check}
+case $what in
+check | demo) ;;
+*)
+	echo "install-deps: unknown set '$what' (check or demo)" >&2
+	exit 2
+	;;
+esac
 PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
-command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
-command -v clang >/dev/null 2>&1 || need_apt+=(clang)
-command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
-command -v git >/dev/null 2>&1 || need_apt+=(git)
-# the docs' and helps' examples pipe JSON through jq; tests run them
-command -v jq >/dev/null 2>&1 || need_apt+=(jq)
-[ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
-# clang's sanitizer runtimes (ThreadSanitizer for `make check`) and libFuzzer
-if ! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a ||
-	ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a; } >/dev/null 2>&1 ||
-	! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.tsan-x86_64.a ||
-		ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.tsan*.a; } >/dev/null 2>&1; then
-	need_apt+=(libclang-rt-14-dev)
-fi
-command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
 	need_apt+=(python3 python3-dev python3-pip)
 else
@@ -37,8 +33,33 @@ else
 		need_apt+=(python3-dev)
 	"$PYTHON" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 fi
+if [ "$what" = check ]; then
+	command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
+	command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+	command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
+	command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+	command -v git >/dev/null 2>&1 || need_apt+=(git)
+	# the docs' and helps' examples pipe JSON through jq; tests run them
+	command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+	[ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
+	# clang's sanitizer runtimes (ThreadSanitizer for `make check`) and libFuzzer
+	if ! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a ||
+		ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a; } >/dev/null 2>&1 ||
+		! { ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.tsan-x86_64.a ||
+			ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.tsan*.a; } >/dev/null 2>&1; then
+		need_apt+=(libclang-rt-14-dev)
+	fi
+	command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
+fi
 
-if [ ${#need_apt[@]} -gt 0 ]; then
+# INSTALL_DEPS_DRY_RUN=1: say what would be installed, install nothing
+# (tests/install/test_deps.py)
+dry=${INSTALL_DEPS_DRY_RUN:-}
+if [ -n "$dry" ]; then
+	[ ${#need_apt[@]} -eq 0 ] || echo "install-deps: would apt-get install ${need_apt[*]}"
+fi
+
+if [ ${#need_apt[@]} -gt 0 ] && [ -z "$dry" ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "install-deps: apt-get install ${need_apt[*]}"
 		export DEBIAN_FRONTEND=noninteractive
@@ -53,9 +74,11 @@ fi
 
 # The Python tools, for the Python that runs the build ($PYTHON).
 need_pip=()
-"$PYTHON" -c 'import pytest' >/dev/null 2>&1 || need_pip+=(pytest)
-"$PYTHON" -c 'import mesonpy' >/dev/null 2>&1 || need_pip+=('meson-python>=0.16')
-"$PYTHON" -c 'import auditwheel' >/dev/null 2>&1 || need_pip+=(auditwheel)
+if [ "$what" = check ]; then
+	"$PYTHON" -c 'import pytest' >/dev/null 2>&1 || need_pip+=(pytest)
+	"$PYTHON" -c 'import mesonpy' >/dev/null 2>&1 || need_pip+=('meson-python>=0.16')
+	"$PYTHON" -c 'import auditwheel' >/dev/null 2>&1 || need_pip+=(auditwheel)
+fi
 # meson and ninja: the commands, new enough (ninja --quiet is 1.11)
 meson_ok() {
 	command -v meson >/dev/null 2>&1 && meson --version | "$PYTHON" -c \
@@ -71,12 +94,21 @@ ninja_ok || need_pip+=(ninja)
 # build of torch (torch.distributed on gloo) and Ray with its State API.
 # Versions as tested; on this project's machines pip takes them (torch
 # 2.13.0+cpu included) from the local wheel store, about 1 MiB from PyPI.
-"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || need_pip+=("distributed==2026.8.0")
-"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || need_pip+=("torch==2.13.0")
-"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || need_pip+=("ray[default]==2.60.0")
-# A real Jupyter kernel for the notebook tests (tests/python/test_oom_notebook.py)
-"$PYTHON" -c 'import ipykernel' >/dev/null 2>&1 || need_pip+=("ipykernel==7.4.0")
-"$PYTHON" -c 'import jupyter_client' >/dev/null 2>&1 || need_pip+=("jupyter-client==8.10.0")
+# The demo runs on fake frameworks: it neither needs nor looks for them
+# (each look-up imports the engine, seconds each).
+if [ "$what" = check ]; then
+	"$PYTHON" -c 'import distributed' >/dev/null 2>&1 || need_pip+=("distributed==2026.8.0")
+	"$PYTHON" -c 'import torch.distributed' >/dev/null 2>&1 || need_pip+=("torch==2.13.0")
+	"$PYTHON" -c 'import ray.util.state' >/dev/null 2>&1 || need_pip+=("ray[default]==2.60.0")
+	# a real Jupyter kernel for the notebook tests (tests/python/test_oom_notebook.py)
+	"$PYTHON" -c 'import ipykernel' >/dev/null 2>&1 || need_pip+=("ipykernel==7.4.0")
+	"$PYTHON" -c 'import jupyter_client' >/dev/null 2>&1 || need_pip+=("jupyter-client==8.10.0")
+fi
+
+if [ -n "$dry" ]; then
+	[ ${#need_pip[@]} -eq 0 ] || echo "install-deps: would pip install ${need_pip[*]}"
+	exit 0
+fi
 
 if [ ${#need_pip[@]} -gt 0 ]; then
 	echo "install-deps: pip install ${need_pip[*]}"

@@ -129,6 +129,8 @@ static int parse_faults(char *v, struct sim__config *c, char *why,
 	    {"foreign-pid", SIM_FAULT_FOREIGN_PID},
 	    {"memory-v1", SIM_FAULT_MEMORY_V1},
 	    {"procs-v2", SIM_FAULT_PROCS_V2},
+	    {"unterminated", SIM_FAULT_UNTERMINATED},
+	    {"garbage-bytes", SIM_FAULT_GARBAGE_BYTES},
 	};
 	char *rest = v;
 	int item = 0;

@@ -63,6 +63,15 @@ static nvmlReturn_t copy_string(char *dst, unsigned len, const char *src)
 {
 	if (!dst)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (cfg->faults & SIM_FAULT_UNTERMINATED) {
+		/* a hostile NVML: the whole buffer, a control byte last, and
+		 * no NUL anywhere */
+		if (len) {
+			memset(dst, 'Z', len);
+			dst[len - 1] = '\003';
+		}
+		return NVML_SUCCESS;
+	}
 	if (strlen(src) >= len)
 		return NVML_ERROR_INSUFFICIENT_SIZE;
 	strcpy(dst, src);
@@ -390,7 +399,10 @@ static void write_record(void *infos, size_t k, const struct record *rec)
 	int mig = (cfg->faults & SIM_FAULT_MIG) != 0;
 	gpr_nvmlProcessInfo_cc_t r = {
 	    .pid = pid,
-	    .usedGpuMemory = mig ? GPR_NVML_VALUE_NOT_AVAILABLE : rec->bytes,
+	    .usedGpuMemory = mig ? GPR_NVML_VALUE_NOT_AVAILABLE
+			     : (cfg->faults & SIM_FAULT_GARBAGE_BYTES)
+				 ? rec->bytes + SIM_GARBAGE_BYTES
+				 : rec->bytes,
 	    .gpuInstanceId = mig ? 0 : 0xffffffffu,
 	    .computeInstanceId = mig ? 0 : 0xffffffffu,
 	    .usedGpuCcProtectedMemory = 0,

@@ -39,7 +39,11 @@ enum sim__fault {
 	SIM_FAULT_FOREIGN_PID = 1 << 4,
 	SIM_FAULT_MEMORY_V1 = 1 << 5,
 	SIM_FAULT_PROCS_V2 = 1 << 6,
+	SIM_FAULT_UNTERMINATED = 1 << 7,
+	SIM_FAULT_GARBAGE_BYTES = 1 << 8,
 };
+/* What SIM_FAULT_GARBAGE_BYTES adds to each process record's bytes. */
+#define SIM_GARBAGE_BYTES (1ULL << 60)
 
 struct sim__extra {
 	int gpu;

@@ -10,19 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "registry.h"
+#include "sized.h"
 
 static atomic_uint_fast64_t next_id = 1;
-
-static char *dup_or_env(const char *s, const char *env)
-{
-	if (!s) {
-		s = getenv(env);
-		if (!s || !*s)
-			return NULL;
-	}
-	return strdup(s);
-}
 
 int gpr_open(const struct gpr_opts *opts, gpr_ctx **out)
 {
@@ -37,10 +29,11 @@ int gpr_open(const struct gpr_opts *opts, gpr_ctx **out)
 		return GPR_E_NOMEM;
 	ctx->id = atomic_fetch_add(&next_id, 1);
 	ctx->pid = getpid();
-	ctx->cuda_path = dup_or_env(o.cuda_library, "GPURECLAIM_CUDA_LIBRARY");
-	ctx->nvml_path = dup_or_env(o.nvml_library, "GPURECLAIM_NVML_LIBRARY");
-	if ((o.cuda_library && !ctx->cuda_path) ||
-	    (o.nvml_library && !ctx->nvml_path)) {
+	/* the driver layer's one rule (option, else variable, else soname),
+	 * applied now: a variable changed later does not move an open handle */
+	ctx->cuda_path = strdup(gpr__cuda_library(o.cuda_library));
+	ctx->nvml_path = strdup(gpr__nvml_library(o.nvml_library));
+	if (!ctx->cuda_path || !ctx->nvml_path) {
 		free(ctx->cuda_path);
 		free(ctx->nvml_path);
 		free(ctx);

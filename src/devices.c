@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "devices.h"
+#include "figure.h"
+#include "gpu_map.h"
 #include "report.h"
 
 #define WHY (GPR__ERRLEN + 64)

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "figure.h"
+#include "gpu_map.h"
 
 int gpr__read_mine(gpr_ctx *ctx, int idx, struct gpr__mine *m, char *err,
 		   size_t errlen)

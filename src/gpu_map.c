@@ -6,7 +6,8 @@
  */
 #include <pthread.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "gpu_map.h"
 
 static int lookup_index(gpr_ctx *ctx, int ordinal, int *index, char *err,
 			size_t errlen)

@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "driver_info.h"
+#include "gpu_map.h"
+#include "gpus.h"
+#include "sized.h"
 
 /* NVML open and its GPU count; failures recorded for gpr_last_error. */
 static int nvml_count(gpr_ctx *ctx, int *n)
@@ -39,6 +43,22 @@ int gpr_gpu_count(gpr_ctx *ctx, int *n)
 	*n = 0;
 	int rc = gpr__fork_check(ctx);
 	return rc ? rc : nvml_count(ctx, n);
+}
+
+int gpr__driver_version(gpr_ctx *ctx, char *out, size_t len)
+{
+	if (!ctx || !out || !len)
+		return GPR_E_INVAL;
+	out[0] = '\0';
+	int rc = gpr__fork_check(ctx);
+	if (rc)
+		return rc;
+	char err[GPR__ERRLEN] = "";
+	rc = gpr__ensure_nvml(ctx, err, sizeof err);
+	if (rc == 0)
+		rc = gpr__nvml_driver_version(&ctx->nvml, out, len, err,
+					      sizeof err);
+	return rc ? gpr__fail(ctx, rc, "%s", err) : 0;
 }
 
 /* The CUDA ordinal of NVML index `index`, -1 if CUDA is not in use here. */

@@ -5,10 +5,11 @@
  * handle at a freed handle's address does not inherit its text); a thread
  * using more handles than slots loses the oldest detail ("" then).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "core.h"
 
 #define SLOTS 4
 #define TEXT 512

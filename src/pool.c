@@ -6,7 +6,7 @@
  */
 #include <stdint.h>
 
-#include "ctx.h"
+#include "core.h"
 
 /* Fork check, then the driver; 0 or the error recorded for last_error. */
 static int ready(gpr_ctx *ctx)

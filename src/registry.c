@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "registry.h"
+#include "sized.h"
 
 static _Thread_local struct gpr__release_frame *frames;
 

@@ -23,8 +23,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctx.h"
+#include "core.h"
+#include "devices.h"
+#include "figure.h"
+#include "gpus.h"
+#include "registry.h"
 #include "report.h"
+#include "sized.h"
 
 /* A GPU the release visits: a CUDA GPU, or one CUDA does not see. */
 struct visit {

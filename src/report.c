@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
 #include "report.h"
+#include "sized.h"
 
 gpr_report *gpr__report_new(void)
 {

@@ -1,10 +1,14 @@
 /*
  * The report as an HTML view (a notebook's _repr_html_, a file): the
- * headline, per visited GPU a bar of where its memory stands after the
- * release (this process, other processes, what this release gave back,
- * what was free before), the two tables of the text form
+ * headline, per visited GPU two bars, the two tables of the text form
  * (report_view.c) and the notes, with the output toolkit's building
- * blocks (src/out/html.h).
+ * blocks (src/out/html.h). The bars:
+ * - this process at the scale of its own figure before the release: what
+ *   it still holds and what it gave back, visible however small a share
+ *   of the GPU they are;
+ * - the GPU after the release at the GPU's scale: this process, the other
+ *   processes and the free memory, the same figures as the table's
+ *   "after", "in use" and "free" columns.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,37 +25,49 @@
 #define C_RETURNED "@returned"
 #define C_FREE "@free"
 
-static void gpu_bar(struct gpr__buf *b, const struct gpr_report_gpu *g)
+/* This process on one GPU, before the release: still held + given back. */
+static void process_bar(struct gpr__buf *b, const struct gpr_report_gpu *g,
+			const char *label)
 {
-	char label[64], cap[160], h[32];
-	gpr__report_gpu_label(g, label, sizeof label);
+	if (!g->known || g->before == 0)
+		return;
 	uint64_t given = g->released > 0 ? (uint64_t)g->released : 0;
-	if (g->total > 0) {
-		uint64_t mine = g->known ? g->after : 0;
-		uint64_t others = g->used > mine ? g->used - mine : 0;
-		if (given > g->free)
-			given = g->free;
-		struct gpr__html_part parts[] = {
-		    {g->known ? "this process" : "in use (all processes)",
-		     g->known ? mine : g->used, C_MINE},
-		    {"other processes", g->known ? others : 0, C_OTHERS},
-		    {"given back now", given, C_RETURNED},
-		    {"free before", g->free - given, C_FREE}};
-		snprintf(cap, sizeof cap,
-			 "GPU %s after the release, of %s:", label,
-			 gpr__fmt_bytes(g->total, h, sizeof h));
-		gpr__html_bar(b, cap, parts, sizeof parts / sizeof parts[0]);
-		return;
-	}
-	/* a named GPU, or one NVML does not describe: this process only */
-	if (!g->known)
-		return;
-	struct gpr__html_part parts[] = {{"still held", g->after, C_MINE},
-					 {"given back now", given, C_RETURNED}};
+	uint64_t held = g->after;
+	char cap[200], h1[32], h2[32];
+	struct gpr__html_part parts[] = {{"still held", held, C_MINE},
+					 {"given back", given, C_RETURNED}};
 	snprintf(cap, sizeof cap,
-		 "GPU %s: this process's figure before the release, %s:", label,
-		 gpr__fmt_bytes(g->before, h, sizeof h));
+		 "GPU %s, this process: %s before the release, %s after:",
+		 label, gpr__fmt_bytes(g->before, h1, sizeof h1),
+		 gpr__fmt_bytes(g->after, h2, sizeof h2));
 	gpr__html_bar(b, cap, parts, 2);
+}
+
+/* The whole GPU after the release, as the table's columns have it. */
+static void gpu_bar(struct gpr__buf *b, const struct gpr_report_gpu *g,
+		    const char *label)
+{
+	if (g->total == 0)
+		return; /* a named GPU, or one NVML does not describe */
+	char cap[160], h[32];
+	uint64_t mine = g->known ? g->after : 0;
+	uint64_t others = g->used > mine ? g->used - mine : 0;
+	struct gpr__html_part parts[] = {
+	    {g->known ? "this process" : "in use (all processes)",
+	     g->known ? mine : g->used, C_MINE},
+	    {"other processes", g->known ? others : 0, C_OTHERS},
+	    {"free", g->free, C_FREE}};
+	snprintf(cap, sizeof cap, "GPU %s after the release, of %s:", label,
+		 gpr__fmt_bytes(g->total, h, sizeof h));
+	gpr__html_bar(b, cap, parts, sizeof parts / sizeof parts[0]);
+}
+
+static void gpu_bars(struct gpr__buf *b, const struct gpr_report_gpu *g)
+{
+	char label[64];
+	gpr__report_gpu_label(g, label, sizeof label);
+	process_bar(b, g, label);
+	gpu_bar(b, g, label);
 }
 
 char *gpr_report_html(const gpr_report *r)
@@ -66,7 +82,7 @@ char *gpr_report_html(const gpr_report *r)
 	if (line.oom)
 		b.oom = 1;
 	for (size_t i = 0; i < r->n_gpus; i++)
-		gpu_bar(&b, &r->gpus[i]);
+		gpu_bars(&b, &r->gpus[i]);
 	gpr__report_gpu_table(r, &t);
 	gpr__html_table(&b, "per GPU", &t);
 	gpr__table_free(&t);

@@ -6,7 +6,8 @@
  */
 #include <string.h>
 
-#include "ctx.h"
+#include "sized.h"
+#include "gpureclaim.h"
 
 #define ENDS_FLUSH(type, last)                                                 \
 	_Static_assert(sizeof(struct type) ==                                  \

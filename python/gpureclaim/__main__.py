@@ -66,31 +66,34 @@ def _run(kind):
 
     import gpureclaim
 
-    keep = (torch.zeros(1, device="cuda") if hasattr(torch, "zeros")
-            else torch.empty(1, device="cuda"), cupy.empty(1))
-    gpureclaim.release()  # a clean start: nothing cached before the scenario
+    # CUDA started by both frameworks (one tiny array each, dropped), then
+    # everything cached given back: what the driver holds now is the
+    # process's own part, the context, before the scenario begins
+    small = (torch.empty(1, device="cuda"), cupy.empty(1))
+    del small
+    gpureclaim.release()
     dev = torch.cuda.current_device()
     start = gpureclaim.process_memory().get(dev) or 0
-    t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
-    a = cupy.empty(GiB, dtype=cupy.uint8)
+    t = torch.empty(GiB, dtype=torch.uint8, device="cuda") \
+        if hasattr(torch, "uint8") else torch.empty(GiB, device="cuda")
+    a = cupy.empty(GiB, dtype=cupy.uint8) if hasattr(cupy, "uint8") \
+        else cupy.empty(GiB)
     cycle = [t]
     cycle.append(cycle)
-    held = (gpureclaim.process_memory().get(dev) or 0) - start
+    before = gpureclaim.process_memory().get(dev) or 0
     del t, a, cycle
     t0 = time.perf_counter()
+    returned = None
     if kind == "floor":
         torch.cuda.empty_cache()
         cupy.get_default_memory_pool().free_all_blocks()
-        after = gpureclaim.process_memory().get(dev) or 0
-        returned = (start + held - after) / 1e9
     else:
         returned = gpureclaim.release_cached_memory()
-        after = gpureclaim.process_memory().get(dev) or 0
-    ms = (time.perf_counter() - t0) * 1e3
+    seconds = time.perf_counter() - t0
+    after = gpureclaim.process_memory().get(dev) or 0
     gc.collect()
-    del keep
-    print(json.dumps(dict(held=held, returned=returned,
-                          still=after - start, ms=ms)))
+    print(json.dumps(dict(start=start, before=before, after=after,
+                          returned=returned, seconds=seconds)))
     return 0
 
 
@@ -103,9 +106,65 @@ gpureclaim.release_cached_memory(): what each gives back to the driver.
 Needs Torch and CuPy on a CUDA GPU (`make demo` in a source checkout runs it
 on the simulated driver).
 
+OPTIONS:
+    -h, --help          show this help
+
 Exit status: 0 ok, 1 something missing or failed (one line says what), 2 bad
 usage.
 """
+
+_FLOOR = "torch.cuda.empty_cache() + free_all_blocks()"
+_OURS = "gpureclaim.release_cached_memory()"
+
+
+def _para(text, indent=""):
+    """A paragraph as view lines of at most 78 columns (a "p" block is one
+    line: the terminal-safe rule shows a newline as '?')."""
+    import textwrap
+
+    return [("p", line) for line in textwrap.wrap(
+        text, 78, initial_indent=indent, subsequent_indent=indent)] or \
+        [("p", "")]
+
+
+def _demo_text(rows, simulated):
+    """What the demo says, from the two runs' figures: a table of the
+    driver's per-process figure, then what the figures mean."""
+    from gpureclaim import _gpureclaim as _c
+    from gpureclaim import format_bytes as fb
+
+    floor, ours = rows[_FLOOR], rows[_OURS]
+    where = ("the simulated driver, with the test suite's fake Torch and "
+             "CuPy (no GPU here)" if simulated else "this machine's GPU")
+    table = [(label, r["before"], r["after"], r["before"] - r["after"],
+              r["seconds"]) for label, r in rows.items()]
+    kept = floor["after"] - floor["start"]
+    blocks = [
+        *_para(f"On {where}: a 1 GiB Torch tensor held in a reference cycle "
+               "and a 1 GiB CuPy array, all names deleted, then one call, "
+               "each in a fresh process. The figures are what the driver "
+               "holds for the process, as nvidia-smi lists it."),
+        ("p", ""),
+        ("table", None, [("call", "text"), ("held before", "bytes"),
+                         ("held after", "bytes"), ("given back", "bytes"),
+                         ("time", "secs")], table),
+        ("p", ""),
+        *_para(f"empty_cache() and free_all_blocks() give back cached blocks "
+               f"only: the tensor in the cycle is alive until the garbage "
+               f"collector runs, so {fb(kept)} of the scenario stays held."),
+        ("p", ""),
+        *_para(f"release_cached_memory() collects it first, gives back "
+               f"{fb(ours['before'] - ours['after'])} and returns "
+               f"{ours['returned']!r}: its figure is in units of 1e9 bytes "
+               f"(GB), for code that expects the GB figure of the function "
+               f"it stands in for; release() gives the full report."),
+        ("p", ""),
+        *_para(f"What stays held, {fb(ours['after'])}, is what the process "
+               f"held before the scenario: the CUDA context, the driver's own "
+               f"memory for the process, which no call gives back; it goes "
+               f"when the process ends."),
+    ]
+    return _c.render(("", blocks), "text").strip("\n") + "\n"
 
 
 def _demo(argv):
@@ -113,20 +172,15 @@ def _demo(argv):
         sys.stdout.write(_DEMO_USAGE)
         return 0
     if argv:
-        sys.stderr.write(f"gpureclaim demo: unexpected argument '{argv[0]}'\n"
-                         "Run 'gpureclaim demo --help' for the usage.\n")
-        return 2
+        return _usage_error("demo", f"unexpected argument '{argv[0]}'")
     missing = [m for m in ("torch", "cupy") if importlib.util.find_spec(m) is None]
     if missing:
         return _fail(f"needs Torch and CuPy on a CUDA GPU; missing: "
                      f"{', '.join(missing)} (`make demo` in a source "
                      "checkout runs the scenario on the simulated driver)")
-    from gpureclaim import format_bytes
-
     simulated = bool(os.environ.get("GPURECLAIM_SIM"))
-    rows = []
-    for kind, label in (("floor", "torch.cuda.empty_cache() + free_all_blocks()"),
-                        ("ours", "gpureclaim.release_cached_memory()")):
+    rows = {}
+    for kind, label in (("floor", _FLOOR), ("ours", _OURS)):
         p = subprocess.run([sys.executable, "-m", "gpureclaim", "_demo-run", kind],
                            capture_output=True, text=True)
         lines = p.stdout.strip().splitlines()
@@ -138,23 +192,51 @@ def _demo(argv):
                 return 1
             last = err[-1] if err else f"exit status {p.returncode}"
             return _fail(f"the {kind} run failed: {last}")
-        rows.append((label, json.loads(lines[-1])))
-    where = ("simulated driver, fake torch and cupy (no GPU here)"
-             if simulated else "CUDA")
-    print(f"gpureclaim demo ({where}): a 1 GiB Torch tensor in a reference "
-          "cycle and a 1 GiB CuPy array, all names deleted, then the call.")
-    print("Figures: this process's driver memory (NVML per-process), in "
-          "binary units;")
-    print("the returned value is release_cached_memory()'s, in units of "
-          "1e9 bytes (the design record's).")
-    print()
-    print("| backend | call | held after allocating | returned value "
-          "(1e9 bytes) | still held after the call | time |")
-    print("|---|---|---|---|---|---|")
-    for label, r in rows:
-        print(f"| {'simulated' if simulated else 'CUDA'} | `{label}` | "
-              f"{format_bytes(r['held'])} | {r['returned']!r} | "
-              f"{format_bytes(r['still'])} | {r['ms']:.1f} ms |")
+        rows[label] = json.loads(lines[-1])
+    sys.stdout.write(_demo_text(rows, simulated))
+    return 0
+
+
+def _demo_trace(argv):
+    """`make demo`'s part 2: what the trace of examples/seed_scenario.py
+    saw, in words (scripts/demo.sh runs it). argv: LOG REPORT_COMMAND."""
+    from gpureclaim import _gpureclaim as _c
+    from gpureclaim import format_bytes as fb
+
+    log, report_cmd = argv
+    p = subprocess.run([_command() or "gpureclaim", "report", log, "--json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return _fail(f"cannot read the trace: {p.stderr.strip()}")
+    r = json.loads(p.stdout)
+    libs = r.get("libraries", [])
+    allocs = sum(x["allocs"] for x in libs)
+    frees = sum(x["frees"] for x in libs)
+    allocated = sum(x["allocated_bytes"] for x in libs)
+    freed = sum(x["freed_bytes"] for x in libs)
+
+    def n(k, one, many):
+        return f"{k} {one if k == 1 else many}"
+
+    blocks = [
+        *_para("What the trace saw, every allocation and free the driver was "
+               "asked for:"),
+        *_para(f"{n(allocs, 'allocation', 'allocations')} ({fb(allocated)}) "
+               f"and {n(frees, 'free', 'frees')} ({fb(freed)}) in "
+               f"{_c.format_seconds(r['duration_ns'] / 1e9)}; at most "
+               f"{fb(r['peak_bytes'])} allocated at once, "
+               f"{_c.format_seconds(r['peak_at_ns'] / 1e9)} after the start; "
+               f"allocated and not freed at the end: "
+               f"{fb(r['held_at_end_bytes'])}.", "  "),
+        ("p", ""),
+        *_para("The driver's figure above never falls below the CUDA "
+               "context: the driver makes it when CUDA starts, not through "
+               "an allocation, so the trace does not count it."),
+        ("p", ""),
+        ("p", "Every call, by library and device:"),
+        ("p", f"  {report_cmd}"),
+    ]
+    sys.stdout.write(_c.render(("", blocks), "text").strip("\n") + "\n")
     return 0
 
 
@@ -188,17 +270,36 @@ def _print_explanation(header, raw=False):
 
 _EXPLAIN_USAGE = """\
 USAGE: gpureclaim explain SCRIPT [ARGS...]
+       gpureclaim explain --dask ADDRESS [--workers ADDR...]
+                          [--timeout SECONDS] [--json]
 
 Run the Python script SCRIPT (sys.argv = [SCRIPT, ARGS...]) and print
 gpureclaim.explain() when it ends (also after an exception) and on SIGUSR1
-while it runs: where this process's GPU memory goes.
+while it runs: where this process's GPU memory goes. With --dask, say it
+of every worker of a Dask cluster instead, each about its own process
+(docs/cluster.md).
+
+OPTIONS:
+    --dask ADDRESS      a Dask scheduler, e.g. tcp://host:8786 (with it:
+                        --workers, --timeout and --json, as for
+                        `gpureclaim release --dask`)
+    -h, --help          show this help
 
 EXAMPLES:
     gpureclaim explain train.py --epochs 1
     kill -USR1 <pid>            # an explanation now, the script goes on
+    gpureclaim explain --dask tcp://10.0.0.5:8786 --timeout 10
 
-Exit status: the script's (1 if it raised), 2 bad usage.
+Exit status: the script's (1 if it raised), 2 bad usage (a SCRIPT that
+cannot be read included).
 """
+
+
+def _usage_error(command, message):
+    """The two lines of every usage error, exit status 2."""
+    sys.stderr.write(f"gpureclaim {command}: {message}\n"
+                     f"Run 'gpureclaim {command} --help' for the options.\n")
+    return 2
 
 
 def _explain(argv):
@@ -206,10 +307,19 @@ def _explain(argv):
     import signal
     import traceback
 
-    if not argv or argv[0] in ("-h", "--help"):
-        print(_EXPLAIN_USAGE, end="", file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
+    if not argv:
+        return _usage_error("explain", "no script given (gpureclaim explain "
+                            "SCRIPT [ARGS...])")
+    if argv[0] in ("-h", "--help"):
+        sys.stdout.write(_EXPLAIN_USAGE)
+        return 0
     script = argv[0]
+    # a script that cannot be run is the caller's mistake, said in one line
+    # (as `memray run` does), not a traceback of ours and an explanation
+    if not os.path.exists(script):
+        return _usage_error("explain", f"cannot run {script!r}: no such file")
+    if not os.access(script, os.R_OK):
+        return _usage_error("explain", f"cannot run {script!r}: not readable")
     busy = []
 
     # Python runs signal handlers in the main thread between bytecodes, so
@@ -326,6 +436,8 @@ def main(argv):
         from gpureclaim._postmortem import main as report_main
 
         return report_main(argv[1:])
+    if len(argv) == 3 and argv[0] == "_demo-trace":
+        return _demo_trace(argv[1:])
     return _exec_command(argv)
 
 

@@ -22,20 +22,28 @@ static const struct gpr__dl_sym cuda_syms[] = {GPR__CUDA_SYMBOLS(CUDA_ROW)};
 GPR__CUDA_SYMBOLS(CUDA_CHECK)
 #undef CUDA_CHECK
 
-int gpr__cuda_open(struct gpr__cuda *c, const char *path, char *err,
-		   size_t errlen)
+const char *gpr__cuda_library(const char *path)
+{
+	return gpr__dl_choose(path, "GPURECLAIM_CUDA_LIBRARY", "libcuda.so.1");
+}
+
+/* dlopen with `flags`, then the symbol table; RTLD_NOLOAD says which
+ * failure a missing library is. */
+static int open_with(struct gpr__cuda *c, const char *path, int flags,
+		     char *err, size_t errlen)
 {
 	memset(c, 0, sizeof *c);
-	const char *p =
-	    gpr__dl_choose(path, "GPURECLAIM_CUDA_LIBRARY", "libcuda.so.1");
-	snprintf(c->path, sizeof c->path, "%s", p);
+	snprintf(c->path, sizeof c->path, "%s", gpr__cuda_library(path));
 	char why[GPR__ERRLEN];
-	void *lib =
-	    gpr__dl_open(c->path, RTLD_NOW | RTLD_NOLOAD, why, sizeof why);
-	if (!lib) {
+	void *lib = gpr__dl_open(c->path, flags, why, sizeof why);
+	if (!lib && (flags & RTLD_NOLOAD)) {
 		gpr__errf(err, errlen, "%s is not loaded in this process",
 			  c->path);
 		return GPR_E_NOT_LOADED;
+	}
+	if (!lib) {
+		gpr__errf(err, errlen, "cannot load %s: %s", c->path, why);
+		return GPR_E_NO_DRIVER;
 	}
 	int r = gpr__dl_resolve(lib, c->path, "a CUDA driver", cuda_syms,
 				sizeof cuda_syms / sizeof cuda_syms[0], &c->api,
@@ -47,6 +55,18 @@ int gpr__cuda_open(struct gpr__cuda *c, const char *path, char *err,
 	}
 	c->lib = lib;
 	return 0;
+}
+
+int gpr__cuda_open(struct gpr__cuda *c, const char *path, char *err,
+		   size_t errlen)
+{
+	return open_with(c, path, RTLD_NOW | RTLD_NOLOAD, err, errlen);
+}
+
+int gpr__cuda_load(struct gpr__cuda *c, const char *path, char *err,
+		   size_t errlen)
+{
+	return open_with(c, path, RTLD_NOW | RTLD_LOCAL, err, errlen);
 }
 
 void gpr__cuda_close(struct gpr__cuda *c)
@@ -66,10 +86,11 @@ void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf, size_t len)
 	if (c && c->lib && c->api.get_error_string &&
 	    c->api.get_error_string(r, &text) != CUDA_SUCCESS)
 		text = NULL;
+	/* the driver's own strings, read no further than a message needs */
 	if (name && text)
-		gpr__errf(buf, len, "%s (%s)", name, text);
+		gpr__errf(buf, len, "%.64s (%.160s)", name, text);
 	else if (name)
-		gpr__errf(buf, len, "%s", name);
+		gpr__errf(buf, len, "%.64s", name);
 	else
 		gpr__errf(buf, len, "CUresult %d", r);
 }
@@ -82,6 +103,16 @@ static int fail(struct gpr__cuda *c, const char *call, CUresult r, char *err,
 	gpr__cuda_describe(c, r, what, sizeof what);
 	gpr__errf(err, errlen, "%s: %s", call, what);
 	return GPR_E_DRIVER;
+}
+
+int gpr__cuda_driver_version(struct gpr__cuda *c, int *version, char *err,
+			     size_t errlen)
+{
+	*version = 0;
+	CUresult r = c->api.driver_get_version(version);
+	return r == CUDA_SUCCESS
+		   ? 0
+		   : fail(c, "cuDriverGetVersion", r, err, errlen);
 }
 
 static int not_open(char *err, size_t errlen)

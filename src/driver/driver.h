@@ -75,16 +75,39 @@ struct gpr__cuda {
 };
 
 /*
+ * The one rule for which library is loaded, of both vendors, for every
+ * product (the core's handle, the command's `version`): `path` when set
+ * and non-empty, else $GPURECLAIM_CUDA_LIBRARY / $GPURECLAIM_NVML_LIBRARY
+ * when set and non-empty, else the soname ("libcuda.so.1",
+ * "libnvidia-ml.so.1"). The open calls below apply it to their `path`.
+ */
+const char *gpr__cuda_library(const char *path);
+const char *gpr__nvml_library(const char *path);
+
+/*
  * Looks the driver up among the libraries already loaded in this process
- * (dlopen RTLD_NOLOAD of `path`, NULL meaning $GPURECLAIM_CUDA_LIBRARY or
- * "libcuda.so.1"); never loads it, never calls cuInit.
+ * (dlopen RTLD_NOLOAD of gpr__cuda_library(path)); never loads it, never
+ * calls cuInit.
  * Returns 0 with c->lib set when loaded and every required symbol resolved;
  * GPR_E_NOT_LOADED (c->lib NULL) when it is not loaded; GPR_E_BAD_LIBRARY
  * when loaded but a required symbol is missing (err names it).
  */
 int gpr__cuda_open(struct gpr__cuda *c, const char *path, char *err,
 		   size_t errlen);
+
+/*
+ * As gpr__cuda_open, but loads the library when it is not loaded yet (for
+ * a tool that asks the driver's version: never for the core, which must
+ * not bring the driver into a process). Still no cuInit. GPR_E_NO_DRIVER
+ * when it cannot be loaded (err says why).
+ */
+int gpr__cuda_load(struct gpr__cuda *c, const char *path, char *err,
+		   size_t errlen);
 void gpr__cuda_close(struct gpr__cuda *c);
+
+/* cuDriverGetVersion (needs no cuInit): 13000 for CUDA 13.0. */
+int gpr__cuda_driver_version(struct gpr__cuda *c, int *version, char *err,
+			     size_t errlen);
 
 /*
  * The number of CUDA devices. *n = 0 and 0 returned when the driver is
@@ -215,8 +238,8 @@ struct gpr__nvml {
 };
 
 /*
- * Loads and initialises NVML (path NULL: $GPURECLAIM_NVML_LIBRARY, else
- * "libnvidia-ml.so.1"). GPR_E_NO_NVML if it cannot be loaded,
+ * Loads and initialises NVML (gpr__nvml_library(path)). GPR_E_NO_NVML if
+ * it cannot be loaded,
  * GPR_E_BAD_LIBRARY if a required symbol is missing, GPR_E_NVML if
  * nvmlInit_v2 fails (err holds NVML's text).
  */
@@ -231,6 +254,14 @@ int gpr__nvml_open_timed(struct gpr__nvml *m, const char *path,
 void gpr__nvml_close(struct gpr__nvml *m);
 
 int gpr__nvml_count(struct gpr__nvml *m, int *n, char *err, size_t errlen);
+
+/*
+ * The driver's version ("580.65.06"), always NUL-terminated within len
+ * (NVML may fill a buffer without its NUL). GPR_E_NOT_FOUND when NVML
+ * lacks the call.
+ */
+int gpr__nvml_driver_version(struct gpr__nvml *m, char *out, size_t len,
+			     char *err, size_t errlen);
 
 struct gpr__nvml_gpu {
 	char name[96];

@@ -7,6 +7,7 @@
  * a listener (m->step): the core logs them at GPR_LOG_DEBUG.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,12 @@ void gpr__nvml_step_end(const struct gpr__nvml *m, const char *call, int index,
 			r);
 }
 
+const char *gpr__nvml_library(const char *path)
+{
+	return gpr__dl_choose(path, "GPURECLAIM_NVML_LIBRARY",
+			      "libnvidia-ml.so.1");
+}
+
 int gpr__nvml_open(struct gpr__nvml *m, const char *path, char *err,
 		   size_t errlen)
 {
@@ -57,9 +64,7 @@ int gpr__nvml_open_timed(struct gpr__nvml *m, const char *path,
 	memset(m, 0, sizeof *m);
 	m->step = step;
 	m->step_user = user;
-	const char *p = gpr__dl_choose(path, "GPURECLAIM_NVML_LIBRARY",
-				       "libnvidia-ml.so.1");
-	snprintf(m->path, sizeof m->path, "%s", p);
+	snprintf(m->path, sizeof m->path, "%s", gpr__nvml_library(path));
 	char why[GPR__ERRLEN], call[sizeof m->path + 8];
 	snprintf(call, sizeof call, "dlopen %s", m->path);
 	double t0 = gpr__nvml_step_start(m);
@@ -158,12 +163,13 @@ void gpr__nvml_describe(struct gpr__nvml *m, nvmlReturn_t r, char *buf,
 	const char *text = NULL;
 	if (m && m->lib && m->api.error_string)
 		text = m->api.error_string(r);
+	/* NVML's own string, read no further than a message needs */
 	if (name && text)
-		gpr__errf(buf, len, "%s (%s)", name, text);
+		gpr__errf(buf, len, "%s (%.160s)", name, text);
 	else if (name)
 		gpr__errf(buf, len, "%s", name);
 	else if (text)
-		gpr__errf(buf, len, "nvmlReturn_t %d (%s)", r, text);
+		gpr__errf(buf, len, "nvmlReturn_t %d (%.160s)", r, text);
 	else
 		gpr__errf(buf, len, "nvmlReturn_t %d", r);
 }
@@ -200,6 +206,34 @@ int gpr__nvml_count(struct gpr__nvml *m, int *n, char *err, size_t errlen)
 				      errlen);
 	/* a machine has a few dozen GPUs at most: clamp a garbage count */
 	*n = count > 1024 ? 1024 : (int)count;
+	return 0;
+}
+
+int gpr__nvml_driver_version(struct gpr__nvml *m, char *out, size_t len,
+			     char *err, size_t errlen)
+{
+	if (len)
+		out[0] = '\0';
+	if (!m->lib)
+		return not_open(err, errlen);
+	if (!m->api.system_get_driver_version) {
+		gpr__errf(err, errlen,
+			  "%s exports no nvmlSystemGetDriverVersion", m->path);
+		return GPR_E_NOT_FOUND;
+	}
+	if (len < 2 || len > UINT_MAX) {
+		gpr__errf(err, errlen, "version buffer too small");
+		return GPR_E_INVAL;
+	}
+	const char *call = "nvmlSystemGetDriverVersion";
+	double t0 = gpr__nvml_step_start(m);
+	nvmlReturn_t r = m->api.system_get_driver_version(out, (unsigned)len);
+	gpr__nvml_step_end(m, call, -1, t0, r);
+	out[len - 1] = '\0'; /* NVML writes at most len bytes, maybe no NUL */
+	if (r != NVML_SUCCESS) {
+		out[0] = '\0';
+		return gpr__nvml_fail(m, call, -1, r, err, errlen);
+	}
 	return 0;
 }
 

@@ -59,6 +59,10 @@ char *gpr__fmt_percent(double percent, char *out, size_t len)
 {
 	if (percent > 0 && percent < 0.1)
 		snprintf(out, len, "<0.1%%");
+	else if (percent > 100.0)
+		/* more than the whole: a figure gone wrong (a garbage NVML),
+		 * said in a width a column can hold, not as 15 digits */
+		snprintf(out, len, ">100%%");
 	else
 		snprintf(out, len, "%.1f%%", percent);
 	return out;

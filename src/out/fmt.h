@@ -21,8 +21,9 @@ char *gpr__fmt_sbytes(int64_t bytes, char *out, size_t len);
 /* A duration in seconds for people: "0.3 ms", "85.6 ms", "1.25 s". */
 char *gpr__fmt_secs(double seconds, char *out, size_t len);
 
-/* A share for people, given in percent: one decimal ("33.3%"), and "<0.1%"
- * for a share above zero that would show as 0.0%. */
+/* A share for people, given in percent: one decimal ("33.3%"), "<0.1%"
+ * for a share above zero that would show as 0.0%, and ">100%" for more
+ * than the whole (a figure gone wrong). */
 char *gpr__fmt_percent(double percent, char *out, size_t len);
 
 /*

@@ -29,6 +29,9 @@ SIM_DIR = pathlib.Path(os.environ.get("GPR_SIM_DIR", ROOT / "build/sim"))
 FAKES_BUILD = pathlib.Path(os.environ.get("GPR_FAKES_BUILD",
                                          ROOT / "build/tests/fixtures"))
 HELPER = pathlib.Path(__file__).with_name("sim_alloc.py")
+# How long a wait for output or an exit may last before it counts as a
+# hang: a guard, never a measure (the tests wait for events, not time).
+HANG_S = 60
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -112,9 +115,11 @@ class Sim:
                               timeout=timeout)
         return Result(proc)
 
-    def run_on_tty(self, *args, cols=80, rows=24, seconds=0.0, env=None):
+    def run_on_tty(self, *args, cols=80, rows=24, until=None, env=None):
         """Runs the tool with stdout on a pseudo-terminal of cols x rows;
-        with `seconds`, stops it with SIGINT after that long (--watch).
+        with `until` (a test of what the terminal received so far, bytes),
+        stops it with SIGINT once that holds (--watch): the rounds are
+        waited for, never timed (a minute without them is a hang).
         Returns (exit code, what the terminal received, stderr)."""
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ,
@@ -123,13 +128,13 @@ class Sim:
                                 stdout=slave, stderr=subprocess.PIPE)
         os.close(slave)
         out = b""
-        deadline = time.monotonic() + seconds if seconds else None
+        hang = time.monotonic() + HANG_S
+        waiting = until is not None
         while True:
-            wait = 0.05
-            if deadline and time.monotonic() >= deadline:
+            if waiting and (until(out) or time.monotonic() > hang):
                 proc.send_signal(signal.SIGINT)
-                deadline = None
-            ready, _, _ = select.select([master], [], [], wait)
+                waiting = False
+            ready, _, _ = select.select([master], [], [], 0.05)
             if ready:
                 try:
                     chunk = os.read(master, 65536)
@@ -138,20 +143,42 @@ class Sim:
                 if not chunk:
                     break
                 out += chunk
-            elif proc.poll() is not None and not deadline:
+            elif proc.poll() is not None and not waiting:
                 break
         os.close(master)
         err = proc.stderr.read().decode()
         proc.stderr.close()
-        return proc.wait(timeout=10), out.decode(), err
+        return proc.wait(timeout=HANG_S), out.decode(), err
+
+    def watch(self, args, until, env=None):
+        """Runs `gpureclaim ps ARGS` (a --watch) with stdout on a pipe,
+        reads it line by line until `until(output so far)` holds, then
+        stops it with SIGINT and reads the rest: the rounds are waited for,
+        never timed. Returns (exit code, the whole stdout, stderr)."""
+        proc = subprocess.Popen([str(BIN), "ps", *args],
+                                env=env or self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        out = ""
+        try:
+            while not until(out):
+                line = proc.stdout.readline()
+                if not line:  # it ended by itself
+                    break
+                out += line
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            rest, err = proc.communicate(timeout=HANG_S)
+        return proc.returncode, out + rest, err
 
     def spawn_sleeper(self, *args):
-        """A Python child that sleeps with `args` (str or bytes) as the rest
+        """A Python child that waits with `args` (str or bytes) as the rest
         of its command line, for `extra=GPU:PID:SIZE`; returns its Popen
-        once it runs. Killed when the test ends."""
+        once it runs. It waits until it is killed, when the test ends
+        (never for a time a slow test could outlast)."""
         child = subprocess.Popen(
             [sys.executable.encode(), b"-c",
-             b"import time; print('up', flush=True); time.sleep(60)",
+             b"import signal; print('up', flush=True); signal.pause()",
              *(a.encode() if isinstance(a, str) else a for a in args)],
             stdout=subprocess.PIPE)
         self.sleepers.append(child)

@@ -14,6 +14,8 @@ import pytest
 from conftest import BIN
 
 COMMANDS = ["ps", "trace", "report", "version"]
+# handed to `python3 -m gpureclaim`
+PYTHON_COMMANDS = ["explain", "release", "demo", "run"]
 SANITIZED = bool(os.environ.get("GPR_SANITIZED"))
 
 
@@ -43,14 +45,15 @@ def test_top_level_help(sim):
     listed = re.findall(r"^    (\w+) +\S", section, re.M)
     assert set(COMMANDS) <= set(listed), listed
     for cmd in listed:
-        if SANITIZED and cmd in ("explain", "demo", "run"):
+        if SANITIZED and cmd in PYTHON_COMMANDS:
             continue  # handed to Python: a plain python3 cannot import
             # the extension of a sanitized build (the gcc build runs them)
         assert sim.run(cmd, "--help").rc == 0 or cmd == "help", cmd
-    # no command gives memory back; the help says where that lives
+    # only the process that holds memory gives it back; the help says how
     assert not re.search(r"^See and give back", out, re.M)
-    assert "No command gives memory back" in out
+    assert "Only the process that holds memory can give it back" in out
     assert "release_cached_memory()" in out and "gpr_release()" in out
+    assert "release" in listed  # the Dask form, handed to Python
     # every option it names works
     for opt in re.findall(r"^    (-\w), (--\w+)", out, re.M):
         for o in opt:
@@ -96,3 +99,79 @@ def test_jq_examples_in_the_helps_run(sim, cmd, tmp_path):
         r = subprocess.run([*jq[:1], "-e", *jq[1:]], input=produced.stdout,
                            capture_output=True, timeout=30)
         assert r.returncode == 0 and r.stdout.strip(), (argv, jq, r)
+
+
+@pytest.mark.skipif(SANITIZED, reason="handed to Python, which cannot "
+                    "import a sanitized build's extension")
+@pytest.mark.parametrize("cmd", PYTHON_COMMANDS)
+def test_commands_handed_to_python_speak_as_the_others(sim, cmd):
+    """explain, release and demo live in the Python package: their help is
+    the C commands' style (USAGE, OPTIONS, Exit status), however asked."""
+    ways = [["help", cmd], ["--help", cmd], [cmd, "--help"], [cmd, "-h"]]
+    results = [sim.run(*w) for w in ways]
+    for w, r in zip(ways, results):
+        assert r.rc == 0 and r.err == "", (w, r)
+    assert len({r.out for r in results}) == 1, [r.out[:60] for r in results]
+    out = results[0].out
+    assert out.startswith(f"USAGE: gpureclaim {cmd}"), out
+    assert "\nOPTIONS:\n" in out and "\nExit status: " in out, out
+    assert "usage:" not in out and "options:" not in out  # argparse's
+    if cmd in ("explain", "release"):
+        assert "--dask ADDRESS" in out, out
+
+
+def test_help_of_help(sim):
+    want = sim.run("--help")
+    for args in (["help", "--help"], ["help", "-h"], ["--help", "--help"]):
+        r = sim.run(*args)
+        assert (r.rc, r.out, r.err) == (0, want.out, ""), (args, r)
+
+
+@pytest.mark.parametrize("typo, meant", [("trcae", "trace"), ("ps2", "ps"),
+                                         ("reprot", "report"),
+                                         ("relase", "release"),
+                                         ("hlep", "help")])
+def test_a_mistyped_command_gets_a_suggestion(sim, typo, meant):
+    for args in ([typo], ["help", typo]):
+        r = sim.run(*args)
+        assert r.rc == 2 and r.out == "", r
+        assert r.err == (f"gpureclaim: unknown command '{typo}' (did you "
+                         f"mean '{meant}'?)\nRun 'gpureclaim --help' for the "
+                         "commands.\n"), r
+
+
+def test_no_suggestion_for_what_is_like_nothing(sim):
+    r = sim.run("frobnicate")
+    assert r.rc == 2 and "did you mean" not in r.err, r
+
+
+HINT = re.compile(r"^Run 'gpureclaim( [a-z]+)? --help' for the "
+                  r"(options|commands)\.$")
+
+
+@pytest.mark.parametrize("args", [
+    ["nosuch"], ["--nosuch"], ["help", "ps", "extra"], ["ps", "--nosuch"],
+    ["ps", "extra"], ["report"], ["version", "--nosuch"], ["trace"],
+    ["explain"], ["explain", "nosuch.py"], ["demo", "extra"],
+    ["release"], ["release", "--dask", "x", "--collect", "maybe"],
+    ["ps", "--dask", "x", "--timeout", "0"],
+])
+def test_every_usage_error_is_two_lines_with_one_hint(sim, args):
+    """A usage error says what is wrong in one line, then the one hint,
+    worded the same everywhere; exit status 2, nothing on stdout."""
+    if SANITIZED and args[0] in PYTHON_COMMANDS + ["ps"] and \
+            (args[0] != "ps" or "--dask" in args):
+        pytest.skip("handed to Python")
+    r = sim.run(*args)
+    assert r.rc == 2 and r.out == "", r
+    lines = r.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("gpureclaim"), r
+    assert HINT.match(lines[1]), r
+
+
+@pytest.mark.skipif(SANITIZED, reason="handed to Python")
+def test_explain_of_a_missing_script_is_one_line(sim, tmp_path):
+    r = sim.run("explain", str(tmp_path / "nosuch.py"))
+    assert r.rc == 2 and r.out == "", r
+    assert r.err.startswith("gpureclaim explain: cannot run "), r
+    assert "Traceback" not in r.err and "ended" not in r.out

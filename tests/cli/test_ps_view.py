@@ -36,6 +36,12 @@ def frames(screen):
     return [SGR.sub("", p).replace("\r", "").split("\n") for p in parts]
 
 
+def frames_begun(n):
+    """For run_on_tty: n frames begun on the terminal (n - 1 of them
+    whole)."""
+    return lambda out: out.count(CLEAR.encode()) >= n
+
+
 # ------------------------------------------------------------- JSON series
 
 
@@ -64,7 +70,9 @@ def test_json_watch_is_a_time_series(sim):
         proc.communicate(timeout=10)
     times = [d["unix_time"] for d in docs]
     assert times == sorted(times) and len(set(times)) == 4, times
-    assert all(0.05 < b - a < 2 for a, b in zip(times, times[1:])), times
+    # the rounds are 0.1 s apart at least (the waits between them); how
+    # much more depends on the machine, and is not looked at
+    assert all(b - a > 0.05 for a, b in zip(times, times[1:])), times
     assert {d["host"] for d in docs} == {socket.gethostname()}
     assert {d["driver_version"] for d in docs} == {"580.0-sim"}
 
@@ -78,11 +86,8 @@ def zombie():
     pid = os.fork()
     if pid == 0:
         os._exit(0)
-    for _ in range(200):
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break
-        time.sleep(0.01)
+    # waits for the exit without reaping: a zombie from then on
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     yield pid
     os.waitpid(pid, 0)
 
@@ -105,7 +110,8 @@ def test_exited_holders_are_marked(sim, zombie):
             if line.strip()[:1].isdigit()}
     assert re.search(r"2\.0 GiB +2\.5% +<exited> \[python", rows[str(zombie)])
     assert rows["4000000"].rstrip().endswith("<exited>")
-    assert "<" not in rows["1"]
+    # 1 MiB of 80 GiB: a share too small for one decimal, and no marker
+    assert "<0.1%" in rows["1"] and "<exited>" not in rows["1"]
 
 
 def in_new_pid_namespace(sim, *args):
@@ -164,8 +170,9 @@ def many(gpus, per_gpu):
 
 def test_watch_fits_a_60x20_terminal(sim):
     sim.configure(many(2, 30))
+    # three frames begun: the first two are whole
     rc, screen, err = sim.run_on_tty("ps", "--watch", "0.2", cols=60,
-                                     rows=20, seconds=1.0)
+                                     rows=20, until=frames_begun(3))
     assert rc == 0, err
     shown = [f for f in frames(screen) if len(f) > 3]
     assert len(shown) >= 2, screen
@@ -193,7 +200,7 @@ def test_watch_fits_a_60x20_terminal(sim):
 def test_watch_with_more_gpus_than_rows(sim):
     sim.configure(many(8, 3))
     rc, screen, err = sim.run_on_tty("ps", "--watch", "0.2", cols=80,
-                                     rows=10, seconds=0.6)
+                                     rows=10, until=frames_begun(2))
     assert rc == 0, err
     lines = frames(screen)[0][:-1]
     assert len(lines) <= 9 and lines[1].startswith("GPU 0:"), lines
@@ -211,12 +218,10 @@ def test_one_shot_on_a_terminal_cuts_lines_not_rows(sim):
 
 def test_watch_text_not_on_a_terminal_has_a_header(sim):
     sim.configure("extra=0:1:1GiB")
-    proc = subprocess.Popen([str(BIN), "ps", "--watch", "0.1"],
-                            env=sim.env(TZ="UTC"), stdout=subprocess.PIPE,
-                            text=True)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=10)
+    rc, out, err = sim.watch(["--watch", "0.1"],
+                             lambda out: out.count("GPU 0: ") >= 3,
+                             env=sim.env(TZ="UTC"))
+    assert rc == 0, err
     heads = re.findall(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC, every 0\.1 s, "
                        r"(\S+) \(Ctrl-C stops\)$", out, re.M)
     assert len(heads) >= 3 and heads[0][1] == socket.gethostname(), out

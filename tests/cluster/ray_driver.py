@@ -2,6 +2,7 @@
 dashboard on for the State API), actors on the simulated driver with the
 fake frameworks. Prints one line: RESULT {json}."""
 import json
+import os
 import sys
 import time
 
@@ -23,8 +24,8 @@ class Trainer:
     def figure(self):
         return workload.figure()
 
-    def busy(self, seconds):
-        time.sleep(seconds)
+    def hold(self, started, flag):
+        return workload.hold(started, flag)
 
 
 def main():
@@ -54,18 +55,29 @@ def main():
     out["explain"] = gcl.ray.explain(in_pg).to_dict()
     out["pg_ps"] = gcl.ray.ps(placement_group=pg).to_dict()
 
-    # a busy actor times out; a killed one is dead; the others stay exact
+    # a busy actor times out; a killed one is dead; the others stay exact.
+    # The busy one is held until a flag set at the end (its "timeout" is
+    # certain); the killed one is waited for until its calls fail.
     ray.get(in_pg[0].load.remote([["torch", 0, 0, 16 * MiB]]))
-    in_pg[1].busy.remote(8)
-    time.sleep(0.5)
+    scratch = os.environ["GPR_RAY_SCRATCH"]
+    started, flag = (os.path.join(scratch, n) for n in ("started", "go"))
+    in_pg[1].hold.remote(started, flag)
     spare = Trainer.remote()
     ray.get(spare.load.remote([["cupy", 1, 0, 8 * MiB]]))
     ray.kill(spare)
-    time.sleep(0.5)
-    t0 = time.monotonic()
-    r = gcl.ray.release(in_pg + [spare], timeout=2)
+    while True:
+        try:
+            ray.get(spare.figure.remote())
+        except ray.exceptions.RayActorError:
+            break
+    try:
+        assert workload.wait_for_files([started]), "the hold never began"
+        t0 = time.monotonic()
+        r = gcl.ray.release(in_pg + [spare], timeout=10)
+        out["faults_seconds"] = time.monotonic() - t0
+    finally:
+        open(flag, "w").close()
     out["faults"] = r.to_dict()
-    out["faults_seconds"] = time.monotonic() - t0
     print("RESULT " + json.dumps(out), flush=True)
     ray.shutdown()
 

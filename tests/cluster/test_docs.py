@@ -36,6 +36,12 @@ def examples(page):
 DOCS = examples("docs/cluster.md")
 README = examples("README.md")
 
+# What docs/sim.md tells a user to change for the cluster examples, read
+# from the page so the tests do what it says.
+SIM_MD = open(os.path.join(ROOT, "docs", "sim.md")).read()
+RAY_GPUS = re.search(r"RAY_OVERRIDE_RESOURCES='([^']*)'", SIM_MD).group(1)
+CUPY_ONLY = re.search(r"ln -sf (.*) fakes-cupy-only/", SIM_MD).group(1).split()
+
 
 def test_the_examples_are_found():
     assert set(DOCS) == {"dask", "dask-cli", "torch", "ray"}
@@ -87,6 +93,12 @@ def test_dask_cli_example(state):
         cluster.close()
 
 
+def test_the_cluster_changes_are_those_sim_md_gives():
+    assert RAY_GPUS == '{"GPU": 2}'
+    # the folder the page makes holds what cupy_only_fakes links
+    assert [os.path.basename(p) for p in CUPY_ONLY] == ["cupy", "simcuda.py"]
+
+
 def test_torch_example(state, tmp_path):
     env = dict(os.environ, **sim_env(state, "gpus=1",
                                      cupy_only_fakes(str(tmp_path / "fakes"))))
@@ -100,7 +112,7 @@ def test_torch_example(state, tmp_path):
 def test_ray_example(state, tmp_path):
     env = dict(os.environ, **sim_env(state, "gpus=1", FAKES))
     tmp = tempfile.mkdtemp(prefix="gpr-ray-")  # Ray's socket paths are short
-    env.update(RAY_OVERRIDE_RESOURCES='{"GPU": 2}', RAY_TMPDIR=tmp,
+    env.update(RAY_OVERRIDE_RESOURCES=RAY_GPUS, RAY_TMPDIR=tmp,
                RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     try:
         out = run(DOCS["ray"], env, tmp_path)

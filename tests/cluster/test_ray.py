@@ -21,7 +21,7 @@ def test_ray_actors_and_placement_group():
     # Ray's socket paths must stay under 108 bytes: a short folder
     tmp = tempfile.mkdtemp(prefix="gpr-ray-")
     env.update(RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0",
-               RAY_AUTH_MODE="disabled")
+               RAY_AUTH_MODE="disabled", GPR_RAY_SCRATCH=tmp)
     try:
         p = subprocess.run([sys.executable, os.path.join(HERE, "ray_driver.py")],
                            env=env, capture_output=True, text=True, timeout=300)
@@ -74,4 +74,6 @@ def test_ray_actors_and_placement_group():
     (dead,) = [w for w in f["workers"] if w["id"] not in ids]
     assert dead["status"] == "dead"
     assert f["totals"]["released"] == 16 * MiB
-    assert 2 <= out["faults_seconds"] < 10
+    # the busy actor was waited for its whole timeout; no upper bound:
+    # how much longer the rest took depends on the machine
+    assert out["faults_seconds"] >= 10

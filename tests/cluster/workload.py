@@ -74,6 +74,29 @@ def make_release_raise():
     return os.getpid()
 
 
+def hold(started, flag, limit=600.0):
+    """Holds the caller (a task, an actor's method) until the file `flag`
+    exists, `limit` seconds at most; first creates the file `started`, so
+    a test waits for the hold to begin instead of sleeping. Returns this
+    process's pid."""
+    open(started, "w").close()
+    end = time.monotonic() + limit
+    while not os.path.exists(flag) and time.monotonic() < end:
+        time.sleep(0.05)
+    return os.getpid()
+
+
+def wait_for_files(paths, limit=120.0):
+    """Waits until every path in `paths` exists (a hang guard of `limit`
+    seconds, then returns False)."""
+    end = time.monotonic() + limit
+    while not all(os.path.exists(p) for p in paths):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def make_release_hang(flag, limit=120.0):
     """The next release in this process blocks (in a releaser of its own)
     until the file `flag` exists, `limit` seconds at most."""

@@ -24,6 +24,23 @@ def test_every_block_says_what_it_is():
     assert len(env) == 1
 
 
+def test_the_sim_environment_is_each_shells_own():
+    """docs/sim.md's environment gives each shell a simulated machine of
+    its own: two shells that set it never share a GPU's tables, nor use
+    the `default` state every other program on the machine uses."""
+    [env] = [b for b in BLOCKS if b.where == "env"]
+    states = set()
+    for _ in range(2):
+        p = subprocess.run(["bash", "-c", env.body + '\necho "$GPURECLAIM_SIM"'],
+                           cwd=docs.ROOT, capture_output=True, text=True,
+                           check=True)
+        sim = p.stdout.strip()
+        m = re.search(r"(?:^|;)state=([^;]+)", sim)
+        assert m and m.group(1) != "default", sim
+        states.add(m.group(1))
+    assert len(states) == 2, states
+
+
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.where == "sim"],
                          ids=lambda b: b.id)
 def test_block_runs_as_written(block):

@@ -171,6 +171,37 @@ def test_json_carries_the_driver_and_marks_the_holder_alive(holder):
     assert p["state"] == "alive", p
 
 
+def test_version_reads_the_real_driver_through_the_core_loader():
+    """`version` loads NVML and libcuda through the core's driver layer
+    (issue 22): the driver's version and GPU count are nvidia-smi's, the
+    CUDA driver API version is read (cuDriverGetVersion, no cuInit)."""
+    r = subprocess.run([BIN, "version", "--json"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                          "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split("\n")
+    smi = [x.strip() for x in smi if x.strip()]
+    assert doc["nvml"]["available"] and doc["nvml"]["version"] == smi[0], doc
+    assert doc["nvml"]["gpus"] == len(smi), doc
+    assert doc["cuda"]["available"] and doc["cuda"]["driver_api"] >= 12000, doc
+    print(json.dumps(doc))
+
+
+def test_ps_json_loads_nvml_once():
+    """ps --json asks its own handle for the driver's version: one
+    nvmlInit_v2 in the profile, and the version call among its steps."""
+    env = dict(os.environ, GPURECLAIM_PS_PROFILE="1")
+    r = subprocess.run([BIN, "ps", "--json"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode in (0, 1), r.stderr
+    steps = [ln for ln in r.stderr.splitlines() if ln.startswith("ps-profile")]
+    assert sum(" NVML nvmlInit_v2: " in ln for ln in steps) == 1, steps
+    assert any(" NVML nvmlSystemGetDriverVersion: " in ln
+               for ln in steps), steps
+
+
 def test_memory_info_v2_path_is_taken():
     doc = ps_json()
     assert doc["gpus"], doc

@@ -103,7 +103,9 @@ def venv(tmp, wheel):
 def c_install(tmp):
     """`make install PREFIX=...` (the README's command) from a build folder
     of its own: (prefix, libdir, bindir)."""
-    prefix = tmp / "prefix"
+    # $HOME/.local of a user whose HOME is tmp/home: the docs' recipes run
+    # against it as written (test_c_install.py)
+    prefix = tmp / "home" / ".local"
     env = {k: v for k, v in clean_env().items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     run(["make", "-C", ROOT, "install", f"PREFIX={prefix}",

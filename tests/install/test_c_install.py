@@ -6,6 +6,7 @@ import ctypes
 import json
 import os
 import subprocess
+import sys
 
 from conftest import (BUILD_ROOT, FAKE_CUPTI, ROOT, clean_env, header_version,
                       run)
@@ -79,3 +80,67 @@ def test_installed_command_finds_the_installed_tracer(c_install, tmp_path):
              'echo "$CUDA_INJECTION64_PATH"'],
             env=clean_env(GPURECLAIM_CUPTI_LIBRARY=FAKE_CUPTI), cwd=tmp_path)
     assert p.stdout.strip() == str(libdir / "libgpureclaim_trace.so")
+
+
+sys.path.insert(0, str(ROOT / "tests" / "docs"))
+import docs  # noqa: E402  (the one runner's parser)
+
+
+def recipe(page):
+    """The lines after `make install PREFIX=$HOME/.local` of the page's
+    install recipe, as written."""
+    [b] = [b for b in docs.blocks(str(ROOT / page))
+           if b.body.startswith("make install PREFIX=$HOME/.local\n")]
+    return b.body.split("\n", 1)[1]
+
+
+def run_recipe(page, prefix, tmp_path):
+    """Runs the page's recipe as a user whose HOME holds the staged
+    install in .local, from a folder that looks like the checkout (its
+    examples/), in a shell of nothing but the user's environment."""
+    home = prefix.parent
+    assert prefix == home / ".local"
+    work = tmp_path / "checkout"
+    work.mkdir()
+    os.symlink(ROOT / "examples", work / "examples")
+    env = clean_env(HOME=home)
+    env.pop("PKG_CONFIG_PATH", None)
+    return run(["bash", "-euo", "pipefail", "-c", recipe(page)], env=env,
+               cwd=work)
+
+
+def test_the_readmes_c_recipe_works_as_written(c_install, tmp_path):
+    """README: pkg-config finds the installed .pc, the program finds the
+    installed libgpureclaim.so.0 (rpath), and the installed command's
+    explain finds the Python package installed with it."""
+    prefix, libdir, bindir = c_install
+    assert libdir == prefix / "lib"
+    p = run_recipe("README.md", prefix, tmp_path)
+    assert "released 0 B (0 bytes)" in p.stdout, p.stdout
+    assert "USAGE: gpureclaim explain SCRIPT" in p.stdout, p.stdout
+    exe = tmp_path / "checkout" / "minimal"
+    assert str(libdir / "libgpureclaim.so.0") in run(
+        ["ldd", exe], env=clean_env()).stdout
+
+
+def test_the_c_api_pages_recipe_works_as_written(c_install, tmp_path):
+    prefix, libdir, bindir = c_install
+    p = run_recipe("docs/c-api.md", prefix, tmp_path)
+    assert p.stdout.count("released 0 B (0 bytes)") == 2, p.stdout
+
+
+def test_the_installed_explain_uses_the_installed_package(c_install,
+                                                          tmp_path):
+    """bin/gpureclaim explain SCRIPT imports the package of its own
+    installation (PREFIX/lib/gpureclaim-python holds a link to it and
+    nothing else), with no PYTHONPATH of the user's."""
+    prefix, libdir, bindir = c_install
+    link = libdir / "gpureclaim-python" / "gpureclaim"
+    assert link.is_symlink() and (link / "__main__.py").is_file()
+    assert os.listdir(libdir / "gpureclaim-python") == ["gpureclaim"]
+    script = tmp_path / "where.py"
+    script.write_text("import gpureclaim; print('from', gpureclaim.__file__)\n")
+    p = run([bindir / "gpureclaim", "explain", script], env=clean_env(),
+            cwd=tmp_path)
+    assert f"from {link}/__init__.py" in p.stdout, p.stdout
+    assert f"gpureclaim: {script} ended" in p.stdout, p.stdout

@@ -100,26 +100,33 @@ emit(dict(young=(young.bytes, young.collected, young_runs),
 
 def test_release_in_a_thread_while_another_waits(scenario):
     # the extension has no lock of its own: the core's release lock
-    # serializes, and a release waiting on it holds no GIL
+    # serializes, and a release waiting on it holds no GIL. The first
+    # release waits inside its releaser until the list was read (a list
+    # that waited for it would never come: `go` would time out); the
+    # order of the releaser's calls shows that the second release waited.
     r = scenario("""
 import threading, time, simcuda
 simcuda.lib(); simcuda.set_current(0)
-inside = threading.Event()
+inside, go, calls = threading.Event(), threading.Event(), []
 def slow(device):
-    inside.set()
-    time.sleep(0.3)
+    n = sum(1 for c in calls if c[0] == "in") + 1
+    calls.append(("in", n))
+    if n == 1:
+        inside.set()
+        calls.append(("go", go.wait(60)))
+        time.sleep(0.3)  # the second release comes meanwhile
+    calls.append(("out", n))
 gpureclaim.register("slow", slow)
 t = threading.Thread(target=gpureclaim.release)
 t.start()
 inside.wait()
-t0 = time.perf_counter()
 names = [x.name for x in gpureclaim.releasers()]  # lists without waiting
-listed = time.perf_counter() - t0
+go.set()
 r = gpureclaim.release()  # waits for the other release
-waited = time.perf_counter() - t0
 t.join()
-emit(dict(listed=listed, waited=waited, names=names))
+emit(dict(calls=calls, names=names))
 """)
-    assert r["listed"] < 0.1
-    assert r["waited"] > 0.1
+    # ("go", True): the list was read while the first release was inside
+    assert r["calls"] == [["in", 1], ["go", True], ["out", 1],
+                          ["in", 2], ["out", 2]], r["calls"]
     assert "slow" in r["names"]

@@ -1,7 +1,8 @@
 /*
  * A caching pool over the simulated driver, as a framework's allocator:
  * freed blocks stay cached (not cuMemFree'd) until the pool's releaser
- * runs. Test knobs make it fail, sleep, or call back into the handle.
+ * runs. Test knobs make it fail, sleep, wait at a gate, or call back into
+ * the handle.
  * Header-only: shared by the test_core*.c programs.
  */
 #ifndef GPR_TEST_CORE_POOL_H
@@ -32,6 +33,7 @@ struct pool {
 	int n;
 	int fail_dev;	    /* release(fail_dev) fails; -99: never */
 	int sleep_ms;	    /* each release(dev) sleeps this long */
+	atomic_int gate;    /* 1: each release(dev) waits until it is 0 */
 	atomic_int entered; /* release calls started */
 	atomic_int held_calls;
 	atomic_int inside; /* releases running now */
@@ -101,6 +103,9 @@ static int pool_release(void *data, int dev, char *note, size_t note_sz)
 	while (in > mx &&
 	       !atomic_compare_exchange_weak(&p->max_inside, &mx, in))
 		;
+	/* a test's "still inside a release" is then a fact, not a race */
+	while (atomic_load(&p->gate) && dev != GPR_DEVICE_ONCE)
+		sleep_ms(1);
 	if (p->sleep_ms && dev != GPR_DEVICE_ONCE)
 		sleep_ms(p->sleep_ms);
 	if (p->reenter && dev != GPR_DEVICE_ONCE) {

@@ -286,6 +286,9 @@ static void t_fmt_percent(void **state)
 	assert_string_equal(gpr__fmt_percent(0.04, out, sizeof out), "<0.1%");
 	assert_string_equal(gpr__fmt_percent(0.1, out, sizeof out), "0.1%");
 	assert_string_equal(gpr__fmt_percent(100.0, out, sizeof out), "100.0%");
+	/* more than the whole keeps a column's width (a garbage figure) */
+	assert_string_equal(gpr__fmt_percent(1342177281.2, out, sizeof out),
+			    ">100%");
 }
 
 /* Notes as text: a heading and one terminal-safe line each; none, none. */

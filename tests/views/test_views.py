@@ -66,3 +66,40 @@ def test_the_checker_fails_what_it_must():
     assert check(ok + '<span style="background:url(http://x)">y</span>',
                  [[1024]])
     assert check(ok + '<p></span></p>', [[1024]])
+
+
+UUID0 = "GPU-5111a000-0000-4000-8000-000000000000"
+SHORT0 = "GPU-5111a000\u20260000"
+
+
+@pytest.mark.parametrize("name", ["cluster-release", "cluster-explain",
+                                  "cluster-ps"])
+def test_cluster_views_name_a_gpu_by_a_short_uuid(rendered, name):
+    """A 40-character UUID made the tables too wide: rows and captions
+    name a GPU by a short form, the whole UUID on a line under its row."""
+    out, _ = rendered
+    html = (out / f"{name}.html").read_text()
+    text = (out / f"{name}.txt").read_text()
+    for form in (html, text):
+        assert SHORT0 in form, form
+        assert form.count(UUID0) == 1, form  # under its per-GPU row only
+
+
+def test_the_cluster_explain_bar_says_what_it_spans(rendered):
+    out, _ = rendered
+    html = (out / "cluster-explain.html").read_text()
+    assert re.search(SHORT0 + r" \(\w+\): where the workers&#39; [0-9.]+ "
+                     r"[KMG]iB go \(the GPU has 80\.0 GiB\):", html) or \
+        re.search(SHORT0 + r" \(\w+\): where the workers' [0-9.]+ [KMG]iB go "
+                  r"\(the GPU has 80\.0 GiB\):", html), html
+
+
+@pytest.mark.parametrize("name", ["release", "cluster-release"])
+def test_release_views_free_is_the_tables(rendered, name):
+    """The GPU bar's free part is the free memory after the release, the
+    table's figure (no "free before" beside a table's "free"); what was
+    given back is drawn at the process's own scale."""
+    out, _ = rendered
+    html = (out / f"{name}.html").read_text()
+    assert "free before" not in html
+    assert "given back" in html and "still held" in html

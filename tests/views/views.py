@@ -42,9 +42,9 @@ r = gpureclaim.release()
 d = r.to_dict()
 parts = []
 for g in d["gpus"]:
-    others = g["used"] - g["after"]
-    given = min(g["released"], g["free"])
-    parts.append([g["after"], others, given, g["free"] - given])
+    # this process at its own scale, then the GPU as the table has it
+    parts.append([g["after"], g["released"]])
+    parts.append([g["after"], g["used"] - g["after"], g["free"]])
 OUT = dict(html=r._repr_html_(), text=repr(r), parts=parts)
 """
 

@@ -15,8 +15,16 @@ from typing import Any, Iterable, Optional
 from .. import _c, _kind, _kind_order, format_bytes
 from ._records import Worker, WorkerGPU
 
-#: bars are drawn for this many GPUs at most (the tables list every one)
+#: this many bars are drawn at most (the tables list every GPU)
 MAX_BARS = 16
+
+
+def _short_uuid(uuid: Optional[str]) -> Optional[str]:
+    """"GPU-5111a000…0001" for "GPU-5111a000-0000-4000-8000-000000000001"
+    (its first and last groups' ends), None for no UUID."""
+    if not uuid or len(uuid) < 24:
+        return None
+    return f"{uuid[:12]}\u2026{uuid[-4:]}"
 
 
 def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
@@ -252,8 +260,8 @@ class ClusterReport:
         for caption, parts in bars[:MAX_BARS]:
             blocks.append(("bar", caption, parts))
         if len(bars) > MAX_BARS:
-            blocks.append(("p", f"bars for {MAX_BARS} of {len(bars)} "
-                                "GPUs; the tables list every one"))
+            blocks.append(("p", f"{MAX_BARS} of {len(bars)} bars drawn; "
+                                "the tables list every GPU"))
         tables = self._tables()
         if self.failed:
             tables.append(("workers without a report", self._FAILED_COLS,
@@ -279,7 +287,27 @@ class ClusterReport:
                  ("workers", "num")]
 
     def _gpu_ident(self, g: ClusterGPU) -> list:
-        return [g.key, g.host, g.name, len(g.workers)]
+        return [self._label(g), g.host, g.name, len(g.workers)]
+
+    def _label(self, g: ClusterGPU) -> str:
+        """The GPU's name in the views: a short form of its UUID (the
+        start and the end: "GPU-5111a000…0001") when that names no other
+        GPU of the report, else its whole key; to_dict() has the whole."""
+        short = _short_uuid(g.uuid)
+        if short and sum(_short_uuid(x.uuid) == short
+                         for x in self.gpus) == 1:
+            return short
+        return g.key
+
+    def _gpu_rows(self, rows: list) -> list:
+        """The per-GPU table's rows, each with the GPU's whole UUID on a
+        line under it where the row names it by a short form."""
+        out = []
+        for g, row in zip(self.gpus, rows):
+            if self._label(g) != g.key:
+                row = row + [[g.key]]
+            out.append(row)
+        return out
 
     _WORKER_COLS = [("worker", "text"), ("host", "text"), ("pid", "num")]
 
@@ -292,20 +320,18 @@ class ClusterReport:
         return [[h.host, len(h.workers), len(h.gpus)] + extra(h)
                 + [h.held, h.used, h.total] for h in self.hosts]
 
-    @staticmethod
-    def _gpu_caption(g: ClusterGPU) -> str:
-        total = f", {format_bytes(g.total)}" if g.total else ""
-        return f"{g.key} ({g.host}){total}:"
+    def _gpu_caption(self, g: ClusterGPU) -> str:
+        """The caption of a bar that spans the whole GPU."""
+        total = f", of {format_bytes(g.total)}" if g.total else ""
+        return f"{self._label(g)} ({g.host}){total}:"
 
     @staticmethod
-    def _free_parts(g: ClusterGPU, given: int = 0) -> list:
-        """The GPU's free memory: what this call gave back, the rest."""
+    def _free_part(g: ClusterGPU) -> list:
+        """The GPU's free memory now (total - in use, as the tables have
+        them), the last part of a bar that spans the GPU."""
         if g.total is None or g.used is None:
             return []
-        free = max(g.total - g.used, 0)
-        given = min(max(given, 0), free)
-        return [("given back now", given, "@returned"),
-                ("free before", free - given, "@free")]
+        return [("free", max(g.total - g.used, 0), "@free")]
 
 
 class ClusterRelease(ClusterReport):
@@ -337,20 +363,30 @@ class ClusterRelease(ClusterReport):
                 f"{len(self.gpus)} GPU(s) in {_c.format_seconds(self.seconds)}")
 
     def _bars(self):
+        """Per GPU: the workers' memory there at its own scale (still held,
+        given back), visible however small a share of the GPU; then the
+        GPU after the call at the GPU's scale (the tables' figures)."""
         out = []
         for g in self.gpus:
             held = g.held or 0
+            if g.before:
+                out.append((
+                    f"{self._label(g)} ({g.host}), the workers: "
+                    f"{format_bytes(g.before)} before, "
+                    f"{format_bytes(held)} after:",
+                    [("still held", held, "@mine"),
+                     ("given back", max(g.released or 0, 0), "@returned")]))
             others = max((g.used or 0) - held, 0)
             out.append((self._gpu_caption(g), [
                 ("workers hold", held, "@mine"),
                 ("other processes", others, "@others")]
-                + self._free_parts(g, g.released or 0)))
+                + self._free_part(g)))
         return out
 
     def _tables(self):
-        gpus = [self._gpu_ident(g) + [
+        gpus = self._gpu_rows([self._gpu_ident(g) + [
             g.released, g.before, g.held, g.used, g.total]
-            for g in self.gpus]
+            for g in self.gpus])
         workers = [self._worker_ident(w) + [
             w.released, _sum(g.before for g in w.gpus),
             _sum(g.held for g in w.gpus), len(w.gpus), w.source,
@@ -406,10 +442,17 @@ class ClusterExplanation(ClusterReport):
                 f"{format_bytes(self.held)} on {len(self.gpus)} GPU(s)")
 
     def _bars(self):
-        return [(self._gpu_caption(g),
-                 [(_kind(k)[0], b, _kind(k)[1])
-                  for k, b in (g.parts or {}).items()])
-                for g in self.gpus]
+        """Per GPU, the workers' memory there by part: the bar spans what
+        they hold, not the GPU, and its caption says so."""
+        out = []
+        for g in self.gpus:
+            total = f" (the GPU has {format_bytes(g.total)})" if g.total \
+                else ""
+            out.append((f"{self._label(g)} ({g.host}): where the workers' "
+                        f"{format_bytes(g.held)} go{total}:",
+                        [(_kind(k)[0], b, _kind(k)[1])
+                         for k, b in (g.parts or {}).items()]))
+        return out
 
     def _tables(self):
         per_worker = {w.id: _known_parts(p for g in w.gpus for p in g.parts)
@@ -417,9 +460,9 @@ class ClusterExplanation(ClusterReport):
         kinds = _kinds_of([g.parts or {} for g in self.gpus]
                           + list(per_worker.values()))
         heads = [(_kind(k)[0], "bytes") for k in kinds]
-        gpus = [self._gpu_ident(g) + [g.held]
-                + [(g.parts or {}).get(k, 0) for k in kinds]
-                + [g.used, g.total] for g in self.gpus]
+        gpus = self._gpu_rows([self._gpu_ident(g) + [g.held]
+                               + [(g.parts or {}).get(k, 0) for k in kinds]
+                               + [g.used, g.total] for g in self.gpus])
         workers = [self._worker_ident(w) + [_sum(g.held for g in w.gpus)]
                    + [per_worker[w.id].get(k, 0) for k in kinds]
                    for w in self.ok_workers]
@@ -456,19 +499,21 @@ class ClusterUsage(ClusterReport):
             out.append((self._gpu_caption(g), [
                 ("workers hold", held, "@mine"),
                 ("other processes", others, "@others"),
-                ("in use, no process listed", unlisted, "@unlisted"),
-                ("free", max((g.total or 0) - (g.used or 0), 0), "@free")]))
+                ("in use, no process listed", unlisted, "@unlisted")]
+                + self._free_part(g)))
         return out
 
     def _tables(self):
-        gpus = [self._gpu_ident(g) + [
+        gpus = self._gpu_rows([self._gpu_ident(g) + [
             g.held, _sum(b for _, b in g.others), g.used, g.total]
-            for g in self.gpus]
+            for g in self.gpus])
+        labels = {g.key: self._label(g) for g in self.gpus}
         workers = [self._worker_ident(w) + [
             _sum(g.held for g in w.gpus),
-            " ".join(g.uuid or f"cuda:{g.device}" for g in w.gpus
+            " ".join(labels.get(g.uuid, g.uuid) if g.uuid
+                     else f"cuda:{g.device}" for g in w.gpus
                      if g.held != 0) or "-"] for w in self.ok_workers]
-        others = [[pid, g.host, g.key, b]
+        others = [[pid, g.host, self._label(g), b]
                   for g in self.gpus for pid, b in g.others]
         b = "bytes"
         return [
