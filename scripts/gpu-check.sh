@@ -16,7 +16,7 @@
 # base: the base commit's package for the benchmarks' --baseline (BASE,
 # default fcaa8a3, the commit before the frameworks moved to Python): its
 # sources from the checkout's git history (git archive) into
-# build/gpu-base/src, built there with this machine's compiler into
+# build/gpu-base/src (or BASE_SRC, a folder holding them), built there with this machine's compiler into
 # build/gpu-base/build (python/ only). bench-release-ab and bench-explain-ab
 # then run this build against it, interleaved (ROUNDS, default 7): each
 # prints both builds' medians and minimums in us and the new/old ratios.
@@ -132,10 +132,19 @@ for s in $stages; do
 	base)
 		# expect: "base <commit>: built" and the base's version
 		log "$s $BASE"
-		{ git rev-parse --verify -q "$BASE^{commit}" >/dev/null ||
-			{ echo "base: $BASE is not in this checkout's git history (BASE=COMMIT)"; false; } &&
-		  rm -rf build/gpu-base && mkdir -p build/gpu-base/src &&
-		  git archive --format=tar "$BASE" | tar -x -C build/gpu-base/src &&
+		# BASE_SRC: the base's sources already extracted (a copy of the
+		# tree travels without .git: git archive BASE there, carry it)
+		{ if [ -n "${BASE_SRC:-}" ]; then
+			[ -f "$BASE_SRC/meson.build" ] ||
+				{ echo "base: BASE_SRC=$BASE_SRC holds no source tree"; false; } &&
+			rm -rf build/gpu-base && mkdir -p build/gpu-base &&
+			cp -r "$BASE_SRC" build/gpu-base/src
+		  else
+			git rev-parse --verify -q "$BASE^{commit}" >/dev/null ||
+				{ echo "base: $BASE is not in this checkout's git history (BASE=COMMIT, or BASE_SRC=DIR)"; false; } &&
+			rm -rf build/gpu-base && mkdir -p build/gpu-base/src &&
+			git archive --format=tar "$BASE" | tar -x -C build/gpu-base/src
+		  fi &&
 		  (cd build/gpu-base/src && bash scripts/meson-setup.sh ../build gcc -Dtests=false) &&
 		  ninja -C build/gpu-base/build >build/gpu-base/ninja.txt 2>&1 &&
 		  echo "base $BASE: built" &&
