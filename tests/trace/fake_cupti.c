@@ -108,6 +108,15 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 	return CUPTI_SUCCESS;
 }
 
+/* The device of a context, as CUPTI says it: contexts are 1 + device. */
+EXPORT CUptiResult cuptiGetDeviceId(CUcontext ctx, uint32_t *id)
+{
+	if (!ctx)
+		return CUPTI_ERROR_UNKNOWN;
+	*id = (uint32_t)((uintptr_t)ctx - 1);
+	return CUPTI_SUCCESS;
+}
+
 /* The device of the current context: contexts are 1 + device. */
 EXPORT CUresult cuCtxGetDevice(CUdevice *d)
 {

@@ -597,6 +597,13 @@ static void check_basic(void)
 	const char *be = gpr_trace_meta(&t, "backend");
 	CHECK(be && strcmp(be, "cupti") == 0);
 	CHECK(gpr_trace_meta(&t, "wait") != NULL);
+	/* the context, created before any call named it, has its device
+	 * (CUPTI's cuptiGetDeviceId), not -1 */
+	const struct gpr_trace_rec *cc = NULL;
+	for (size_t i = 0; i < t.n_recs && !cc; i++)
+		if (t.recs[i].op == GPR_OP_CTX_CREATED)
+			cc = &t.recs[i];
+	CHECK(cc && cc->aux == (uintptr_t)CTX0 && cc->device == 0);
 	/* the 1 GiB free knows its size; it took >= 2 ms, device 0 */
 	const struct gpr_trace_rec *f = find(&t, 3, 0x7f0000000000);
 	CHECK(f && f->bytes == GiB && (f->flags & GPR_TRACE_R_SIZE_MAP));

@@ -42,6 +42,8 @@ static struct {
 	CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle,
 				       CUpti_CallbackDomain, CUpti_CallbackId);
 	CUptiResult (*result_string)(CUptiResult, const char **);
+	/* the device of a context no call has named yet (optional) */
+	CUptiResult (*device_id)(CUcontext, uint32_t *);
 	CUpti_SubscriberHandle sub;
 	int subscribed;
 	int counting; /* GPURECLAIM_TRACE_CROSSCHECK: count, record nothing */
@@ -120,6 +122,12 @@ static void on_resource(struct gpr_inj_tt *tt, int op,
 	for (int i = 0; i < 4; i++)
 		if (tt->ctx_key[i] == (void *)rd->context)
 			device = tt->ctx_dev[i];
+	/* a context just created is in no thread's cache yet (a session
+	 * begun before CUDA was first used sees it first): CUPTI knows */
+	uint32_t id;
+	if (device == GPR_TRACE_NO_DEVICE && api.device_id && rd->context &&
+	    api.device_id(rd->context, &id) == CUPTI_SUCCESS && id < 32768)
+		device = (int)id;
 	gpr_inj_rec_event(tt, op, rd->context, device);
 }
 
@@ -245,6 +253,8 @@ static int load_cupti(const char *path)
 	    gpr_inj_real_dlsym(api.lib, "cuptiEnableCallback");
 	*(void **)&api.result_string =
 	    gpr_inj_real_dlsym(api.lib, "cuptiGetResultString");
+	*(void **)&api.device_id =
+	    gpr_inj_real_dlsym(api.lib, "cuptiGetDeviceId");
 	if (!api.subscribe || !api.enable_callback || !api.unsubscribe) {
 		gpr_inj_say("the CUPTI library lacks cuptiSubscribe/"
 			    "cuptiEnableCallback; this run is not traced");
