@@ -355,10 +355,10 @@ def release(
 def release_cached_memory(verbose: bool = False) -> float:
     """Return cached GPU memory to the driver; the bytes it got back / 1e9.
 
-    The drop-in form of :func:`release` (``collect="auto"``), in the
-    design record's unit (1e9 bytes). When there was nothing to measure
-    (no GPU in use by this process, CUDA not loaded) it returns 0.0 and,
-    once per process, issues a :class:`NothingMeasuredWarning` that says
+    The drop-in form of :func:`release` (``collect="auto"``), in units of
+    1e9 bytes (GB), as the function it stands in for returned them. When
+    there was nothing to measure (no GPU in use by this process, CUDA not
+    loaded) it returns 0.0 and, once per process, issues a :class:`NothingMeasuredWarning` that says
     why (``verbose=True`` prints it instead).
     """
     global _warned_nothing

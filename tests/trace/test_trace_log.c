@@ -1174,7 +1174,8 @@ static void test_meta(void)
 	gpr_trace_report_text(&b, path, &t, &s, 10, 0);
 	CHECK(strstr(gpr__buf_str(&b),
 		     "Recorded by the interposer (LD_PRELOAD); waiting time: "
-		     "schedstat, read after a switch the perf page shows; "
+		     "the kernel's run-queue time (schedstat), read when the "
+		     "thread was switched out during a call; "
 		     "through another interposer's functions (HAMi-core's, "
 		     "say): cuMemFree_v2=2; not recorded (unknown driver "
 		     "answers): cuMemAlloc<b>?=1\n"));

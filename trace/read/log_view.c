@@ -48,10 +48,11 @@ static const char *wait_words(const char *v)
 {
 	if (!v)
 		return "schedstat";
-	if (strcmp(v, "perf-gated") == 0)
-		return "schedstat, read after a switch the perf page shows";
-	if (strcmp(v, "getrusage-gated") == 0)
-		return "schedstat, read after a switch getrusage counts";
+	/* the kernel's schedstat, read around a call only when the thread
+	 * was switched out during it (the perf page or getrusage says so) */
+	if (strcmp(v, "perf-gated") == 0 || strcmp(v, "getrusage-gated") == 0)
+		return "the kernel's run-queue time (schedstat), read when the "
+		       "thread was switched out during a call";
 	if (strcmp(v, "none") == 0)
 		return "not measured";
 	return v;
@@ -181,6 +182,13 @@ static void ops_row(const struct gpr_trace_view *v, size_t i,
 	c[5].u = o->p90;
 	c[6].u = o->p99;
 	c[7].u = o->max;
+	/* a context made or ending is an event the driver reports, not a
+	 * call: it moves no bytes and takes no time (text and HTML say "-";
+	 * JSON keeps the zeros) */
+	enum gpr_trace_kind k = gpr_trace_op_kind(c[0].s);
+	if (k == GPR_K_CTX_CREATE || k == GPR_K_CTX_DESTROY)
+		for (int j = 3; j <= 7; j++)
+			c[j].s = "-";
 	c[8].s = "-";
 	if (o->waited_calls) {
 		char a[16], b[16];
@@ -524,7 +532,10 @@ void gpr_trace_view_table(const struct gpr_trace_view *v, int which,
 			const struct gpr_trace_vcell *c = &cell[map[j]];
 			switch (x->cols[map[j]].kind) {
 			case GPR_TRACE_VK_BYTES:
-				gpr__table_bytes(out, 1, c->u);
+				if (c->s) /* no figure: words instead */
+					gpr__table_cell(out, c->s);
+				else
+					gpr__table_bytes(out, 1, c->u);
 				break;
 			case GPR_TRACE_VK_COUNT:
 				gpr__table_cellf(out, "%" PRIu64, c->u);
@@ -532,7 +543,9 @@ void gpr_trace_view_table(const struct gpr_trace_view *v, int which,
 			case GPR_TRACE_VK_NS:
 			case GPR_TRACE_VK_AT:
 				gpr__table_cell(
-				    out, gpr_trace_fmt_ns(c->u, h, sizeof h));
+				    out,
+				    c->s ? c->s
+					 : gpr_trace_fmt_ns(c->u, h, sizeof h));
 				break;
 			case GPR_TRACE_VK_DEVICE:
 				if (c->i < 0)
