@@ -522,6 +522,10 @@ assert ops == {\"cuMemAlloc_v2\": 4, \"cuMemFree_v2\": 3, \"context_created\": 2
 assert d[\"backend\"] == \"interpose\" and d[\"held_at_end_bytes\"] == 256 << 20, d
 assert {x[\"device\"] for x in d[\"devices\"]} == {0, 1}, d[\"devices\"]
 ' 2>pyerr || { cat pyerr; false; }"
+"$GPR" report demo.trace >demo.txt
+# a context made is an event, not a call: no bytes, no latency in the text
+check "sim: the context rows show no bytes or latency" \
+	'grep -Eq "^ +context_created +2 +0 +- +- +- +- +- +-$" demo.txt'
 if [ -d "$PY_PATH/gpureclaim" ]; then
 	env "${SIMENV[@]}" PYTHONPATH="$PY_PATH:$SRC/tests/python/fakes" \
 		"$GPR" trace -o seed.trace -- "$PY" "$SRC/examples/seed_scenario.py" >o11 2>e11

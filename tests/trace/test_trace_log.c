@@ -1184,8 +1184,9 @@ static void test_meta(void)
 	gpr_trace_report_html(&b, path, &t, &s, 10, 0);
 	CHECK(strstr(gpr__buf_str(&b),
 		     "<p>Recorded by the interposer (LD_PRELOAD); waiting "
-		     "time: schedstat, read after a switch the perf page "
-		     "shows; through another interposer&#39;s functions "
+		     "time: the kernel&#39;s run-queue time (schedstat), "
+		     "read when the thread was switched out during a call; "
+		     "through another interposer&#39;s functions "
 		     "(HAMi-core&#39;s, say): cuMemFree_v2=2; not recorded "
 		     "(unknown driver answers): cuMemAlloc&lt;b&gt;"));
 	CHECK(!strchr(gpr__buf_str(&b), '\x1b'));
