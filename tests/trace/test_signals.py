@@ -77,6 +77,17 @@ def env_for(tmp_path):
     return env, tmp
 
 
+def default_signals():
+    """In the child before exec: no core files, and the forwarded signals
+    at their defaults. A caller under nohup, or a shell's background job,
+    ignores SIGHUP (and SIGINT, SIGQUIT), which `trace` rightly leaves
+    ignored in CMD: CMD would then outlive the signal these tests send."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def start(tmp_path, code, *args):
     env, tmp = env_for(tmp_path)
     p = subprocess.Popen(
@@ -84,8 +95,7 @@ def start(tmp_path, code, *args):
          sys.executable, "-c", code],
         stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
         start_new_session=True,  # `trace` leads a process group of its own
-        preexec_fn=lambda: __import__("resource").setrlimit(
-            __import__("resource").RLIMIT_CORE, (0, 0)))
+        preexec_fn=default_signals)
     word, pid = p.stdout.readline().split()
     assert word == "ready"
     return p, int(pid), tmp
