@@ -1,0 +1,441 @@
+"""explain(holders=True): who keeps the largest live blocks alive, by the
+names a user would type (docs/explain.md, "Who holds it").
+
+For each framework with a holders hook (frameworks/, ``Holders``: what an
+array is, the allocation it views and its size), the ten largest
+allocations per GPU that arrays view (views of one allocation counted
+once) and the framework's live blocks that no array views. Then one walk
+of the heap, generic: the roots are collected (every module's namespace,
+IPython's user namespace, each thread's frames, the frames of
+``sys.last_traceback``, every class), ``gc.get_objects()`` is read, and the
+C extension (``_gpureclaim._referrers``, python/src/referrers.c) climbs
+from the arrays to the roots over tp_traverse edges, within a budget of
+time and objects. Here the climb is read back, breadth first, into the
+shortest chain from each root: each edge is named by looking, never by
+calling (a dict's items, a list's index, an instance's own ``__dict__``,
+a slot's descriptor, a frame's locals), so no user code runs.
+
+An allocation whose arrays no root reaches is "unreachable" when every
+reference to every object above it comes from the heap (a reference
+cycle: gc.collect() frees it), else held from C or C++; a live block no
+array views is held in C++.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import re
+import sys
+import time
+from collections import deque
+from typing import Any, Optional
+
+from . import _gpureclaim as _c
+from .frameworks import TABLE
+from .frameworks._base import describe
+
+TOP = 10  #: allocations named per framework and GPU
+MAX_CHAINS = 6  #: chains kept per allocation
+MAX_NODES = 20000  #: nodes read back per allocation
+DEFAULT_BUDGET_S = 0.1
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ModuleType = type(sys)
+_FrameType = type(sys._getframe())
+_get_mro = type.__dict__["__mro__"].__get__
+_get_qualname = type.__dict__["__qualname__"].__get__
+_get_module = type.__dict__["__module__"].__get__
+_CO_OPTIMIZED = 1  # a function's frame: f_locals is a copy
+
+
+class _Root:
+    """A root: what the chain starts with. kind "namespace" (a module's or
+    IPython's globals: prefix "" for __main__), "locals" (a running
+    frame's f_locals), "frame" (a frame object), "class"; label: the
+    frame in words, with its thread or traceback."""
+
+    __slots__ = ("kind", "prefix", "label", "obj")
+
+    def __init__(self, kind: str, prefix: str, label: str, obj: Any):
+        self.kind, self.prefix, self.label, self.obj = kind, prefix, label, obj
+
+
+def _ipython_ns() -> Optional[dict]:
+    """The user namespace of IPython's shell, when one is running in this
+    process (read from its class, never by importing IPython)."""
+    mod = sys.modules.get("IPython.core.interactiveshell")
+    d = _c._instance_dict(mod) if mod is not None else None
+    cls = d.get("InteractiveShell") if d else None
+    if not isinstance(cls, type):
+        return None
+    for k in _get_mro(cls):
+        inst = (_c._instance_dict(k) or {}).get("_instance")
+        if inst is not None:
+            ns = (_c._instance_dict(inst) or {}).get("user_ns")
+            return ns if type(ns) is dict else None
+    return None
+
+
+def _thread_names() -> dict:
+    th = sys.modules.get("threading")
+    active = (_c._instance_dict(th) or {}).get("_active") if th else None
+    out = {}
+    for tid, t in dict(active or {}).items():
+        name = (_c._instance_dict(t) or {}).get("_name")
+        out[tid] = name if isinstance(name, str) else str(tid)
+    return out
+
+
+def _ours(f: Any) -> bool:
+    return f.f_code.co_filename.startswith(_PKG)
+
+
+def _roots() -> tuple:
+    """(roots by id, frames to add to the walk, our own frames to skip)."""
+    roots: dict = {}
+
+    def add(kind: str, prefix: str, label: str, obj: Any) -> None:
+        if obj is not None and id(obj) not in roots:
+            roots[id(obj)] = _Root(kind, prefix, label, obj)
+
+    main = sys.modules.get("__main__")
+    if main is not None:
+        add("namespace", "", "__main__", _c._instance_dict(main))
+    ns = _ipython_ns()
+    if ns is not None:
+        add("namespace", "", "IPython", ns)
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and issubclass(type(mod), _ModuleType):
+            add("namespace", f"{name}.", name, _c._instance_dict(mod))
+    frames, skips, cleared = [], [], []
+    names = _thread_names()
+    for tid, f in sys._current_frames().items():
+        who = f'thread "{names.get(tid, tid)}"'
+        while f is not None:
+            if _ours(f):
+                skips.append(f)
+            else:
+                # a running frame's tp_traverse shows none of its locals:
+                # its f_locals (a copy, for a function) is the root
+                loc = f.f_locals
+                if type(loc) is not dict:  # 3.13's proxy: a copy
+                    loc = dict(loc)
+                if id(loc) not in roots:
+                    add("locals", "", f"{who}: {_frame_word(f)}", loc)
+                    frames.append(loc)
+                    if f.f_code.co_flags & _CO_OPTIMIZED:
+                        cleared.append(loc)
+                add("frame", "", f"{who}: {_frame_word(f)}", f)
+            f = f.f_back
+    seen = set()
+    for tb in (getattr(sys, "last_traceback", None),
+               getattr(getattr(sys, "last_value", None), "__traceback__",
+                       None),
+               getattr(getattr(sys, "last_exc", None), "__traceback__",
+                       None)):
+        while tb is not None and id(tb) not in seen:
+            seen.add(id(tb))
+            f = tb.tb_frame
+            add("frame", "", f"sys.last_traceback: {_frame_word(f)}", f)
+            frames.append(f)
+            tb = tb.tb_next
+    return roots, frames, skips, cleared
+
+
+def _key(k: Any) -> str:
+    if type(k) is str:
+        return repr(k)
+    if type(k) in (int, bool) or k is None:
+        return repr(k)
+    return "..."
+
+
+def _empty_cell(c: Any) -> bool:
+    try:
+        c.cell_contents
+    except ValueError:
+        return True
+    return False
+
+
+def _frame_word(f: Any) -> str:
+    return f"frame {f.f_code.co_name}()"
+
+
+class _Namer:
+    """Names the edge parent -> child as the text a user would type."""
+
+    def __init__(self, attr_dicts: frozenset):
+        self.attr_dicts = attr_dicts
+
+    def dict_step(self, d: dict, child: Any, attrs: bool) -> list:
+        out = []
+        for k, v in dict.items(d):
+            if v is child:
+                if attrs and type(k) is str and _IDENT.match(k):
+                    out.append(f".{k}")
+                elif attrs == "index" and type(k) is str and k.isdigit():
+                    out.append(f"[{k}]")
+                else:
+                    out.append(f"[{_key(k)}]")
+            if k is child:
+                out.append(" (a key)")
+        return out
+
+    def steps(self, parent: Any, child: Any, mode: Any) -> tuple:
+        """([names of the edge], mode of the child): mode True when the
+        child is a dict read as attributes (an instance's __dict__),
+        "index" when read as attributes with digit keys as indexes."""
+        t = type(parent)
+        if issubclass(t, dict):
+            names = self.dict_step(parent, child, mode)
+            if mode and type(child) is dict:
+                for k, v in dict.items(parent):
+                    if v is child and k in self.attr_dicts:
+                        return [""], "index"
+            return names, False
+        if t is list or t is tuple:
+            return [f"[{i}]" for i, v in enumerate(parent) if v is child], \
+                False
+        if issubclass(t, (set, frozenset)):
+            return [" (in a set)"], False
+        if t is _FrameType:
+            loc = parent.f_locals
+            inner = (child.cell_contents if type(child).__name__ == "cell"
+                     and not _empty_cell(child) else child)
+            names = [f" local {k!r}" for k, v in dict.items(loc)
+                     if v is inner]
+            return names or [" (a local)"], False
+        if t.__name__ == "cell":
+            return [".cell_contents"], False
+        if t.__name__ == "traceback":
+            if parent.tb_frame is child:
+                return [".tb_frame"], False
+            return [".tb_next"], False
+        if t.__name__ == "function":
+            for a in ("__closure__", "__defaults__", "__kwdefaults__",
+                      "__globals__"):
+                if getattr(parent, a) is child:
+                    return [f".{a}"], a == "__globals__"
+        if t.__name__ == "method":
+            if parent.__self__ is child:
+                return [".__self__"], False
+            return [".__func__"], False
+        if issubclass(t, BaseException):
+            for a in ("__traceback__", "__context__", "__cause__", "args"):
+                if getattr(parent, a, None) is child:
+                    return [f".{a}"], False
+        if t.__name__ in ("generator", "coroutine", "async_generator"):
+            return [".gi_frame" if t.__name__ == "generator" else
+                    ".cr_frame" if t.__name__ == "coroutine" else
+                    ".ag_frame"], False
+        own = _c._instance_dict(parent)
+        if own is not None:
+            if own is child:
+                return [""], True
+            names = self.dict_step(own, child, True)
+            if names:
+                return names, False
+        for k in _get_mro(t):
+            for name, desc in (_c._instance_dict(k) or {}).items():
+                if type(desc).__name__ == "member_descriptor":
+                    try:
+                        if desc.__get__(parent, t) is child:
+                            return [f".{name}"], False
+                    except Exception:
+                        pass
+        return [f" (via a {t.__qualname__})"], False
+
+
+_IPY_OUT = ("Out", "_oh")
+
+
+def _root_text(r: _Root, first: str, tail: list) -> tuple:
+    """(the chain's beginning, the statement that drops the reference)."""
+    if r.kind == "namespace":
+        name = first[1:] if first.startswith(".") else first
+        text = f"{r.prefix}{name}"
+        if name in _IPY_OUT and tail and tail[0].startswith("["):
+            return text, f"del {text}{tail[0]}"
+        return text, f"del {text}" if _IDENT.match(name) else ""
+    if r.kind == "class":
+        cls = r.obj
+        mod, qual = _get_module(cls), _get_qualname(cls)
+        text = ("" if mod in ("__main__", "builtins") else f"{mod}.") + qual
+        drop = f"del {text}{tail[0]}" if len(tail) == 1 and \
+            tail[0].startswith(".") else ""
+        return text + first, drop
+    if r.kind == "locals":
+        name = first[1:] if first.startswith(".") else first
+        first = f" local {name!r}"
+    text = f"{r.label}{first}"
+    if r.label.startswith("sys.last_traceback"):
+        return text, "sys.last_traceback = sys.last_value = None"
+    return text, ""
+
+
+def _chains(namer: _Namer, graph: dict, roots: dict, starts: list) -> tuple:
+    """(the shortest chain from each root to any of starts, an
+    allocation's arrays; the state: "held", "garbage" when the climb
+    reached no root and every node above has no reference from outside the
+    heap, "cpp" when some has, "unknown" when the node cap cut it)."""
+    via: dict = {}  # id(node) -> (node, its child on the way down)
+    todo: deque = deque()
+    for a in starts:
+        if id(a) not in via:
+            via[id(a)] = (a, None)
+            todo.append(a)
+    found: list = []
+    outside = 0
+    while todo and len(via) < MAX_NODES:
+        n = todo.popleft()
+        ext, parents = graph.get(id(n), (1, ()))
+        outside += ext > 0
+        for p in parents:
+            if id(p) in roots:
+                if len(found) < MAX_CHAINS * 4:
+                    found.append((p, n))
+                continue
+            if id(p) not in via and id(p) in graph:
+                via[id(p)] = (p, n)
+                todo.append(p)
+    out = []
+    keys: set = set()
+    for p, n in found:
+        r = roots[id(p)]
+        names, mode = namer.steps(p, n, r.kind in ("namespace", "locals"))
+        tail, node = [], n
+        while True:
+            child = via[id(node)][1]
+            if child is None:
+                break
+            s, mode = namer.steps(node, child, mode)
+            tail.append(s[0] if s else " (?)")
+            node = child
+        for first in names:
+            if (id(p), first) in keys:
+                continue
+            keys.add((id(p), first))
+            text, drop = _root_text(r, first, tail)
+            out.append({"path": text + "".join(tail), "root": r.kind,
+                        "drop": drop})
+    out.sort(key=lambda c: (len(c["path"]), c["path"]))
+    state = ("held" if out else "unknown" if todo
+             else "garbage" if outside == 0 else "cpp")
+    return out[:MAX_CHAINS], state
+
+
+def _advice(state: str, chains: list, cpp: str) -> str:
+    if state == "garbage":
+        return "gc.collect() frees it"
+    if state == "cpp":
+        return (f"no Python name to delete: free what holds it in C++ "
+                f"({cpp})")
+    if state == "unknown":
+        return "not found within the walk's budget: give it a larger one"
+    drops = []
+    for c in chains:
+        if c["drop"] and c["drop"] not in drops:
+            drops.append(c["drop"])
+    frames = sorted({c["path"].split(": ")[1].split(" local")[0]
+                     for c in chains if c["root"] == "locals"})
+    out = "; ".join(drops)
+    if frames:
+        out += ("; " if out else "") + (
+            f"a running {', '.join(frames)} holds it until it returns")
+    return out
+
+
+def _collect(call: Any) -> tuple:
+    """Each framework's (framework, hook, arrays, blocks, odd), and the
+    objects gc knows."""
+    found = []
+    objs = gc.get_objects()
+    for f in TABLE:
+        h = f.holders
+        if h is None or f.probe()[0] is None:
+            continue
+        try:
+            arrays, blocks, odd = h.arrays(call, objs)
+        except Exception as e:
+            found.append((f, h, None, None, describe(e)))
+            continue
+        found.append((f, h, arrays, blocks, odd))
+    return found, objs
+
+
+def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
+         max_objects: Optional[int] = None) -> dict:
+    """The "holders" entry of explain()'s raw dict."""
+    t0 = time.perf_counter()
+    roots, frames, skips, cleared = _roots()
+    found, objs = _collect(call)
+    objs.extend(frames)
+    # the allocations to name: (framework, device) -> the largest
+    # (storage, [bytes, indices in targets or None]); the arrays are held
+    # in targets alone (the walk counts references)
+    targets: list = []
+    groups: dict = {}
+    notes: list = []
+    while found:
+        f, h, arrays, blocks, odd = found.pop()
+        if arrays is None:
+            notes.append(f"{f.name}: arrays not read: {odd}")
+            continue
+        per: dict = {}
+        while arrays:
+            a, dev, ptr, n = arrays.pop()
+            g = per.setdefault(dev, {}).setdefault(ptr, [n, []])
+            g[1].append(len(targets))
+            targets.append(a)
+        a = None
+        if odd:
+            notes.append(f"{f.name}: {odd} array(s) skipped: asking them "
+                         f"for their memory raised")
+        for dev, addr, size in blocks or ():
+            d = per.setdefault(dev, {})
+            if not any(addr <= p < addr + size for p in d):
+                d[addr] = [size, None]  # no array views it
+        for dev, d in per.items():
+            top = sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP]
+            groups[(f.name, dev)] = (h, top)
+    for k in _c._of_types(objs, (type,)):
+        if id(k) not in roots:
+            roots[id(k)] = _Root("class", "", "", k)
+    k = None
+    stops = [r.obj for r in roots.values()]
+    left = budget_s - (time.perf_counter() - t0)
+    most = max_objects if max_objects is not None else len(objs)
+    try:
+        graph, examined, total, stopped = _c._referrers(
+            objs, targets, stops, skips, max(left, 0.0), most)
+    finally:
+        del objs
+        for loc in cleared:  # the copies made above, not the frames'
+            dict.clear(loc)
+    ms_walk = (time.perf_counter() - t0) * 1e3
+    namer_cache: dict = {}
+    blocks_out = []
+    for (fw, dev), (h, top) in groups.items():
+        namer = namer_cache.get(fw)
+        if namer is None:
+            namer = namer_cache[fw] = _Namer(frozenset(h.attr_dicts))
+        for ptr, (n, idx) in top:
+            if idx is None:
+                state, chains = "cpp", []
+            else:
+                chains, state = _chains(namer, graph, roots,
+                                        [targets[i] for i in idx])
+                if state != "held" and stopped:
+                    state = "unknown"
+            blocks_out.append({
+                "framework": fw, "device": dev, "address": ptr, "bytes": n,
+                "arrays": len(idx) if idx else 0, "state": state,
+                "chains": chains, "advice": _advice(state, chains, h.cpp)})
+    blocks_out.sort(key=lambda b: (b["framework"], b["device"], -b["bytes"]))
+    return {"blocks": blocks_out, "notes": notes,
+            "walk": {"objects": total, "examined": examined,
+                     "stopped": stopped, "budget_s": budget_s,
+                     "max_objects": max_objects, "roots": len(roots),
+                     "reached": len(graph), "walk_ms": ms_walk,
+                     "ms": (time.perf_counter() - t0) * 1e3}}
