@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+import types
 from collections import deque
 from typing import Any, Optional
 
@@ -35,13 +36,18 @@ from .frameworks import TABLE
 from .frameworks._base import describe
 
 TOP = 10  #: allocations named per framework and GPU
-MAX_CHAINS = 6  #: chains kept per allocation
+MAX_CHAINS = 12  #: chains kept per allocation (the advice follows them all)
 MAX_NODES = 20000  #: nodes read back per allocation
 DEFAULT_BUDGET_S = 0.1
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ModuleType = type(sys)
-_FrameType = type(sys._getframe())
+_FrameType = types.FrameType
+_MemberType = types.MemberDescriptorType
+_EXC = {a: BaseException.__dict__[a].__get__
+        for a in ("__traceback__", "__context__", "__cause__", "args")}
+_GEN = {types.GeneratorType: ".gi_frame", types.CoroutineType: ".cr_frame",
+        types.AsyncGeneratorType: ".ag_frame"}
 _get_mro = type.__dict__["__mro__"].__get__
 _get_qualname = type.__dict__["__qualname__"].__get__
 _get_module = type.__dict__["__module__"].__get__
@@ -52,7 +58,8 @@ class _Root:
     """A root: what the chain starts with. kind "namespace" (a module's or
     IPython's globals: prefix "" for __main__), "locals" (a running
     frame's f_locals), "frame" (a frame object), "class"; label: the
-    frame in words, with its thread or traceback."""
+    frame in words, with its thread or traceback; "shell" (IPython's,
+    prefix "get_ipython()")."""
 
     __slots__ = ("kind", "prefix", "label", "obj")
 
@@ -60,20 +67,20 @@ class _Root:
         self.kind, self.prefix, self.label, self.obj = kind, prefix, label, obj
 
 
-def _ipython_ns() -> Optional[dict]:
-    """The user namespace of IPython's shell, when one is running in this
-    process (read from its class, never by importing IPython)."""
+def _ipython() -> tuple:
+    """(IPython's shell, its user namespace) when one runs in this process
+    (read from its class, never by importing IPython), else (None, None)."""
     mod = sys.modules.get("IPython.core.interactiveshell")
     d = _c._instance_dict(mod) if mod is not None else None
     cls = d.get("InteractiveShell") if d else None
     if not isinstance(cls, type):
-        return None
+        return None, None
     for k in _get_mro(cls):
         inst = (_c._instance_dict(k) or {}).get("_instance")
         if inst is not None:
             ns = (_c._instance_dict(inst) or {}).get("user_ns")
-            return ns if type(ns) is dict else None
-    return None
+            return inst, ns if type(ns) is dict else None
+    return None, None
 
 
 def _thread_names() -> dict:
@@ -90,8 +97,10 @@ def _ours(f: Any) -> bool:
     return f.f_code.co_filename.startswith(_PKG)
 
 
-def _roots() -> tuple:
-    """(roots by id, frames to add to the walk, our own frames to skip)."""
+def _roots(namespaces: list) -> tuple:
+    """(roots by id, objects to add to the walk, our own frames to skip,
+    the locals copies to clear after it). namespaces: more globals, named
+    as __main__'s (a script run by `gpureclaim explain`)."""
     roots: dict = {}
 
     def add(kind: str, prefix: str, label: str, obj: Any) -> None:
@@ -101,9 +110,14 @@ def _roots() -> tuple:
     main = sys.modules.get("__main__")
     if main is not None:
         add("namespace", "", "__main__", _c._instance_dict(main))
-    ns = _ipython_ns()
+    shell, ns = _ipython()
     if ns is not None:
         add("namespace", "", "IPython", ns)
+    if shell is not None:
+        # its caches (user_ns_hidden, the display hook) by one name
+        add("shell", "get_ipython()", "IPython", shell)
+    for ns in namespaces:
+        add("namespace", "", "__main__", ns)
     for name, mod in list(sys.modules.items()):
         if mod is not None and issubclass(type(mod), _ModuleType):
             add("namespace", f"{name}.", name, _c._instance_dict(mod))
@@ -128,11 +142,12 @@ def _roots() -> tuple:
                 add("frame", "", f"{who}: {_frame_word(f)}", f)
             f = f.f_back
     seen = set()
-    for tb in (getattr(sys, "last_traceback", None),
-               getattr(getattr(sys, "last_value", None), "__traceback__",
-                       None),
-               getattr(getattr(sys, "last_exc", None), "__traceback__",
-                       None)):
+    tbs = [getattr(sys, "last_traceback", None)]
+    for name in ("last_value", "last_exc"):
+        v = getattr(sys, name, None)
+        if v is not None and issubclass(type(v), BaseException):
+            tbs.append(_EXC["__traceback__"](v))
+    for tb in tbs:
         while tb is not None and id(tb) not in seen:
             seen.add(id(tb))
             f = tb.tb_frame
@@ -201,34 +216,32 @@ class _Namer:
             return [" (in a set)"], False
         if t is _FrameType:
             loc = parent.f_locals
-            inner = (child.cell_contents if type(child).__name__ == "cell"
+            inner = (child.cell_contents if type(child) is types.CellType
                      and not _empty_cell(child) else child)
             names = [f" local {k!r}" for k, v in dict.items(loc)
                      if v is inner]
             return names or [" (a local)"], False
-        if t.__name__ == "cell":
+        if t is types.CellType:
             return [".cell_contents"], False
-        if t.__name__ == "traceback":
+        if t is types.TracebackType:
             if parent.tb_frame is child:
                 return [".tb_frame"], False
             return [".tb_next"], False
-        if t.__name__ == "function":
+        if t is types.FunctionType:
             for a in ("__closure__", "__defaults__", "__kwdefaults__",
                       "__globals__"):
                 if getattr(parent, a) is child:
                     return [f".{a}"], a == "__globals__"
-        if t.__name__ == "method":
+        if t is types.MethodType:
             if parent.__self__ is child:
                 return [".__self__"], False
             return [".__func__"], False
         if issubclass(t, BaseException):
-            for a in ("__traceback__", "__context__", "__cause__", "args"):
-                if getattr(parent, a, None) is child:
+            for a, get in _EXC.items():  # the base's, never a property
+                if get(parent) is child:
                     return [f".{a}"], False
-        if t.__name__ in ("generator", "coroutine", "async_generator"):
-            return [".gi_frame" if t.__name__ == "generator" else
-                    ".cr_frame" if t.__name__ == "coroutine" else
-                    ".ag_frame"], False
+        if t in _GEN:
+            return [_GEN[t]], False
         own = _c._instance_dict(parent)
         if own is not None:
             if own is child:
@@ -238,43 +251,65 @@ class _Namer:
                 return names, False
         for k in _get_mro(t):
             for name, desc in (_c._instance_dict(k) or {}).items():
-                if type(desc).__name__ == "member_descriptor":
+                if type(desc) is _MemberType:
                     try:
                         if desc.__get__(parent, t) is child:
                             return [f".{name}"], False
                     except Exception:
                         pass
-        return [f" (via a {t.__qualname__})"], False
+        return [f" (via a {_get_qualname(t)})"], False
 
 
-_IPY_OUT = ("Out", "_oh")
+# IPython's output cache, in its user namespace; %reset -f out clears it,
+# its display hook's _, __, ___ too (not their copies in user_ns_hidden)
+_IPY_CACHE = re.compile(r"(Out|_oh|_[0-9]+|_{1,3})(\[|\Z)")
+_RESET_OUT = "%reset -f out"
+_CLEAR_TB = ("sys.last_traceback = sys.last_value = sys.last_exc = None"
+             if sys.version_info >= (3, 12) else
+             "sys.last_traceback = sys.last_value = None")
 
 
-def _root_text(r: _Root, first: str, tail: list) -> tuple:
-    """(the chain's beginning, the statement that drops the reference)."""
+def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
+    """(the chain's beginning, the statement that drops the reference, the
+    index in the chain's nodes of the container that statement empties
+    for every chain through it, or None)."""
     if r.kind == "namespace":
         name = first[1:] if first.startswith(".") else first
         text = f"{r.prefix}{name}"
-        if name in _IPY_OUT and tail and tail[0].startswith("["):
-            return text, f"del {text}{tail[0]}"
-        return text, f"del {text}" if _IDENT.match(name) else ""
+        if ipython and _IPY_CACHE.match(text):
+            # Out, _N, _, __, ___ and the display hook's copies
+            return text, _RESET_OUT, 0 if text[-1:] != "_" and \
+                not text[1:].isdigit() else None
+        if ipython and text.startswith("sys.displayhook"):
+            return text, _RESET_OUT, 1
+        return text, f"del {text}" if _IDENT.match(name) else "", None
+    if r.kind == "shell":
+        if tail[:1] == [".user_ns_hidden"] and len(tail) > 1 and \
+                tail[1].startswith("["):
+            return (r.prefix + first,  # pop: %reset may have deleted it
+                    f"{r.prefix}.user_ns_hidden.pop({tail[1][1:-1]}, None)",
+                    None)
+        if tail[:1] in ([".displayhook"], [".history_manager"]):
+            return r.prefix + first, _RESET_OUT, None
+        return r.prefix + first, "", None
     if r.kind == "class":
         cls = r.obj
         mod, qual = _get_module(cls), _get_qualname(cls)
         text = ("" if mod in ("__main__", "builtins") else f"{mod}.") + qual
         drop = f"del {text}{tail[0]}" if len(tail) == 1 and \
             tail[0].startswith(".") else ""
-        return text + first, drop
+        return text + first, drop, None
     if r.kind == "locals":
         name = first[1:] if first.startswith(".") else first
         first = f" local {name!r}"
     text = f"{r.label}{first}"
     if r.label.startswith("sys.last_traceback"):
-        return text, "sys.last_traceback = sys.last_value = None"
-    return text, ""
+        return text, _CLEAR_TB, None
+    return text, "", None
 
 
-def _chains(namer: _Namer, graph: dict, roots: dict, starts: list) -> tuple:
+def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
+            ipython: bool) -> tuple:
     """(the shortest chain from each root to any of starts, an
     allocation's arrays; the state: "held", "garbage" when the climb
     reached no root and every node above has no reference from outside the
@@ -304,25 +339,50 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list) -> tuple:
     for p, n in found:
         r = roots[id(p)]
         names, mode = namer.steps(p, n, r.kind in ("namespace", "locals"))
-        tail, node = [], n
+        # a container holding it under several keys gives a chain each
+        tails: list = [[]]
+        node, closure, said, nodes = n, None, "", [n]
         while True:
             child = via[id(node)][1]
             if child is None:
                 break
             s, mode = namer.steps(node, child, mode)
-            tail.append(s[0] if s else " (?)")
+            s = s or [" (?)"]
+            if closure is not None and s[0].startswith("["):
+                # fn.__closure__[i]: name the variable that cell is
+                try:
+                    var = closure[int(s[0][1:-1])]
+                    said = f" (closure variable {var!r})"
+                except (ValueError, IndexError):
+                    pass
+            closure = (node.__code__.co_freevars
+                       if s[0] == ".__closure__" else None)
+            tails = [t + [x] for t in tails for x in s][:4]
             node = child
+            nodes.append(node)
+        ids = {id(x) for x in nodes}
         for first in names:
-            if (id(p), first) in keys:
-                continue
-            keys.add((id(p), first))
-            text, drop = _root_text(r, first, tail)
-            out.append({"path": text + "".join(tail), "root": r.kind,
-                        "drop": drop})
-    out.sort(key=lambda c: (len(c["path"]), c["path"]))
+            for tail in tails:
+                key = (id(p), first, tuple(tail))
+                if key in keys:
+                    continue
+                keys.add(key)
+                text, drop, cover = _root_text(r, first, tail, ipython)
+                out.append(({"path": text + "".join(tail) + said,
+                             "root": r.kind, "drop": drop,
+                             "covered": False},
+                            ids, id(nodes[cover]) if cover is not None
+                            and cover < len(nodes) - 1 else None))
+    out.sort(key=lambda c: (len(c[0]["path"]), c[0]["path"]))
+    out = out[:MAX_CHAINS]
+    # a statement that empties a container frees what reaches the array
+    # through it: those chains need no statement of their own
+    for c, ids, _ in out:
+        c["covered"] = any(cover in ids and d is not c
+                           for d, _, cover in out if cover is not None)
     state = ("held" if out else "unknown" if todo
              else "garbage" if outside == 0 else "cpp")
-    return out[:MAX_CHAINS], state
+    return [c for c, _, _ in out], state
 
 
 def _advice(state: str, chains: list, cpp: str) -> str:
@@ -335,10 +395,11 @@ def _advice(state: str, chains: list, cpp: str) -> str:
         return "not found within the walk's budget: give it a larger one"
     drops = []
     for c in chains:
-        if c["drop"] and c["drop"] not in drops:
+        if c["drop"] and not c["covered"] and c["drop"] not in drops:
             drops.append(c["drop"])
     frames = sorted({c["path"].split(": ")[1].split(" local")[0]
-                     for c in chains if c["root"] == "locals"})
+                     for c in chains if c["root"] == "locals"
+                     and not c["covered"]})
     out = "; ".join(drops)
     if frames:
         out += ("; " if out else "") + (
@@ -365,10 +426,13 @@ def _collect(call: Any) -> tuple:
 
 
 def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
-         max_objects: Optional[int] = None) -> dict:
-    """The "holders" entry of explain()'s raw dict."""
+         max_objects: Optional[int] = None,
+         namespaces: tuple = ()) -> dict:
+    """The "holders" entry of explain()'s raw dict: the walk stops after
+    budget_s seconds (of which gc.get_objects() takes its share) or
+    max_objects objects (None: all)."""
     t0 = time.perf_counter()
-    roots, frames, skips, cleared = _roots()
+    roots, frames, skips, cleared = _roots(list(namespaces))
     found, objs = _collect(call)
     objs.extend(frames)
     # the allocations to name: (framework, device) -> the largest
@@ -409,11 +473,26 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
     try:
         graph, examined, total, stopped = _c._referrers(
             objs, targets, stops, skips, max(left, 0.0), most)
-    finally:
         del objs
-        for loc in cleared:  # the copies made above, not the frames'
+        ms_walk = (time.perf_counter() - t0) * 1e3
+        blocks = _name(groups, graph, roots, targets, stopped)
+    finally:
+        # the copies of the running functions' locals that _roots made:
+        # left filled, they would hold the arrays after a del
+        for loc in cleared:
             dict.clear(loc)
-    ms_walk = (time.perf_counter() - t0) * 1e3
+    return {"blocks": blocks, "notes": notes,
+            "walk": {"objects": total, "examined": examined,
+                     "stopped": stopped, "budget_s": budget_s,
+                     "max_objects": max_objects, "roots": len(roots),
+                     "reached": len(graph), "walk_ms": ms_walk,
+                     "ms": (time.perf_counter() - t0) * 1e3}}
+
+
+def _name(groups: dict, graph: dict, roots: dict, targets: list,
+          stopped: Optional[str]) -> list:
+    """The blocks of the answer: each allocation's chains, state, advice."""
+    ipython = any(r.kind == "shell" for r in roots.values())
     namer_cache: dict = {}
     blocks_out = []
     for (fw, dev), (h, top) in groups.items():
@@ -425,7 +504,7 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
                 state, chains = "cpp", []
             else:
                 chains, state = _chains(namer, graph, roots,
-                                        [targets[i] for i in idx])
+                                        [targets[i] for i in idx], ipython)
                 if state != "held" and stopped:
                     state = "unknown"
             blocks_out.append({
@@ -433,9 +512,4 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
                 "arrays": len(idx) if idx else 0, "state": state,
                 "chains": chains, "advice": _advice(state, chains, h.cpp)})
     blocks_out.sort(key=lambda b: (b["framework"], b["device"], -b["bytes"]))
-    return {"blocks": blocks_out, "notes": notes,
-            "walk": {"objects": total, "examined": examined,
-                     "stopped": stopped, "budget_s": budget_s,
-                     "max_objects": max_objects, "roots": len(roots),
-                     "reached": len(graph), "walk_ms": ms_walk,
-                     "ms": (time.perf_counter() - t0) * 1e3}}
+    return blocks_out

@@ -227,6 +227,8 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			}
 		}
 		PyObject *o = PyList_GetItem(objs, i);
+		if (lookup(&w.tab, (uintptr_t)o) != (uint32_t)i)
+			continue; /* listed twice: traversed once */
 		traverseproc tr =
 		    (traverseproc)PyType_GetSlot(Py_TYPE(o), Py_tp_traverse);
 		if (!tr)
