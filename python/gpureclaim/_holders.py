@@ -151,6 +151,10 @@ def _roots(namespaces: list) -> tuple:
         while tb is not None and id(tb) not in seen:
             seen.add(id(tb))
             f = tb.tb_frame
+            if not f.f_code.co_flags & _CO_OPTIMIZED and \
+                    type(f.f_globals) is dict:
+                # a module's frame: its names are globals
+                add("namespace", "", "__main__", f.f_globals)
             add("frame", "", f"sys.last_traceback: {_frame_word(f)}", f)
             frames.append(f)
             tb = tb.tb_next
@@ -286,9 +290,8 @@ def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
     if r.kind == "shell":
         if tail[:1] == [".user_ns_hidden"] and len(tail) > 1 and \
                 tail[1].startswith("["):
-            return (r.prefix + first,  # pop: %reset may have deleted it
-                    f"{r.prefix}.user_ns_hidden.pop({tail[1][1:-1]}, None)",
-                    None)
+            return (r.prefix + first,
+                    f"del {r.prefix}.user_ns_hidden{tail[1]}", None)
         if tail[:1] in ([".displayhook"], [".history_manager"]):
             return r.prefix + first, _RESET_OUT, None
         return r.prefix + first, "", None
@@ -400,6 +403,8 @@ def _advice(state: str, chains: list, cpp: str) -> str:
     frames = sorted({c["path"].split(": ")[1].split(" local")[0]
                      for c in chains if c["root"] == "locals"
                      and not c["covered"]})
+    # %reset -f out last: it deletes some of user_ns_hidden's keys
+    drops.sort(key=lambda d: d == _RESET_OUT)
     out = "; ".join(drops)
     if frames:
         out += ("; " if out else "") + (
@@ -470,22 +475,30 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
     stops = [r.obj for r in roots.values()]
     left = budget_s - (time.perf_counter() - t0)
     most = max_objects if max_objects is not None else len(objs)
+    nroots, graph = len(roots), {}
     try:
         graph, examined, total, stopped = _c._referrers(
             objs, targets, stops, skips, max(left, 0.0), most)
         del objs
         ms_walk = (time.perf_counter() - t0) * 1e3
         blocks = _name(groups, graph, roots, targets, stopped)
+        reached = len(graph)
     finally:
         # the copies of the running functions' locals that _roots made:
         # left filled, they would hold the arrays after a del
         for loc in cleared:
             dict.clear(loc)
+        # our own frames (skips) hold these lists: a cycle that would keep
+        # every frame named, and its locals, until the next collection
+        for x in (skips, frames, stops, cleared, targets):
+            x.clear()
+        roots.clear()
+        graph.clear()
     return {"blocks": blocks, "notes": notes,
             "walk": {"objects": total, "examined": examined,
                      "stopped": stopped, "budget_s": budget_s,
-                     "max_objects": max_objects, "roots": len(roots),
-                     "reached": len(graph), "walk_ms": ms_walk,
+                     "max_objects": max_objects, "roots": nroots,
+                     "reached": reached, "walk_ms": ms_walk,
                      "ms": (time.perf_counter() - t0) * 1e3}}
 
 
