@@ -34,43 +34,59 @@
 #include <string.h>
 #include <time.h>
 
-struct table {
-	uintptr_t *keys; /* 0: empty */
-	uint32_t *vals;
-	size_t mask;
-};
-
-static size_t slot_of(const struct table *t, uintptr_t k)
-{
-	uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
-	size_t i = (size_t)(h >> 20) & t->mask;
-	while (t->keys[i] && t->keys[i] != k)
-		i = (i + 1) & t->mask;
-	return i;
-}
-
-/* the index of k, or UINT32_MAX */
-static uint32_t lookup(const struct table *t, uintptr_t k)
-{
-	size_t i = slot_of(t, k);
-	return t->keys[i] ? t->vals[i] : UINT32_MAX;
-}
-
+/*
+ * The index: open addressing on the pointers, a node's number its slot
+ * (the object is the key). A bitmap of the pointers (2 MiB per 500,000
+ * objects) answers most "not an object of the walk" (an int, a str) from
+ * the cache, before the table or the child's own memory is read.
+ */
 struct walk {
-	struct table tab;
-	uint32_t *child, *parent; /* edges */
+	uintptr_t *keys; /* 0: empty */
+	size_t mask;
+	uint64_t *bits;
+	size_t bmask;
+	uint32_t *child, *parent; /* edges, by slot */
 	size_t n, cap;
 	uint32_t from;
 	int nomem;
 };
 
+#define NONE UINT32_MAX
+
+static uint64_t mix(uintptr_t k)
+{
+	return (uint64_t)k * 0x9E3779B97F4A7C15ull;
+}
+
+static size_t slot_of(const struct walk *w, uintptr_t k)
+{
+	size_t i = (size_t)(mix(k) >> 20) & w->mask;
+	while (w->keys[i] && w->keys[i] != k)
+		i = (i + 1) & w->mask;
+	return i;
+}
+
+/* the slot of k, or NONE */
+static uint32_t lookup(const struct walk *w, uintptr_t k)
+{
+	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	if (!(w->bits[b >> 6] >> (b & 63) & 1))
+		return NONE;
+	size_t i = slot_of(w, k);
+	return w->keys[i] ? (uint32_t)i : NONE;
+}
+
+static void set_bit(struct walk *w, uintptr_t k)
+{
+	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	w->bits[b >> 6] |= 1ull << (b & 63);
+}
+
 static int visit(PyObject *o, void *arg)
 {
 	struct walk *w = arg;
-	if (!o || !(PyType_GetFlags(Py_TYPE(o)) & Py_TPFLAGS_HAVE_GC))
-		return 0;
-	uint32_t j = lookup(&w->tab, (uintptr_t)o);
-	if (j == UINT32_MAX || j == w->from)
+	uint32_t j = lookup(w, (uintptr_t)o);
+	if (j == NONE || j == w->from)
 		return 0;
 	if (w->n == w->cap) {
 		size_t c = w->cap ? w->cap * 2 : 1 << 16;
@@ -112,22 +128,22 @@ static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
 		PyObject *o = PyList_GetItem(list, i);
 		if (!o)
 			return -1;
-		uint32_t j = lookup(&w->tab, (uintptr_t)o);
-		if (j != UINT32_MAX)
+		uint32_t j = lookup(w, (uintptr_t)o);
+		if (j != NONE)
 			marks[j] |= (uint8_t)bit;
 	}
 	return 0;
 }
 
-static PyObject *build(PyObject *objs, uint32_t *occ, uint8_t *marks,
-		       const uint32_t *start, const uint32_t *order,
-		       const uint32_t *queue, size_t nq)
+static PyObject *build(const struct walk *w, uint32_t *occ,
+		       const uint8_t *marks, const uint32_t *start,
+		       const uint32_t *order, const uint32_t *queue, size_t nq)
 {
 	/* the references from outside, counted before any tuple below adds
 	 * one: occ[] is reused for them */
 	for (size_t q = 0; q < nq; q++) {
 		uint32_t v = queue[q];
-		PyObject *o = PyList_GetItem(objs, (Py_ssize_t)v);
+		PyObject *o = (PyObject *)w->keys[v];
 		occ[v] =
 		    (uint32_t)((long)Py_REFCNT(o) -
 			       (long)(start[v + 1] - start[v]) - (long)occ[v]);
@@ -135,7 +151,7 @@ static PyObject *build(PyObject *objs, uint32_t *occ, uint8_t *marks,
 	PyObject *graph = PyDict_New();
 	for (size_t q = 0; graph && q < nq; q++) {
 		uint32_t v = queue[q];
-		PyObject *o = PyList_GetItem(objs, (Py_ssize_t)v);
+		PyObject *o = (PyObject *)w->keys[v];
 		long ext = (long)(int32_t)occ[v];
 		Py_ssize_t keep = 0;
 		for (uint32_t e = start[v]; e < start[v + 1]; e++)
@@ -148,8 +164,7 @@ static PyObject *build(PyObject *objs, uint32_t *occ, uint8_t *marks,
 			for (uint32_t e = start[v]; e < start[v + 1]; e++) {
 				if (marks[order[e]] & M_SKIP)
 					continue;
-				PyObject *p =
-				    PyList_GetItem(objs, (Py_ssize_t)order[e]);
+				PyObject *p = (PyObject *)w->keys[order[e]];
 				Py_INCREF(p);
 				PyTuple_SetItem(parents, k++, p);
 			}
@@ -176,40 +191,48 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		return NULL;
 	double deadline = now() + budget;
 	Py_ssize_t n = PyList_Size(objs);
-	if (n >= (Py_ssize_t)UINT32_MAX - 1)
-		n = (Py_ssize_t)UINT32_MAX - 2;
+	if (n > (Py_ssize_t)(1u << 30))
+		return PyErr_Format(PyExc_ValueError,
+				    "referrers: more than 2**30 objects");
 	struct walk w = {0};
-	size_t cap = 16;
+	size_t cap = 16, bcap = 1 << 12;
 	while (cap < (size_t)n * 2)
 		cap <<= 1;
-	w.tab.mask = cap - 1;
-	w.tab.keys = PyMem_Calloc(cap, sizeof *w.tab.keys);
-	w.tab.vals = PyMem_Malloc(cap * sizeof *w.tab.vals);
-	uint32_t *occ = PyMem_Calloc((size_t)n + 1, sizeof *occ);
-	uint8_t *marks = PyMem_Calloc((size_t)n + 1, 1);
+	while (bcap < (size_t)n * 32)
+		bcap <<= 1;
+	w.mask = cap - 1;
+	w.bmask = bcap - 1;
+	w.keys = PyMem_Calloc(cap, sizeof *w.keys);
+	w.bits = PyMem_Calloc(bcap / 64, sizeof *w.bits);
+	uint32_t *slot = PyMem_Malloc(((size_t)n + 1) * sizeof *slot);
+	uint32_t *occ = PyMem_Calloc(cap, sizeof *occ);
+	uint8_t *marks = PyMem_Calloc(cap, 1);
 	uint32_t *start = NULL, *order = NULL, *queue = NULL;
 	PyObject *out = NULL, *graph = NULL;
 	const char *stopped = NULL;
+	PyTypeObject *last = NULL;
+	traverseproc tr = NULL;
 	Py_ssize_t i = 0, nt = PyList_Size(targets);
 	size_t nq = 0;
-	if (!w.tab.keys || !w.tab.vals || !occ || !marks) {
+	if (!w.keys || !w.bits || !slot || !occ || !marks) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	/* the index: one entry an object, occ[] its places in the lists */
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *o = PyList_GetItem(objs, i);
-		size_t s = slot_of(&w.tab, (uintptr_t)o);
-		if (!w.tab.keys[s]) {
-			w.tab.keys[s] = (uintptr_t)o;
-			w.tab.vals[s] = (uint32_t)i;
+	/* the index; occ[] counts each object's places in the lists, slot[]
+	 * is NONE for a second place (traversed once) */
+	for (Py_ssize_t k = 0; k < n; k++) {
+		uintptr_t o = (uintptr_t)PyList_GetItem(objs, k);
+		size_t s = slot_of(&w, o);
+		slot[k] = w.keys[s] ? NONE : (uint32_t)s;
+		if (!w.keys[s]) {
+			w.keys[s] = o;
+			set_bit(&w, o);
 		}
-		occ[w.tab.vals[s]]++;
+		occ[s]++;
 	}
 	for (Py_ssize_t t = 0; t < nt; t++) {
-		uint32_t j =
-		    lookup(&w.tab, (uintptr_t)PyList_GetItem(targets, t));
-		if (j != UINT32_MAX)
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
+		if (j != NONE)
 			occ[j]++;
 	}
 	if (mark(&w, marks, stops, M_STOP) || mark(&w, marks, skips, M_SKIP))
@@ -226,14 +249,16 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 				break;
 			}
 		}
-		PyObject *o = PyList_GetItem(objs, i);
-		if (lookup(&w.tab, (uintptr_t)o) != (uint32_t)i)
-			continue; /* listed twice: traversed once */
-		traverseproc tr =
-		    (traverseproc)PyType_GetSlot(Py_TYPE(o), Py_tp_traverse);
+		if (slot[i] == NONE)
+			continue;
+		PyObject *o = (PyObject *)w.keys[slot[i]];
+		if (Py_TYPE(o) != last) {
+			last = Py_TYPE(o);
+			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
+		}
 		if (!tr)
 			continue;
-		w.from = (uint32_t)i;
+		w.from = slot[i];
 		tr(o, visit, &w);
 		if (w.nomem) {
 			PyErr_NoMemory();
@@ -243,27 +268,26 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	if (!stopped && i >= most && i < n)
 		stopped = "objects";
 	/* the edges by child: start[v]..start[v+1] in order[] */
-	start = PyMem_Calloc((size_t)n + 2, sizeof *start);
+	start = PyMem_Calloc(cap + 2, sizeof *start);
 	order = PyMem_Malloc((w.n ? w.n : 1) * sizeof *order);
-	queue = PyMem_Malloc(((size_t)n + 1) * sizeof *queue);
+	queue = PyMem_Malloc(cap * sizeof *queue);
 	if (!start || !order || !queue) {
 		PyErr_NoMemory();
 		goto done;
 	}
 	for (size_t e = 0; e < w.n; e++)
 		start[w.child[e] + 1]++;
-	for (Py_ssize_t v = 0; v < n; v++)
+	for (size_t v = 0; v < cap; v++)
 		start[v + 1] += start[v];
 	for (size_t e = 0; e < w.n; e++)
 		order[start[w.child[e]]++] = w.parent[e];
-	for (Py_ssize_t v = n; v > 0; v--)
+	for (size_t v = cap; v > 0; v--)
 		start[v] = start[v - 1];
 	start[0] = 0;
 	/* the climb */
 	for (Py_ssize_t t = 0; t < nt; t++) {
-		uint32_t j =
-		    lookup(&w.tab, (uintptr_t)PyList_GetItem(targets, t));
-		if (j == UINT32_MAX || (marks[j] & (M_SEEN | M_SKIP)))
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
+		if (j == NONE || (marks[j] & (M_SEEN | M_SKIP)))
 			continue;
 		marks[j] |= M_SEEN;
 		queue[nq++] = j;
@@ -278,14 +302,15 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			queue[nq++] = p;
 		}
 	}
-	graph = build(objs, occ, marks, start, order, queue, nq);
+	graph = build(&w, occ, marks, start, order, queue, nq);
 	if (graph)
 		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
 done:
-	PyMem_Free(w.tab.keys);
-	PyMem_Free(w.tab.vals);
+	PyMem_Free(w.keys);
+	PyMem_Free(w.bits);
 	PyMem_Free(w.child);
 	PyMem_Free(w.parent);
+	PyMem_Free(slot);
 	PyMem_Free(occ);
 	PyMem_Free(marks);
 	PyMem_Free(start);
