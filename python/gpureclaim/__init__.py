@@ -783,13 +783,6 @@ class Explanation:
         return _c.render(self._view(), "html")
 
 
-_STATES = {
-    "garbage": "unreachable: in a reference cycle (gc.collect() frees it)",
-    "cpp": "no Python reference: held in C++ ({cpp})",
-    "unknown": "no root found within the walk's budget",
-}
-
-
 def _holders_view(h: dict) -> list:
     """The view's blocks for explain(holders=True): a table of the largest
     allocations, each with the chains of names that hold it."""
@@ -797,11 +790,7 @@ def _holders_view(h: dict) -> list:
     out: list = [("h", "Who holds the largest live allocations")]
     rows = []
     for b in h["blocks"]:
-        if b["chains"]:
-            lines = [c["path"] for c in b["chains"]]
-        else:
-            lines = [_STATES.get(b["state"], b["state"]).format(
-                cpp=b["advice"].split("(", 1)[-1].rstrip(")"))]
+        lines = [c["path"] for c in b["chains"]] or [b["why"]]
         views = (f", {b['arrays']} arrays share it" if b["arrays"] > 1
                  else "")
         rows.append([f"{b['framework']} GPU {b['device']}", b["bytes"],
@@ -828,7 +817,7 @@ def _holders_view(h: dict) -> list:
 
 def explain(devices: Optional[Iterable[int]] = None, *,
             measure_context: bool = False, holders: bool = False,
-            holders_budget: float = 0.1,
+            holders_budget: float = 1.0,
             holders_max_objects: Optional[int] = None) -> Explanation:
     """Where this process's GPU memory goes, per GPU it has opened.
 

@@ -257,7 +257,7 @@ def _print_explanation(header, raw=False, holders=None):
 
             ns = [holders] if isinstance(holders, dict) else []
             text = str(gpureclaim.Explanation(_explain.explain(
-                holders={"budget_s": 0.1, "namespaces": ns})))
+                holders={"budget_s": 1.0, "namespaces": ns})))
     except Exception as e:  # never let the report hide the script's result
         text = f"gpureclaim.explain() failed: {type(e).__name__}: {e}"
     out = f"{header}\n{text}\n"

@@ -38,7 +38,7 @@ from .frameworks._base import describe
 TOP = 10  #: allocations named per framework and GPU
 MAX_CHAINS = 12  #: chains kept per allocation (the advice follows them all)
 MAX_NODES = 20000  #: nodes read back per allocation
-DEFAULT_BUDGET_S = 0.1
+DEFAULT_BUDGET_S = 1.0
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ModuleType = type(sys)
@@ -311,6 +311,13 @@ def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
     return text, "", None
 
 
+def _root_of(roots: dict, p: Any) -> _Root:
+    r = roots[id(p)]
+    if type(r) is not _Root:  # a class, named when first reached
+        r = roots[id(p)] = _Root("class", "", "", r)
+    return r
+
+
 def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
             ipython: bool) -> tuple:
     """(the shortest chain from each root to any of starts, an
@@ -340,7 +347,7 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
     out = []
     keys: set = set()
     for p, n in found:
-        r = roots[id(p)]
+        r = _root_of(roots, p)
         names, mode = namer.steps(p, n, r.kind in ("namespace", "locals"))
         # a container holding it under several keys gives a chain each
         tails: list = [[]]
@@ -386,6 +393,14 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
     state = ("held" if out else "unknown" if todo
              else "garbage" if outside == 0 else "cpp")
     return [c for c, _, _ in out], state
+
+
+#: what a block no chain reaches is held by, in words (its "why")
+_STATES = {
+    "garbage": "unreachable: in a reference cycle (gc.collect() frees it)",
+    "cpp": "no Python reference: held in C++ ({cpp})",
+    "unknown": "no root found within the walk's budget",
+}
 
 
 def _advice(state: str, chains: list, cpp: str) -> str:
@@ -468,11 +483,14 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
         for dev, d in per.items():
             top = sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP]
             groups[(f.name, dev)] = (h, top)
-    for k in _c._of_types(objs, (type,)):
-        if id(k) not in roots:
-            roots[id(k)] = _Root("class", "", "", k)
-    k = None
     stops = [r.obj for r in roots.values()]
+    # every class is a root too (its instances point at it): a _Root is
+    # made only for one a chain starts at (_root_of)
+    classes = _c._of_types(objs, (type,))
+    stops += classes
+    for k in classes:
+        roots.setdefault(id(k), k)
+    k = classes = None
     left = budget_s - (time.perf_counter() - t0)
     most = max_objects if max_objects is not None else len(objs)
     nroots, graph = len(roots), {}
@@ -505,7 +523,8 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
 def _name(groups: dict, graph: dict, roots: dict, targets: list,
           stopped: Optional[str]) -> list:
     """The blocks of the answer: each allocation's chains, state, advice."""
-    ipython = any(r.kind == "shell" for r in roots.values())
+    ipython = any(type(r) is _Root and r.kind == "shell"
+                  for r in roots.values())
     namer_cache: dict = {}
     blocks_out = []
     for (fw, dev), (h, top) in groups.items():
@@ -523,6 +542,7 @@ def _name(groups: dict, graph: dict, roots: dict, targets: list,
             blocks_out.append({
                 "framework": fw, "device": dev, "address": ptr, "bytes": n,
                 "arrays": len(idx) if idx else 0, "state": state,
+                "why": _STATES.get(state, "").format(cpp=h.cpp),
                 "chains": chains, "advice": _advice(state, chains, h.cpp)})
     blocks_out.sort(key=lambda b: (b["framework"], b["device"], -b["bytes"]))
     return blocks_out

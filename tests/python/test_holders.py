@@ -287,8 +287,8 @@ emit(dict(states={b["bytes"]: (b["state"], b["arrays"]) for b in blocks},
           text=str(e)))
 """)
     assert r["states"] == {str(8 * MiB): ["cpp", 0], str(4 * MiB): ["cpp", 1]}
-    assert ("no Python reference: held in C++ (the autograd graph, a saved "
-            "tensor, an extension)") in r["text"]
+    assert ("no Python reference: held in C++ (a tensor's .grad, the "
+            "autograd graph, a saved tensor, an extension)") in r["text"]
 
 
 def test_the_budget_cuts_the_walk_and_says_where(scenario):

@@ -948,7 +948,8 @@ def arrays(call: Any, objs: list) -> tuple:
 
 
 HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
-                  cpp="the autograd graph, a saved tensor, an extension")
+                  cpp="a tensor's .grad, the autograd graph, a saved "
+                      "tensor, an extension")
 
 FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
                       oom=OOMHook("torch", oom_attach, oom_request),
