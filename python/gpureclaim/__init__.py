@@ -790,7 +790,12 @@ def _holders_view(h: dict) -> list:
     out: list = [("h", "Who holds the largest live allocations")]
     rows = []
     for b in h["blocks"]:
-        lines = [c["path"] for c in b["chains"]] or [b["why"]]
+        shown = [c["path"] for c in b["chains"] if not c["covered"]]
+        lines = shown or [b["why"]]
+        more = len(b["chains"]) - len(shown)
+        if more:
+            lines.append(f"and {more} more through what those statements "
+                         f"empty (to_dict() lists them)")
         views = (f", {b['arrays']} arrays share it" if b["arrays"] > 1
                  else "")
         rows.append([f"{b['framework']} GPU {b['device']}", b["bytes"],

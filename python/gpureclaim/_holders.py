@@ -187,11 +187,13 @@ class _Namer:
     def __init__(self, attr_dicts: frozenset):
         self.attr_dicts = attr_dicts
 
-    def dict_step(self, d: dict, child: Any, attrs: bool) -> list:
+    def dict_step(self, d: dict, child: Any, attrs: Any) -> list:
         out = []
         for k, v in dict.items(d):
             if v is child:
-                if attrs and type(k) is str and _IDENT.match(k):
+                if attrs == "locals":
+                    out.append(f" local {k!r}")
+                elif attrs and type(k) is str and _IDENT.match(k):
                     out.append(f".{k}")
                 elif attrs == "index" and type(k) is str and k.isdigit():
                     out.append(f"[{k}]")
@@ -220,6 +222,8 @@ class _Namer:
             return [" (in a set)"], False
         if t is _FrameType:
             loc = parent.f_locals
+            if loc is child:  # the locals a traceback's reader made
+                return [""], "locals"
             inner = (child.cell_contents if type(child) is types.CellType
                      and not _empty_cell(child) else child)
             names = [f" local {k!r}" for k, v in dict.items(loc)
@@ -373,11 +377,11 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
         ids = {id(x) for x in nodes}
         for first in names:
             for tail in tails:
-                key = (id(p), first, tuple(tail))
-                if key in keys:
+                text, drop, cover = _root_text(r, first, tail, ipython)
+                key = text + "".join(tail)
+                if key in keys:  # one chain a name
                     continue
                 keys.add(key)
-                text, drop, cover = _root_text(r, first, tail, ipython)
                 out.append(({"path": text + "".join(tail) + said,
                              "root": r.kind, "drop": drop,
                              "covered": False},
@@ -387,9 +391,9 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
     out = out[:MAX_CHAINS]
     # a statement that empties a container frees what reaches the array
     # through it: those chains need no statement of their own
-    for c, ids, _ in out:
-        c["covered"] = any(cover in ids and d is not c
-                           for d, _, cover in out if cover is not None)
+    for c, ids, mine in out:
+        c["covered"] = mine is None and any(
+            cover in ids for d, _, cover in out if cover is not None)
     state = ("held" if out else "unknown" if todo
              else "garbage" if outside == 0 else "cpp")
     return [c for c, _, _ in out], state

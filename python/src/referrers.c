@@ -344,17 +344,20 @@ PyObject *gpr_py_of_types(PyObject *module, PyObject *args)
 					    "of_types: types must be classes");
 	PyObject *out = PyList_New(0);
 	Py_ssize_t n = PyList_Size(objs);
+	PyTypeObject *last = NULL; /* objects of one type come in runs */
+	int hit = 0;
 	for (Py_ssize_t i = 0; out && i < n; i++) {
 		PyObject *o = PyList_GetItem(objs, i);
-		for (Py_ssize_t k = 0; k < nt; k++) {
-			PyTypeObject *t =
-			    (PyTypeObject *)PyTuple_GetItem(types, k);
-			if (PyType_IsSubtype(Py_TYPE(o), t)) {
-				if (PyList_Append(out, o))
-					Py_CLEAR(out);
-				break;
-			}
+		if (Py_TYPE(o) != last) {
+			last = Py_TYPE(o);
+			hit = 0;
+			for (Py_ssize_t k = 0; k < nt && !hit; k++)
+				hit = PyType_IsSubtype(
+				    last,
+				    (PyTypeObject *)PyTuple_GetItem(types, k));
 		}
+		if (hit && PyList_Append(out, o))
+			Py_CLEAR(out);
 	}
 	return out;
 }
