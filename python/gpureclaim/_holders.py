@@ -150,13 +150,13 @@ def _roots(namespaces: list) -> tuple:
     for tb in tbs:
         while tb is not None and id(tb) not in seen:
             seen.add(id(tb))
+            # the frames are no roots: the walk climbs on to whatever
+            # holds them (sys.last_traceback, IPython's InteractiveTB.tb)
             f = tb.tb_frame
             if not f.f_code.co_flags & _CO_OPTIMIZED and \
                     type(f.f_globals) is dict:
                 # a module's frame: its names are globals
                 add("namespace", "", "__main__", f.f_globals)
-            add("frame", "", f"sys.last_traceback: {_frame_word(f)}", f)
-            frames.append(f)
             tb = tb.tb_next
     return roots, frames, skips, cleared
 
@@ -290,6 +290,8 @@ def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
                 not text[1:].isdigit() else None
         if ipython and text.startswith("sys.displayhook"):
             return text, _RESET_OUT, 1
+        if text in ("sys.last_traceback", "sys.last_value", "sys.last_exc"):
+            return text, _CLEAR_TB, None
         return text, f"del {text}" if _IDENT.match(name) else "", None
     if r.kind == "shell":
         if tail[:1] == [".user_ns_hidden"] and len(tail) > 1 and \
@@ -298,6 +300,9 @@ def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
                     f"del {r.prefix}.user_ns_hidden{tail[1]}", None)
         if tail[:1] in ([".displayhook"], [".history_manager"]):
             return r.prefix + first, _RESET_OUT, None
+        if tail[:2] == [".InteractiveTB", ".tb"]:  # the last traceback shown
+            return r.prefix + first, f"{r.prefix}.InteractiveTB.tb = None", \
+                None
         return r.prefix + first, "", None
     if r.kind == "class":
         cls = r.obj
@@ -362,6 +367,11 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
                 break
             s, mode = namer.steps(node, child, mode)
             s = s or [" (?)"]
+            if s[0] == ".tb_frame":  # a traceback's frames, by name
+                s = [f": {_frame_word(child)}"]
+                for t in tails:
+                    while t and t[-1] == ".tb_next":
+                        t.pop()
             if closure is not None and s[0].startswith("["):
                 # fn.__closure__[i]: name the variable that cell is
                 try:
@@ -371,7 +381,7 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
                     pass
             closure = (node.__code__.co_freevars
                        if s[0] == ".__closure__" else None)
-            tails = [t + [x] for t in tails for x in s][:4]
+            tails = [t + [x] if x else t for t in tails for x in s][:4]
             node = child
             nodes.append(node)
         ids = {id(x) for x in nodes}
