@@ -6,8 +6,9 @@ array is, the allocation it views and its size), the ten largest
 allocations per GPU that arrays view (views of one allocation counted
 once) and the framework's live blocks that no array views. Then one walk
 of the heap, generic: the roots are collected (every module's namespace,
-IPython's user namespace, each thread's frames, the frames of
-``sys.last_traceback``, every class), ``gc.get_objects()`` is read, and the
+IPython's user namespace and shell, each running frame's locals, every
+class; a traceback's frames are climbed past, to what holds the
+traceback), ``gc.get_objects()`` is read, and the
 C extension (``_gpureclaim._referrers``, python/src/referrers.c) climbs
 from the arrays to the roots over tp_traverse edges, within a budget of
 time and objects. Here the climb is read back, breadth first, into the
@@ -57,9 +58,9 @@ _CO_OPTIMIZED = 1  # a function's frame: f_locals is a copy
 class _Root:
     """A root: what the chain starts with. kind "namespace" (a module's or
     IPython's globals: prefix "" for __main__), "locals" (a running
-    frame's f_locals), "frame" (a frame object), "class"; label: the
-    frame in words, with its thread or traceback; "shell" (IPython's,
-    prefix "get_ipython()")."""
+    frame's f_locals) and "frame" (that frame; label: the frame in words,
+    with its thread), "class", "shell" (IPython's, prefix
+    "get_ipython()")."""
 
     __slots__ = ("kind", "prefix", "label", "obj")
 
@@ -148,7 +149,7 @@ def _roots(namespaces: list) -> tuple:
         if v is not None and issubclass(type(v), BaseException):
             tbs.append(_EXC["__traceback__"](v))
     for tb in tbs:
-        while tb is not None and id(tb) not in seen:
+        while type(tb) is types.TracebackType and id(tb) not in seen:
             seen.add(id(tb))
             # the frames are no roots: the walk climbs on to whatever
             # holds them (sys.last_traceback, IPython's InteractiveTB.tb)
