@@ -86,7 +86,7 @@ static int visit(PyObject *o, void *arg)
 {
 	struct walk *w = arg;
 	uint32_t j = lookup(w, (uintptr_t)o);
-	if (j == NONE || j == w->from)
+	if (j == NONE) /* a self-reference counts: it is a reference */
 		return 0;
 	if (w->n == w->cap) {
 		size_t c = w->cap ? w->cap * 2 : 1 << 16;
@@ -302,7 +302,12 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			queue[nq++] = p;
 		}
 	}
+	/* the tuples and the dict below could start a collection, whose
+	 * finalizers would run user code and change the refcounts read */
+	int was = PyGC_Disable();
 	graph = build(&w, occ, marks, start, order, queue, nq);
+	if (was)
+		PyGC_Enable();
 	if (graph)
 		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
 done:

@@ -6,6 +6,8 @@ the budget cuts the walk and says so; and every piece of advice, followed
 frees the bytes."""
 import pytest
 
+from conftest import SANITIZED
+
 MiB = 1 << 20
 
 HELPERS = """
@@ -261,14 +263,17 @@ class Node:
 a, b = Node(), Node()
 a.other, b.other = b, a
 b.t = torch.empty(8 << 20, device="cuda")
-del a, b
+selfish = [torch.empty(4 << 20, device="cuda")]
+selfish.append(selfish)  # a list that holds itself
+del a, b, selfish
 e, blocks = holders()
-(blk,) = blocks
+(blk, own) = blocks
 gc.collect()
 emit(dict(state=blk["state"], chains=blk["chains"], advice=blk["advice"],
-          text=str(e), after=torch.cuda.memory_allocated()))
+          own=own["state"], text=str(e), after=torch.cuda.memory_allocated()))
 """)
     assert r["state"] == "garbage" and r["chains"] == []
+    assert r["own"] == "garbage"
     assert r["advice"] == "gc.collect() frees it"
     assert "unreachable: in a reference cycle (gc.collect() frees it)" in \
         r["text"]
@@ -381,3 +386,22 @@ emit(dict(errors=errors, rc=p.returncode, out=p.stdout, err=p.stderr,
     assert "--holders" in r["help"]
     assert r["plain"] is None
     assert "Who holds the largest live allocations" in r["html"]
+
+
+def test_the_walk_leaks_nothing(scenario):
+    if SANITIZED:
+        pytest.skip("ASan's quarantine of freed memory grows the RSS")
+    r = run(scenario, """
+t = torch.empty(8 << 20, device="cuda")
+for _ in range(20):
+    gpureclaim.explain(holders=True)
+gc.collect()
+before = rss_bytes()
+for _ in range(200):
+    e = gpureclaim.explain(holders=True)
+gc.collect()
+emit(dict(grew=rss_bytes() - before, objects=len(gc.get_objects()),
+          paths=[c["path"] for c in e.holders["blocks"][0]["chains"]]))
+""")
+    assert r["paths"] == ["t"]
+    assert r["grew"] < 4 * MiB, r
