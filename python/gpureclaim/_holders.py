@@ -321,10 +321,14 @@ def _root_text(r: _Root, first: str, tail: list, ipython: bool) -> tuple:
     return text, "", None
 
 
+def _is_root(roots: dict, p: Any) -> bool:
+    return id(p) in roots or issubclass(type(p), type)
+
+
 def _root_of(roots: dict, p: Any) -> _Root:
-    r = roots[id(p)]
-    if type(r) is not _Root:  # a class, named when first reached
-        r = roots[id(p)] = _Root("class", "", "", r)
+    r = roots.get(id(p))
+    if r is None:  # a class, named when first reached
+        r = roots[id(p)] = _Root("class", "", "", p)
     return r
 
 
@@ -347,7 +351,7 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
         ext, parents = graph.get(id(n), (1, ()))
         outside += ext > 0
         for p in parents:
-            if id(p) in roots:
+            if _is_root(roots, p):
                 if len(found) < MAX_CHAINS * 4:
                     found.append((p, n))
                 continue
@@ -498,14 +502,9 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
         for dev, d in per.items():
             top = sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP]
             groups[(f.name, dev)] = (h, top)
+    # every class is a root too (the C walk stops at each): a _Root is made
+    # only for one a chain starts at (_root_of)
     stops = [r.obj for r in roots.values()]
-    # every class is a root too (its instances point at it): a _Root is
-    # made only for one a chain starts at (_root_of)
-    classes = _c._of_types(objs, (type,))
-    stops += classes
-    for k in classes:
-        roots.setdefault(id(k), k)
-    k = classes = None
     left = budget_s - (time.perf_counter() - t0)
     most = max_objects if max_objects is not None else len(objs)
     nroots, graph = len(roots), {}
@@ -538,8 +537,7 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
 def _name(groups: dict, graph: dict, roots: dict, targets: list,
           stopped: Optional[str]) -> list:
     """The blocks of the answer: each allocation's chains, state, advice."""
-    ipython = any(type(r) is _Root and r.kind == "shell"
-                  for r in roots.values())
+    ipython = any(r.kind == "shell" for r in roots.values())
     namer_cache: dict = {}
     blocks_out = []
     for (fw, dev), (h, top) in groups.items():

@@ -8,8 +8,9 @@
  * no Python code runs (no __eq__, __hash__, property or __getattr__; a
  * pointer is the identity), so the walk cannot change what it walks.
  * From that pass's edges it climbs back from the targets, breadth first,
- * never past a stop (a root: a module's namespace, a frame of a thread, a
- * class) and never through a skip (the caller's own frames). The pass is
+ * never past a stop (a root: a module's namespace, a frame of a thread;
+ * every class is one too) and never through a skip (the caller's own
+ * frames). The pass is
  * what costs (tens of milliseconds per 100,000 objects): it holds the GIL,
  * so it stops once budget_s seconds have gone or max_objects were
  * traversed, and says how far it got.
@@ -252,6 +253,8 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		if (slot[i] == NONE)
 			continue;
 		PyObject *o = (PyObject *)w.keys[slot[i]];
+		if (PyType_Check(o)) /* a class: a root, named by Python */
+			marks[slot[i]] |= M_STOP;
 		if (Py_TYPE(o) != last) {
 			last = Py_TYPE(o);
 			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
