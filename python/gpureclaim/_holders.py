@@ -255,6 +255,11 @@ class _Namer:
         if own is not None:
             if own is child:
                 return [""], True
+            # its attributes, stored in the object itself (3.11's inline
+            # values): the edge skips the dict
+            for k, v in dict.items(own):
+                if v is child and k in self.attr_dicts:
+                    return [""], "index"
             names = self.dict_step(own, child, True)
             if names:
                 return names, False
