@@ -332,6 +332,9 @@ def _explain(argv):
         if not argv:
             return _usage_error("explain", "no script given (gpureclaim "
                                 "explain --holders SCRIPT [ARGS...])")
+        if argv[0] in ("-h", "--help"):
+            sys.stdout.write(_EXPLAIN_USAGE)
+            return 0
     script = argv[0]
     # a script that cannot be run is the caller's mistake, said in one line
     # (as `memray run` does), not a traceback of ours and an explanation
