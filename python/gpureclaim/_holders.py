@@ -225,6 +225,8 @@ class _Namer:
             loc = parent.f_locals
             if loc is child:  # the locals a traceback's reader made
                 return [""], "locals"
+            if type(loc) is not dict:  # 3.13's FrameLocalsProxy
+                loc = dict(loc)
             inner = (child.cell_contents if type(child) is types.CellType
                      and not _empty_cell(child) else child)
             names = [f" local {k!r}" for k, v in dict.items(loc)

@@ -25,7 +25,8 @@
  * stopped: None, "time" or "objects".
  *
  * Also instance_dict(obj) (PyObject_GenericGetDict: an instance's own
- * __dict__, never a property of that name, or None) and of_types(objects,
+ * __dict__, never a property of that name, or None; a static type's
+ * mappingproxy) and of_types(objects,
  * types) (the objects of those types or their subtypes, PyType_IsSubtype:
  * isinstance could ask a proxy's __class__).
  */
@@ -87,7 +88,7 @@ static int visit(PyObject *o, void *arg)
 {
 	struct walk *w = arg;
 	uint32_t j = lookup(w, (uintptr_t)o);
-	if (j == NONE) /* a self-reference counts: it is a reference */
+	if (j == NONE) /* not an object of the walk (a self-reference is) */
 		return 0;
 	if (w->n == w->cap) {
 		size_t c = w->cap ? w->cap * 2 : 1 << 16;
@@ -330,6 +331,16 @@ done:
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj)
 {
 	(void)module;
+	/* A static type's dict: its read-only proxy. From 3.12 a builtin
+	 * one keeps it outside the type object (tp_dict NULL), where
+	 * PyObject_GenericGetDict would put a new, empty one. */
+	if (PyType_Check(obj) &&
+	    !(PyType_GetFlags((PyTypeObject *)obj) & Py_TPFLAGS_HEAPTYPE)) {
+		PyObject *p = PyObject_GetAttrString(obj, "__dict__");
+		if (!p)
+			PyErr_Clear();
+		return p ? p : Py_NewRef(Py_None);
+	}
 	PyObject *d = PyObject_GenericGetDict(obj, NULL);
 	if (!d) {
 		PyErr_Clear();
