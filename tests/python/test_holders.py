@@ -1,5 +1,5 @@
-"""explain(holders=True) on the simulated driver with the fake frameworks:
-each kind of root is named as a user types it, views of one storage are
+"""explain(holders=True) on the simulated driver with the fake frameworks
+(Torch, CuPy, JAX): each kind of root is named as a user types it, views of one storage are
 one allocation with every name, a cycle and a C++ holder are told apart,
 the budget cuts the walk and says so; and every piece of advice, followed
 (the chains' statements run, the traceback cleared, the thread ended),
@@ -80,6 +80,25 @@ emit(dict(out=out, torch_after=torch.cuda.memory_allocated(),
     assert "Who holds the largest live allocations" in r["text"]
     assert "lst[1]['k']" in r["text"]
     assert "2 arrays share it" in r["text"]
+
+
+def test_jax_arrays(scenario):
+    r = run(scenario, """
+import jax
+x = jax.device_array(64 << 20)
+keep = {"x": x}
+gone = jax.device_array(16 << 20)
+gone.delete()  # a deleted array holds nothing
+e, blocks = holders()
+(b,) = [b for b in blocks if b["framework"] == "jax"]
+paths = sorted(c["path"] for c in b["chains"])
+drops = follow(b, globals())
+emit(dict(paths=paths, bytes=b["bytes"], drops=drops,
+          after=jax.devices()[0].memory_stats()["bytes_in_use"]))
+""")
+    assert r["paths"] == ["keep['x']", "x"] and r["bytes"] == 64 * MiB
+    assert sorted(r["drops"]) == ["del keep", "del x"]
+    assert r["after"] == 0
 
 
 MODULES = """

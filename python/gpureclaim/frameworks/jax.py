@@ -216,8 +216,8 @@ def arrays(call: Any, objs: list) -> tuple:
     """JAX's arrays on a GPU among objs (``jax._src.array.ArrayImpl``): one
     buffer each (``unsafe_buffer_pointer()``, ``nbytes``), the first
     shard's for an array over several devices. Deleted or donated arrays
-    hold nothing. XLA lists no live blocks. (Not run on real JAX in CI:
-    the fake has no arrays.)"""
+    hold nothing. XLA lists no live blocks. (Tested on the fake JAX's
+    stand-in of ArrayImpl, not yet on real JAX.)"""
     mod = imported("jax._src.array")
     cls = getattr(mod, "ArrayImpl", None)
     if not isinstance(cls, type):
