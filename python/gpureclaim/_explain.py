@@ -67,6 +67,11 @@ class Call:
             raise v
         return v
 
+    def readings(self) -> list:
+        """(key, value) of each reading memoized so far that succeeded
+        (the holders' walk reads what the explainers left)."""
+        return [(k, v) for k, (ok, v) in list(self._memo.items()) if ok]
+
 
 # Library name fragments in the tracer's rows: the name shown, and the
 # framework whose own figures already hold its allocations (None: none).

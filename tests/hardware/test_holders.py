@@ -107,7 +107,9 @@ e = gpureclaim.explain(holders=True, holders_budget=30.0)  # no cut: speed aside
 show("Qwen2, AdamW, a traceback", e)
 blocks = [b for b in e.holders["blocks"] if b["framework"] == "torch"]
 paths = [c["path"] for b in blocks for c in b["chains"]]
-named = {b["address"] for b in blocks}
+# the blocks a chain names (a block held in C++, a cuBLAS workspace the
+# explainer could not tell from its size, has no advice to follow)
+named = {b["address"] for b in blocks if b["state"] == "held"}
 done = []
 for b in blocks:
     for c in b["chains"]:
@@ -135,6 +137,7 @@ print(json.dumps(dict(paths=paths, states=[b["state"] for b in blocks],
     assert any(d.startswith("sys.last_traceback = ") for d in r["done"])
     # every named block freed by following the advice
     assert r["left"] == [], r
+    assert r["states"].count("held") >= 6, r["states"]
 
 
 def test_ipython_out_entry_named_and_freed():

@@ -940,8 +940,8 @@ def arrays(call: Any, objs: list) -> tuple:
         if ptr:
             out.append((t, dev, ptr, n))
     blocks = []
-    for key, (ok, x) in list(call._memo.items()):
-        if ok and type(key) is tuple and key[0] == "torch.explained":
+    for key, x in call.readings():
+        if type(key) is tuple and key[0] == "torch.explained":
             blocks += [(key[1], b.addr, b.size) for b in x.blocks
                        if b.label == LIVE]
     return out, blocks, odd
