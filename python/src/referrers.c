@@ -47,6 +47,7 @@ struct walk {
 	size_t mask;
 	uint64_t *bits;
 	size_t bmask;
+	const uint8_t *marks;	  /* M_* by slot */
 	uint32_t *child, *parent; /* edges, by slot */
 	size_t n, cap;
 	uint32_t from;
@@ -54,6 +55,11 @@ struct walk {
 };
 
 #define NONE UINT32_MAX
+
+/* marks[] bits */
+#define M_STOP 1
+#define M_SKIP 2
+#define M_SEEN 4
 
 static uint64_t mix(uintptr_t k)
 {
@@ -88,7 +94,10 @@ static int visit(PyObject *o, void *arg)
 {
 	struct walk *w = arg;
 	uint32_t j = lookup(w, (uintptr_t)o);
-	if (j == NONE) /* not an object of the walk (a self-reference is) */
+	/* not an object of the walk (a self-reference is), or a root: the
+	 * climb never goes up from one (a function's __globals__, an
+	 * instance's class once the class was traversed) */
+	if (j == NONE || (w->marks[j] & M_STOP))
 		return 0;
 	if (w->n == w->cap) {
 		size_t c = w->cap ? w->cap * 2 : 1 << 16;
@@ -117,11 +126,6 @@ static double now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-
-/* marks[] bits */
-#define M_STOP 1
-#define M_SKIP 2
-#define M_SEEN 4
 
 static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
 {
@@ -239,6 +243,7 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	}
 	if (mark(&w, marks, stops, M_STOP) || mark(&w, marks, skips, M_SKIP))
 		goto done;
+	w.marks = marks;
 	/* the pass */
 	for (; i < n; i++) {
 		if ((i & 1023) == 0 && i) {
