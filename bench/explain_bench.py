@@ -22,6 +22,11 @@ shapes (24 blocks of q/k/v/o/gate/up/down linears, the embedding); on the
 simulated driver, the fake Torch's tensors of those sizes. Target:
 explain() <= 5 ms.
 
+"holders": the model case, timed with explain(holders=True) (its budget
+set out of the way, 10 s); the target is for the holders' walk alone
+(the roots, gc.get_objects(), the C walk, the naming: its "ms"), <= 100 ms,
+every walk complete and some allocation named.
+
 Times explain() (median of RUNS, min-max) and, for comparison,
 torch.cuda.memory_snapshot() alone.
 
@@ -38,7 +43,7 @@ process of each build, the builds alternating ABBA round by round; per
 build the medians and minimums of all runs, in us, beside new/old ratios.
 
 Usage: python bench/explain_bench.py [--fakes] [--baseline PATH]
-       [--rounds N] [--modes plain,scan,model] [RUNS]
+       [--rounds N] [--modes plain,scan,model,holders] [RUNS]
 """
 import argparse
 import json
@@ -52,7 +57,7 @@ from benchenv import child_env, remove_states
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
-TARGET_MS = {"plain": 30.0, "scan": 30.0, "model": 5.0}
+TARGET_MS = {"plain": 30.0, "scan": 30.0, "model": 5.0, "holders": 100.0}
 MODEL_OBJECTS = 442_573
 
 CHILD = r"""
@@ -131,8 +136,24 @@ def timed(fn):
         out.append((time.perf_counter() - t0) * 1e3)
     return out
 
-gpureclaim.explain()  # warm
-ex = timed(gpureclaim.explain)
+holders = None
+if mode == "holders":  # the walk's own cost, its budget out of the way
+    walks = []
+    def with_holders():
+        walks.append(gpureclaim.explain(holders=True, holders_budget=10.0))
+    with_holders()  # warm
+    walks.clear()
+    ex = timed(with_holders)
+    w = [x.holders["walk"] for x in walks]
+    b = walks[-1].holders["blocks"]
+    holders = dict(ms=[x["ms"] for x in w], stopped=[x["stopped"] for x in w],
+                   reached=w[-1]["reached"], roots=w[-1]["roots"],
+                   held=sum(x["state"] == "held" for x in b), blocks=len(b),
+                   first=[c["path"] for x in b[:3] for c in x["chains"][:1]])
+    del walks
+else:
+    gpureclaim.explain()  # warm
+    ex = timed(gpureclaim.explain)
 sn = timed(torch.cuda.memory_snapshot)
 e = gpureclaim.explain()
 frag = [p for p in e.gpus[0].parts if p.kind == "fragmented"][0]
@@ -141,7 +162,8 @@ scans = [p.detail["scan"] for p in e.gpus[0].parts
 print(json.dumps(dict(segments=segs, explain=ex, snapshot=sn, objects=len(gc.get_objects()),
                       scan=scans[0] if scans else None,
                       fragmented_segments=frag.detail["segments"],
-                      built=built if mode == "model" else None,
+                      built=built if mode in ("model", "holders") else None,
+                      holders=holders,
                       kinds=sorted({p.kind + ":" + p.source for p in e.gpus[0].parts}),
                       text=str(e))))
 """.replace("{MODEL_OBJECTS}", str(MODEL_OBJECTS))
@@ -175,6 +197,11 @@ def own(r):
 def met(mode, r, fake):
     """The target of `mode`: the fake Torch builds its snapshot in Python,
     so there it holds for explain() minus the snapshot."""
+    if mode == "holders":  # the walk's own time, every walk complete
+        h = r["holders"]
+        return (statistics.median(h["ms"]) <= TARGET_MS[mode]
+                and r["objects"] >= MODEL_OBJECTS and not any(h["stopped"])
+                and h["held"] > 0)
     t = own(r) if fake else statistics.median(r["explain"])
     shape = ((r["segments"] >= 1000 and (r["scan"] is not None) == (mode == "scan"))
              if mode != "model" else r["objects"] >= MODEL_OBJECTS)
@@ -193,6 +220,11 @@ def one_build(envs, modes, runs, fake):
         scan = r["scan"]
         scan_cell = (f"{scan['ms']:.2f} ms ({scan['objects']} objects, "
                      f"{scan['tensors']} tensors)" if scan else "not run")
+        h = r["holders"]
+        if h:
+            scan_cell = (f"holders' walk {cell(h['ms'])}: {h['roots']} roots, "
+                         f"{h['reached']} objects climbed, {h['held']} of "
+                         f"{h['blocks']} allocations named")
         good = met(mode, r, fake)
         ok &= good
         print(f"| {mode} | {r['segments']} | {r['objects']} | {cell(r['explain'])} | "
@@ -200,6 +232,8 @@ def one_build(envs, modes, runs, fake):
               f"{'met' if good else 'NOT met'} (<= {TARGET_MS[mode]:.0f} ms) |")
         if r["built"]:
             print(f"|   | model: {r['built']} | | | | | | |")
+        if h:
+            print(f"|   | e.g. {'; '.join(h['first'])} | | | | | | |")
     return ok
 
 
@@ -219,6 +253,10 @@ def against(envs, modes, runs, rounds, fake):
     print("|---|---|---|---|---|---|---|---|")
     ok = True
     for mode in modes:
+        if mode == "holders":  # an older build has no holders=True
+            print("| holders | (not compared: run it without --baseline) "
+                  "| | | | | | |")
+            continue
         got = {"new": [], "old": []}
         for i in range(rounds):
             for b in (("new", "old") if i % 4 in (0, 3) else ("old", "new")):
@@ -251,7 +289,7 @@ def main(argv):
     ap.add_argument("--fakes", action="store_true")
     ap.add_argument("--baseline", metavar="PYTHONPATH")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--modes", default="plain,scan,model")
+    ap.add_argument("--modes", default="plain,scan,model,holders")
     a = ap.parse_args(argv)
     runs = a.runs or (15 if a.baseline else 50)
     modes = [m for m in a.modes.split(",") if m]
@@ -279,7 +317,8 @@ def main(argv):
     print(f"\n{'fake Torch on the simulated driver' if fake else 'real Torch'}; "
           f"targets: explain() <= 30 ms with >= 1,000 segments and a 200,000-"
           f"object heap (plain, scan), <= 5 ms with a model and {MODEL_OBJECTS:,} "
-          f"objects (model): {'met' if ok else 'NOT met'}")
+          f"objects (model), the holders' walk <= 100 ms there (holders): "
+          f"{'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
 

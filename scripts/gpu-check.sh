@@ -3,8 +3,8 @@
 # need with that machine's compiler (Meson and ninja; no cmocka or
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
-#   stages: env build installed rmm hw-ps hw-release hw-explain hw-oom
-#           hw-trace hw-cluster docs bench-ps bench-release bench-explain base
+#   stages: env build installed rmm hw-ps hw-release hw-explain hw-holders
+#           hw-oom hw-trace hw-cluster docs bench-ps bench-release bench-explain base
 #           bench-release-ab bench-explain-ab bench-trace bench-trace-ab
 # installed: the C install (meson install) staged in build/gpu-inst; its
 # command finds its own injection library and this machine's CUPTI.
@@ -35,7 +35,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-oom hw-trace hw-cluster docs bench-ps bench-release bench-explain base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-holders hw-oom hw-trace hw-cluster docs bench-ps bench-release bench-explain base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
 BASE=${BASE:-fcaa8a3}
 BASE_PY=$PWD/build/gpu-base/build/python
 export PYTHONUNBUFFERED=1
@@ -106,6 +106,11 @@ for s in $stages; do
 		PATH="$PWD/$B/cli:$PATH" PYTHONPATH="$PWD/$B/python${PYTHONPATH:+:$PYTHONPATH}" \
 			GPR_DOCS_BUILD="$PWD/$B" \
 			python3 tests/docs/docs.py --gpu 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
+	hw-holders)
+		# -s: each case prints its explanation with the holders' table
+		# (a Qwen2 model from its config: transformers, no download)
+		log "$s"
+		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_holders.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
 	hw-oom)
 		# -s: each case prints its post-mortem's short text (about a
 		# minute: the allocations are sized from the GPU's free memory)

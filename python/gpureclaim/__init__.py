@@ -649,7 +649,7 @@ class Explanation:
     from one field list, by the C library's renderer); ``to_dict()``
     gives plain values, exact bytes."""
 
-    __slots__ = ("gpus", "notes", "seconds")
+    __slots__ = ("gpus", "notes", "seconds", "holders")
 
     def __init__(self, raw: dict):
         self.gpus: list[GPUExplanation] = []
@@ -665,6 +665,11 @@ class Explanation:
                 g["consistent"]))
         self.notes: list[str] = list(raw["notes"])
         self.seconds: float = raw["seconds"]
+        #: explain(holders=True)'s answer (None when not asked): "blocks",
+        #: the largest allocations per framework and GPU, each with its
+        #: "chains" of names, "state" and "advice"; "walk", what the heap
+        #: walk covered; "notes" (docs/explain.md, "Who holds it")
+        self.holders: Optional[dict] = raw.get("holders")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (JSON-serialisable)."""
@@ -673,6 +678,7 @@ class Explanation:
                      for g in self.gpus],
             "notes": list(self.notes),
             "seconds": self.seconds,
+            "holders": self.holders,
         }
 
     @staticmethod
@@ -762,6 +768,8 @@ class Explanation:
             blocks.append(("p", self.exactness(g)))
         if not self.gpus:
             blocks.append(("p", "no GPU memory held by this process"))
+        if self.holders is not None:
+            blocks += _holders_view(self.holders)
         blocks.append(("notes", self.notes))
         return ("gpureclaim.explain(): where this process's GPU memory "
                 "goes", blocks)
@@ -775,8 +783,47 @@ class Explanation:
         return _c.render(self._view(), "html")
 
 
+def _holders_view(h: dict) -> list:
+    """The view's blocks for explain(holders=True): a table of the largest
+    allocations, each with the chains of names that hold it."""
+    w = h["walk"]
+    out: list = [("h", "Who holds the largest live allocations")]
+    rows = []
+    for b in h["blocks"]:
+        shown = [c["path"] for c in b["chains"] if not c["covered"]]
+        lines = shown or [b["why"]]
+        more = len(b["chains"]) - len(shown)
+        if more:
+            lines.append(f"and {more} more through what those statements "
+                         f"empty (to_dict() lists them)")
+        views = (f", {b['arrays']} arrays share it" if b["arrays"] > 1
+                 else "")
+        rows.append([f"{b['framework']} GPU {b['device']}", b["bytes"],
+                     f"{b['address']:#x}{views}", b["advice"], lines])
+    if rows:
+        out.append(("table", None, [("framework", "text"),
+                                    ("bytes", "bytes"),
+                                    ("allocation", "text"),
+                                    ("what to do", "prose")], rows))
+    else:
+        out.append(("p", "no live arrays found"))
+    cut = ""
+    if w["stopped"]:
+        cut = (f"; stopped by its {'time' if w['stopped'] == 'time' else 'object'}"
+               f" budget after {w['examined']} of {w['objects']} objects: "
+               f"the chains shown may not be the shortest")
+    out.append(("p", f"the heap walk read {w['examined']} of "
+                     f"{w['objects']} objects in {w['ms']:.0f} ms"
+                     f"{cut}"))
+    for n in h["notes"]:
+        out.append(("p", n))
+    return out
+
+
 def explain(devices: Optional[Iterable[int]] = None, *,
-            measure_context: bool = False) -> Explanation:
+            measure_context: bool = False, holders: bool = False,
+            holders_budget: float = 1.0,
+            holders_max_objects: Optional[int] = None) -> Explanation:
     """Where this process's GPU memory goes, per GPU it has opened.
 
     Splits the driver's per-process figure (NVML's, what ``nvidia-smi``
@@ -798,6 +845,30 @@ def explain(devices: Optional[Iterable[int]] = None, *,
     GPU not measured yet in this process, in a probe process that opens
     one there (0.3-0.6 s and about 500 MB of that GPU while it runs);
     later calls show the figure without measuring again.
+
+    ``holders=True`` also names who keeps the largest live allocations
+    alive (the ten largest per framework and GPU: Torch tensors, CuPy
+    and JAX arrays, views of one allocation counted once): the shortest
+    chain of names from each root that reaches it, as you would type it
+    (``model.layers[3].mlp.up_proj.weight``, ``Out[7]``,
+    ``sys.last_traceback: frame train() local 'batch'``), or that only a
+    reference cycle or C++ holds it, with what to do. The heap walk runs
+    no user code and stops after ``holders_budget`` seconds or
+    ``holders_max_objects`` objects (None: all), saying where.
     """
     _check_bool("explain", "measure_context", measure_context)
-    return Explanation(_explain.explain(devices, measure_context))
+    _check_bool("explain", "holders", holders)
+    if not isinstance(holders_budget, (int, float)) or \
+            isinstance(holders_budget, bool) or holders_budget <= 0:
+        raise ValueError("explain: holders_budget must be a positive "
+                         "number of seconds")
+    if holders_max_objects is not None and (
+            not isinstance(holders_max_objects, int)
+            or isinstance(holders_max_objects, bool)
+            or holders_max_objects < 0):
+        raise ValueError("explain: holders_max_objects must be None or a "
+                         "non-negative int")
+    walk = ({"budget_s": float(holders_budget),
+             "max_objects": holders_max_objects} if holders else None)
+    return Explanation(_explain.explain(devices, measure_context,
+                                        holders=walk))

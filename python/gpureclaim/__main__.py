@@ -240,15 +240,24 @@ def _demo_trace(argv):
     return 0
 
 
-def _print_explanation(header, raw=False):
+def _print_explanation(header, raw=False, holders=None):
     """Prints the explanation to stdout. raw: from a signal handler, which
     may run while the main thread is inside sys.stdout.write (a nested
     write would raise "reentrant call"): flush what can be flushed, then
-    write the bytes straight to the file descriptor."""
+    write the bytes straight to the file descriptor. holders: None, or the
+    script's globals once it ended (a namespace the holders' walk names as
+    __main__'s: the script's module is gone from sys.modules by then)."""
     import gpureclaim
 
     try:
-        text = str(gpureclaim.explain())
+        if holders is None:
+            text = str(gpureclaim.explain())
+        else:
+            from . import _explain
+
+            ns = [holders] if isinstance(holders, dict) else []
+            text = str(gpureclaim.Explanation(_explain.explain(
+                holders={"budget_s": 1.0, "namespaces": ns})))
     except Exception as e:  # never let the report hide the script's result
         text = f"gpureclaim.explain() failed: {type(e).__name__}: {e}"
     out = f"{header}\n{text}\n"
@@ -269,7 +278,7 @@ def _print_explanation(header, raw=False):
 
 
 _EXPLAIN_USAGE = """\
-USAGE: gpureclaim explain SCRIPT [ARGS...]
+USAGE: gpureclaim explain [--holders] SCRIPT [ARGS...]
        gpureclaim explain --dask ADDRESS [--workers ADDR...]
                           [--timeout SECONDS] [--json]
 
@@ -280,6 +289,9 @@ of every worker of a Dask cluster instead, each about its own process
 (docs/cluster.md).
 
 OPTIONS:
+    --holders           also name who holds the largest live arrays
+                        (explain(holders=True): the script's globals,
+                        its traceback's frames, threads)
     --dask ADDRESS      a Dask scheduler, e.g. tcp://host:8786 (with it:
                         --workers, --timeout and --json, as for
                         `gpureclaim release --dask`)
@@ -287,6 +299,7 @@ OPTIONS:
 
 EXAMPLES:
     gpureclaim explain train.py --epochs 1
+    gpureclaim explain --holders train.py
     kill -USR1 <pid>            # an explanation now, the script goes on
     gpureclaim explain --dask tcp://10.0.0.5:8786 --timeout 10
 
@@ -313,6 +326,15 @@ def _explain(argv):
     if argv[0] in ("-h", "--help"):
         sys.stdout.write(_EXPLAIN_USAGE)
         return 0
+    holders = argv[0] == "--holders"
+    if holders:
+        argv = argv[1:]
+        if not argv:
+            return _usage_error("explain", "no script given (gpureclaim "
+                                "explain --holders SCRIPT [ARGS...])")
+        if argv[0] in ("-h", "--help"):
+            sys.stdout.write(_EXPLAIN_USAGE)
+            return 0
     script = argv[0]
     # a script that cannot be run is the caller's mistake, said in one line
     # (as `memray run` does), not a traceback of ours and an explanation
@@ -348,7 +370,13 @@ def _explain(argv):
         keep = e
         traceback.print_exc()
         code = 1
-    _print_explanation(f"gpureclaim: {script} ended")
+        # as the interactive interpreter keeps an uncaught exception: the
+        # holders' walk names its frames "sys.last_traceback: ..."
+        sys.last_type, sys.last_value = type(e), e
+        sys.last_traceback = e.__traceback__
+    _print_explanation(f"gpureclaim: {script} ended",
+                       holders=(keep if isinstance(keep, dict) else True)
+                       if holders else None)
     del keep
     if code is None:
         return 0

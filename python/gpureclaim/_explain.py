@@ -67,6 +67,11 @@ class Call:
             raise v
         return v
 
+    def readings(self) -> list:
+        """(key, value) of each reading memoized so far that succeeded
+        (the holders' walk reads what the explainers left)."""
+        return [(k, v) for k, (ok, v) in list(self._memo.items()) if ok]
+
 
 # Library name fragments in the tracer's rows: the name shown, and the
 # framework whose own figures already hold its allocations (None: none).
@@ -314,10 +319,13 @@ def _cuda_count(bound: int) -> int:
 
 
 def explain(devices: Any = None, measure_context: bool = False,
-            call: Optional[Call] = None) -> dict:
+            call: Optional[Call] = None, holders: Optional[dict] = None
+            ) -> dict:
     """The raw explanation (the dict Explanation is built from). ``call``:
     the Call to run in, whose readings (Torch's snapshot) a caller uses
-    after it (an out-of-memory post-mortem)."""
+    after it (an out-of-memory post-mortem). ``holders``: None, or the
+    arguments of the holders' walk (gpureclaim/_holders.py), run after the
+    parts: its "holders" entry."""
     t0 = time.monotonic()
     want = _c._devices_arg(devices, "explain")
     have = _c._in_use("explain")
@@ -350,4 +358,13 @@ def explain(devices: Any = None, measure_context: bool = False,
         e = _explain_metal(call, notes)
         if e is not None:
             gpus.append(e)
-    return {"gpus": gpus, "notes": notes, "seconds": time.monotonic() - t0}
+    out = {"gpus": gpus, "notes": notes, "holders": None}
+    if holders is not None:
+        from . import _holders
+
+        h = _holders.walk(call, **holders)
+        if want is not None:
+            h["blocks"] = [b for b in h["blocks"] if b["device"] in want]
+        out["holders"] = h
+    out["seconds"] = time.monotonic() - t0
+    return out

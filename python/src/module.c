@@ -4,8 +4,9 @@
  * release.c (the core's release), releaser.c (the one releaser trampoline,
  * through which gpureclaim/frameworks/ and users register), query.c and
  * pools.c (what the core knows), gpus.c, view.c (renderings), the parts
- * explain() needs C for in torch_wsmap.c, tensor_scan.c, trace_live.c and
- * ctxprobe.c, tracing from inside in trace.c; the documented API is
+ * explain() needs C for in torch_wsmap.c, tensor_scan.c, referrers.c
+ * (the holders' walk), trace_live.c and ctxprobe.c, tracing from inside in
+ * trace.c; the documented API is
  * __init__.py, the frameworks' policy gpureclaim/frameworks/. No file
  * calls back into this one: the method files sit below it, the helpers
  * (pyutil.c) below them.
@@ -72,6 +73,13 @@ static PyMethodDef methods[] = {
     {"_heap_scan", gpr_py_heap_scan, METH_VARARGS,
      "_heap_scan(objects, tensor_type, graph_type) -> (pointers, pools, "
      "tensors, odd)"},
+    {"_referrers", gpr_py_referrers, METH_VARARGS,
+     "_referrers(objects, targets, stops, skips, budget_s, max_objects) -> "
+     "(graph, examined, total, stopped)"},
+    {"_instance_dict", gpr_py_instance_dict, METH_O,
+     "_instance_dict(obj) -> its own __dict__, or None"},
+    {"_of_types", gpr_py_of_types, METH_VARARGS,
+     "_of_types(objects, types) -> the objects of those types"},
     {"_trace_live", gpr_py_trace_live, METH_NOARGS,
      "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
     {"_context_probe", gpr_py_context_probe, METH_O,

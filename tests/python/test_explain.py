@@ -341,7 +341,7 @@ emit(dict(gpus=len(e.gpus), notes=e.notes, text=str(e), imported=imported,
     assert r["init"] == 0 and r["ctx"] == 0
     assert any("not loaded" in n for n in r["notes"])
     assert "no GPU memory held" in r["text"]
-    assert sorted(r["d"]) == ["gpus", "notes", "seconds"]
+    assert sorted(r["d"]) == ["gpus", "holders", "notes", "seconds"]
 
 
 def test_imported_but_unused_torch_is_not_initialised(scenario):

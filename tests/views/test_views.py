@@ -4,6 +4,7 @@ cluster reports), rendered on the simulated driver by views.py, is
 well-formed, self-contained HTML whose bars carry every part's exact bytes
 (check_html.py); its text form shows the same figures in binary units."""
 import json
+from html import unescape
 import os
 import re
 import subprocess
@@ -15,7 +16,7 @@ from check_html import check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VIEWS = ["release", "explain", "oom", "trace", "trace-sample", "cluster-release",
+VIEWS = ["release", "explain", "explain-holders", "oom", "trace", "trace-sample", "cluster-release",
          "cluster-explain", "cluster-ps"]
 
 
@@ -83,6 +84,16 @@ def test_cluster_views_name_a_gpu_by_a_short_uuid(rendered, name):
     for form in (html, text):
         assert SHORT0 in form, form
         assert form.count(UUID0) == 1, form  # under its per-GPU row only
+
+
+def test_the_holders_table_names_each_holder(rendered):
+    out, _ = rendered
+    html = unescape((out / "explain-holders.html").read_text())
+    text = (out / "explain-holders.txt").read_text()
+    for name in ("weights['embed']", "Out[3]",
+                 "sys.last_traceback: frame train() local 'batch'"):
+        assert name in html and name in text, name
+    assert "Who holds the largest live allocations" in text
 
 
 def test_the_cluster_explain_bar_says_what_it_spans(rendered):

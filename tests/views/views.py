@@ -67,6 +67,25 @@ parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
 OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
 """
 
+# explain(holders=True) in a notebook (IPython's shell in this process,
+# as docs/explain.md's worked example): a global, an Out entry, a traceback.
+EXPLAIN_HOLDERS = """
+from IPython.core.interactiveshell import InteractiveShell
+nb = InteractiveShell.instance(colors="NoColor")
+for cell in [
+    "import torch, gpureclaim",
+    "weights = {'embed': torch.empty(512 << 20, dtype=torch.uint8, device='cuda')}",
+    "torch.empty(256 << 20, dtype=torch.uint8, device='cuda')",
+    "def train(batch):\\n    raise RuntimeError('loss is nan')",
+    "train(torch.empty(128 << 20, dtype=torch.uint8, device='cuda'))",
+    "e = gpureclaim.explain(holders=True)",
+]:
+    nb.run_cell(cell, store_history=True)
+e = nb.user_ns["e"]
+parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
+OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
+"""
+
 # An out-of-memory post-mortem as a notebook shows it: CuPy's dropped
 # arrays starve Torch on an 8 GiB GPU that another process shares, with
 # Torch's allocator history on (its largest blocks carry their stacks).
@@ -218,6 +237,7 @@ def main(out):
         "release": run(RELEASE, env={"GPURECLAIM_SIM":
                                      sim + ";gpus=2;extra=0:1:6GiB"}),
         "explain": run(EXPLAIN, env={"FAKE_JAX_POOL": str(2 * GiB)}),
+        "explain-holders": run(EXPLAIN_HOLDERS),
         # the other process: this one (a real command line to show)
         "oom": run(OOM, env={"GPURECLAIM_SIM":
                              sim + f";gpus=1;memory=8GiB;extra=0:"

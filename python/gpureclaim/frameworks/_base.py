@@ -46,6 +46,8 @@ class Framework:
       why there is none).
     - ``oom``: how :func:`gpureclaim.watch_oom` sees this framework run out
       of memory (an :class:`OOMHook`), None where it cannot.
+    - ``holders``: what ``explain(holders=True)`` needs of it (a
+      :class:`Holders`), None where it has no arrays to name.
     """
 
     name: str
@@ -57,6 +59,33 @@ class Framework:
     device: Optional[str] = None
     figure: Optional[Callable[[], Any]] = None
     oom: Optional["OOMHook"] = None
+    holders: Optional["Holders"] = None
+
+
+@dataclass(frozen=True)
+class Holders:
+    """A framework's part of ``explain(holders=True)``
+    (gpureclaim/_holders.py walks the heap; this says what an array is).
+
+    - ``arrays(call, objects) -> (arrays, blocks, odd)``: ``arrays`` the
+      framework's GPU arrays among ``objects`` (``gc.get_objects()``) as
+      ``(array, device, storage, bytes)``, ``storage`` the address of the
+      memory it views (views of one allocation share it) and ``bytes`` that
+      allocation's size; ``blocks`` the allocator's live blocks as
+      ``(device, address, bytes)`` where it lists them (a block no array
+      points into is held in C++), else None; ``odd`` the arrays skipped
+      because asking them raised. Types are matched with
+      ``_gpureclaim._of_types`` and attributes read from the framework's
+      own base class, so no subclass's code runs.
+    - ``attr_dicts``: names of instance attributes holding dicts that the
+      class shows as attributes (Torch's ``_modules``: ``model._modules
+      ['layers']._modules['3']`` is written ``model.layers[3]``).
+    - ``cpp``: what holds a block from C++ in this framework, in words.
+    """
+
+    arrays: Callable[[Any, list], tuple]
+    attr_dicts: tuple = ()
+    cpp: str = "an extension"
 
 
 @dataclass(frozen=True)
@@ -107,6 +136,28 @@ def imported(name: str) -> Any:
     """``sys.modules[name]`` if the program imported it, else None (a
     None entry, which blocks an import, counts as not imported)."""
     return _modules.get(name)
+
+
+def reader(cls: type, name: str) -> Callable[[Any], Any]:
+    """A reader of attribute ``name`` as ``cls`` defines it (the descriptor
+    in its own MRO, from each class's own dict), or from an instance's own
+    ``__dict__`` where cls defines none: no subclass's property or
+    ``__getattr__`` runs."""
+    for k in type.__dict__["__mro__"].__get__(cls):
+        d = _c._instance_dict(k)
+        if d is not None and name in d:
+            desc = d[name]
+            get = getattr(type(desc), "__get__", None)
+            if get is not None:
+                return lambda o: get(desc, o, cls)
+            return lambda o: desc
+
+    def own(o: Any) -> Any:
+        d = _c._instance_dict(o)
+        if d is None or name not in d:
+            raise AttributeError(name)
+        return d[name]
+    return own
 
 
 def describe(e: BaseException) -> str:

@@ -26,8 +26,9 @@ import re
 from operator import index as _index
 from typing import Any, Optional
 
-from ._base import (ONCE, Framework, OOMHook, Parts, Request, failed,
-                    imported, on_device, skipped)
+from .. import _gpureclaim as _c
+from ._base import (ONCE, Framework, Holders, OOMHook, Parts, Request, failed,
+                    imported, on_device, reader, skipped)
 
 
 def probe() -> tuple:
@@ -280,5 +281,29 @@ def oom_request(exc: BaseException) -> Optional[Request]:
     return Request(int(m[1].replace(",", "")) if m else 0, None, bool(m))
 
 
+def arrays(call: Any, objs: list) -> tuple:
+    """CuPy's arrays among objs: ``a.data.mem`` is the allocation a view
+    shares (its ``ptr`` and ``size``), read through ``cupy.ndarray``'s own
+    descriptor. CuPy lists no live blocks."""
+    cupy = imported("cupy")
+    cls = getattr(cupy, "ndarray", None)
+    if not isinstance(cls, type):
+        return [], None, 0
+    data = reader(cls, "data")
+    out, odd = [], 0
+    for a in _c._of_types(objs, (cls,)):
+        try:
+            mem = data(a).mem
+            ptr, n = _index(mem.ptr), _index(mem.size)
+            dev = _index(mem.device_id)
+        except Exception:
+            odd += 1
+            continue
+        if ptr:
+            out.append((a, dev, ptr, n))
+    return out, None, odd
+
+
 FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
-                      oom=OOMHook("cupy", oom_attach, oom_request))
+                      oom=OOMHook("cupy", oom_attach, oom_request),
+                      holders=Holders(arrays, cpp="an extension"))

@@ -50,8 +50,8 @@ from operator import index as _index
 from typing import Any, Optional
 
 from .. import _gpureclaim as _c
-from ._base import (ONCE, Framework, OOMHook, Parts, Request, failed,
-                    imported, item, options)
+from ._base import (ONCE, Framework, Holders, OOMHook, Parts, Request,
+                    failed, imported, item, options)
 
 ROUND = 512  # the allocator's rounding
 TOP = 5  # pinned segments named
@@ -765,6 +765,7 @@ def explain(call: Any, g: Parts) -> None:
     alloc, reserved, split = _counters(cuda, g.device)
     if alloc > 0 or reserved > 0:
         x.read_snapshot()
+    call.memo(("torch.explained", g.device), lambda: x)  # for holders
     if split < 0:
         split = x.seg_free  # no stats: the snapshot's figure
     p_res = sum(p.reserved for p in x.pools.values())
@@ -910,5 +911,46 @@ def largest_blocks(call: Any, device: int, n: int) -> list:
     return out
 
 
+# ------------------------------------------------------------- holders
+
+def arrays(call: Any, objs: list) -> tuple:
+    """Torch's CUDA tensors among objs, each with its storage (views of
+    one storage share it: ``untyped_storage()``'s data pointer and size),
+    and the live blocks explain() read from the snapshot on each GPU (not
+    the workspaces), read through ``torch._C.TensorBase`` so that no
+    subclass's override runs."""
+    torch = imported("torch")
+    base = getattr(getattr(torch, "_C", None), "TensorBase", None)
+    if not isinstance(base, type):
+        return [], None, 0
+    storage_of = base.untyped_storage
+    get_device = base.get_device
+    is_cuda = getattr(base, "is_cuda")
+    out, odd = [], 0
+    for t in _c._of_types(objs, (base,)):
+        try:
+            if not is_cuda.__get__(t, base):
+                continue
+            st = storage_of(t)
+            ptr, n = _index(st.data_ptr()), _index(st.nbytes())
+            dev = _index(get_device(t))
+        except Exception:
+            odd += 1
+            continue
+        if ptr:
+            out.append((t, dev, ptr, n))
+    blocks = []
+    for key, x in call.readings():
+        if type(key) is tuple and key[0] == "torch.explained":
+            blocks += [(key[1], b.addr, b.size) for b in x.blocks
+                       if b.label == LIVE]
+    return out, blocks, odd
+
+
+HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
+                  cpp="a tensor's .grad, the autograd graph, a saved "
+                      "tensor, an extension")
+
 FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
-                      oom=OOMHook("torch", oom_attach, oom_request))
+                      oom=OOMHook("torch", oom_attach, oom_request),
+                      holders=HOLDERS)

@@ -14,6 +14,12 @@ class ndarray:
         self.device = cuda.Device()
         self.data = cuda.get_allocator()(nbytes)
 
+    def view(self):
+        """A view: another array on the same memory."""
+        v = ndarray.__new__(ndarray)
+        v.nbytes, v.device, v.data = self.nbytes, self.device, self.data
+        return v
+
 
 #: the one dtype: a byte (see the fake torch's uint8)
 uint8 = "uint8"

@@ -58,6 +58,9 @@ class Device:
         return {"bytes_limit": self.limit, "pool_bytes": self.pool,
                 "bytes_in_use": self.in_use}
 
+    def free(self, n):
+        self.in_use -= n
+
 
 class Backend:
     def __init__(self):
@@ -75,3 +78,13 @@ def devices():
 
 def numpy_ones(n):
     devices()[0].allocate(n)
+
+
+def device_array(n):
+    """An array of n bytes on GPU 0 (jax._src.array.ArrayImpl), freed with
+    it (numpy_ones' bytes stay in use)."""
+    from ._src import array
+
+    d = devices()[0]
+    d.allocate(n)
+    return array.ArrayImpl(d, n)

@@ -20,7 +20,43 @@ _next_handle = [0x5000]
 
 
 class TensorBase:
-    """torch._C.TensorBase: every tensor's C base type."""
+    """torch._C.TensorBase: every tensor's C base type, with the calls
+    explain(holders=True) makes on it (untyped_storage, is_cuda,
+    get_device)."""
+
+    def untyped_storage(self):
+        return self._storage
+
+    @property
+    def is_cuda(self):
+        return self._storage.device >= 0
+
+    def get_device(self):
+        return self._storage.device
+
+
+class UntypedStorage:
+    """A tensor's storage: views share it; its memory is freed with it."""
+
+    def __init__(self, block, nbytes, device):
+        self.block, self._nbytes, self.device = block, nbytes, device
+
+    def data_ptr(self):
+        return self.block.address if self.block is not None else 0
+
+    def nbytes(self):
+        return self._nbytes
+
+
+#: storages kept "in C++" by _save_for_backward: no tensor refers to them
+_saved = []
+
+
+def _save_for_backward(tensor):
+    """A stand-in for autograd's saved tensors: the storage stays held
+    with no Python tensor naming it (a real SavedVariable holds the C++
+    tensor)."""
+    _saved.append(tensor.untyped_storage())
 
 
 class OutOfMemoryError(RuntimeError):

@@ -37,21 +37,32 @@ class Tensor(_C.TensorBase):
                 _frames = [{"filename": "user.py", "name": "<module>",
                             "line": 1}]
             seg = cuda._pool(idx).malloc(nbytes, _frames)
-            self._block = seg
-            self._fin = weakref.finalize(self, cuda._pool(idx).free, seg)
+            self._storage = _C.UntypedStorage(seg, nbytes, idx)
+            self._storage._fin = weakref.finalize(
+                self._storage, cuda._pool(idx).free, seg)
         elif device == "mps":
-            self._block = None
             block = mps._alloc(nbytes)
-            self._fin = weakref.finalize(self, mps._free, block)
+            self._storage = _C.UntypedStorage(None, nbytes, -1)
+            self._storage._fin = weakref.finalize(self._storage, mps._free,
+                                                  block)
         else:
-            self._block = None
-            self._fin = None
+            self._storage = _C.UntypedStorage(None, nbytes, -1)
+
+    @property
+    def _block(self):
+        return self._storage.block
 
     def numel(self):
         return self.nbytes
 
     def data_ptr(self):
         return self._block.address if self._block is not None else 0
+
+    def view(self, *shape):
+        """A view: another tensor on the same storage."""
+        v = Tensor.__new__(Tensor)
+        v.nbytes, v.device, v._storage = self.nbytes, self.device, self._storage
+        return v
 
     def backward(self):
         """The autograd engine runs CUDA backward on its own thread, whose

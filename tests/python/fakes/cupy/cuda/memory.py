@@ -32,11 +32,23 @@ def _round_size(size):
     return max(1, -(-size // 512)) * 512
 
 
-class MemoryPointer:
+class Memory:
+    """The allocation a MemoryPointer points into (CuPy's PooledMemory):
+    views share it."""
+
     def __init__(self, pool, seg):
+        self.seg, self.ptr, self.size = seg, seg.ptr, seg.in_use
+        self.device_id = seg.device
+        weakref.finalize(self, pool.free, seg)
+
+
+class MemoryPointer:
+    def __init__(self, pool, seg, mem=None):
         self.seg = seg
         self.size = seg.in_use
-        weakref.finalize(self, pool.free, seg)
+        self.mem = mem if mem is not None else Memory(pool, seg)
+        self.ptr = self.mem.ptr
+        self.device_id = self.mem.device_id
 
 
 class MemoryPool:

@@ -1,0 +1,387 @@
+/*
+ * The heap walk of explain(holders=True) (gpureclaim/_holders.py): who
+ * refers to a set of arrays, and who refers to those, up to the roots.
+ *
+ * referrers(objects, targets, stops, skips, budget_s, max_objects) makes
+ * one pass over objects (gc.get_objects() and the frames the caller
+ * added), calling each object's tp_traverse, what gc.get_referents does:
+ * no Python code runs (no __eq__, __hash__, property or __getattr__; a
+ * pointer is the identity), so the walk cannot change what it walks.
+ * From that pass's edges it climbs back from the targets, breadth first,
+ * never past a stop (a root: a module's namespace, a frame of a thread;
+ * every class is one too) and never through a skip (the caller's own
+ * frames). The pass is
+ * what costs (tens of milliseconds per 100,000 objects): it holds the GIL,
+ * so it stops once budget_s seconds have gone or max_objects were
+ * traversed, and says how far it got.
+ *
+ * Returns (graph, examined, total, stopped): graph maps id(node) of each
+ * node reached (targets included, stops and skips not) to (ext, parents),
+ * parents a tuple with one entry per reference (a dict holding it twice is
+ * there twice), ext the references to the node from outside the objects
+ * traversed (its refcount minus the edges found, minus the lists passed
+ * here): 0 for every node of a group with no root means only garbage holds
+ * it; more means C or C++ does. examined of total objects traversed;
+ * stopped: None, "time" or "objects".
+ *
+ * Also instance_dict(obj) (PyObject_GenericGetDict: an instance's own
+ * __dict__, never a property of that name, or None; a static type's
+ * mappingproxy) and of_types(objects,
+ * types) (the objects of those types or their subtypes, PyType_IsSubtype:
+ * isinstance could ask a proxy's __class__).
+ */
+#include "ext.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*
+ * The index: open addressing on the pointers, a node's number its slot
+ * (the object is the key). A bitmap of the pointers (2 MiB per 500,000
+ * objects) answers most "not an object of the walk" (an int, a str) from
+ * the cache, before the table or the child's own memory is read.
+ */
+struct walk {
+	uintptr_t *keys; /* 0: empty */
+	size_t mask;
+	uint64_t *bits;
+	size_t bmask;
+	const uint8_t *marks;	  /* M_* by slot */
+	uint32_t *child, *parent; /* edges, by slot */
+	size_t n, cap;
+	uint32_t from;
+	int nomem;
+};
+
+#define NONE UINT32_MAX
+
+/* marks[] bits */
+#define M_STOP 1
+#define M_SKIP 2
+#define M_SEEN 4
+
+static uint64_t mix(uintptr_t k)
+{
+	return (uint64_t)k * 0x9E3779B97F4A7C15ull;
+}
+
+static size_t slot_of(const struct walk *w, uintptr_t k)
+{
+	size_t i = (size_t)(mix(k) >> 20) & w->mask;
+	while (w->keys[i] && w->keys[i] != k)
+		i = (i + 1) & w->mask;
+	return i;
+}
+
+/* the slot of k, or NONE */
+static uint32_t lookup(const struct walk *w, uintptr_t k)
+{
+	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	if (!(w->bits[b >> 6] >> (b & 63) & 1))
+		return NONE;
+	size_t i = slot_of(w, k);
+	return w->keys[i] ? (uint32_t)i : NONE;
+}
+
+static void set_bit(struct walk *w, uintptr_t k)
+{
+	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	w->bits[b >> 6] |= 1ull << (b & 63);
+}
+
+static int visit(PyObject *o, void *arg)
+{
+	struct walk *w = arg;
+	uint32_t j = lookup(w, (uintptr_t)o);
+	/* not an object of the walk (a self-reference is), or a root: the
+	 * climb never goes up from one (a function's __globals__, an
+	 * instance's class once the class was traversed) */
+	if (j == NONE || (w->marks[j] & M_STOP))
+		return 0;
+	if (w->n == w->cap) {
+		size_t c = w->cap ? w->cap * 2 : 1 << 16;
+		uint32_t *a = PyMem_Realloc(w->child, c * sizeof *a);
+		if (!a) {
+			w->nomem = 1;
+			return -1;
+		}
+		w->child = a;
+		a = PyMem_Realloc(w->parent, c * sizeof *a);
+		if (!a) {
+			w->nomem = 1;
+			return -1;
+		}
+		w->parent = a;
+		w->cap = c;
+	}
+	w->child[w->n] = j;
+	w->parent[w->n++] = w->from;
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
+{
+	Py_ssize_t n = PyList_Size(list);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *o = PyList_GetItem(list, i);
+		if (!o)
+			return -1;
+		uint32_t j = lookup(w, (uintptr_t)o);
+		if (j != NONE)
+			marks[j] |= (uint8_t)bit;
+	}
+	return 0;
+}
+
+static PyObject *build(const struct walk *w, uint32_t *occ,
+		       const uint8_t *marks, const uint32_t *start,
+		       const uint32_t *order, const uint32_t *queue, size_t nq)
+{
+	/* the references from outside, counted before any tuple below adds
+	 * one: occ[] is reused for them */
+	for (size_t q = 0; q < nq; q++) {
+		uint32_t v = queue[q];
+		PyObject *o = (PyObject *)w->keys[v];
+		occ[v] =
+		    (uint32_t)((long)Py_REFCNT(o) -
+			       (long)(start[v + 1] - start[v]) - (long)occ[v]);
+	}
+	PyObject *graph = PyDict_New();
+	for (size_t q = 0; graph && q < nq; q++) {
+		uint32_t v = queue[q];
+		PyObject *o = (PyObject *)w->keys[v];
+		long ext = (long)(int32_t)occ[v];
+		Py_ssize_t keep = 0;
+		for (uint32_t e = start[v]; e < start[v + 1]; e++)
+			keep += !(marks[order[e]] & M_SKIP);
+		PyObject *parents = PyTuple_New(keep);
+		PyObject *key = PyLong_FromVoidPtr(o);
+		PyObject *val = NULL;
+		if (parents && key) {
+			Py_ssize_t k = 0;
+			for (uint32_t e = start[v]; e < start[v + 1]; e++) {
+				if (marks[order[e]] & M_SKIP)
+					continue;
+				PyObject *p = (PyObject *)w->keys[order[e]];
+				Py_INCREF(p);
+				PyTuple_SetItem(parents, k++, p);
+			}
+			val = Py_BuildValue("(lO)", ext, parents);
+		}
+		if (!val || PyDict_SetItem(graph, key, val))
+			Py_CLEAR(graph);
+		Py_XDECREF(parents);
+		Py_XDECREF(key);
+		Py_XDECREF(val);
+	}
+	return graph;
+}
+
+PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
+{
+	(void)module;
+	PyObject *objs, *targets, *stops, *skips;
+	double budget;
+	Py_ssize_t most;
+	if (!PyArg_ParseTuple(args, "O!O!O!O!dn:referrers", &PyList_Type, &objs,
+			      &PyList_Type, &targets, &PyList_Type, &stops,
+			      &PyList_Type, &skips, &budget, &most))
+		return NULL;
+	double deadline = now() + budget;
+	Py_ssize_t n = PyList_Size(objs);
+	if (n > (Py_ssize_t)(1u << 30))
+		return PyErr_Format(PyExc_ValueError,
+				    "referrers: more than 2**30 objects");
+	struct walk w = {0};
+	size_t cap = 16, bcap = 1 << 12;
+	while (cap < (size_t)n * 2)
+		cap <<= 1;
+	while (bcap < (size_t)n * 32)
+		bcap <<= 1;
+	w.mask = cap - 1;
+	w.bmask = bcap - 1;
+	w.keys = PyMem_Calloc(cap, sizeof *w.keys);
+	w.bits = PyMem_Calloc(bcap / 64, sizeof *w.bits);
+	uint32_t *slot = PyMem_Malloc(((size_t)n + 1) * sizeof *slot);
+	uint32_t *occ = PyMem_Calloc(cap, sizeof *occ);
+	uint8_t *marks = PyMem_Calloc(cap, 1);
+	uint32_t *start = NULL, *order = NULL, *queue = NULL;
+	PyObject *out = NULL, *graph = NULL;
+	const char *stopped = NULL;
+	PyTypeObject *last = NULL;
+	traverseproc tr = NULL;
+	Py_ssize_t i = 0, nt = PyList_Size(targets);
+	size_t nq = 0;
+	if (!w.keys || !w.bits || !slot || !occ || !marks) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	/* the index; occ[] counts each object's places in the lists, slot[]
+	 * is NONE for a second place (traversed once) */
+	for (Py_ssize_t k = 0; k < n; k++) {
+		uintptr_t o = (uintptr_t)PyList_GetItem(objs, k);
+		size_t s = slot_of(&w, o);
+		slot[k] = w.keys[s] ? NONE : (uint32_t)s;
+		if (!w.keys[s]) {
+			w.keys[s] = o;
+			set_bit(&w, o);
+		}
+		occ[s]++;
+	}
+	for (Py_ssize_t t = 0; t < nt; t++) {
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
+		if (j != NONE)
+			occ[j]++;
+	}
+	if (mark(&w, marks, stops, M_STOP) || mark(&w, marks, skips, M_SKIP))
+		goto done;
+	w.marks = marks;
+	/* the pass */
+	for (; i < n; i++) {
+		if ((i & 1023) == 0 && i) {
+			if (i >= most) {
+				stopped = "objects";
+				break;
+			}
+			if (now() > deadline) {
+				stopped = "time";
+				break;
+			}
+		}
+		if (slot[i] == NONE)
+			continue;
+		PyObject *o = (PyObject *)w.keys[slot[i]];
+		if (PyType_Check(o)) /* a class: a root, named by Python */
+			marks[slot[i]] |= M_STOP;
+		if (Py_TYPE(o) != last) {
+			last = Py_TYPE(o);
+			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
+		}
+		if (!tr)
+			continue;
+		w.from = slot[i];
+		tr(o, visit, &w);
+		if (w.nomem) {
+			PyErr_NoMemory();
+			goto done;
+		}
+	}
+	if (!stopped && i >= most && i < n)
+		stopped = "objects";
+	/* the edges by child: start[v]..start[v+1] in order[] */
+	start = PyMem_Calloc(cap + 2, sizeof *start);
+	order = PyMem_Malloc((w.n ? w.n : 1) * sizeof *order);
+	queue = PyMem_Malloc(cap * sizeof *queue);
+	if (!start || !order || !queue) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	for (size_t e = 0; e < w.n; e++)
+		start[w.child[e] + 1]++;
+	for (size_t v = 0; v < cap; v++)
+		start[v + 1] += start[v];
+	for (size_t e = 0; e < w.n; e++)
+		order[start[w.child[e]]++] = w.parent[e];
+	for (size_t v = cap; v > 0; v--)
+		start[v] = start[v - 1];
+	start[0] = 0;
+	/* the climb */
+	for (Py_ssize_t t = 0; t < nt; t++) {
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
+		if (j == NONE || (marks[j] & (M_SEEN | M_SKIP)))
+			continue;
+		marks[j] |= M_SEEN;
+		queue[nq++] = j;
+	}
+	for (size_t q = 0; q < nq; q++) {
+		uint32_t v = queue[q];
+		for (uint32_t e = start[v]; e < start[v + 1]; e++) {
+			uint32_t p = order[e];
+			if (marks[p] & (M_SEEN | M_SKIP | M_STOP))
+				continue;
+			marks[p] |= M_SEEN;
+			queue[nq++] = p;
+		}
+	}
+	/* the tuples and the dict below could start a collection, whose
+	 * finalizers would run user code and change the refcounts read */
+	int was = PyGC_Disable();
+	graph = build(&w, occ, marks, start, order, queue, nq);
+	if (was)
+		PyGC_Enable();
+	if (graph)
+		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
+done:
+	PyMem_Free(w.keys);
+	PyMem_Free(w.bits);
+	PyMem_Free(w.child);
+	PyMem_Free(w.parent);
+	PyMem_Free(slot);
+	PyMem_Free(occ);
+	PyMem_Free(marks);
+	PyMem_Free(start);
+	PyMem_Free(order);
+	PyMem_Free(queue);
+	return out;
+}
+
+PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj)
+{
+	(void)module;
+	/* A static type's dict: its read-only proxy. From 3.12 a builtin
+	 * one keeps it outside the type object (tp_dict NULL), where
+	 * PyObject_GenericGetDict would put a new, empty one. */
+	if (PyType_Check(obj) &&
+	    !(PyType_GetFlags((PyTypeObject *)obj) & Py_TPFLAGS_HEAPTYPE)) {
+		PyObject *p = PyObject_GetAttrString(obj, "__dict__");
+		if (!p)
+			PyErr_Clear();
+		return p ? p : Py_NewRef(Py_None);
+	}
+	PyObject *d = PyObject_GenericGetDict(obj, NULL);
+	if (!d) {
+		PyErr_Clear();
+		Py_RETURN_NONE;
+	}
+	return d;
+}
+
+PyObject *gpr_py_of_types(PyObject *module, PyObject *args)
+{
+	(void)module;
+	PyObject *objs, *types;
+	if (!PyArg_ParseTuple(args, "O!O!:of_types", &PyList_Type, &objs,
+			      &PyTuple_Type, &types))
+		return NULL;
+	Py_ssize_t nt = PyTuple_Size(types);
+	for (Py_ssize_t k = 0; k < nt; k++)
+		if (!PyType_Check(PyTuple_GetItem(types, k)))
+			return PyErr_Format(PyExc_TypeError,
+					    "of_types: types must be classes");
+	PyObject *out = PyList_New(0);
+	Py_ssize_t n = PyList_Size(objs);
+	PyTypeObject *last = NULL; /* objects of one type come in runs */
+	int hit = 0;
+	for (Py_ssize_t i = 0; out && i < n; i++) {
+		PyObject *o = PyList_GetItem(objs, i);
+		if (Py_TYPE(o) != last) {
+			last = Py_TYPE(o);
+			hit = 0;
+			for (Py_ssize_t k = 0; k < nt && !hit; k++)
+				hit = PyType_IsSubtype(
+				    last,
+				    (PyTypeObject *)PyTuple_GetItem(types, k));
+		}
+		if (hit && PyList_Append(out, o))
+			Py_CLEAR(out);
+	}
+	return out;
+}

@@ -1,0 +1,429 @@
+"""explain(holders=True) on the simulated driver with the fake frameworks
+(Torch, CuPy, JAX): each kind of root is named as a user types it, views of one storage are
+one allocation with every name, a cycle and a C++ holder are told apart,
+the budget cuts the walk and says so; and every piece of advice, followed
+(the chains' statements run, the traceback cleared, the thread ended),
+frees the bytes."""
+import pytest
+
+from conftest import SANITIZED
+
+MiB = 1 << 20
+
+HELPERS = """
+import torch
+
+def holders(**kw):
+    e = gpureclaim.explain(holders=True, **kw)
+    return e, e.holders["blocks"]
+
+def chains(blocks, nbytes):
+    (b,) = [b for b in blocks if b["bytes"] == nbytes]
+    return b, [c["path"] for c in b["chains"]]
+
+DONE = []
+
+def follow(b, ns):
+    # the advice: each statement its chains give (those a statement that
+    # empties a container covers need none), each run once
+    out = []
+    for c in b["chains"]:
+        if c["drop"] and not c["covered"] and c["drop"] not in DONE:
+            exec(c["drop"], ns)
+            DONE.append(c["drop"])
+            out.append(c["drop"])
+    return out
+"""
+
+
+def run(scenario, code, **kw):
+    return scenario(HELPERS + code, **kw)
+
+
+def test_globals_views_and_nested_containers(scenario):
+    r = run(scenario, """
+import cupy
+t = torch.empty(64 << 20, device="cuda")
+v = t.view(-1)
+lst = [0, {"k": torch.empty(16 << 20, device="cuda")}]
+a = cupy.empty(8 << 20)
+av = a.view()
+e, blocks = holders()
+out = {}
+for n in (64 << 20, 16 << 20):
+    b, paths = chains(blocks, n)
+    out[n] = dict(paths=paths, arrays=b["arrays"], state=b["state"],
+                  advice=b["advice"], drops=follow(b, globals()))
+(cb,) = [b for b in blocks if b["framework"] == "cupy"]
+out["cupy"] = dict(paths=[c["path"] for c in cb["chains"]],
+                   arrays=cb["arrays"], drops=follow(cb, globals()))
+gc.collect()
+emit(dict(out=out, torch_after=torch.cuda.memory_allocated(),
+          cupy_after=cupy.get_default_memory_pool().used_bytes(),
+          walk=e.holders["walk"], text=str(e),
+          keys=sorted(e.to_dict()["holders"])))
+""")
+    out = r["out"]
+    big = out[str(64 * MiB)]
+    # a view of the storage: one allocation, both names, counted once
+    assert big["arrays"] == 2 and sorted(big["paths"]) == ["t", "v"]
+    assert big["state"] == "held" and big["advice"] == "del t; del v"
+    assert out[str(16 * MiB)]["paths"] == ["lst[1]['k']"]
+    assert out[str(16 * MiB)]["drops"] == ["del lst"]
+    assert out["cupy"]["arrays"] == 2
+    assert sorted(out["cupy"]["paths"]) == ["a", "av"]
+    # the advice followed: the bytes are gone
+    assert r["torch_after"] == 0 and r["cupy_after"] == 0
+    w = r["walk"]
+    assert w["stopped"] is None and w["examined"] == w["objects"] > 1000
+    assert r["keys"] == ["blocks", "notes", "walk"]
+    assert "Who holds the largest live allocations" in r["text"]
+    assert "lst[1]['k']" in r["text"]
+    assert "2 arrays share it" in r["text"]
+
+
+def test_jax_arrays(scenario):
+    r = run(scenario, """
+import jax
+x = jax.device_array(64 << 20)
+keep = {"x": x}
+gone = jax.device_array(16 << 20)
+gone.delete()  # a deleted array holds nothing
+e, blocks = holders()
+(b,) = [b for b in blocks if b["framework"] == "jax"]
+paths = sorted(c["path"] for c in b["chains"])
+drops = follow(b, globals())
+emit(dict(paths=paths, bytes=b["bytes"], drops=drops,
+          after=jax.devices()[0].memory_stats()["bytes_in_use"]))
+""")
+    assert r["paths"] == ["keep['x']", "x"] and r["bytes"] == 64 * MiB
+    assert sorted(r["drops"]) == ["del keep", "del x"]
+    assert r["after"] == 0
+
+
+MODULES = """
+class Module:
+    # as torch.nn.Module: parameters and submodules in dicts that
+    # __getattr__ reads (the chain is named as the user types it)
+    def __init__(self):
+        self.__dict__["_parameters"] = {}
+        self.__dict__["_modules"] = {}
+    def __getattr__(self, k):
+        for d in ("_parameters", "_modules"):
+            if k in self.__dict__[d]:
+                return self.__dict__[d][k]
+        raise AttributeError(k)
+class Linear(Module):
+    def __init__(self, n):
+        super().__init__()
+        self._parameters["weight"] = torch.empty(n, device="cuda")
+class ModuleList(Module):
+    def __init__(self, mods):
+        super().__init__()
+        for i, m in enumerate(mods):
+            self._modules[str(i)] = m
+    def __getitem__(self, i):
+        return self._modules[str(i)]
+class MLP(Module):
+    def __init__(self, n):
+        super().__init__()
+        self._modules["up_proj"] = Linear(n)
+class Layer(Module):
+    def __init__(self, n):
+        super().__init__()
+        self._modules["mlp"] = MLP(n)
+class Net(Module):
+    def __init__(self):
+        super().__init__()
+        self._modules["layers"] = ModuleList(
+            [Layer((i + 1) << 20) for i in range(4)])
+class AdamW:
+    def __init__(self, params):
+        self.param_groups = [{"params": list(params)}]
+        self.state = {}
+        for p in params:
+            self.state[p] = {"exp_avg": torch.empty(p.nbytes * 8,
+                                                    device="cuda"),
+                             "step": 1}
+"""
+
+
+def test_module_tree_and_optimizer_state(scenario):
+    r = run(scenario, MODULES + """
+model = Net()
+opt = AdamW([model.layers[3].mlp.up_proj.weight])
+e, blocks = holders()
+w, wpaths = chains(blocks, 4 << 20)
+s, spaths = chains(blocks, 32 << 20)
+_, l0 = chains(blocks, 1 << 20)
+drops = follow(w, globals()) + follow(s, globals())
+gc.collect()
+emit(dict(wpaths=wpaths, spaths=spaths, l0=l0, drops=drops,
+          advice=w["advice"], after=torch.cuda.memory_allocated()))
+""")
+    assert r["l0"] == ["model.layers[0].mlp.up_proj.weight"]
+    # the weight the optimizer holds: both roots, each by its own name
+    assert "model.layers[3].mlp.up_proj.weight" in r["wpaths"]
+    assert any(p.startswith("opt.") for p in r["wpaths"]), r["wpaths"]
+    assert r["spaths"] == ["opt.state[...]['exp_avg']"]
+    assert set(r["drops"]) == {"del model", "del opt"}
+    assert r["after"] == 0
+
+
+def test_last_traceback_frames(scenario):
+    r = run(scenario, """
+def train(batch):
+    raise RuntimeError("out of patience")
+try:
+    train(torch.empty(8 << 20, device="cuda"))
+except RuntimeError:
+    sys.last_type, sys.last_value, sys.last_traceback = sys.exc_info()
+e, blocks = holders()
+b, paths = chains(blocks, 8 << 20)
+drops = follow(b, globals())
+gc.collect()
+emit(dict(paths=paths, drops=drops, after=torch.cuda.memory_allocated(),
+          last_exc=sys.version_info >= (3, 12)))
+""")
+    assert sorted(r["paths"]) == [
+        "sys.last_traceback: frame train() local 'batch'",
+        "sys.last_value.__traceback__: frame train() local 'batch'"]
+    assert r["drops"] == [
+        "sys.last_traceback = sys.last_value = sys.last_exc = None"
+        if r["last_exc"] else "sys.last_traceback = sys.last_value = None"]
+    assert r["after"] == 0
+
+
+def test_a_threads_running_frame(scenario):
+    r = run(scenario, """
+import threading
+ev, go = threading.Event(), threading.Event()
+def fetch():
+    x = torch.empty(8 << 20, device="cuda")
+    go.set()
+    ev.wait()
+th = threading.Thread(target=fetch, name="loader")
+th.start()
+go.wait()
+e, blocks = holders()
+b, paths = chains(blocks, 8 << 20)
+ev.set()
+th.join()
+after_thread = torch.cuda.memory_allocated()
+# a function's local, named while it runs, freed by its del: the walk's
+# copy of the locals does not keep it
+def step():
+    y = torch.empty(4 << 20, device="cuda")
+    _, bl = holders()
+    named = chains(bl, 4 << 20)[1]
+    del y
+    return named, torch.cuda.memory_allocated()
+named, after_del = step()
+emit(dict(paths=paths, advice=b["advice"], after_thread=after_thread,
+          named=named, after_del=after_del))
+""")
+    assert r["paths"] == ["thread \"loader\": frame fetch() local 'x'"]
+    assert r["advice"] == "a running frame fetch() holds it until it returns"
+    assert r["after_thread"] == 0
+    assert r["named"] == ["thread \"MainThread\": frame step() local 'y'"]
+    assert r["after_del"] == 0
+
+
+def test_closure_cell_and_class_attribute(scenario):
+    r = run(scenario, """
+def make():
+    x = torch.empty(8 << 20, device="cuda")
+    def f():
+        return x
+    return f
+fn = make()
+class Cache:
+    t = torch.empty(4 << 20, device="cuda")
+e, blocks = holders()
+b1, p1 = chains(blocks, 8 << 20)
+b2, p2 = chains(blocks, 4 << 20)
+drops = follow(b1, globals()) + follow(b2, globals())
+gc.collect()
+emit(dict(p1=p1, p2=p2, drops=drops, after=torch.cuda.memory_allocated()))
+""")
+    assert r["p1"] == ["fn.__closure__[0].cell_contents (closure variable "
+                       "'x')"]
+    assert r["p2"] == ["Cache.t"]
+    assert r["drops"] == ["del fn", "del Cache.t"]
+    assert r["after"] == 0
+
+
+def test_ipython_output_cache(scenario):
+    pytest.importorskip("IPython")
+    r = run(scenario, """
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("import torch, gpureclaim", store_history=True)
+shell.run_cell("torch.empty(16 << 20, device='cuda')", store_history=True)
+shell.run_cell("1 + 1", store_history=True)
+shell.run_cell("e = gpureclaim.explain(holders=True)", store_history=True)
+e = shell.user_ns.pop("e")
+(b,) = e.holders["blocks"]
+paths = [c["path"] for c in b["chains"]]
+advice = b["advice"]
+del e
+# the advice, typed into the shell as it reads
+shell.run_cell(advice.replace("; ", "\\n"), store_history=True)
+gc.collect()
+emit(dict(paths=paths, advice=advice, after=torch.cuda.memory_allocated()))
+""")
+    assert "Out[2]" in r["paths"] and "_2" in r["paths"], r["paths"]
+    assert "%reset -f out" in r["advice"]
+    assert r["after"] == 0, r["advice"]
+
+
+def test_a_cycle_is_unreachable(scenario):
+    r = run(scenario, """
+gc.disable()
+class Node:
+    pass
+a, b = Node(), Node()
+a.other, b.other = b, a
+b.t = torch.empty(8 << 20, device="cuda")
+selfish = [torch.empty(4 << 20, device="cuda")]
+selfish.append(selfish)  # a list that holds itself
+del a, b, selfish
+e, blocks = holders()
+(blk, own) = blocks
+gc.collect()
+emit(dict(state=blk["state"], chains=blk["chains"], advice=blk["advice"],
+          own=own["state"], text=str(e), after=torch.cuda.memory_allocated()))
+""")
+    assert r["state"] == "garbage" and r["chains"] == []
+    assert r["own"] == "garbage"
+    assert r["advice"] == "gc.collect() frees it"
+    assert "unreachable: in a reference cycle (gc.collect() frees it)" in \
+        r["text"]
+    assert r["after"] == 0
+
+
+def test_held_only_in_cpp(scenario):
+    r = run(scenario, """
+import ctypes
+t = torch.empty(8 << 20, device="cuda")
+torch._C._save_for_backward(t)  # autograd's saved tensor, as a stand-in
+del t
+u = torch.empty(4 << 20, device="cuda")
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(u))  # an extension's reference
+del u
+e, blocks = holders()
+emit(dict(states={b["bytes"]: (b["state"], b["arrays"]) for b in blocks},
+          text=str(e)))
+""")
+    assert r["states"] == {str(8 * MiB): ["cpp", 0], str(4 * MiB): ["cpp", 1]}
+    assert ("no Python reference: held in C++ (a tensor's .grad, the "
+            "autograd graph, a saved tensor, an extension)") in r["text"]
+
+
+def test_the_budget_cuts_the_walk_and_says_where(scenario):
+    r = run(scenario, """
+keep = [torch.empty(2 << 20, device="cuda") for _ in range(3)]
+e1, b1 = holders(holders_max_objects=1024)
+e2, b2 = holders(holders_budget=1e-9)
+e3, b3 = holders()
+emit(dict(w1=e1.holders["walk"], s1=[b["state"] for b in b1],
+          w2=e2.holders["walk"], s2=[b["state"] for b in b2],
+          s3=[b["state"] for b in b3], text=str(e1)))
+""")
+    w1, w2 = r["w1"], r["w2"]
+    assert w1["stopped"] == "objects" and w1["examined"] == 1024
+    assert w1["objects"] > 1024
+    assert w2["stopped"] == "time" and w2["examined"] < w2["objects"]
+    assert set(r["s2"]) == {"unknown"}
+    assert "stopped by its object budget after 1024 of" in r["text"]
+    assert r["s3"] == ["held"] * 3
+
+
+def test_the_walk_runs_no_user_code(scenario):
+    r = run(scenario, """
+calls = []
+class Trap:
+    def __eq__(self, o): calls.append("eq"); return False
+    def __hash__(self): calls.append("hash"); return 1
+    def __getattr__(self, k): calls.append("getattr " + k); raise AttributeError(k)
+    def __getattribute__(self, k):
+        if k != "__dict__":
+            calls.append("getattribute " + k)
+        return object.__getattribute__(self, k)
+    @property
+    def __class__(self): calls.append("class"); return Trap
+    @property
+    def prop(self): calls.append("prop"); return 1
+class Slotted:
+    __slots__ = ("held",)
+trap = Trap()
+object.__setattr__(trap, "inner", {Trap(): torch.empty(8 << 20, device="cuda")})
+s = Slotted()
+s.held = torch.empty(4 << 20, device="cuda")
+class Lazy:  # a module stand-in whose every attribute is computed
+    def __getattr__(self, k): calls.append("lazy " + k); raise AttributeError(k)
+sys.modules["lazy_stand_in"] = Lazy()
+calls.clear()
+e, blocks = holders()
+emit(dict(calls=calls, p1=chains(blocks, 8 << 20)[1],
+          p2=chains(blocks, 4 << 20)[1]))
+""")
+    assert r["calls"] == []
+    assert r["p1"] == ["trap.inner[...]"]
+    assert r["p2"] == ["s.held"]
+
+
+def test_arguments_and_the_command_line(scenario, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n"
+                      "weights = {'w': torch.empty(8 << 20, device='cuda')}\n"
+                      "def train(batch):\n"
+                      "    raise ValueError('diverged')\n"
+                      "train(torch.empty(4 << 20, device='cuda'))\n")
+    r = run(scenario, f"""
+import subprocess
+errors = []
+for kw in (dict(holders="yes"), dict(holders=True, holders_budget=0),
+           dict(holders=True, holders_max_objects=-1)):
+    try:
+        gpureclaim.explain(**kw)
+    except (TypeError, ValueError) as x:
+        errors.append(type(x).__name__ + ": " + str(x))
+p = subprocess.run([sys.executable, "-m", "gpureclaim", "explain",
+                    "--holders", {str(script)!r}], capture_output=True,
+                   text=True)
+h = subprocess.run([sys.executable, "-m", "gpureclaim", "explain", "--help"],
+                   capture_output=True, text=True)
+e = gpureclaim.explain()
+emit(dict(errors=errors, rc=p.returncode, out=p.stdout, err=p.stderr,
+          help=h.stdout, plain=e.holders, html=gpureclaim.explain(
+              holders=True)._repr_html_()))
+""")
+    assert len(r["errors"]) == 3
+    assert r["errors"][0].startswith("TypeError: explain(): holders must be")
+    assert "holders_budget must be a positive" in r["errors"][1]
+    assert r["rc"] == 1, r["err"]
+    assert "weights['w']" in r["out"]
+    assert "sys.last_traceback: frame train() local 'batch'" in r["out"]
+    assert "--holders" in r["help"]
+    assert r["plain"] is None
+    assert "Who holds the largest live allocations" in r["html"]
+
+
+def test_the_walk_leaks_nothing(scenario):
+    if SANITIZED:
+        pytest.skip("ASan's quarantine of freed memory grows the RSS")
+    r = run(scenario, """
+t = torch.empty(8 << 20, device="cuda")
+for _ in range(20):
+    gpureclaim.explain(holders=True)
+gc.collect()
+before = rss_bytes()
+for _ in range(200):
+    e = gpureclaim.explain(holders=True)
+gc.collect()
+emit(dict(grew=rss_bytes() - before, objects=len(gc.get_objects()),
+          paths=[c["path"] for c in e.holders["blocks"][0]["chains"]]))
+""")
+    assert r["paths"] == ["t"]
+    assert r["grew"] < 4 * MiB, r
