@@ -602,7 +602,7 @@ def ps_explain_main(argv: list) -> int:
     for g in doc.get("gpus", []):
         if "processes" not in g:
             continue
-        total, with_agent = 0, 0
+        total, with_agent, silent = 0, 0, 0
         for r in g["processes"]:
             ans = answers.get(r["pid"])
             if ans is None:
@@ -610,6 +610,7 @@ def ps_explain_main(argv: list) -> int:
                 continue
             if not ans["ok"]:
                 r["agent"] = {"kind": ans["kind"], "error": ans["error"]}
+                silent += 1
                 continue
             mine = [x for x in ans["result"]["gpus"]
                     if ans["nvml_index"].get(str(x["device"])) == g["index"]]
@@ -620,6 +621,7 @@ def ps_explain_main(argv: list) -> int:
             with_agent += 1
         g["returnable"] = total
         g["agents"] = with_agent
+        g["agents_silent"] = silent
     if a.json:
         print(json.dumps(doc, separators=(",", ":")))
     else:
@@ -668,10 +670,15 @@ def _ps_text(doc: dict) -> str:
                 continue
             out.append(f"  {'':>7} " + ", ".join(
                 f"{name} {_fb(ag['parts'][name])}" for name, _ in GROUPS))
+        silent = g.get("agents_silent", 0)
+        also = (f"; {silent} agent{'s' if silent != 1 else ''} did not "
+                f"answer" if silent else "")
         if g.get("agents"):
             out.append(f"  a release of every process would return "
                        f"{_fb(g['returnable'])} ({g['agents']} with an "
-                       f"agent)")
+                       f"agent{also})")
+        elif silent:
+            out.append(f"  no agent here answered ({silent} asked)")
         else:
             out.append("  no process here runs the agent")
     if stray:
