@@ -461,6 +461,7 @@ def _reclaim_one(pid: int, a: Any, min_bytes: Optional[int]) -> dict:
                 for g in r["gpus"]]
         return {"ok": True, "returned": r["bytes"], "source": r["source"],
                 "gpus": gpus, "notes": r.get("notes", []),
+                "release_seconds": r.get("seconds"),
                 "seconds": time.monotonic() - t0}
     except _agent.AgentError as e:
         return {"ok": False, "kind": e.kind, "error": str(e),
@@ -490,6 +491,8 @@ def _reclaim_report(pids, agents, results, held, rows, a, min_bytes,
                    seconds=round(r["seconds"], 6))
         if r.get("skipped"):
             row["skipped"] = r["skipped"]
+        if r.get("release_seconds") is not None:
+            row["release_seconds"] = r["release_seconds"]  # in the process
         done.append(row)
         for g in r["gpus"]:
             i = g.get("nvml_index")
