@@ -1,6 +1,10 @@
-"""The agent's commands (docs/agent.md): `explain --pid N`, `release
---pid N`, `reclaim`, `agent start|list`, `ps --explain`. The C command
-hands them to this module (cli/main.c, as it hands the --dask forms).
+"""The agent's commands (docs/agent.md): `reclaim`, `agent start|list`,
+`ps --explain`, and the help of `explain --pid N` and `release --pid N`.
+The C command hands them to this module (cli/main.c, as it hands the
+--dask forms); `explain --pid` and `release --pid` themselves are the C
+command's (cli/cmd_agent.c: no interpreter's start in front of a
+request), and this module's explain_main and release_main stand in for
+them only where the command is not installed.
 
 `ps --explain` lives here, not in C: the C side keeps the facts (NVML's
 rows, who each process is, the stray-context flag), read once as
@@ -238,8 +242,8 @@ def _ask_and_print(op: str, a: Any, args: dict) -> int:
         doc = _agent.ask_full(a.pid, op, timeout=a.timeout, **args)
     except _agent.AgentError as e:
         return _fail(op, str(e))
-    if a.json:
-        print(json.dumps(doc["result"], indent=2))
+    if a.json:  # one line, as the C command prints it
+        print(json.dumps(doc["result"], separators=(",", ":")))
     else:
         sys.stdout.write(str(doc.get("text") or json.dumps(doc["result"]))
                          .rstrip("\n") + "\n")
