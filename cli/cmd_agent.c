@@ -650,10 +650,17 @@ static int ask(void)
 			  env.pid, why_silent(env.pid));
 	else if (s != 0 && !alive(env.pid))
 		rc = fail("process %ld ended", env.pid);
-	else if (s != 0)
-		rc = fail("process %ld's agent closed the connection (%s)",
-			  env.pid, strerror(errno));
-	else
+	else if (s != 0) {
+		/* it may have answered before it closed (a refusal) */
+		int e = errno;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+			rc = read_line(fd, env.pid, deadline, &line);
+		else
+			rc = fail("process %ld's agent closed the connection "
+				  "(%s)",
+				  env.pid, strerror(e));
+	} else
 		rc = read_line(fd, env.pid, deadline, &line);
 	close(fd);
 	if (rc != GPR_CLI_OK) {

@@ -122,6 +122,7 @@ class _Server:
             _send(conn, _fail("refused", f"uid {uid} may not ask process "
                               f"{os.getpid()} (uid {me}): only uid {me} "
                               f"and root"))
+            _drain(conn)
             return
         line = _read_request(conn)
         if isinstance(line, dict):  # the failure to answer
@@ -137,6 +138,27 @@ class _Server:
         with self.count_lock:
             self.requests += 1
         _send(conn, answer)
+
+
+def _drain(conn: socket.socket, seconds: float = 1.0) -> None:
+    """After an answer sent before the request was read (a refusal): the
+    write side closed, what the client still sends read and dropped for a
+    moment, so that its send does not fail before it reads the answer."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        end = time.monotonic() + seconds
+        got = 0
+        while got < _agent.MAX_REQUEST:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            conn.settimeout(left)
+            chunk = conn.recv(1 << 16)
+            if not chunk or b"\n" in chunk:
+                return
+            got += len(chunk)
+    except OSError:
+        pass
 
 
 def _read_request(conn: socket.socket):

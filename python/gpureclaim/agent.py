@@ -371,10 +371,14 @@ def exchange(pid: int, request: dict, timeout: float) -> dict:
             if not _alive(pid):
                 raise AgentError("died", f"process {pid} ended", pid) \
                     from None
-            raise AgentError("bad_answer", f"process {pid}'s agent closed "
-                             f"the connection ({e.strerror})", pid) \
-                from None
-        line = _read_line(s, pid, deadline, MAX_ANSWER)
+            try:  # it may have answered before it closed (a refusal)
+                line = _read_line(s, pid, deadline, MAX_ANSWER)
+            except AgentError:
+                raise AgentError("bad_answer", f"process {pid}'s agent "
+                                 f"closed the connection ({e.strerror})",
+                                 pid) from None
+        else:
+            line = _read_line(s, pid, deadline, MAX_ANSWER)
     finally:
         s.close()
     try:

@@ -539,6 +539,13 @@ def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
                            text=True, preexec_fn=as_user(u), timeout=60)
         assert p.stdout.startswith("refused "), (p.stdout, p.stderr)
         assert "only that user and root" in p.stdout
+        from agentkit import GPR  # the command's client (C), the same
+        p = subprocess.run([GPR, "release", "--pid", str(mine.pid)], env=e,
+                           capture_output=True, text=True,
+                           preexec_fn=as_user(u), timeout=60)
+        assert p.returncode == 1 and p.stderr == (
+            f"gpureclaim release: process {mine.pid} belongs to uid 0; "
+            f"only that user and root may ask it\n"), p.stderr
     # the other user's agent: root may ask it, in that user's folder
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -564,11 +571,18 @@ def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
                 c = socket.socket(socket.AF_UNIX)
                 c.connect({path!r})
                 c.sendall(b'{{"v":1,"op":"release","args":{{}}}}\\n')
-                print(c.recv(4096).decode())
+                got = b""
+                while not got.endswith(b"\\n"):
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+                print(got.decode())
                 """)
             p = subprocess.run([python, "-c", raw],
                                capture_output=True, text=True,
                                preexec_fn=as_user(v), timeout=60)
+            assert p.stdout.strip(), (p.returncode, p.stderr)
             doc = json.loads(p.stdout)
             assert doc["ok"] is False and doc["kind"] == "refused", doc
             assert f"uid {v.pw_uid} may not ask" in doc["error"]
