@@ -290,9 +290,9 @@ def release_entry(argv: list) -> int:
 
 # -- the processes on the GPUs, from the C command --------------------------
 
-def ps_document(select: list) -> tuple:
-    """(`gpureclaim ps --json` as a dict, None, 0) or (None, why, its exit
-    status)."""
+def ps_start(select: list) -> Any:
+    """`gpureclaim ps --json [-i ...]` started (the C side's rows), for
+    ps_finish; or the failure as ps_finish returns it."""
     from .__main__ import _command
 
     cmd = _command()
@@ -303,17 +303,36 @@ def ps_document(select: list) -> tuple:
     for i in select:
         args += ["-i", str(i)]
     try:
-        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
+        return subprocess.Popen(args, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError as e:
         return None, f"gpureclaim ps failed: {e}", 1
-    err = p.stderr.strip().splitlines()
-    if p.returncode == 2:
-        return None, err[0] if err else "bad usage", 2
+
+
+def ps_finish(p: Any) -> tuple:
+    """(the document, None, 0) or (None, why, its exit status)."""
+    if isinstance(p, tuple):
+        return p
     try:
-        return json.loads(p.stdout), None, 0
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return None, "gpureclaim ps did not answer in 60 s", 1
+    lines = err.strip().splitlines()
+    if p.returncode == 2:
+        return None, lines[0] if lines else "bad usage", 2
+    try:
+        return json.loads(out), None, 0
     except ValueError:
-        return None, (err[0] if err else
+        return None, (lines[0] if lines else
                       f"gpureclaim ps: exit {p.returncode}"), p.returncode or 1
+
+
+def ps_document(select: list) -> tuple:
+    """(`gpureclaim ps --json` as a dict, None, 0) or (None, why, its exit
+    status)."""
+    return ps_finish(ps_start(select))
 
 
 def _askable(pid: int) -> bool:
@@ -385,7 +404,19 @@ def reclaim_main(argv: list) -> int:
     if a.gpu is not None and a.gpu < 0:
         p.error("--gpu needs a GPU index (0, 1, ...)")
     t0 = time.monotonic()
-    doc, why, rc = ps_document([] if a.gpu is None else [a.gpu])
+    # the GPUs' rows (C) read while the agents are asked; with --gpu
+    # they say first who is on that GPU
+    ps = ps_start([] if a.gpu is None else [a.gpu])
+    agents = {pid for pid, _ in _agent.discover()}
+
+    def one(pid: int) -> dict:
+        return _reclaim_one(pid, a, min_bytes)
+
+    results: dict = {}
+    if a.gpu is None:
+        asked = sorted(agents)
+        results = dict(zip(asked, _parallel(one, asked)))
+    doc, why, rc = ps_finish(ps)
     if rc == 2:  # a GPU index that no GPU has
         sys.stderr.write(why.replace("gpureclaim ps:", "gpureclaim reclaim:")
                          + "\n")
@@ -398,16 +429,11 @@ def reclaim_main(argv: list) -> int:
                 continue
             rows.setdefault(r["pid"], r)
             held.setdefault(r["pid"], {})[g["index"]] = r.get("bytes")
-    agents = {pid for pid, _ in _agent.discover()}
     pids = sorted(agents | set(held))
     if a.gpu is not None:  # only the processes on that GPU
         pids = [q for q in pids if a.gpu in held.get(q, {})]
-    asked = [q for q in pids if q in agents]
-
-    def one(pid: int) -> dict:
-        return _reclaim_one(pid, a, min_bytes)
-
-    results = dict(zip(asked, _parallel(one, asked)))
+        asked = [q for q in pids if q in agents]
+        results = dict(zip(asked, _parallel(one, asked)))
     report = _reclaim_report(pids, agents, results, held, rows, a,
                              min_bytes, time.monotonic() - t0, why)
     if a.json:
@@ -585,14 +611,10 @@ def ps_explain_main(argv: list) -> int:
                 p.error(f"-i/--gpu needs GPU indexes (0, 1, 0,2), not "
                         f"{item!r}")
             select.append(int(x))
-    doc, why, rc = ps_document(select)
-    if doc is None:
-        sys.stderr.write((why if why.startswith("gpureclaim") else
-                          f"gpureclaim ps: {why}") + "\n")
-        return rc
+    # the rows (C) read while every agent is asked (an explanation reads
+    # only; one of a process on no listed GPU is not shown)
+    ps = ps_start(select)
     agents = dict(_agent.discover())
-    on_gpus = sorted({r["pid"] for g in doc.get("gpus", [])
-                      for r in g.get("processes", []) if r["pid"] in agents})
 
     def one(pid: int) -> dict:
         try:
@@ -602,7 +624,12 @@ def ps_explain_main(argv: list) -> int:
         except _agent.AgentError as e:
             return {"ok": False, "kind": e.kind, "error": str(e)}
 
-    answers = dict(zip(on_gpus, _parallel(one, on_gpus)))
+    answers = dict(zip(sorted(agents), _parallel(one, sorted(agents))))
+    doc, why, rc = ps_finish(ps)
+    if doc is None:
+        sys.stderr.write((why if why.startswith("gpureclaim") else
+                          f"gpureclaim ps: {why}") + "\n")
+        return rc
     for g in doc.get("gpus", []):
         if "processes" not in g:
             continue
