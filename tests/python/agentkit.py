@@ -3,8 +3,10 @@
 fresh interpreter holding fake-Torch cache, started the way a user starts
 it (GPURECLAIM_AGENT through the bootstrap's startup hook), told to exit
 by closing its stdin."""
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +52,9 @@ def sim_env(state=None, gpus=1, agent_dir=True, **extra):
     if SAN_PRELOAD:
         e["LD_PRELOAD"] = SAN_PRELOAD
     if agent_dir:
-        e["GPURECLAIM_AGENT_DIR"] = tempfile.mkdtemp(prefix="gpr-agents-")
+        d = tempfile.mkdtemp(prefix="gpr-agents-")
+        atexit.register(shutil.rmtree, d, True)
+        e["GPURECLAIM_AGENT_DIR"] = d
     e.update({k: str(v) for k, v in extra.items()})
     return e
 
@@ -108,7 +112,6 @@ class Target:
 def world_python():
     """An interpreter every user may run (this one, unless it lives in a
     private folder such as /root), or None."""
-    import shutil
     import stat
 
     for cand in (sys.executable, shutil.which("python3", path="/usr/bin")):
