@@ -1,6 +1,7 @@
 /*
  * `gpureclaim explain`, `gpureclaim demo` and `gpureclaim run`, a Dask
- * cluster's reports (`ps --dask`, `release --dask`) and `report` of an
+ * cluster's reports (`ps --dask`, `release --dask`), the agent's commands
+ * (`release --pid`, `reclaim`, `agent`, `ps --explain`) and `report` of an
  * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
  * command hands them to `python3 -m gpureclaim`, so both spellings are one
@@ -110,6 +111,16 @@ int gpr_cli_demo(int argc, char **argv)
 }
 
 int gpr_cli_cluster(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_reclaim(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_agent(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }
