@@ -1,5 +1,6 @@
 /*
- * `gpureclaim explain`, `gpureclaim demo` and `gpureclaim run`, a Dask
+ * `gpureclaim explain`, `gpureclaim demo`, `gpureclaim run` and
+ * `gpureclaim exporter` (Prometheus metrics), a Dask
  * cluster's reports (`ps --dask`, `release --dask`) and `report` of an
  * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
@@ -115,6 +116,11 @@ int gpr_cli_cluster(int argc, char **argv)
 }
 
 int gpr_cli_run(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_exporter(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }
