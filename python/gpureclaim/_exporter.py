@@ -164,6 +164,28 @@ def main(argv: list) -> int:
     return _serve(opts, collector, prometheus_client)
 
 
+def _server(host: str, port: int, registry, prometheus_client):
+    """A threading WSGI server of prometheus_client's app (its /metrics,
+    gzip and ?name[]= included) on host:port, IPv4 or IPv6 as host is;
+    quiet (no line per request)."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, \
+        make_server
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format, *args):
+            pass
+
+    app = prometheus_client.make_wsgi_app(registry)
+    return make_server(host, port, app, Server, handler_class=Quiet)
+
+
 def _serve(opts: dict, collector, prometheus_client) -> int:
     host, port = opts["host"], opts["port"]
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
@@ -177,11 +199,13 @@ def _serve(opts: dict, collector, prometheus_client) -> int:
     signal.signal(signal.SIGINT, on_signal)
     collector.read()  # the first scrape finds a reading
     try:
-        server, _ = prometheus_client.start_http_server(port, host, registry)
+        server = _server(host, port, registry, prometheus_client)
     except OSError as e:
         sys.stderr.write(f"gpureclaim exporter: cannot listen on "
                          f"{opts['listen']}: {e.strerror or e}\n")
         return 1
+    threading.Thread(target=server.serve_forever, daemon=True,
+                     name="gpureclaim-exporter-http").start()
     bound = server.server_address[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/metrics"

@@ -23,7 +23,8 @@ _CMDLINE_BYTES = 4096
 
 class ProcFacts(NamedTuple):
     user: str       # the user name, the uid where it has no name, or ""
-    command: str    # the command line, cut and made printable, or ""
+    command: str    # the command line (the program's name without its
+    # folder), cut and made printable, or ""
     container: str  # the container id as the runtime writes it, or ""
     pod_uid: str    # the Kubernetes pod's uid (with dashes), or ""
 
@@ -116,8 +117,11 @@ class ProcCache:
             if hit and hit[0] == st.st_ctime_ns:
                 return hit[1]
         raw = _read(f"/proc/{pid}/cmdline", _CMDLINE_BYTES) or b""
-        command = raw.rstrip(b"\0").replace(b"\0", b" ").decode(
-            "utf-8", "replace")
+        argv = raw.rstrip(b"\0").split(b"\0")
+        # the program by its name, not its path (the label is cut: the
+        # arguments matter more than the folder)
+        argv[0] = argv[0].rsplit(b"/", 1)[-1]
+        command = b" ".join(argv).decode("utf-8", "replace")
         if not command:  # a kernel thread, a zombie: its name
             command = (_read(f"/proc/{pid}/comm", 64) or b"").decode(
                 "utf-8", "replace").strip()

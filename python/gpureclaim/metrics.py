@@ -95,15 +95,46 @@ def _nvml_gpus(gpus: list) -> tuple[list, list, dict]:
     return rows, procs, where
 
 
+def visible_devices(pid: int) -> Optional[list]:
+    """CUDA_VISIBLE_DEVICES of process pid, from /proc/PID/environ (its
+    owner or root may read it), as a list; None where it is not set or
+    cannot be read. The environment at the process's start: what CUDA
+    numbered its GPUs by."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read(1 << 20)
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+            text = item.split(b"=", 1)[1].decode("ascii", "replace")
+            return [t.strip() for t in text.split(",") if t.strip()]
+    return None
+
+
+def _by_visible(token: str, listed: list) -> Optional[tuple]:
+    """The (gpu, uuid) among `listed` that a CUDA_VISIBLE_DEVICES entry
+    names: an NVML index, or a UUID or its prefix (GPU-...)."""
+    for gpu, uuid in listed:
+        if token.isdigit() and token == gpu:
+            return gpu, uuid
+        if token.startswith("GPU-") and uuid.startswith(token):
+            return gpu, uuid
+    return None
+
+
 def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
-               uuids: dict) -> Optional[list]:
+               uuids: dict, visible: Optional[list] = None) -> Optional[list]:
     """The part rows of one process from its explain() as a dict (the
     agent's answer: Explanation.to_dict(), or the raw form with
     `rest_part`): per GPU, bytes summed by (kind, source), known parts
-    only. A GPU is matched by the UUID its entry carries; else its CUDA
-    ordinal is taken in order among the GPUs NVML lists the process on
-    (CUDA numbers the visible GPUs in NVML's order). None: a GPU could not
-    be matched. `uuids`: uuid -> NVML index label."""
+    only. A GPU is matched by the UUID its entry carries; else by its CUDA
+    ordinal: the ordinal-th entry of the process's CUDA_VISIBLE_DEVICES
+    (`visible`) when that names one of the GPUs NVML lists the process
+    on, else the ordinal's place among the GPUs NVML lists it on (CUDA
+    numbers the GPUs it sees in NVML's order on a host of one model).
+    None: a GPU could not be matched. `uuids`: uuid -> NVML index label;
+    `gpus_of_pid`: [(gpu, uuid)] where NVML lists the process."""
     entries = [g for g in explained.get("gpus") or () if isinstance(g, dict)]
     ordinals = sorted(g.get("device") for g in entries
                       if isinstance(g.get("device"), int)
@@ -111,13 +142,17 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
     listed = sorted(gpus_of_pid, key=lambda x: int(x[0]) if x[0] else -1)
     rows = []
     for g in entries:
-        uuid = g.get("uuid")
+        uuid, dev = g.get("uuid"), g.get("device")
+        hit = None
         if isinstance(uuid, str) and uuid in uuids:
-            gpu = uuids[uuid]
-        elif g.get("device") in ordinals and len(ordinals) == len(listed):
-            gpu, uuid = listed[ordinals.index(g["device"])]
-        else:
+            hit = uuids[uuid], uuid
+        elif isinstance(dev, int) and visible and 0 <= dev < len(visible):
+            hit = _by_visible(visible[dev], listed)
+        if hit is None and dev in ordinals and len(ordinals) == len(listed):
+            hit = listed[ordinals.index(dev)]
+        if hit is None:
             return None
+        gpu, uuid = hit
         parts = list(g.get("parts") or ())
         rest = g.get("rest_part")
         if isinstance(rest, dict) and not any(
@@ -185,7 +220,8 @@ class HostCollector:
                 return pid, "error", None
             if not isinstance(res, dict):
                 return pid, "bad_answer", None
-            rows = parts_rows(res, pid, where[pid], uuids)
+            rows = parts_rows(res, pid, where[pid], uuids,
+                              visible_devices(pid))
             return pid, ("unmapped" if rows is None else None), rows
 
         for pid, failed, rows in self._pool.map(one, sorted(pids)):
