@@ -1,8 +1,9 @@
-"""`gpureclaim run [--oom[=PATH]] -- CMD [ARGS...]`: runs CMD with
-gpureclaim's features started in its Python processes (docs/oom.md, "In a
-program you did not write").
+"""`gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]`: runs CMD
+with gpureclaim's features started in its Python processes (docs/oom.md,
+"In a program you did not write"; docs/agent.md).
 
-It sets each feature's variable (GPURECLAIM_OOM: 1, or PATH) and puts the
+It sets each feature's variable (GPURECLAIM_OOM: 1, or PATH;
+GPURECLAIM_AGENT: 1) and puts the
 package's bootstrap folder (gpureclaim/_bootstrap, whose sitecustomize
 calls the startup hook, gpureclaim/_startup.py) first on PYTHONPATH, so
 that the hook runs in a build tree or an environment without the wheel's
@@ -15,13 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import Optional
 
 USAGE = """\
-USAGE: gpureclaim run [--oom[=PATH]] -- CMD [ARGS...]
+USAGE: gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]
 
 Run CMD with gpureclaim started in each of its Python processes, through
-the environment (GPURECLAIM_OOM) and a startup hook, with no change to
-its code.
+the environment (GPURECLAIM_OOM, GPURECLAIM_AGENT) and a startup hook,
+with no change to its code.
 
 OPTIONS:
     --oom[=PATH]    on every out-of-memory error of Torch, CuPy or JAX, a
@@ -29,10 +31,14 @@ OPTIONS:
                     gpureclaim-oom-<pid>-<n>.json in the current folder,
                     or in PATH when it is a folder, else PATH itself (then
                     PATH-2, ...); never replacing a file
+    --agent         the agent in each Python process: this user (and root)
+                    may then ask it from outside, `gpureclaim explain --pid
+                    N`, `release --pid N`, `reclaim` (docs/agent.md)
     -h, --help      show this help
 
 EXAMPLES:
     gpureclaim run --oom -- python train.py --epochs 3
+    gpureclaim run --agent -- python serve.py
     gpureclaim run --oom=/tmp/oom/ -- torchrun --nproc-per-node 8 train.py
     gpureclaim report gpureclaim-oom-1234-1.json
 
@@ -64,11 +70,15 @@ def _is_python(path: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
-def environment(oom: str, base: dict) -> dict:
+def environment(oom: Optional[str], base: dict,
+                agent: Optional[str] = None) -> dict:
     """base with the variables of the features asked for and the
     bootstrap folder first on PYTHONPATH (once)."""
     env = dict(base)
-    env["GPURECLAIM_OOM"] = oom
+    if oom is not None:
+        env["GPURECLAIM_OOM"] = oom
+    if agent is not None:
+        env["GPURECLAIM_AGENT"] = agent
     boot = bootstrap_dir()
     old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([boot] + [p for p in old
@@ -77,7 +87,7 @@ def environment(oom: str, base: dict) -> dict:
 
 
 def main(argv: list) -> int:
-    oom = None
+    oom = agent = None
     args = list(argv)
     while args:
         a = args[0]
@@ -90,7 +100,9 @@ def main(argv: list) -> int:
         if a in ("-h", "--help"):
             sys.stdout.write(USAGE)
             return 0
-        if a == "--oom":
+        if a == "--agent":
+            agent = "1"
+        elif a == "--oom":
             oom = "1"
         elif a.startswith("--oom="):
             oom = a[len("--oom="):]
@@ -102,18 +114,22 @@ def main(argv: list) -> int:
     if not args:
         return _usage_error("expected a command after the options (-- CMD "
                             "ARGS...)")
-    if oom is None:
-        return _usage_error("nothing to start: give --oom")
+    if oom is None and agent is None:
+        return _usage_error("nothing to start: give --oom or --agent")
     cmd = args
     found = shutil.which(cmd[0]) if os.sep not in cmd[0] else cmd[0]
     if found is None or not os.path.exists(found):
         sys.stderr.write(f"gpureclaim run: {cmd[0]}: command not found\n")
         return 127
     if not _is_python(found):
+        names = " and ".join(v for v, on in (("GPURECLAIM_OOM", oom),
+                                             ("GPURECLAIM_AGENT", agent))
+                             if on is not None)
         sys.stderr.write(f"gpureclaim run: {cmd[0]} is not a Python "
-                         f"program: GPURECLAIM_OOM reaches only the Python "
-                         f"processes it starts\n")
-    env = environment(oom, os.environ)
+                         f"program: {names} reach"
+                         f"{'' if ' and ' in names else 'es'} only the "
+                         f"Python processes it starts\n")
+    env = environment(oom, os.environ, agent)
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -26,12 +26,11 @@ import os
 import sys
 
 #: (variable, "module:function called with its value"), in start order.
-#: The agent of issue 24 adds its row here,
-#: ("GPURECLAIM_AGENT", "gpureclaim.agent:_start_from_env"), and its
-#: variable to gpureclaim-startup.pth (tests/python/test_startup.py checks
-#: that the two agree).
+#: A row's variable is also in gpureclaim-startup.pth and the bootstrap's
+#: VARIABLES (tests/python/test_startup.py checks that they agree).
 _STARTERS = (
     ("GPURECLAIM_OOM", "gpureclaim.oom:_start_from_env"),
+    ("GPURECLAIM_AGENT", "gpureclaim.agent:_start_from_env"),
 )
 
 #: the variables, as the .pth line tests them

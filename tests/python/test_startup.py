@@ -196,9 +196,14 @@ def test_run_says_what_it_cannot_do(tmp_path):
     assert p.stderr == ("gpureclaim run: true is not a Python program: "
                         "GPURECLAIM_OOM reaches only the Python processes it "
                         "starts\n")
+    p = run([GPR, "run", "--oom", "--agent", "--", "true"], env=e)
+    assert p.stderr == ("gpureclaim run: true is not a Python program: "
+                        "GPURECLAIM_OOM and GPURECLAIM_AGENT reach only the "
+                        "Python processes it starts\n")
     p = run([GPR, "run", "--", sys.executable, "-c", "pass"], env=e)
     assert p.returncode == 2
-    assert p.stderr.startswith("gpureclaim run: nothing to start: give --oom\n")
+    assert p.stderr.startswith("gpureclaim run: nothing to start: give "
+                               "--oom or --agent\n")
     p = run([GPR, "run", "--oom", "--", "no-such-command-here"], env=e)
     assert p.returncode == 127
     assert p.stderr == ("gpureclaim run: no-such-command-here: command not "
@@ -210,4 +215,4 @@ def test_run_says_what_it_cannot_do(tmp_path):
     assert p.returncode == 7
     p = run([GPR, "help", "run"], env=e)
     assert p.returncode == 0 and p.stdout.startswith(
-        "USAGE: gpureclaim run [--oom[=PATH]] -- CMD [ARGS...]")
+        "USAGE: gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]")

@@ -16,7 +16,7 @@ is lost. A failure of ours is one line on stderr.
 
 #: the startup hook's variables, as gpureclaim-startup.pth tests them
 #: (tests/python/test_startup.py checks both against _startup._STARTERS)
-VARIABLES = ("GPURECLAIM_OOM",)
+VARIABLES = ("GPURECLAIM_OOM", "GPURECLAIM_AGENT")
 
 
 def _boot():

@@ -1,0 +1,149 @@
+"""Processes with an agent on the simulated driver, for the agent's tests
+(test_agent.py, test_agent_cli.py, test_agent_notebook.py): each one a
+fresh interpreter holding fake-Torch cache, started the way a user starts
+it (GPURECLAIM_AGENT through the bootstrap's startup hook), told to exit
+by closing its stdin."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
+
+GiB = 1 << 30
+MiB = 1 << 20
+BOOT = os.path.join(PY_PATH, "gpureclaim", "_bootstrap")
+GPR = os.environ.get("GPURECLAIM_BIN", os.path.join(
+    os.path.dirname(PY_PATH), "cli", "gpureclaim"))
+
+#: what a target runs before its own code: fake Torch on the sim
+HOLD = """\
+import os, sys, json
+import torch
+"""
+#: ... and after it: says "ready" (with its pid), waits for stdin to close
+WAIT = """\
+print("ready", os.getpid(), flush=True)
+sys.stdin.read()
+"""
+
+
+def sim_env(state=None, gpus=1, **extra):
+    """The environment of the sim, nothing of gpureclaim's features on."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("GPURECLAIM_", "PYTHON"))}
+    state = state or "agent-" + uuid.uuid4().hex[:10]
+    e.update(GPURECLAIM_SIM=f"gpus={gpus};memory=16GiB;state={state}",
+             GPURECLAIM_CUDA_LIBRARY=os.path.join(SIM_DIR, "libcuda.so.1"),
+             GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR,
+                                                  "libnvidia-ml.so.1"),
+             PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),
+             PYTHONDONTWRITEBYTECODE="1", GPURECLAIM_BIN=GPR)
+    if SAN_PRELOAD:
+        e["LD_PRELOAD"] = SAN_PRELOAD
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+class Target:
+    """A process started with `code` between HOLD and WAIT."""
+
+    def __init__(self, env, code="", agent="1", preexec=None, hold=HOLD,
+                 python=sys.executable):
+        e = dict(env)
+        if agent is not None:
+            e["GPURECLAIM_AGENT"] = agent
+            e["PYTHONPATH"] = os.pathsep.join([BOOT, e["PYTHONPATH"]])
+        src = hold + textwrap.dedent(code) + WAIT
+        self.proc = subprocess.Popen(
+            [python, "-c", src], env=e, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=preexec)
+        self.said = []  # what it printed before "ready"
+        line = self.proc.stdout.readline()
+        while line and not line.startswith("ready"):
+            self.said.append(line)
+            line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            self.proc.kill()
+            raise AssertionError(f"the target did not start: {line!r} "
+                                 f"{self.proc.stderr.read()}")
+        self.pid = self.proc.pid
+
+    def end(self, timeout=30):
+        """Closes stdin; returns (returncode, stderr)."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode, self.proc.stderr.read()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.end()
+
+
+def world_python():
+    """An interpreter every user may run (this one, unless it lives in a
+    private folder such as /root), or None."""
+    import shutil
+    import stat
+
+    for cand in (sys.executable, shutil.which("python3", path="/usr/bin")):
+        if not cand:
+            continue
+        path, ok = os.path.realpath(cand), True
+        parts = path.split("/")
+        for i in range(2, len(parts) + 1):
+            st = os.stat("/".join(parts[:i]))
+            if not st.st_mode & stat.S_IXOTH:
+                ok = False
+                break
+        if ok:
+            return cand
+    return None
+
+
+def driver_bytes(env, pid):
+    """The driver's figure for pid on each GPU, as `gpureclaim ps --json`
+    reads NVML (from outside the process)."""
+    p = subprocess.run([GPR, "ps", "--json"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = {}
+    for g in json.loads(p.stdout)["gpus"]:
+        for q in g["processes"]:
+            if q["pid"] == pid:
+                out[g["index"]] = q["bytes"]
+    return out
+
+
+def gpr(env, *args, timeout=60):
+    """`gpureclaim ARGS` -> CompletedProcess (text)."""
+    return subprocess.run([GPR, *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(cond, seconds=30.0, what="condition"):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
