@@ -207,7 +207,7 @@ class HostCollector:
         if agent is None:
             return
         try:
-            pids = [pid for pid, _ in agent.discover() if pid in where]
+            pids = [pid for pid, _ in agent.discover(list(where))]
         except Exception:
             return
 

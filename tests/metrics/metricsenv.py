@@ -63,7 +63,7 @@ class Sim:
         `gpu`, with an agent if asked; returns (Popen, its ready line's
         JSON: pid, and the figures it saw itself)."""
         cmd = [sys.executable, WORKLOAD, str(gpu), str(keep_mib),
-               str(cached_mib), "1" if agent else "0", *argv]
+               str(cached_mib), str(int(agent)), *argv]
         p = subprocess.Popen(cmd, env=self.env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)

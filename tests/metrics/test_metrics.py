@@ -288,3 +288,44 @@ def test_register_in_a_process(sim):  # noqa: F811
     after = parse_exposition(d["after"])
     assert series(after, "gpureclaim_process_part_bytes",
                   kind="releasable")[0][1] == 0
+
+
+def test_parts_of_the_processes_with_agents(sim):  # noqa: F811
+    a = sim.workload(0, 64, 96, agent=True)[1]
+    b = sim.workload(1, 32, 48, agent=True)[1]
+    c = sim.workload(1, 16, 16)[1]  # no agent: its driver bytes only
+    p = exporter(sim, "--once")
+    assert p.returncode == 0, p.stderr
+    got = parse_exposition(p.stdout)
+    for r, gpu in ((a, "0"), (b, "1")):
+        parts = series(got, "gpureclaim_process_part_bytes", pid=str(r["pid"]))
+        assert {s["gpu"] for s, _ in parts} == {gpu}
+        kinds = {s["kind"]: v for s, v in parts if s["source"] == "torch"}
+        assert kinds["releasable"] == r["releasable"]
+        assert kinds["live"] == r["live"]
+        # the parts, the rest included, are the driver's figure exactly
+        assert sum(v for _, v in parts) == r["driver"]
+    assert series(got, "gpureclaim_process_part_bytes", pid=str(c["pid"])) == []
+    assert series(got, "gpureclaim_exporter_agents", state="answered")[0][1] == 2
+    assert series(got, "gpureclaim_exporter_agents", state="failed")[0][1] == 0
+
+
+def test_agents_that_do_not_answer_are_counted(sim):  # noqa: F811
+    ok = sim.workload(0, 8, 8, agent=True)[1]
+    silent = sim.workload(0, 8, 8, agent=2)[1]
+    garbage = sim.workload(1, 8, 8, agent=3)[1]
+    p = exporter(sim, "--once", "--agent-timeout", "0.5")
+    assert p.returncode == 0, p.stderr
+    got = parse_exposition(p.stdout)
+    assert series(got, "gpureclaim_exporter_agents", state="answered")[0][1] == 1
+    assert series(got, "gpureclaim_exporter_agents", state="failed")[0][1] == 2
+    fails = {s["reason"]: v for s, v in
+             series(got, "gpureclaim_exporter_agent_failures_total")}
+    assert fails["timeout"] == 1 and fails["bad_answer"] == 1
+    assert sum(fails.values()) == 2
+    assert series(got, "gpureclaim_process_part_bytes", pid=str(ok["pid"]))
+    for r in (silent, garbage):
+        assert series(got, "gpureclaim_process_part_bytes",
+                      pid=str(r["pid"])) == []
+        # still listed with the driver's figure
+        assert series(got, "gpureclaim_process_memory_bytes", pid=str(r["pid"]))
