@@ -417,6 +417,17 @@ def register(registry: Any = None) -> ProcessCollector:
     return c
 
 
+def unregister(registry: Any = None) -> None:
+    """Takes :func:`register`'s collector out of the registry again."""
+    prometheus_client, _ = _prometheus()
+    if registry is None:
+        registry = prometheus_client.REGISTRY
+    with _reg_lock:
+        c = _registered.pop(id(registry), None)
+        if c is not None:
+            registry.unregister(c)
+
+
 def exposition(collector: Any) -> bytes:
     """The text exposition of one collector (what a scrape returns)."""
     prometheus_client, _ = _prometheus()
