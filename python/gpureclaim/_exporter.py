@@ -3,12 +3,14 @@
 hands it to this module, as it hands `run`.
 
 A reading (NVML, /proc, the agents) is taken every --interval seconds in
-the main thread; a scrape serves the latest one, so a slow agent or a
-slow NVML never makes a scrape slow, and scrapes from several servers do
-not multiply the readings.
+the main thread and encoded once by prometheus_client (plain and
+gzipped); a scrape sends those bytes. So a slow agent, a slow NVML or a
+host of a thousand processes never makes a scrape slow, and scrapes from
+several servers do not multiply the readings.
 """
 from __future__ import annotations
 
+import gzip
 import ipaddress
 import json
 import signal
@@ -164,10 +166,48 @@ def main(argv: list) -> int:
     return _serve(opts, collector, prometheus_client)
 
 
-def _server(host: str, port: int, registry, prometheus_client):
-    """A threading WSGI server of prometheus_client's app (its /metrics,
-    gzip and ?name[]= included) on host:port, IPv4 or IPv6 as host is;
-    quiet (no line per request)."""
+class Latest:
+    """The latest reading's exposition, encoded once per reading."""
+
+    def __init__(self, collector, prometheus_client):
+        self.collector = collector
+        self.registry = prometheus_client.CollectorRegistry(
+            auto_describe=False)
+        self.registry.register(collector)
+        self.generate = prometheus_client.generate_latest
+        self.type = getattr(prometheus_client.exposition,
+                            "CONTENT_TYPE_PLAIN_0_0_4",
+                            "text/plain; version=0.0.4; charset=utf-8")
+        self.body = self.gz = b""
+        self.lock = threading.Lock()
+
+    def refresh(self) -> None:
+        self.collector.read()
+        body = self.generate(self.registry)
+        gz = gzip.compress(body, compresslevel=1)
+        with self.lock:
+            self.body, self.gz = body, gz
+
+    def app(self, environ, start_response):
+        """The WSGI app: /metrics (and /) send the latest exposition,
+        gzipped when the scraper accepts it (Prometheus does)."""
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"gpureclaim exporter: the metrics are at /metrics\n"]
+        with self.lock:
+            body, gz = self.body, self.gz
+        headers = [("Content-Type", self.type)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gz
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(body))))
+        start_response("200 OK", headers)
+        return [body]
+
+
+def _server(host: str, port: int, app):
+    """A threading WSGI server of `app` on host:port, IPv4 or IPv6 as host
+    is; quiet (no line per request)."""
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, \
         make_server
@@ -182,14 +222,12 @@ def _server(host: str, port: int, registry, prometheus_client):
         def log_message(self, format, *args):
             pass
 
-    app = prometheus_client.make_wsgi_app(registry)
     return make_server(host, port, app, Server, handler_class=Quiet)
 
 
 def _serve(opts: dict, collector, prometheus_client) -> int:
     host, port = opts["host"], opts["port"]
-    registry = prometheus_client.CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    latest = Latest(collector, prometheus_client)
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -197,9 +235,9 @@ def _serve(opts: dict, collector, prometheus_client) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    collector.read()  # the first scrape finds a reading
+    latest.refresh()  # the first scrape finds a reading
     try:
-        server = _server(host, port, registry, prometheus_client)
+        server = _server(host, port, latest.app)
     except OSError as e:
         sys.stderr.write(f"gpureclaim exporter: cannot listen on "
                          f"{opts['listen']}: {e.strerror or e}\n")
@@ -219,7 +257,7 @@ def _serve(opts: dict, collector, prometheus_client) -> int:
               f"{opts['interval']:g} s", flush=True)
     try:
         while not stop.wait(opts["interval"]):
-            collector.read()
+            latest.refresh()
     finally:
         server.shutdown()
         server.server_close()

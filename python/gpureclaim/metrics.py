@@ -250,8 +250,9 @@ class HostCollector:
             errors = (r.nvml_error is not None) + sum(
                 1 for g in r.gpus if g["error"])
             self.nvml_errors += errors
+            facts = {pid: self._procs.facts(pid) for pid in where}
             for p in procs:
-                f = self._procs.facts(p["pid"])
+                f = facts[p["pid"]]
                 p.update(user=f.user, command=f.command,
                          container=f.container, pod_uid=f.pod_uid)
             self._procs.keep(where)
