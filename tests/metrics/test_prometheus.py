@@ -123,13 +123,13 @@ def test_a_real_prometheus_scrapes_the_exporter(sim, tmp_path):  # noqa: F811
 
         wait_for("two successful scrapes", scrapes)
         check_series(prom, procs, agents, target)
-        data = {q: prom.query(q) for q in DASHBOARD_QUERIES}
+        data = check_dashboard(prom)
     finally:
         prom.close()
     out = os.environ.get("GPR_METRICS_DATA")
     if out:
         with open(out, "w") as f:
-            json.dump({"queries": data, "processes": procs}, f, indent=1)
+            json.dump({"panels": data, "processes": procs}, f, indent=1)
     # promtool's own check of the exposition, as scraped
     _, text = get(f"http://{target}/metrics")
     p = subprocess.run([PROMTOOL, "check", "metrics"], input=text,
@@ -137,13 +137,39 @@ def test_a_real_prometheus_scrapes_the_exporter(sim, tmp_path):  # noqa: F811
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-DASHBOARD_QUERIES = [
-    "gpureclaim_gpu_memory_used_bytes",
-    "gpureclaim_gpu_memory_total_bytes",
-    'sum by (gpu) (gpureclaim_process_part_bytes{kind="releasable"})',
-    "topk(10, gpureclaim_process_memory_bytes)",
-    "sum by (gpu, kind) (gpureclaim_process_part_bytes)",
-]
+DASHBOARD = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "docs", "grafana-gpureclaim.json")
+
+
+def check_dashboard(prom):
+    """Every query of the Grafana dashboard (docs/grafana-gpureclaim.json)
+    runs on the server ($instance: every node); those of the memory
+    panels find series. Returns {panel title: [(legend, expr, result)]}
+    with the series of the last minute (scripts/metrics-png.py draws
+    them)."""
+    import time
+
+    with open(DASHBOARD) as f:
+        dash = json.load(f)
+    out = {}
+    now = time.time()
+    for panel in dash["panels"]:
+        rows = []
+        for t in panel["targets"]:
+            expr = t["expr"].replace("$instance", ".*")
+            got = prom.query(expr)
+            if "health" not in panel["title"].lower():
+                assert got, (panel["title"], expr)
+            _, body = get(f"{prom.url}/api/v1/query_range?" +
+                          urllib.parse.urlencode({
+                              "query": expr, "start": now - 60, "end": now,
+                              "step": max(SCRAPE_S, 0.1)}))
+            d = json.loads(body)
+            assert d["status"] == "success", (expr, d)
+            rows.append((t["legendFormat"], expr,
+                         got if t.get("instant") else d["data"]["result"]))
+        out[panel["title"]] = rows
+    return out
 
 
 def check_series(prom, procs, agents, target):
