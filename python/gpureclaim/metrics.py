@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
-from ._proc import ProcCache
+from ._proc import ProcCache, label_value
 
 INSTALL_HINT = "pip install 'gpureclaim[prometheus]'"
 
@@ -123,6 +123,38 @@ def _by_visible(token: str, listed: list) -> Optional[tuple]:
     return None
 
 
+#: at most this many (kind, source) series per process and GPU: an agent
+#: speaks only for its own process, but that process may be hostile
+MAX_PARTS = 64
+
+
+def part_sums(g: dict) -> dict:
+    """{(kind, source): bytes} of one GPU entry of explain()'s dict, known
+    parts only, the rest included once (to_dict() lists it among the
+    parts, the raw form as `rest_part`). The labels are made printable
+    and cut (kind to 32 characters, source to 64) and the series capped
+    at MAX_PARTS; bytes that are not an int are left out."""
+    parts = g.get("parts")
+    parts = list(parts) if isinstance(parts, list) else []
+    rest = g.get("rest_part")
+    if isinstance(rest, dict) and not any(
+            isinstance(p, dict) and p.get("kind") == "rest" for p in parts):
+        parts.append(rest)
+    sums: dict = {}
+    for p in parts:
+        if not isinstance(p, dict) or p.get("known", True) is not True:
+            continue
+        b = p.get("bytes")
+        if not isinstance(b, int) or isinstance(b, bool):
+            continue
+        key = (label_value(str(p.get("kind", "")), 32),
+               label_value(str(p.get("source", "")), 64))
+        if key not in sums and len(sums) >= MAX_PARTS:
+            continue
+        sums[key] = sums.get(key, 0) + b
+    return sums
+
+
 def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
                uuids: dict, visible: Optional[list] = None) -> Optional[list]:
     """The part rows of one process from its explain() as a dict (the
@@ -153,22 +185,7 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
         if hit is None:
             return None
         gpu, uuid = hit
-        parts = list(g.get("parts") or ())
-        rest = g.get("rest_part")
-        if isinstance(rest, dict) and not any(
-                isinstance(p, dict) and p.get("kind") == "rest"
-                for p in parts):
-            parts.append(rest)
-        sums: dict = {}
-        for p in parts:
-            if not isinstance(p, dict) or not p.get("known", True):
-                continue
-            b = p.get("bytes")
-            if not isinstance(b, int) or isinstance(b, bool):
-                continue
-            key = (str(p.get("kind", "")), str(p.get("source", "")))
-            sums[key] = sums.get(key, 0) + b
-        for (kind, source), b in sums.items():
+        for (kind, source), b in part_sums(g).items():
             rows.append({"gpu": gpu, "uuid": uuid, "pid": pid,
                          "kind": kind, "source": source, "bytes": b})
     return rows
@@ -378,10 +395,10 @@ class ProcessCollector:
         except Exception:
             exp = {"gpus": []}
         for g in exp["gpus"]:
-            gpu, uuid = by_dev.get(g["device"], (f"cuda:{g['device']}", ""))
-            rows = parts_rows({"gpus": [dict(g, uuid=None, device=0)]}, pid,
-                              [(gpu, uuid)], {})
-            r.parts.extend(rows or ())
+            gpu, uuid = by_dev.get(g["device"], (str(g["device"]), ""))
+            for (kind, source), b in part_sums(g).items():
+                r.parts.append({"gpu": gpu, "uuid": uuid, "pid": pid,
+                                "kind": kind, "source": source, "bytes": b})
         r.seconds = time.perf_counter() - t0
         return r
 

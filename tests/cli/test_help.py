@@ -155,6 +155,7 @@ HINT = re.compile(r"^Run 'gpureclaim( [a-z]+)? --help' for the "
     ["explain"], ["explain", "nosuch.py"], ["demo", "extra"],
     ["release"], ["release", "--dask", "x", "--collect", "maybe"],
     ["ps", "--dask", "x", "--timeout", "0"],
+    ["exporter", "--interval", "0"], ["exporter", "--json"],
 ])
 def test_every_usage_error_is_two_lines_with_one_hint(sim, args):
     """A usage error says what is wrong in one line, then the one hint,

@@ -329,3 +329,19 @@ def test_agents_that_do_not_answer_are_counted(sim):  # noqa: F811
                       pid=str(r["pid"])) == []
         # still listed with the driver's figure
         assert series(got, "gpureclaim_process_memory_bytes", pid=str(r["pid"]))
+
+
+def test_a_hostile_agents_parts_are_bounded():
+    """An agent speaks only for its own process, which may be hostile:
+    its labels are made printable and cut, its series capped."""
+    g = {"device": 0, "parts": [
+        {"kind": "live\n", "source": "s" * 500, "bytes": 1, "known": True},
+        *({"kind": "pool", "source": f"lib{i}", "bytes": 2, "known": True}
+          for i in range(1000)),
+        {"kind": "rest", "source": "x", "bytes": True, "known": True},
+        {"kind": "rest", "source": "x", "bytes": 5, "known": "yes"}]}
+    sums = metrics.part_sums(g)
+    assert len(sums) == metrics.MAX_PARTS
+    (kind, source), = [k for k in sums if k[0].startswith("live")]
+    assert kind == "live?" and len(source) == 64 and source.endswith("...")
+    assert metrics.part_sums({"parts": "junk", "rest_part": 3}) == {}
