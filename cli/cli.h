@@ -37,6 +37,11 @@ int gpr_cli_oom_report(int argc, char **argv);
 /* A Dask cluster's reports: `ps --dask`, `explain --dask`, `release
  * --dask` (python/gpureclaim/cluster/_cli.py, docs/cluster.md). */
 int gpr_cli_cluster(int argc, char **argv);
+/* The agent's commands, handed to Python (docs/agent.md): `reclaim`,
+ * `agent start|list`; `release` (--pid or --dask), `explain --pid` and
+ * `ps --explain` go the same way. */
+int gpr_cli_reclaim(int argc, char **argv);
+int gpr_cli_agent(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,

@@ -1,7 +1,8 @@
 /*
  * `gpureclaim explain`, `gpureclaim demo`, `gpureclaim run` and
- * `gpureclaim exporter` (Prometheus metrics), a Dask
- * cluster's reports (`ps --dask`, `release --dask`) and `report` of an
+ * `gpureclaim exporter` (Prometheus metrics), a Dask cluster's reports
+ * (`ps --dask`, `release --dask`), the agent's commands (`release --pid`,
+ * `reclaim`, `agent`, `ps --explain`) and `report` of an
  * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
  * command hands them to `python3 -m gpureclaim`, so both spellings are one
@@ -111,6 +112,16 @@ int gpr_cli_demo(int argc, char **argv)
 }
 
 int gpr_cli_cluster(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_reclaim(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_agent(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }

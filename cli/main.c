@@ -26,13 +26,17 @@ static const struct command commands[] = {
     {"version", gpr_cli_version,
      "show the version, the NVIDIA driver's and what can be loaded"},
     {"explain", gpr_cli_explain,
-     "run a Python script, then say where its GPU memory went"},
+     "say where a script's or a process's (--pid) GPU memory went"},
     {"release", gpr_cli_cluster,
-     "give every worker of a Dask cluster its cached memory back (--dask)"},
+     "ask a process (--pid) or a Dask cluster to give cached memory back"},
+    {"reclaim", gpr_cli_reclaim,
+     "ask every process with an agent to give cached memory back"},
+    {"agent", gpr_cli_agent,
+     "list the agents, or start one in a running process (Python 3.14)"},
     {"demo", gpr_cli_demo,
      "drop Torch and CuPy arrays, release, show the before and after"},
     {"run", gpr_cli_run,
-     "run a command with out-of-memory post-mortems in its Python"},
+     "run a command with post-mortems or the agent in its Python"},
     {"exporter", gpr_cli_exporter,
      "serve GPU memory per GPU and process as Prometheus metrics"},
 };
@@ -124,9 +128,11 @@ static void usage(FILE *f)
 		"back, by\n"
 		"calling gpureclaim.release_cached_memory() in Python "
 		"(docs/python.md)\n"
-		"or gpr_release() in C (docs/c-api.md); `release --dask` asks "
-		"each worker\n"
-		"of a Dask cluster to do so for itself.\n"
+		"or gpr_release() in C (docs/c-api.md); `release --pid` and "
+		"`reclaim` ask\n"
+		"processes running the agent to do so (docs/agent.md), "
+		"`release --dask`\n"
+		"each worker of a Dask cluster.\n"
 		"\n"
 		"COMMANDS:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
@@ -137,8 +143,9 @@ static void usage(FILE *f)
 		   "With --dask ADDRESS, ps, explain and release ask every "
 		   "worker of a Dask\n"
 		   "cluster, each about its own process (docs/cluster.md); "
-		   "release has no\n"
-		   "other form.\n");
+		   "with --pid N,\n"
+		   "explain and release ask process N's agent, and ps "
+		   "--explain every agent.\n");
 	fprintf(f, "\n"
 		   "OPTIONS:\n"
 		   "    -h, --help [COMMAND]   show this help, or a command's\n"
@@ -157,8 +164,10 @@ static void usage(FILE *f)
 }
 
 /*
- * A Dask cluster's reports live in the Python package: `release` (it has
- * no other form) and `ps` given --dask. (`explain` goes there anyway.)
+ * The Python package's forms: `release` (--pid or --dask), and `ps` given
+ * --dask (a Dask cluster's report) or --explain (the agents' parts: the
+ * package asks them, with this command's `ps --json` rows as the facts).
+ * (`explain` goes there anyway.)
  */
 static int for_cluster(int argc, char **argv)
 {
@@ -167,7 +176,8 @@ static int for_cluster(int argc, char **argv)
 	if (strcmp(argv[0], "ps") != 0)
 		return 0;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strncmp(argv[i], "--dask", 6) == 0)
+		if (strncmp(argv[i], "--dask", 6) == 0 ||
+		    strcmp(argv[i], "--explain") == 0)
 			return 1;
 	return 0;
 }

@@ -25,6 +25,8 @@ struct gpr_cli_ps_row {
 	int compute, graphics;
 	enum gpr_cli_pid_state state;
 	int user_known, cmd_known;
+	int stray_of; /* -1, or the GPU index this pid works on while it holds
+		       * only about a context here (gpr_cli_ps_mark_strays) */
 	char user[64];
 	char cmd[1024];
 };
@@ -60,6 +62,16 @@ struct gpr_cli_ps_round {
 int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code);
 void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
+
+/*
+ * A stray context: a process holding at most GPR_CLI_STRAY_MAX on one GPU
+ * while it holds at least twice that, and 1 GiB more, on another of the
+ * round (a rank that never called torch.cuda.set_device opens a context
+ * on GPU 0 too: pytorch#135279). Sets each row's stray_of; the round's
+ * GPUs only (with -i, the others are not read).
+ */
+#define GPR_CLI_STRAY_MAX ((uint64_t)3 << 29) /* 1.5 GiB */
+void gpr_cli_ps_mark_strays(struct gpr_cli_ps_round *r);
 
 /* "<what went wrong> (<detail>)" for a failed query, as users read it. */
 void gpr_cli_ps_describe(int err, const char *detail, char *out, size_t len);

@@ -52,6 +52,15 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 		gpr__json_null(j);
 	gpr__json_kv_bool(j, "compute", r->compute);
 	gpr__json_kv_bool(j, "graphics", r->graphics);
+	/* about a context here while it works on another GPU (cli/ps.h) */
+	gpr__json_key(j, "stray_context");
+	if (r->stray_of >= 0) {
+		gpr__json_object(j);
+		gpr__json_kv_i64(j, "works_on", r->stray_of);
+		gpr__json_object_end(j);
+	} else {
+		gpr__json_null(j);
+	}
 	gpr__json_object_end(j);
 }
 

@@ -214,6 +214,43 @@ static void merge(struct job *jobs, size_t n_jobs)
 	}
 }
 
+/* The GPU where pid holds the most bytes in r, other than `skip`; its
+ * figure in *most. -1 when none. */
+static int busiest(const struct gpr_cli_ps_round *r, uint32_t pid, size_t skip,
+		   uint64_t *most)
+{
+	int at = -1;
+	*most = 0;
+	for (size_t h = 0; h < r->n; h++) {
+		const struct gpr_cli_ps_gpu *g = &r->gpus[h];
+		for (size_t p = 0; h != skip && p < g->n; p++)
+			if (g->rows[p].pid == pid && g->rows[p].bytes_known &&
+			    g->rows[p].bytes > *most) {
+				*most = g->rows[p].bytes;
+				at = g->index;
+			}
+	}
+	return at;
+}
+
+void gpr_cli_ps_mark_strays(struct gpr_cli_ps_round *r)
+{
+	for (size_t k = 0; k < r->n; k++) {
+		struct gpr_cli_ps_gpu *g = &r->gpus[k];
+		for (size_t p = 0; p < g->n; p++) {
+			struct gpr_cli_ps_row *row = &g->rows[p];
+			row->stray_of = -1;
+			if (!row->bytes_known || row->bytes > GPR_CLI_STRAY_MAX)
+				continue;
+			uint64_t most;
+			int at = busiest(r, row->pid, k, &most);
+			if (at >= 0 && most >= 2 * row->bytes &&
+			    most - row->bytes >= ((uint64_t)1 << 30))
+				row->stray_of = at;
+		}
+	}
+}
+
 int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code)
 {
@@ -272,6 +309,7 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		if (jobs[k].rc)
 			goto oom;
 	free(jobs);
+	gpr_cli_ps_mark_strays(r);
 	return 0;
 oom:
 	free(jobs);

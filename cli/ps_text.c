@@ -182,6 +182,12 @@ static void row_line(struct out *o, const struct gpr_cli_ps_gpu *g,
 		if (r->cmd_known)
 			gpr__buf_puts(&o->line, " ");
 	}
+	if (r->stray_of >= 0) {
+		sgr(o, SGR_YELLOW);
+		gpr__buf_printf(&o->line, "<stray context: works on GPU %d> ",
+				r->stray_of);
+		sgr(o, SGR_RESET);
+	}
 	/* another user's command line may hold any byte: terminal-safe */
 	if (r->cmd_known)
 		gpr__text_put(&o->line, r->cmd, 0, 0);
@@ -283,6 +289,22 @@ static void gpu_block(struct out *o, const struct gpr_cli_ps_gpu *g,
 		more_line(o, g->n - show, "more process", "more processes", "");
 }
 
+/* What a stray context is and what to do (a fitted listing leaves it out:
+ * the row's marker says enough). */
+#define STRAY_NOTE                                                             \
+	"<stray context>: about a CUDA context on a GPU the process does not " \
+	"work on, the missing torch.cuda.set_device(local_rank) before the "   \
+	"first CUDA call (pytorch#135279); call it first in each rank"
+
+static int any_stray(const struct gpr_cli_ps_round *r)
+{
+	for (size_t g = 0; g < r->n; g++)
+		for (size_t p = 0; p < r->gpus[g].n; p++)
+			if (r->gpus[g].rows[p].stray_of >= 0)
+				return 1;
+	return 0;
+}
+
 void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 		     const struct gpr_cli_ps_layout *l)
 {
@@ -307,6 +329,11 @@ void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 	if (shown < r->n)
 		more_line(&o, r->n - shown, "more GPU", "more GPUs",
 			  " (-i INDEX lists one; a taller terminal, more)");
+	if (all && any_stray(r)) {
+		end_line(&o);
+		gpr__buf_puts(&o.line, STRAY_NOTE);
+		end_line(&o);
+	}
 	free(rows);
 	if (o.line.oom)
 		b->oom = 1;

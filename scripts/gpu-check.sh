@@ -4,8 +4,13 @@
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
 #   stages: env build installed rmm hw-ps hw-release hw-explain hw-oom
-#           hw-trace hw-cluster docs bench-ps bench-release bench-explain base
-#           bench-release-ab bench-explain-ab bench-trace bench-trace-ab
+#           hw-trace hw-cluster hw-agent docs bench-ps bench-release
+#           bench-explain bench-agent base bench-release-ab bench-explain-ab
+#           bench-trace bench-trace-ab
+# hw-agent: tests/hardware/test_agent.py (Torch + CuPy processes with the
+# agent, released from outside, NVML's figure checked). bench-agent:
+# bench/agent_bench.py (release --pid against in-process, reclaim over 16
+# agents, ps --explain against ps, the idle cost; ROUNDS, default 7).
 # installed: the C install (meson install) staged in build/gpu-inst; its
 # command finds its own injection library and this machine's CUPTI.
 # docs runs the docs' GPU-only examples (tests/docs/docs.py --gpu).
@@ -35,7 +40,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-oom hw-trace hw-cluster docs bench-ps bench-release bench-explain base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-oom hw-trace hw-cluster hw-agent docs bench-ps bench-release bench-explain bench-agent base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
 BASE=${BASE:-fcaa8a3}
 BASE_PY=$PWD/build/gpu-base/build/python
 export PYTHONUNBUFFERED=1
@@ -114,6 +119,9 @@ for s in $stages; do
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;
+	bench-agent)
+		log "$s"
+		python3 bench/agent_bench.py --rounds "${ROUNDS:-7}" 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-ps)
 		# the judge (with a row per variant), where each step's time
 		# goes (the detached end, then exit=wait), the warm query, then

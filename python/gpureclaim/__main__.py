@@ -272,16 +272,20 @@ def _print_explanation(header, raw=False):
 
 _EXPLAIN_USAGE = """\
 USAGE: gpureclaim explain SCRIPT [ARGS...]
+       gpureclaim explain --pid N [--json] [--holders] [--timeout SECONDS]
        gpureclaim explain --dask ADDRESS [--workers ADDR...]
                           [--timeout SECONDS] [--json]
 
 Run the Python script SCRIPT (sys.argv = [SCRIPT, ARGS...]) and print
 gpureclaim.explain() when it ends (also after an exception) and on SIGUSR1
-while it runs: where this process's GPU memory goes. With --dask, say it
-of every worker of a Dask cluster instead, each about its own process
-(docs/cluster.md).
+while it runs: where this process's GPU memory goes. With --pid, ask
+running process N's agent instead (docs/agent.md; `gpureclaim explain
+--pid N --help`); with --dask, every worker of a Dask cluster, each about
+its own process (docs/cluster.md).
 
 OPTIONS:
+    --pid N             a process running the agent (with it: --json,
+                        --holders, --timeout)
     --dask ADDRESS      a Dask scheduler, e.g. tcp://host:8786 (with it:
                         --workers, --timeout and --json, as for
                         `gpureclaim release --dask`)
@@ -290,6 +294,7 @@ OPTIONS:
 EXAMPLES:
     gpureclaim explain train.py --epochs 1
     kill -USR1 <pid>            # an explanation now, the script goes on
+    gpureclaim explain --pid 4242
     gpureclaim explain --dask tcp://10.0.0.5:8786 --timeout 10
 
 Exit status: the script's (1 if it raised), 2 bad usage (a SCRIPT that
@@ -404,11 +409,10 @@ def _exec_command(argv):
 
 
 def _for_cluster(argv):
-    """A Dask cluster's report: release (it has no other form), ps given
-    --dask, explain whose first argument is --dask (else it names a
-    script). cli/main.c hands the same to this module."""
-    if argv[:1] == ["release"]:
-        return True
+    """A Dask cluster's report: ps given --dask, explain whose first
+    argument is --dask (else it names a script). release goes to
+    gpureclaim/_agent_cli.py, which hands --dask on. cli/main.c hands the
+    same to this module."""
     if argv[:1] == ["ps"]:
         opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
         return any(a.startswith("--dask") for a in opts)
@@ -416,7 +420,34 @@ def _for_cluster(argv):
         argv[1].startswith("--dask")
 
 
+def _ps_explain(argv):
+    """`ps` given --explain (before any --): the agents' parts."""
+    opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    return argv[:1] == ["ps"] and "--explain" in opts
+
+
 def main(argv):
+    if argv[:1] == ["release"]:
+        from gpureclaim._agent_cli import release_entry
+
+        return release_entry(argv[1:])
+    if argv[:1] == ["explain"] and argv[1:2] and \
+            argv[1].startswith("--pid"):
+        from gpureclaim._agent_cli import explain_main
+
+        return explain_main(argv[1:])
+    if _ps_explain(argv):
+        from gpureclaim._agent_cli import ps_explain_main
+
+        return ps_explain_main(argv[1:])
+    if argv[:1] == ["reclaim"]:
+        from gpureclaim._agent_cli import reclaim_main
+
+        return reclaim_main(argv[1:])
+    if argv[:1] == ["agent"]:
+        from gpureclaim._agent_cli import agent_main
+
+        return agent_main(argv[1:])
     if _for_cluster(argv):
         from gpureclaim.cluster._cli import main as cluster_main
 

@@ -247,7 +247,8 @@ def op_status(args: dict) -> tuple:
             "gpureclaim": gpureclaim.__version__,
             "frameworks": _frameworks(), "devices": devices,
             "uptime_s": _uptime(),
-            "agent_s": round(time.time() - s.started, 2) if s else None}, None
+            "agent_s": round(time.time() - s.started, 2) if s else None,
+            "nvml_index": _nvml_indexes()}, None
 
 
 def explain_accepts() -> tuple:
@@ -269,7 +270,19 @@ def op_explain(args: dict) -> tuple:
     if "devices" in kw:
         kw["devices"] = _devices(kw["devices"])
     e = gpureclaim.explain(**kw)
-    return e.to_dict(), str(e)
+    return e.to_dict(), {"text": str(e), "nvml_index": _nvml_indexes()}
+
+
+def _nvml_indexes() -> dict:
+    """{CUDA ordinal (str): NVML index} of this process's GPUs, beside an
+    explanation (its GPUs are CUDA ordinals; ps lists NVML indexes)."""
+    try:
+        from . import _gpureclaim as _c
+
+        return {str(g["device"]): g["nvml_index"] for g in _c.gpus()
+                if g.get("device") is not None}
+    except Exception:
+        return {}
 
 
 def op_release(args: dict) -> tuple:
@@ -283,7 +296,7 @@ def op_release(args: dict) -> tuple:
     if c is not None and c not in ("auto", True, False):
         raise _Usage('collect must be "auto", true or false')
     r = gpureclaim.release(**kw)
-    return r.to_dict(), repr(r)
+    return r.to_dict(), {"text": repr(r)}
 
 
 _trace = None  # the trace the agent started
@@ -385,11 +398,10 @@ def _run(op: str, args: dict, seconds: float) -> dict:
                      f"result is dropped (ask with a longer timeout)")
     if "fail" in box:
         return _fail(*box["fail"])
-    result, text = box["out"]
+    result, extra = box["out"]
     answer = {"v": _agent.VERSION, "ok": True, "pid": os.getpid(),
               "result": result}
-    if text is not None:
-        answer["text"] = text
+    answer.update(extra or {})
     return answer
 
 

@@ -221,6 +221,19 @@ def _why_silent(pid: int) -> str:
     return " (it may be busy in code that holds the GIL)"
 
 
+def _ended(pid: int, deadline: float) -> bool:
+    """Whether pid has ended, after its agent's connection did: the kernel
+    closes a dying process's files before it shows it as ended, so this
+    looks again for a moment (at most 0.5 s, never past the deadline)."""
+    end = min(time.monotonic() + 0.5, deadline)
+    while True:
+        if not _alive(pid):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.005)
+
+
 def _connect(pid: int, deadline: float) -> socket.socket:
     uid = _proc_uid(pid)
     if uid is None:
@@ -292,14 +305,14 @@ def _read_line(s: socket.socket, pid: int, deadline: float,
         except socket.timeout:
             continue
         except OSError as e:
-            if not _alive(pid):
+            if _ended(pid, deadline):
                 raise AgentError("died", f"process {pid} ended before it "
                                  f"answered", pid) from None
             raise AgentError("bad_answer", f"process {pid}'s agent broke "
                              f"the connection ({e.strerror})", pid) \
                 from None
         if not chunk:
-            if not _alive(pid):
+            if _ended(pid, deadline):
                 raise AgentError("died", f"process {pid} ended before it "
                                  f"answered", pid)
             raise AgentError("bad_answer", f"process {pid}'s agent closed "

@@ -544,3 +544,29 @@ def test_top_level_help_lists_every_command(sim):
     out = sim.run("--help").out
     for cmd in ("ps", "trace", "report", "version"):
         assert re.search(rf"^\s+{cmd}\s+\S", out, re.M), out
+
+
+def test_ps_flags_a_stray_context_with_the_advice(sim):
+    """A rank without torch.cuda.set_device: about a context on GPU 0
+    while it works on GPU 1 (pytorch#135279). The same pid with much on
+    both, or a small figure alone, is not flagged."""
+    me = os.getpid()
+    sim.configure(f"gpus=3;memory=40GiB;extra=0:{me}:600MiB,1:{me}:8GiB,"
+                  f"0:1:6GiB,2:1:5GiB,2:{me}:1GiB")
+    doc = sim.run("ps", "--json").json()
+    assert proc_of(gpu_of(doc, 0), me)["stray_context"] == {"works_on": 1}
+    assert proc_of(gpu_of(doc, 2), me)["stray_context"] == {"works_on": 1}
+    assert proc_of(gpu_of(doc, 1), me)["stray_context"] is None
+    assert proc_of(gpu_of(doc, 0), 1)["stray_context"] is None
+    assert proc_of(gpu_of(doc, 2), 1)["stray_context"] is None
+    out = sim.run("ps", "--color=never").out
+    (row,) = [line for line in out.split("GPU 1:")[0].splitlines()
+              if line.lstrip().startswith(f"{me} ")]
+    assert "<stray context: works on GPU 1> " in row, row
+    assert out.rstrip("\n").splitlines()[-1] == (
+        "<stray context>: about a CUDA context on a GPU the process does not "
+        "work on, the missing torch.cuda.set_device(local_rank) before the "
+        "first CUDA call (pytorch#135279); call it first in each rank")
+    # -i 0 alone: GPU 1 is not read, nothing to compare with
+    doc = sim.run("ps", "--json", "-i", "0").json()
+    assert proc_of(gpu_of(doc, 0), me)["stray_context"] is None

@@ -15,7 +15,8 @@ from conftest import BIN
 
 COMMANDS = ["ps", "trace", "report", "version"]
 # handed to `python3 -m gpureclaim`
-PYTHON_COMMANDS = ["explain", "release", "demo", "run", "exporter"]
+PYTHON_COMMANDS = ["explain", "release", "demo", "run", "reclaim", "agent",
+                   "exporter"]
 SANITIZED = bool(os.environ.get("GPR_SANITIZED"))
 
 
