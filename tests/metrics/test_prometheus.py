@@ -5,8 +5,8 @@ a scrape config for the exporter; the simulated host has two GPUs and
 four processes, two with agents, one with a hostile command line. The
 test waits for two scrapes by polling the server's HTTP API, then asks it
 for the series: their values and labels, and the releasable sum per GPU,
-which must be what the agents' explain() says (the bytes a reclaim of
-those processes would return). `promtool check metrics` checks the
+which must be what the agents' explain() says and what `gpureclaim
+reclaim --dry-run` says those processes would return. `promtool check metrics` checks the
 exposition itself.
 
 GPR_PROM_SCRAPE_S: the scrape interval in seconds (default 0.5; a
@@ -122,7 +122,7 @@ def test_a_real_prometheus_scrapes_the_exporter(sim, tmp_path):  # noqa: F811
             return r and r[0][1] >= 2
 
         wait_for("two successful scrapes", scrapes)
-        check_series(prom, procs, agents, target)
+        check_series(sim, prom, procs, agents, target)
         data = check_dashboard(prom)
     finally:
         prom.close()
@@ -172,7 +172,7 @@ def check_dashboard(prom):
     return out
 
 
-def check_series(prom, procs, agents, target):
+def check_series(sim, prom, procs, agents, target):  # noqa: F811
     up = prom.query('up{job="gpureclaim"}')
     assert [(m["instance"], v) for m, v in up] == [(target, 1.0)]
     gpus = prom.query("gpureclaim_gpu_memory_total_bytes")
@@ -206,6 +206,14 @@ def check_series(prom, procs, agents, target):
     releasable = {m["gpu"]: v for m, v in prom.query(
         'sum by (gpu) (gpureclaim_process_part_bytes{kind="releasable"})')}
     assert releasable == expected_releasable(agents)
+    # and what `gpureclaim reclaim --dry-run` says those processes would
+    # return, per GPU
+    p = sim.run("reclaim", "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    dry = json.loads(p.stdout)
+    assert releasable == {str(g["index"]): float(g["would_return"])
+                          for g in dry["gpus"]}
+    assert sum(releasable.values()) == dry["total"]
     assert releasable == {"0": 96 * 2.0 ** 20, "1": 160 * 2.0 ** 20}
     answered = prom.query('gpureclaim_exporter_agents{state="answered"}')
     assert [v for _, v in answered] == [2.0]
