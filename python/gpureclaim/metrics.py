@@ -172,7 +172,7 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
                       if isinstance(g.get("device"), int)
                       and not g.get("uuid"))
     listed = sorted(gpus_of_pid, key=lambda x: int(x[0]) if x[0] else -1)
-    rows = []
+    rows, seen = [], set()
     for g in entries:
         uuid, dev = g.get("uuid"), g.get("device")
         hit = None
@@ -184,6 +184,9 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
             hit = listed[ordinals.index(dev)]
         if hit is None:
             return None
+        if hit[0] in seen:  # one entry per GPU: a series twice would
+            return None     # make Prometheus refuse the whole scrape
+        seen.add(hit[0])
         gpu, uuid = hit
         for (kind, source), b in part_sums(g).items():
             rows.append({"gpu": gpu, "uuid": uuid, "pid": pid,

@@ -124,6 +124,10 @@ def test_parts_are_matched_to_nvml_gpus():
     assert rows == [{"gpu": "0", "uuid": "GPU-a", "pid": 42, "kind": "live",
                      "source": "torch", "bytes": 7}]
     assert metrics.parts_rows({"gpus": "junk"}, 1, [], UUIDS) == []
+    # two entries for one GPU (a hostile agent): nothing, never a series
+    # twice (Prometheus would refuse the whole scrape)
+    twice = {"gpus": [dict(e["gpus"][0], uuid="GPU-a")] * 2}
+    assert metrics.parts_rows(twice, 42, [("0", "GPU-a")], UUIDS) is None
 
 
 def exporter(sim, *args, **kw):  # noqa: F811
