@@ -42,6 +42,11 @@ int gpr_cli_cluster(int argc, char **argv);
  * `ps --explain` go the same way. */
 int gpr_cli_reclaim(int argc, char **argv);
 int gpr_cli_agent(int argc, char **argv);
+/* `release --pid N`, `explain --pid N`: the agent's client in C
+ * (cli/cmd_agent.c); argv[0] names which. gpr_cli_has_pid: whether argv
+ * (a command and its arguments) gives --pid before any `--`. */
+int gpr_cli_agent_ask(int argc, char **argv);
+int gpr_cli_has_pid(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,

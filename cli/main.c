@@ -229,6 +229,11 @@ int main(int argc, char **argv)
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}
+	/* one process's agent, asked from here: no interpreter's start in
+	 * front of it (cli/cmd_agent.c) */
+	if ((strcmp(cmd, "release") == 0 || strcmp(cmd, "explain") == 0) &&
+	    gpr_cli_has_pid(argc - 1, argv + 1))
+		return gpr_cli_agent_ask(argc - 1, argv + 1);
 	if (for_cluster(argc - 1, argv + 1))
 		return gpr_cli_cluster(argc - 1, argv + 1);
 	const struct command *c = find(cmd);

@@ -426,7 +426,19 @@ def _ps_explain(argv):
     return argv[:1] == ["ps"] and "--explain" in opts
 
 
+def _agent_client(argv):
+    """`release --pid N` and `explain --pid N` (not their help): the
+    command's own, in C (cli/cmd_agent.c), where it is installed."""
+    opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    return (argv[:1] in (["release"], ["explain"])
+            and any(a == "--pid" or a.startswith("--pid=") for a in opts)
+            and not any(a in ("-h", "--help") for a in opts)
+            and _command() is not None)
+
+
 def main(argv):
+    if _agent_client(argv):
+        return _exec_command(argv)
     if argv[:1] == ["release"]:
         from gpureclaim._agent_cli import release_entry
 

@@ -1,6 +1,10 @@
-"""The agent's commands (docs/agent.md): `explain --pid N`, `release
---pid N`, `reclaim`, `agent start|list`, `ps --explain`. The C command
-hands them to this module (cli/main.c, as it hands the --dask forms).
+"""The agent's commands (docs/agent.md): `reclaim`, `agent start|list`,
+`ps --explain`, and the help of `explain --pid N` and `release --pid N`.
+The C command hands them to this module (cli/main.c, as it hands the
+--dask forms); `explain --pid` and `release --pid` themselves are the C
+command's (cli/cmd_agent.c: no interpreter's start in front of a
+request), and this module's explain_main and release_main stand in for
+them only where the command is not installed.
 
 `ps --explain` lives here, not in C: the C side keeps the facts (NVML's
 rows, who each process is, the stray-context flag), read once as
@@ -228,12 +232,18 @@ def explain_main(argv: list) -> int:
     a = p.parse_args(argv)
     _positive(p, "--timeout", a.timeout)
     args = {"holders": True} if a.holders else {}
+    return _ask_and_print("explain", a, args)
+
+
+def _ask_and_print(op: str, a: Any, args: dict) -> int:
+    """Asks a.pid's agent op(args); prints the process's own report (its
+    text, or with a.json its JSON document)."""
     try:
-        doc = _agent.ask_full(a.pid, "explain", timeout=a.timeout, **args)
+        doc = _agent.ask_full(a.pid, op, timeout=a.timeout, **args)
     except _agent.AgentError as e:
-        return _fail("explain", str(e))
-    if a.json:
-        print(json.dumps(doc["result"], indent=2))
+        return _fail(op, str(e))
+    if a.json:  # one line, as the C command prints it
+        print(json.dumps(doc["result"], separators=(",", ":")))
     else:
         sys.stdout.write(str(doc.get("text") or json.dumps(doc["result"]))
                          .rstrip("\n") + "\n")
@@ -256,16 +266,7 @@ def release_main(argv: list) -> int:
         args["workspaces"] = True
     if a.collect != "auto":
         args["collect"] = a.collect == "always"
-    try:
-        doc = _agent.ask_full(a.pid, "release", timeout=a.timeout, **args)
-    except _agent.AgentError as e:
-        return _fail("release", str(e))
-    if a.json:
-        print(json.dumps(doc["result"], indent=2))
-    else:
-        sys.stdout.write(str(doc.get("text") or json.dumps(doc["result"]))
-                         .rstrip("\n") + "\n")
-    return 0
+    return _ask_and_print("release", a, args)
 
 
 def release_entry(argv: list) -> int:
@@ -739,6 +740,7 @@ def agent_start(argv: list) -> int:
             pass
     parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     fd, script = tempfile.mkstemp(prefix="gpureclaim-agent-", suffix=".py")
+    keep = None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(_REMOTE.format(parent=parent))
@@ -760,15 +762,18 @@ def agent_start(argv: list) -> int:
                 print(path)
                 return 0
             time.sleep(0.02)
+        keep = script
         return _fail("agent", f"process {a.pid} has not run the start "
                      f"within {a.timeout:g} s: it runs it at its next "
                      f"Python bytecode (a process blocked in C code, or "
-                     f"stopped, runs it later)")
+                     f"stopped, runs it later; the script stays at "
+                     f"{script} until then)")
     finally:
-        try:
-            os.unlink(script)
-        except OSError:
-            pass
+        if keep is None:
+            try:
+                os.unlink(script)
+            except OSError:
+                pass
 
 
 def agent_list(argv: list) -> int:

@@ -89,6 +89,11 @@ def tmp_dir(uid: int) -> str:
     return f"/tmp/gpureclaim-{uid}"
 
 
+#: the variable naming one folder for the sockets instead of the rule (a
+#: sandbox, the tests): the agent serves there, discover() looks only there
+DIR_VARIABLE = "GPURECLAIM_AGENT_DIR"
+
+
 def server_dir(env: Optional[dict] = None) -> str:
     """The folder this process's socket goes in (created 0700 if missing).
     Raises OSError, one line, when the folder there is not this user's
@@ -96,7 +101,9 @@ def server_dir(env: Optional[dict] = None) -> str:
     uid = os.getuid()
     env = os.environ if env is None else env
     xdg = env.get("XDG_RUNTIME_DIR")
-    if _xdg_ok(xdg, uid):
+    if env.get(DIR_VARIABLE):
+        d = os.path.abspath(env[DIR_VARIABLE])
+    elif _xdg_ok(xdg, uid):
         d = os.path.join(xdg, "gpureclaim")
     else:
         d = tmp_dir(uid)
@@ -134,37 +141,49 @@ def _alive(pid: int) -> bool:
     return st is not None and st not in ("Z", "X")
 
 
-def _target_xdg(pid: int) -> Optional[str]:
-    """XDG_RUNTIME_DIR in the environment the process started with (only
-    its own user and root may read it)."""
+def _target_env(pid: int, name: str) -> Optional[str]:
+    """A variable of the environment the process started with (only its
+    own user and root may read it)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             data = f.read(1 << 20)
     except OSError:
         return None
+    key = name.encode() + b"="
     for item in data.split(b"\0"):
-        if item.startswith(b"XDG_RUNTIME_DIR="):
-            return os.fsdecode(item[len(b"XDG_RUNTIME_DIR="):])
+        if item.startswith(key):
+            return os.fsdecode(item[len(key):])
     return None
 
 
 def _dirs_of(uid: int, pid: Optional[int] = None) -> list:
-    """The folders where uid's agents may have put their sockets, each
-    checked to be uid's private directory."""
+    """The folders where uid's agents may have put their sockets (pid's
+    own first, when given), each checked to be uid's private directory.
+    With GPURECLAIM_AGENT_DIR set here, discovery looks only there."""
+    mine = os.environ.get(DIR_VARIABLE)
+    if pid is None and mine:
+        d = os.path.abspath(mine)
+        return [d] if _private_dir(d, uid) else []
+    out = []
+    if pid is not None:
+        theirs = _target_env(pid, DIR_VARIABLE)
+        for d in (theirs, mine):
+            if d and os.path.isabs(d) and _private_dir(d, uid) \
+                    and d not in out:
+                out.append(d)
     xdgs = []
     if pid is not None:
-        xdgs.append(_target_xdg(pid))
+        xdgs.append(_target_env(pid, "XDG_RUNTIME_DIR"))
     if uid == os.getuid():
         xdgs.append(os.environ.get("XDG_RUNTIME_DIR"))
     xdgs.append(f"/run/user/{uid}")
-    out = []
     for x in xdgs:
         if _xdg_ok(x, uid):
             d = os.path.join(x, "gpureclaim")
             if d not in out and _private_dir(d, uid):
                 out.append(d)
     d = tmp_dir(uid)
-    if _private_dir(d, uid):
+    if _private_dir(d, uid) and d not in out:
         out.append(d)
     return out
 
@@ -417,7 +436,9 @@ def discover(pids: Optional[Any] = None) -> Iterator[tuple]:
                 found[pid] = p
     else:
         dirs = []
-        if me == 0:
+        if os.environ.get(DIR_VARIABLE):
+            dirs = [(d, me) for d in _dirs_of(me)]
+        elif me == 0:
             import glob
 
             for d in glob.glob("/tmp/gpureclaim-*") + glob.glob(

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -32,8 +33,11 @@ sys.stdin.read()
 """
 
 
-def sim_env(state=None, gpus=1, **extra):
-    """The environment of the sim, nothing of gpureclaim's features on."""
+def sim_env(state=None, gpus=1, agent_dir=True, **extra):
+    """The environment of the sim, nothing of gpureclaim's features on;
+    the agents' sockets in a folder of the test's own
+    (GPURECLAIM_AGENT_DIR; agent_dir=False: the usual rule), so that
+    discovery and reclaim see only the test's agents."""
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("GPURECLAIM_", "PYTHON"))}
     state = state or "agent-" + uuid.uuid4().hex[:10]
@@ -45,6 +49,8 @@ def sim_env(state=None, gpus=1, **extra):
              PYTHONDONTWRITEBYTECODE="1", GPURECLAIM_BIN=GPR)
     if SAN_PRELOAD:
         e["LD_PRELOAD"] = SAN_PRELOAD
+    if agent_dir:
+        e["GPURECLAIM_AGENT_DIR"] = tempfile.mkdtemp(prefix="gpr-agents-")
     e.update({k: str(v) for k, v in extra.items()})
     return e
 

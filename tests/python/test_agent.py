@@ -33,15 +33,25 @@ del t
 
 
 @pytest.fixture
-def env():
-    return sim_env()
+def env(monkeypatch):
+    """The sim, and the test's own folder of sockets, here too."""
+    e = sim_env()
+    monkeypatch.setenv("GPURECLAIM_AGENT_DIR", e["GPURECLAIM_AGENT_DIR"])
+    return e
+
+
+@pytest.fixture
+def rule_env(monkeypatch):
+    """The sim, the sockets where the folder rule puts them."""
+    monkeypatch.delenv("GPURECLAIM_AGENT_DIR", raising=False)
+    return sim_env(agent_dir=False)
 
 
 def test_an_agent_answers_status_explain_and_release_exactly(env):
     with Target(env, CACHE) as t:
         path = agent.socket_path(t.pid)
-        assert path == f"/tmp/gpureclaim-{os.getuid()}/{t.pid}.sock" or \
-            path.endswith(f"/gpureclaim/{t.pid}.sock")
+        assert path == os.path.join(env["GPURECLAIM_AGENT_DIR"],
+                                    f"{t.pid}.sock")
         st = os.lstat(path)
         assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
         d = os.lstat(os.path.dirname(path))
@@ -136,7 +146,18 @@ def test_trace_start_and_stop_through_the_agent(env, tmp_path):
 
 # -- paths and who may ask ------------------------------------------------
 
-def test_xdg_runtime_dir_is_used_only_when_private(env, tmp_path):
+def test_the_folder_rule_without_the_variable(rule_env):
+    with Target(rule_env) as t:
+        want = (os.path.join(os.environ["XDG_RUNTIME_DIR"], "gpureclaim")
+                if agent._xdg_ok(os.environ.get("XDG_RUNTIME_DIR"),
+                                 os.getuid())
+                else f"/tmp/gpureclaim-{os.getuid()}")
+        assert agent.socket_path(t.pid) == f"{want}/{t.pid}.sock"
+        assert agent.ask(t.pid, "status")["pid"] == t.pid
+
+
+def test_xdg_runtime_dir_is_used_only_when_private(rule_env, tmp_path):
+    env = rule_env
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o700)
     os.chmod(xdg, 0o700)
@@ -502,8 +523,10 @@ except agent.AgentError as e:
 """
 
 
-def test_another_uid_is_refused_both_ways_and_root_may_ask(env, other_user,
+def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
+                                                           other_user,
                                                            tmp_path):
+    env = rule_env
     u = other_user
     python = world_python()
     if python is None:

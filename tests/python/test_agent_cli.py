@@ -99,9 +99,17 @@ def test_release_pid_passes_workspaces_and_collect(env):
 @pytest.mark.parametrize("args,says", [
     (["release"], "give --pid N (a process with an agent) or --dask "
                   "ADDRESS"),
-    (["release", "--pid", "x"], "argument --pid: invalid int value"),
-    (["release", "--pid", "1", "--timeout", "0"], "--timeout must be "
-                                                  "positive"),
+    (["release", "--pid", "x"], "--pid needs a process id (a positive "
+                                "number), not 'x'"),
+    (["release", "--pid", "1", "--timeout", "0"], "--timeout needs a number "
+                                                  "of seconds from 0.1"),
+    (["release", "--pid", "1", "--collect", "often"], "--collect needs "
+                                                      "auto, always or "
+                                                      "never"),
+    (["explain", "--pid", "1", "--workspaces"], "unknown option "
+                                                "'--workspaces'"),
+    (["explain", "--pid", "1", "extra"], "unexpected argument 'extra'"),
+    (["reclaim", "--timeout", "0"], "--timeout must be positive"),
     (["reclaim", "--min", "lots"], "--min needs a size"),
     (["reclaim", "--gpu", "7"], "7"),
     (["agent"], "give start --pid N or list"),
@@ -122,10 +130,12 @@ def test_a_process_without_an_agent_is_one_line_exit_1(env):
         for cmd in ("explain", "release"):
             r = gpr(env, cmd, "--pid", t.pid)
             assert r.returncode == 1 and r.stdout == ""
-            assert r.stderr == (
+            assert r.stderr.startswith(
                 f"gpureclaim {cmd}: process {t.pid} has no agent (no socket "
-                f"in /tmp/gpureclaim-{os.getuid()}); start one with "
-                f"gpureclaim.agent.start() or GPURECLAIM_AGENT=1\n")
+                f"in {env['GPURECLAIM_AGENT_DIR']}")
+            assert r.stderr.endswith("); start one with gpureclaim.agent."
+                                     "start() or GPURECLAIM_AGENT=1\n")
+            assert r.stderr.count("\n") == 1
 
 
 def test_reclaim_over_several_processes_one_hung_one_dying_one_without(
@@ -269,3 +279,53 @@ def test_agent_list_and_start(env):
                 f"(sys.remote_exec, PEP 768) here and in process "
                 f"{plain.pid}; this is Python {v}")
             assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("mode,says", [
+    ("garbage", "agent answered something that is not JSON (?"),
+    ("notprotocol", "JSON that is not protocol version 1's"),
+    ("huge", "answer is larger than 16 MiB; refused"),
+    ("slow", "did not answer in time"),
+    ("silent", "did not answer in time"),
+    ("close", "closed the connection without a full answer"),
+    ("badkind", ": no way"),
+])
+def test_the_commands_client_in_c_never_hangs_on_a_hostile_server(
+        env, mode, says):
+    """release --pid is C (cli/cmd_agent.c): the same checks and lines as
+    the Python client's (test_agent.py runs these servers against it)."""
+    import subprocess
+
+    from test_agent import HOSTILE
+
+    p = subprocess.Popen([sys.executable, "-c", HOSTILE, mode], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = gpr(env, "release", "--pid", p.pid, "--timeout", "1")
+        assert r.returncode == 1 and r.stdout == "", r
+        assert r.stderr.startswith("gpureclaim release: process ")
+        assert says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_python_m_gpureclaim_is_the_same_program(env):
+    """`python3 -m gpureclaim release --pid N` runs the command's client;
+    its help is the Python side's, however asked."""
+    import subprocess
+
+    with Target(env, cache(512)) as t:
+        e = dict(env)
+        r = subprocess.run([sys.executable, "-m", "gpureclaim", "release",
+                            "--pid", str(t.pid), "--json"], env=e,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["bytes"] == 512 * MiB
+        assert r.stdout.count("\n") == 1  # one line, the C command's
+        helps = {gpr(env, *a).stdout for a in (
+            ["release", "--help"], ["release", "--pid", "1", "--help"],
+            ["help", "release"])}
+        assert len(helps) == 1 and helps.pop().startswith(
+            "USAGE: gpureclaim release --pid N")
