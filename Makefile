@@ -24,7 +24,7 @@ ASAN_BUILD := build/asan
 TSAN_BUILD := build/tsan
 
 # Suites run in each build (meson test --suite).
-SUITES := layers exports unit cli python cluster trace examples install views docs
+SUITES := layers exports unit cli python cluster metrics trace examples install views docs
 CLANG_SUITES := trace fuzz
 ASAN_SUITES := unit cli trace examples python
 # the core, the driver layer and the simulator (unit); the injection

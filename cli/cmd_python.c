@@ -1,7 +1,8 @@
 /*
- * `gpureclaim explain`, `gpureclaim demo` and `gpureclaim run`, a Dask
- * cluster's reports (`ps --dask`, `release --dask`), the agent's commands
- * (`release --pid`, `reclaim`, `agent`, `ps --explain`) and `report` of an
+ * `gpureclaim explain`, `gpureclaim demo`, `gpureclaim run` and
+ * `gpureclaim exporter` (Prometheus metrics), a Dask cluster's reports
+ * (`ps --dask`, `release --dask`), the agent's commands (`release --pid`,
+ * `reclaim`, `agent`, `ps --explain`) and `report` of an
  * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
  * command hands them to `python3 -m gpureclaim`, so both spellings are one
@@ -126,6 +127,11 @@ int gpr_cli_agent(int argc, char **argv)
 }
 
 int gpr_cli_run(int argc, char **argv)
+{
+	return run_python(argc, argv);
+}
+
+int gpr_cli_exporter(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }

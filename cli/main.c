@@ -37,6 +37,8 @@ static const struct command commands[] = {
      "drop Torch and CuPy arrays, release, show the before and after"},
     {"run", gpr_cli_run,
      "run a command with post-mortems or the agent in its Python"},
+    {"exporter", gpr_cli_exporter,
+     "serve GPU memory per GPU and process as Prometheus metrics"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -8,10 +8,12 @@
 #         pip: meson (>= 1.4; Debian 12 has 1.0), ninja (>= 1.11)
 #   check: the demo's, and what the tests use:
 #         apt: g++, clang (+ its sanitizer and libFuzzer runtimes),
-#              clang-format, pkg-config, git, jq, cmocka, util-linux
+#              clang-format, pkg-config, git, jq, cmocka, util-linux,
+#              prometheus (a real server and promtool for tests/metrics)
 #         pip: meson-python, pytest, auditwheel; the cluster tests' engines
 #              (distributed, torch, ray); ipykernel and jupyter-client (a
-#              real kernel for the notebook tests)
+#              real kernel for the notebook tests); prometheus_client (the
+#              metrics' extra, gpureclaim[prometheus])
 set -euo pipefail
 
 what=${1:-check}
@@ -50,6 +52,10 @@ if [ "$what" = check ]; then
 		need_apt+=(libclang-rt-14-dev)
 	fi
 	command -v setarch >/dev/null 2>&1 || need_apt+=(util-linux)
+	# tests/metrics: Debian's Prometheus server scrapes the exporter; its
+	# package ships promtool (`promtool check metrics`)
+	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 ||
+		need_apt+=(prometheus)
 fi
 
 # INSTALL_DEPS_DRY_RUN=1: say what would be installed, install nothing
@@ -103,6 +109,8 @@ if [ "$what" = check ]; then
 	# a real Jupyter kernel for the notebook tests (tests/python/test_oom_notebook.py)
 	"$PYTHON" -c 'import ipykernel' >/dev/null 2>&1 || need_pip+=("ipykernel==7.4.0")
 	"$PYTHON" -c 'import jupyter_client' >/dev/null 2>&1 || need_pip+=("jupyter-client==8.10.0")
+	# the exporter and gpureclaim.metrics (the [prometheus] extra)
+	"$PYTHON" -c 'import prometheus_client' >/dev/null 2>&1 || need_pip+=("prometheus_client==0.26.0")
 fi
 
 if [ -n "$dry" ]; then

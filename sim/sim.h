@@ -27,7 +27,8 @@
 
 #define SIM_MAX_GPUS 16
 #define SIM_MAX_PROCS 128 /* processes per GPU in the shared table */
-#define SIM_MAX_EXTRA 64
+/* 16 GPUs x 64 processes: bench/metrics_bench.py */
+#define SIM_MAX_EXTRA 1024
 #define SIM_GRANULE (2ULL << 20) /* allocation granularity: 2 MiB */
 #define SIM_FOREIGN_PID_OFFSET 1000000U
 

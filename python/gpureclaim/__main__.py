@@ -17,6 +17,8 @@ The script's exit status is passed on.
 demo: the design record's scenario, before and after.
 
 run: CMD with the startup hook's features on (gpureclaim/_run.py).
+exporter: Prometheus metrics of the host's GPU memory
+(gpureclaim/_exporter.py, docs/metrics.md).
 report of an out-of-memory post-mortem (gpureclaim/_postmortem.py): the
 command hands it here, as the file's first bytes say.
 
@@ -503,6 +505,10 @@ def main(argv):
         from gpureclaim._run import main as run_main
 
         return run_main(argv[1:])
+    if argv[:1] == ["exporter"]:
+        from gpureclaim._exporter import main as exporter_main
+
+        return exporter_main(argv[1:])
     if argv[:1] == ["report"] and _postmortem_named(argv[1:]):
         from gpureclaim._postmortem import main as report_main
 

@@ -15,7 +15,8 @@ from conftest import BIN
 
 COMMANDS = ["ps", "trace", "report", "version"]
 # handed to `python3 -m gpureclaim`
-PYTHON_COMMANDS = ["explain", "release", "demo", "run", "reclaim", "agent"]
+PYTHON_COMMANDS = ["explain", "release", "demo", "run", "reclaim", "agent",
+                   "exporter"]
 SANITIZED = bool(os.environ.get("GPR_SANITIZED"))
 
 
@@ -155,6 +156,7 @@ HINT = re.compile(r"^Run 'gpureclaim( [a-z]+)? --help' for the "
     ["explain"], ["explain", "nosuch.py"], ["demo", "extra"],
     ["release"], ["release", "--dask", "x", "--collect", "maybe"],
     ["ps", "--dask", "x", "--timeout", "0"],
+    ["exporter", "--interval", "0"], ["exporter", "--json"],
 ])
 def test_every_usage_error_is_two_lines_with_one_hint(sim, args):
     """A usage error says what is wrong in one line, then the one hint,

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import distributed
 import pytest
@@ -240,6 +241,28 @@ def test_metrics_plugin_reports_each_process_own_bytes(dask_cluster, loaded):
     # of the workers' processes (pid 1's 3 GiB is not a worker's)
     u = gcl.dask.ps(dask_cluster)
     assert sum(info[a]["metrics"]["gpureclaim_gpu_bytes"] for a in figures) == u.held
+    # each worker's own /metrics (distributed's Prometheus route) has the
+    # exporter's names for its process: its driver bytes per GPU, and its
+    # parts, which add up to them
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ports = dask_cluster.run(lambda dask_worker: (
+        os.getpid(), dask_worker.http_server.port))
+    for addr, fig in figures.items():
+        pid, port = ports[addr]
+        host = addr.split("://")[1].rsplit(":", 1)[0]
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics",
+                                    timeout=30) as r:
+            text = r.read().decode()
+        samples = [s for f in text_string_to_metric_families(text)
+                   for s in f.samples if s.name.startswith("gpureclaim_")]
+        held = {s.labels["uuid"]: s.value for s in samples
+                if s.name == "gpureclaim_process_memory_bytes"}
+        assert held == {UUID(d): b for d, b in fig.items()}
+        assert {s.labels["pid"] for s in samples} == {str(pid)}
+        for uuid, b in held.items():
+            assert sum(s.value for s in samples if s.labels["uuid"] == uuid
+                       and s.name == "gpureclaim_process_part_bytes") == b
     dask_cluster.unregister_worker_plugin(gcl.dask.GPUMetricsPlugin.name)
 
 

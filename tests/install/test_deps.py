@@ -12,7 +12,8 @@ from conftest import ROOT
 # What only the tests use: the demo must never install these.
 CHECK_ONLY = ["g++", "clang", "clang-format", "pkg-config", "git", "jq",
               "libcmocka-dev", "libclang-rt-14-dev", "util-linux", "pytest",
-              "meson-python", "auditwheel", "distributed", "torch", "ray"]
+              "meson-python", "auditwheel", "distributed", "torch", "ray",
+              "prometheus", "prometheus_client"]
 
 
 def bare_machine(tmp_path):

@@ -1,8 +1,10 @@
 """The Dask worker plugin: this worker process's own driver bytes per GPU
-in its metrics (imports distributed: load it through
+in its metrics, and gpureclaim's Prometheus metrics of the process on the
+worker's own /metrics (imports distributed: load it through
 ``gpureclaim.cluster.dask.GPUMetricsPlugin``)."""
 from __future__ import annotations
 
+import importlib.util
 import time
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -44,6 +46,11 @@ class GPUMetricsPlugin(WorkerPlugin):
 
     Both are NVML's per-process figure, never the device-wide one that
     distributed's own ``gpu`` metric reports for every worker of a GPU.
+    Where prometheus_client is installed (distributed's own Prometheus
+    route needs it), the worker's ``/metrics`` also serves
+    ``gpureclaim_process_memory_bytes`` and
+    ``gpureclaim_process_part_bytes``, the names ``gpureclaim exporter``
+    reports (gpureclaim.metrics.register(), docs/metrics.md).
     Register with ``client.register_plugin(GPUMetricsPlugin())``.
     """
 
@@ -55,7 +62,17 @@ class GPUMetricsPlugin(WorkerPlugin):
         self._keys = tuple(_records.metrics_record([]))
         for key in self._keys:
             worker.metrics[key] = lambda w, key=key: reading.get(key)
+        self._prometheus = importlib.util.find_spec(
+            "prometheus_client") is not None
+        if self._prometheus:
+            from gpureclaim import metrics
+
+            metrics.register()
 
     def teardown(self, worker) -> None:
         for key in getattr(self, "_keys", ()):
             worker.metrics.pop(key, None)
+        if getattr(self, "_prometheus", False):
+            from gpureclaim import metrics
+
+            metrics.unregister()
