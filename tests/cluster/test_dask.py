@@ -290,12 +290,13 @@ def test_command_line_ps_and_release(dask_cluster, loaded):
     assert p.returncode == 0 and "live" in p.stdout
     p = cli("ps", "--dask", "tcp://127.0.0.1:9", "--timeout", "1")
     assert p.returncode == 1 and "cannot reach the Dask scheduler" in p.stderr
-    # release has no other form (`ps` without --dask is the command's own)
+    # release's forms: --pid (an agent's process, docs/agent.md) and --dask
     p = cli("release")
-    assert p.returncode == 2 and "--dask" in p.stderr
+    assert p.returncode == 2 and "--dask" in p.stderr and "--pid" in p.stderr
     p = cli("release", "--help")
     assert p.returncode == 0 and "EXAMPLES:" in p.stdout
-    assert p.stdout.startswith("USAGE: gpureclaim release --dask ADDRESS")
+    assert p.stdout.startswith("USAGE: gpureclaim release --pid N")
+    assert "\n       gpureclaim release --dask ADDRESS" in p.stdout
 
 
 def test_failed_timed_out_and_killed_workers_never_hide_the_others(tmp_path):
