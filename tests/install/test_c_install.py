@@ -117,7 +117,7 @@ def test_the_readmes_c_recipe_works_as_written(c_install, tmp_path):
     assert libdir == prefix / "lib"
     p = run_recipe("README.md", prefix, tmp_path)
     assert "released 0 B (0 bytes)" in p.stdout, p.stdout
-    assert "USAGE: gpureclaim explain SCRIPT" in p.stdout, p.stdout
+    assert "USAGE: gpureclaim explain [--holders] SCRIPT" in p.stdout, p.stdout
     exe = tmp_path / "checkout" / "minimal"
     assert str(libdir / "libgpureclaim.so.0") in run(
         ["ldd", exe], env=clean_env()).stdout
