@@ -114,7 +114,27 @@ for s in $stages; do
 	hw-holders)
 		# -s: each case prints its explanation with the holders' table
 		# (a Qwen2 model from its config: transformers, no download)
+		# IPython (its Out case) from .whl/ipython where the machine has
+		# none: only the packages it lacks, so nothing of its own is
+		# shadowed (scripts/gpu-wheels.sh downloads them)
 		log "$s"
+		ipy=$PWD/$B/pydeps-ipython
+		if ! python3 -c 'import IPython' 2>/dev/null && [ -d .whl/ipython ]; then
+			lack=$(python3 - .whl/ipython <<'PY'
+import importlib.util, os, sys
+mods = {"ipython": "IPython", "ipython_pygments_lexers": "ipython_pygments_lexers",
+        "matplotlib_inline": "matplotlib_inline", "prompt_toolkit": "prompt_toolkit",
+        "stack_data": "stack_data", "pure_eval": "pure_eval",
+        "typing_extensions": "typing_extensions"}
+for w in sorted(os.listdir(sys.argv[1])):
+    name = w.split("-")[0]
+    if importlib.util.find_spec(mods.get(name, name)) is None:
+        print(os.path.join(sys.argv[1], w))
+PY
+)
+			python3 -m pip install --quiet --no-index --no-deps --target "$ipy" $lack 2>&1 | tail -3
+		fi
+		[ -d "$ipy" ] && export PYTHONPATH=$ipy${PYTHONPATH:+:$PYTHONPATH}
 		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_holders.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
 	hw-oom)
 		# -s: each case prints its post-mortem's short text (about a
