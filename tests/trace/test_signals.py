@@ -171,7 +171,8 @@ def test_cmd_dies_with_trace(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-# CMD on a terminal: reads lines, counts SIGINTs (a terminal's Ctrl-C)
+# CMD on a terminal: reads lines, counts SIGINTs (a terminal's Ctrl-C);
+# each line read is answered with the count so far
 READER = r"""
 import os, signal, sys
 n = 0
@@ -179,12 +180,15 @@ def on_int(s, f):
     global n
     n += 1
 signal.signal(signal.SIGINT, on_int)
-signal.signal(signal.SIGUSR1, lambda s, f: print("count", n, flush=True))
 signal.signal(signal.SIGTERM, lambda s, f: sys.exit(0))
 print("ready", os.getpid(), flush=True)
 for line in sys.stdin:
-    print("got", line.strip(), flush=True)
+    print("got", line.strip(), n, flush=True)
 """
+
+# a guard against a hang, not a measure of speed: how long the terminal's
+# test waits for output that should come before it says what it saw
+WAIT_S = float(os.environ.get("GPR_TEST_WAIT_S", "120"))
 
 
 class Terminal:
@@ -213,16 +217,30 @@ class Terminal:
     def expect(self, marker):
         """The line holding marker, output after the last one seen."""
         while marker not in self.seen:
-            self.seen += os.read(self.master, 4096)
+            self.read(marker)
         at = self.seen.index(marker)
         end = self.seen.index(b"\n", at) if b"\n" in self.seen[at:] else None
         while end is None:
-            self.seen += os.read(self.master, 4096)
+            self.read(marker)
             end = self.seen.find(b"\n", at)
             end = None if end < 0 else end
         line = self.seen[at:end].strip()
         self.seen = self.seen[end + 1:]
         return line
+
+    def wait_for(self, marker):
+        """Reads until marker was output (no line needed), and drops what
+        came up to it."""
+        while marker not in self.seen:
+            self.read(marker)
+        self.seen = self.seen[self.seen.index(marker) + len(marker):]
+
+    def read(self, marker):
+        import select
+        if not select.select([self.master], [], [], WAIT_S)[0]:
+            raise AssertionError(f"no {marker!r} from the terminal in "
+                                 f"{WAIT_S:g} s; it showed {self.seen!r}")
+        self.seen += os.read(self.master, 4096)
 
     def type(self, data):
         os.write(self.master, data)
@@ -239,16 +257,19 @@ def test_on_a_terminal_cmd_has_the_terminal(tmp_path):
     t = Terminal(tmp_path, READER)
     try:
         t.type(b"hello\n")  # CMD reads the terminal: it is in the foreground
-        assert t.expect(b"got ") == b"got hello"
+        assert t.expect(b"got ") == b"got hello 0"
         t.type(b"\x03")  # Ctrl-C: the terminal signals CMD's group, once
-        os.kill(t.child, signal.SIGUSR1)
-        assert t.expect(b"count ") == b"count 1"
+        # the terminal sends SIGINT, flushes its queues and echoes ^C, in
+        # that order: a line typed after the echo is read after the signal
+        t.wait_for(b"^C")
+        t.type(b"one\n")
+        assert t.expect(b"got ") == b"got one 1"
         t.type(b"\x1a")  # Ctrl-Z: CMD stops, and so does `trace`
         _, status = os.waitpid(t.p.pid, os.WUNTRACED)
         assert os.WIFSTOPPED(status)
         os.kill(t.p.pid, signal.SIGCONT)  # as a shell's `fg`
         t.type(b"again\n")  # CMD continued, in the foreground again
-        assert t.expect(b"got ") == b"got again"
+        assert t.expect(b"got ") == b"got again 1"
         os.kill(t.p.pid, signal.SIGTERM)
         assert t.p.wait() == 0
     finally:
