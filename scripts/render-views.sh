@@ -61,13 +61,20 @@ GPR_FAKES_BUILD="$BUILD/tests/fixtures" \
 PYTHONPATH="$BUILD/python:$ROOT/tests/python/fakes" \
 	"$PYTHON" "$ROOT/tests/views/views.py" "$OUT" >/dev/null
 
-# The hash of a page: its markup as it is, the digits of its text (not of
-# its attributes: widths, colours) masked.
+# The hash of a page: its markup as it is, the digits, temporary paths and
+# hexadecimal names of its text (not of its attributes: widths, colours)
+# masked.
 page_hash() {
 	/usr/bin/python3 - "$1" <<'PY'
 import hashlib, re, sys
 html = open(sys.argv[1], encoding="utf-8").read()
-masked = re.sub(r">([^<]*)<", lambda m: ">" + re.sub(r"[0-9]+", "0", m.group(1)) + "<", html)
+def mask(text):
+    # temporary paths (a post-mortem's file) and hexadecimal names (the
+    # cluster's worker ids) change from run to run too
+    text = re.sub(r"/tmp/[^\s<'\"()]*", "/tmp/T", text)
+    text = re.sub(r"\b[0-9a-f][0-9a-f-]{7,}\b", "H", text)
+    return re.sub(r"[0-9]+", "0", text)
+masked = re.sub(r">([^<]*)<", lambda m: ">" + mask(m.group(1)) + "<", html)
 print(hashlib.sha256(masked.encode()).hexdigest())
 PY
 }
