@@ -13,48 +13,21 @@ $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 
-import pytest
+from gpu_machine import GPR, PKG, needs
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
-GPR = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 MiB = 1 << 20
 
 
-def _has(cmd):
-    r = subprocess.run([sys.executable, "-c", cmd], capture_output=True)
-    return r.returncode == 0
-
-
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-HAVE_GPU = _has_gpu()
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU (nvidia-smi -L)"),
-    pytest.mark.skipif(
-        HAVE_GPU and not _has("import torch, cupy; "
-                              "assert torch.cuda.is_available()"),
-        reason="torch with CUDA and cupy needed"),
-]
+pytestmark = needs("torch, cupy")
 
 #: a process with Torch and CuPy cache (torch_mib, cupy_mib), a live
 #: tensor, the agent on; "ready" once it holds them, exits on stdin's end
 TARGET = """\
 import os, sys, torch, cupy
+
 keep = torch.ones(64 << 20, dtype=torch.uint8, device="cuda")
 t = torch.empty({torch_mib} << 20, dtype=torch.uint8, device="cuda")
 a = cupy.empty({cupy_mib} << 20, dtype=cupy.uint8)

@@ -32,15 +32,13 @@ The package: $GPURECLAIM_PYTHONPATH (default build/python), or installed.
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from gpu_machine import HAVE_GPU, PKG, ROOT, has, needs
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 MiB = 1 << 20
 # Kernel modules loaded lazily (CUDA_MODULE_LOADING=LAZY) differ with the
 # shapes a process ran: the rest may exceed the fresh process's context by
@@ -48,28 +46,7 @@ MiB = 1 << 20
 TOLERANCE = 64 * MiB
 
 
-def _has(cmd):
-    r = subprocess.run([sys.executable, "-c", cmd], capture_output=True)
-    return r.returncode == 0
-
-
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-HAVE_GPU = _has_gpu()
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU (nvidia-smi -L)"),
-    pytest.mark.skipif(
-        HAVE_GPU and not _has("import torch; assert torch.cuda.is_available()"),
-        reason="torch with CUDA needed"),
-]
+pytestmark = needs("torch")
 
 PRELUDE = """
 import gc, json, os, sys
@@ -149,7 +126,7 @@ print(json.dumps(dict(frag=frag.bytes, detail=frag.detail, split=split,
     assert seg[0]["live_blocks"] >= 2 and seg[0]["largest_live"] == 16 * MiB
 
 
-@pytest.mark.skipif(HAVE_GPU and not _has("import jax"), reason="jax needed")
+@pytest.mark.skipif(HAVE_GPU and not has("import jax"), reason="jax needed")
 def test_jax_pool_is_shown():
     r = run("""
 import jax, jax.numpy as jnp
@@ -313,7 +290,7 @@ print(json.dumps(dict(gp=gp, before=before, kept=kept, after=parts(e2),
     assert after < nbytes and r["released"] >= nbytes - after - 2 * MiB, r
 
 
-_RMM = HAVE_GPU and _has("import rmm")
+_RMM = HAVE_GPU and has("import rmm")
 
 
 @pytest.mark.skipif(not _RMM, reason="rmm needed (scripts/gpu-check.sh stage rmm)")
@@ -369,6 +346,7 @@ def _tracer_has_live_query():
 RANK = r"""
 import json, os, sys
 import torch, torch.distributed as dist, gpureclaim
+
 rank = int(os.environ["RANK"])
 torch.cuda.set_device(rank)
 dist.init_process_group("nccl", device_id=torch.device("cuda", rank))

@@ -17,41 +17,16 @@ The package: $GPURECLAIM_PYTHONPATH (default build/python), or installed.
 """
 import json
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
+from gpu_machine import PKG, needs
 
 
-def _has(cmd):
-    r = subprocess.run([sys.executable, "-c", cmd], capture_output=True)
-    return r.returncode == 0
 
-
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-HAVE_GPU = _has_gpu()
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU (nvidia-smi -L)"),
-    pytest.mark.skipif(
-        HAVE_GPU and not _has("import torch; assert torch.cuda.is_available()"),
-        reason="torch with CUDA needed"),
-]
+pytestmark = needs("torch")
 
 PRELUDE = """
 import gc, json, re, sys
@@ -144,6 +119,7 @@ def test_ipython_out_entry_named_and_freed():
     pytest.importorskip("IPython")
     r = run("""
 from IPython.core.interactiveshell import InteractiveShell
+
 shell = InteractiveShell.instance()
 shell.run_cell("import torch, gpureclaim", store_history=True)
 shell.run_cell("x = torch.empty(256 << 20, dtype=torch.uint8, device='cuda')",

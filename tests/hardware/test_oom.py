@@ -22,44 +22,18 @@ The package: $GPURECLAIM_PYTHONPATH (default build/python), or installed.
 """
 import json
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from gpu_machine import HAVE_GPU, PKG, has, needs
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 MiB = 1 << 20
 
 
-def _has(cmd):
-    r = subprocess.run([sys.executable, "-c", cmd], capture_output=True)
-    return r.returncode == 0
-
-
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-HAVE_GPU = _has_gpu()
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU (nvidia-smi -L)"),
-    pytest.mark.skipif(
-        HAVE_GPU and not _has("import torch, cupy; "
-                              "assert torch.cuda.is_available()"),
-        reason="torch with CUDA and cupy needed"),
-]
-needs_jax = pytest.mark.skipif(HAVE_GPU and not _has("import jax"),
+pytestmark = needs("torch, cupy")
+needs_jax = pytest.mark.skipif(HAVE_GPU and not has("import jax"),
                                reason="jax needed")
 
 PRELUDE = """
@@ -217,6 +191,7 @@ def test_torch_starves_cupy_and_the_rescue_hides_the_error(tmp_path):
 
 JAX_TORCH = """
 import jax, jax.numpy as jnp, torch
+
 gpureclaim.watch_oom(os.environ["OUT"])
 jnp.ones(10).block_until_ready()
 torch.zeros(1, device="cuda")

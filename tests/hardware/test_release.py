@@ -15,41 +15,16 @@ The package: $GPURECLAIM_PYTHONPATH (default build/python, from
 """
 import json
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
 
-import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PKG = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
+from gpu_machine import PKG, needs
 
 
-def _has(cmd):
-    r = subprocess.run([sys.executable, "-c", cmd], capture_output=True)
-    return r.returncode == 0
 
-
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-HAVE_GPU = _has_gpu()
-pytestmark = [
-    pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU (nvidia-smi -L)"),
-    pytest.mark.skipif(
-        HAVE_GPU and not _has("import torch, cupy; assert torch.cuda.is_available()"),
-        reason="torch with CUDA and cupy needed"),
-]
+pytestmark = needs("torch, cupy")
 
 
 def run(code, timeout=300):
@@ -76,6 +51,7 @@ def smi_mib(pid):
 
 SCENARIO = """
 import torch, cupy, gpureclaim
+
 GiB = 1 << 30
 keep = (torch.zeros(1, device="cuda"), cupy.zeros(1))
 torch.cuda.synchronize()
