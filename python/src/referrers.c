@@ -42,6 +42,15 @@
  * objects) answers most "not an object of the walk" (an int, a str) from
  * the cache, before the table or the child's own memory is read.
  */
+#define BATCH 64 /* references looked up together */
+#define AHEAD 8	 /* objects prefetched ahead in the pass */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 struct walk {
 	uintptr_t *keys; /* 0: empty */
 	size_t mask;
@@ -52,6 +61,14 @@ struct walk {
 	size_t n, cap;
 	uint32_t from;
 	int nomem;
+	/* the references seen and not yet looked up, in the order seen:
+	 * their bitmap words, then their slots, are prefetched a batch at a
+	 * time, so the misses on the bitmap and the table overlap instead of
+	 * costing one after the other */
+	size_t np;
+	uintptr_t pk[BATCH];
+	uint32_t pf[BATCH];
+	size_t pb[BATCH];
 };
 
 #define NONE UINT32_MAX
@@ -74,10 +91,15 @@ static size_t slot_of(const struct walk *w, uintptr_t k)
 	return i;
 }
 
+static size_t bit_of(const struct walk *w, uintptr_t k)
+{
+	return (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+}
+
 /* the slot of k, or NONE */
 static uint32_t lookup(const struct walk *w, uintptr_t k)
 {
-	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	size_t b = bit_of(w, k);
 	if (!(w->bits[b >> 6] >> (b & 63) & 1))
 		return NONE;
 	size_t i = slot_of(w, k);
@@ -90,14 +112,12 @@ static void set_bit(struct walk *w, uintptr_t k)
 	w->bits[b >> 6] |= 1ull << (b & 63);
 }
 
-static int visit(PyObject *o, void *arg)
+/* one edge, from -> the object in slot j */
+static int edge(struct walk *w, uint32_t j, uint32_t from)
 {
-	struct walk *w = arg;
-	uint32_t j = lookup(w, (uintptr_t)o);
-	/* not an object of the walk (a self-reference is), or a root: the
-	 * climb never goes up from one (a function's __globals__, an
-	 * instance's class once the class was traversed) */
-	if (j == NONE || (w->marks[j] & M_STOP))
+	/* a root: the climb never goes up from one (a function's
+	 * __globals__, an instance's class once the class was traversed) */
+	if (w->marks[j] & M_STOP)
 		return 0;
 	if (w->n == w->cap) {
 		size_t c = w->cap ? w->cap * 2 : 1 << 16;
@@ -116,8 +136,47 @@ static int visit(PyObject *o, void *arg)
 		w->cap = c;
 	}
 	w->child[w->n] = j;
-	w->parent[w->n++] = w->from;
+	w->parent[w->n++] = from;
 	return 0;
+}
+
+/* the edges of the references pending, in the order seen: those to no
+ * object of the walk (an int, a str; a self-reference is one) dropped */
+static int flush(struct walk *w)
+{
+	size_t m = 0;
+	for (size_t q = 0; q < w->np; q++) {
+		size_t b = w->pb[q];
+		if (!(w->bits[b >> 6] >> (b & 63) & 1))
+			continue;
+		size_t i = (size_t)(mix(w->pk[q]) >> 20) & w->mask;
+		PREFETCH(&w->keys[i]);
+		w->pk[m] = w->pk[q];
+		w->pf[m] = w->pf[q];
+		w->pb[m++] = i;
+	}
+	w->np = 0;
+	for (size_t q = 0; q < m; q++) {
+		size_t i = w->pb[q];
+		uintptr_t k = w->pk[q];
+		while (w->keys[i] && w->keys[i] != k)
+			i = (i + 1) & w->mask;
+		if (w->keys[i] && edge(w, (uint32_t)i, w->pf[q]))
+			return -1;
+	}
+	return 0;
+}
+
+static int visit(PyObject *o, void *arg)
+{
+	struct walk *w = arg;
+	uintptr_t k = (uintptr_t)o;
+	size_t b = bit_of(w, k);
+	PREFETCH(&w->bits[b >> 6]);
+	w->pk[w->np] = k;
+	w->pf[w->np] = w->from;
+	w->pb[w->np] = b;
+	return ++w->np == BATCH ? flush(w) : 0;
 }
 
 static double now(void)
@@ -228,6 +287,13 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	 * is NONE for a second place (traversed once) */
 	for (Py_ssize_t k = 0; k < n; k++) {
 		uintptr_t o = (uintptr_t)PyList_GetItem(objs, k);
+		if (k + 16 < n) { /* the misses of 16 objects on, overlapped */
+			uintptr_t a = (uintptr_t)PyList_GetItem(objs, k + 16);
+			size_t h = (size_t)(mix(a) >> 20) & w.mask;
+			PREFETCH(&w.keys[h]);
+			PREFETCH(&occ[h]);
+			PREFETCH(&w.bits[bit_of(&w, a) >> 6]);
+		}
 		size_t s = slot_of(&w, o);
 		slot[k] = w.keys[s] ? NONE : (uint32_t)s;
 		if (!w.keys[s]) {
@@ -256,11 +322,17 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 				break;
 			}
 		}
+		if (i + AHEAD < n) /* its type and first fields, ahead */
+			PREFETCH(PyList_GetItem(objs, i + AHEAD));
 		if (slot[i] == NONE)
 			continue;
-		PyObject *o = (PyObject *)w.keys[slot[i]];
-		if (PyType_Check(o)) /* a class: a root, named by Python */
+		PyObject *o = PyList_GetItem(objs, i);
+		if (PyType_Check(o)) { /* a class: a root, named by Python */
+			/* the edges to it seen so far are kept, as before */
+			if (flush(&w))
+				goto nomem;
 			marks[slot[i]] |= M_STOP;
+		}
 		if (Py_TYPE(o) != last) {
 			last = Py_TYPE(o);
 			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
@@ -269,10 +341,13 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			continue;
 		w.from = slot[i];
 		tr(o, visit, &w);
-		if (w.nomem) {
-			PyErr_NoMemory();
-			goto done;
-		}
+		if (w.nomem)
+			goto nomem;
+	}
+	if (flush(&w)) {
+	nomem:
+		PyErr_NoMemory();
+		goto done;
 	}
 	if (!stopped && i >= most && i < n)
 		stopped = "objects";
