@@ -34,7 +34,40 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+
+/*
+ * The walk's arrays (tens of MiB for 500,000 objects): anonymous maps,
+ * zeroed by the kernel, in 2 MiB pages where the kernel gives them on
+ * request (transparent_hugepage "madvise"): a fault per 4 KiB page cost
+ * as much as the lookups. The map's start and length are kept just
+ * before the array.
+ */
+#define HUGE ((size_t)2 << 20)
+
+static void *big(size_t count, size_t size)
+{
+	if (count > (SIZE_MAX - 2 * HUGE) / size)
+		return NULL;
+	size_t bytes = count * size, len = bytes + HUGE + 16;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t a = ((uintptr_t)p + 16 + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
+	if (bytes >= HUGE)
+		(void)madvise((void *)a, bytes & ~(HUGE - 1), MADV_HUGEPAGE);
+	((void **)a)[-2] = p;
+	((size_t *)a)[-1] = len;
+	return (void *)a;
+}
+
+static void big_free(void *a)
+{
+	if (a)
+		munmap(((void **)a)[-2], ((size_t *)a)[-1]);
+}
 
 /*
  * The index: open addressing on the pointers, a node's number its slot
@@ -119,20 +152,21 @@ static int edge(struct walk *w, uint32_t j, uint32_t from)
 	 * __globals__, an instance's class once the class was traversed) */
 	if (w->marks[j] & M_STOP)
 		return 0;
-	if (w->n == w->cap) {
-		size_t c = w->cap ? w->cap * 2 : 1 << 16;
-		uint32_t *a = PyMem_Realloc(w->child, c * sizeof *a);
-		if (!a) {
+	if (w->n == w->cap) { /* rare: the first map holds 6 per object */
+		size_t c = w->cap * 2;
+		uint32_t *a = big(c, sizeof *a), *b = big(c, sizeof *b);
+		if (!a || !b) {
+			big_free(a);
+			big_free(b);
 			w->nomem = 1;
 			return -1;
 		}
+		memcpy(a, w->child, w->n * sizeof *a);
+		memcpy(b, w->parent, w->n * sizeof *b);
+		big_free(w->child);
+		big_free(w->parent);
 		w->child = a;
-		a = PyMem_Realloc(w->parent, c * sizeof *a);
-		if (!a) {
-			w->nomem = 1;
-			return -1;
-		}
-		w->parent = a;
+		w->parent = b;
 		w->cap = c;
 	}
 	w->child[w->n] = j;
@@ -205,13 +239,14 @@ static PyObject *build(const struct walk *w, uint32_t *occ,
 		       const uint32_t *order, const uint32_t *queue, size_t nq)
 {
 	/* the references from outside, counted before any tuple below adds
-	 * one: occ[] is reused for them */
+	 * one: occ[] (an object's places in the lists past its first) is
+	 * reused for them */
 	for (size_t q = 0; q < nq; q++) {
 		uint32_t v = queue[q];
 		PyObject *o = (PyObject *)w->keys[v];
 		occ[v] =
 		    (uint32_t)((long)Py_REFCNT(o) -
-			       (long)(start[v + 1] - start[v]) - (long)occ[v]);
+			       (long)(start[v + 1] - start[v]) - 1 - (long)occ[v]);
 	}
 	PyObject *graph = PyDict_New();
 	for (size_t q = 0; graph && q < nq; q++) {
@@ -267,11 +302,14 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		bcap <<= 1;
 	w.mask = cap - 1;
 	w.bmask = bcap - 1;
-	w.keys = PyMem_Calloc(cap, sizeof *w.keys);
-	w.bits = PyMem_Calloc(bcap / 64, sizeof *w.bits);
-	uint32_t *slot = PyMem_Malloc(((size_t)n + 1) * sizeof *slot);
-	uint32_t *occ = PyMem_Calloc(cap, sizeof *occ);
-	uint8_t *marks = PyMem_Calloc(cap, 1);
+	w.keys = big(cap, sizeof *w.keys);
+	w.bits = big(bcap / 64, sizeof *w.bits);
+	w.cap = (size_t)n * 6 + 1024;
+	w.child = big(w.cap, sizeof *w.child);
+	w.parent = big(w.cap, sizeof *w.parent);
+	uint32_t *slot = big((size_t)n + 1, sizeof *slot);
+	uint32_t *occ = big(cap, sizeof *occ);
+	uint8_t *marks = big(cap, 1);
 	uint32_t *start = NULL, *order = NULL, *queue = NULL;
 	PyObject *out = NULL, *graph = NULL;
 	const char *stopped = NULL;
@@ -279,28 +317,31 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	traverseproc tr = NULL;
 	Py_ssize_t i = 0, nt = PyList_Size(targets);
 	size_t nq = 0;
-	if (!w.keys || !w.bits || !slot || !occ || !marks) {
+	if (!w.keys || !w.bits || !w.child || !w.parent || !slot || !occ ||
+	    !marks) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	/* the index; occ[] counts each object's places in the lists, slot[]
-	 * is NONE for a second place (traversed once) */
+	/* the index; occ[] counts each object's places in the lists past
+	 * its first (rare: its pages mostly stay untouched), slot[] is NONE
+	 * for a second place (traversed once) */
 	for (Py_ssize_t k = 0; k < n; k++) {
 		uintptr_t o = (uintptr_t)PyList_GetItem(objs, k);
 		if (k + 16 < n) { /* the misses of 16 objects on, overlapped */
 			uintptr_t a = (uintptr_t)PyList_GetItem(objs, k + 16);
 			size_t h = (size_t)(mix(a) >> 20) & w.mask;
 			PREFETCH(&w.keys[h]);
-			PREFETCH(&occ[h]);
 			PREFETCH(&w.bits[bit_of(&w, a) >> 6]);
 		}
 		size_t s = slot_of(&w, o);
-		slot[k] = w.keys[s] ? NONE : (uint32_t)s;
-		if (!w.keys[s]) {
+		if (w.keys[s]) {
+			slot[k] = NONE;
+			occ[s]++;
+		} else {
+			slot[k] = (uint32_t)s;
 			w.keys[s] = o;
 			set_bit(&w, o);
 		}
-		occ[s]++;
 	}
 	for (Py_ssize_t t = 0; t < nt; t++) {
 		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
@@ -352,9 +393,9 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	if (!stopped && i >= most && i < n)
 		stopped = "objects";
 	/* the edges by child: start[v]..start[v+1] in order[] */
-	start = PyMem_Calloc(cap + 2, sizeof *start);
-	order = PyMem_Malloc((w.n ? w.n : 1) * sizeof *order);
-	queue = PyMem_Malloc(cap * sizeof *queue);
+	start = big(cap + 2, sizeof *start);
+	order = big(w.n ? w.n : 1, sizeof *order);
+	queue = big(cap, sizeof *queue);
 	if (!start || !order || !queue) {
 		PyErr_NoMemory();
 		goto done;
@@ -395,16 +436,16 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	if (graph)
 		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
 done:
-	PyMem_Free(w.keys);
-	PyMem_Free(w.bits);
-	PyMem_Free(w.child);
-	PyMem_Free(w.parent);
-	PyMem_Free(slot);
-	PyMem_Free(occ);
-	PyMem_Free(marks);
-	PyMem_Free(start);
-	PyMem_Free(order);
-	PyMem_Free(queue);
+	big_free(w.keys);
+	big_free(w.bits);
+	big_free(w.child);
+	big_free(w.parent);
+	big_free(slot);
+	big_free(occ);
+	big_free(marks);
+	big_free(start);
+	big_free(order);
+	big_free(queue);
 	return out;
 }
 
