@@ -90,7 +90,9 @@ struct walk {
 	uint64_t *bits;
 	size_t bmask;
 	const uint8_t *marks;	  /* M_* by slot */
-	uint32_t *child, *parent; /* edges, by slot */
+	/* the edges to each object, a list from head[its slot]: the edge
+	 * e+1's parent[e], the edge before it next[e] (0: none) */
+	uint32_t *head, *next, *parent;
 	size_t n, cap;
 	uint32_t from;
 	int nomem;
@@ -154,23 +156,25 @@ static int edge(struct walk *w, uint32_t j, uint32_t from)
 		return 0;
 	if (w->n == w->cap) { /* rare: the first map holds 6 per object */
 		size_t c = w->cap * 2;
-		uint32_t *a = big(c, sizeof *a), *b = big(c, sizeof *b);
+		uint32_t *a = c < UINT32_MAX ? big(c, sizeof *a) : NULL;
+		uint32_t *b = a ? big(c, sizeof *b) : NULL;
 		if (!a || !b) {
 			big_free(a);
 			big_free(b);
 			w->nomem = 1;
 			return -1;
 		}
-		memcpy(a, w->child, w->n * sizeof *a);
+		memcpy(a, w->next, w->n * sizeof *a);
 		memcpy(b, w->parent, w->n * sizeof *b);
-		big_free(w->child);
+		big_free(w->next);
 		big_free(w->parent);
-		w->child = a;
+		w->next = a;
 		w->parent = b;
 		w->cap = c;
 	}
-	w->child[w->n] = j;
-	w->parent[w->n++] = from;
+	w->parent[w->n] = from;
+	w->next[w->n] = w->head[j];
+	w->head[j] = (uint32_t)++w->n;
 	return 0;
 }
 
@@ -184,7 +188,9 @@ static int flush(struct walk *w)
 		if (!(w->bits[b >> 6] >> (b & 63) & 1))
 			continue;
 		size_t i = (size_t)(mix(w->pk[q]) >> 20) & w->mask;
-		PREFETCH(&w->keys[i]);
+		PREFETCH(&w->keys[i]); /* and where the edge goes, mostly */
+		PREFETCH(&w->marks[i]);
+		PREFETCH(&w->head[i]);
 		w->pk[m] = w->pk[q];
 		w->pf[m] = w->pf[q];
 		w->pb[m++] = i;
@@ -234,9 +240,22 @@ static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
 	return 0;
 }
 
+/* the parents of the object in slot v into out[], in the order the pass
+ * found them (its list runs backwards); their count */
+static uint32_t parents_of(const struct walk *w, uint32_t v, uint32_t *out)
+{
+	uint32_t k = 0;
+	for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+		k++;
+	uint32_t m = k;
+	for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+		out[--m] = w->parent[e - 1];
+	return k;
+}
+
 static PyObject *build(const struct walk *w, uint32_t *occ,
-		       const uint8_t *marks, const uint32_t *start,
-		       const uint32_t *order, const uint32_t *queue, size_t nq)
+		       const uint8_t *marks, uint32_t *tmp,
+		       const uint32_t *queue, size_t nq)
 {
 	/* the references from outside, counted before any tuple below adds
 	 * one: occ[] (an object's places in the lists past its first) is
@@ -244,27 +263,30 @@ static PyObject *build(const struct walk *w, uint32_t *occ,
 	for (size_t q = 0; q < nq; q++) {
 		uint32_t v = queue[q];
 		PyObject *o = (PyObject *)w->keys[v];
-		occ[v] =
-		    (uint32_t)((long)Py_REFCNT(o) -
-			       (long)(start[v + 1] - start[v]) - 1 - (long)occ[v]);
+		uint32_t k = 0;
+		for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+			k++;
+		occ[v] = (uint32_t)((long)Py_REFCNT(o) - (long)k - 1 -
+				    (long)occ[v]);
 	}
 	PyObject *graph = PyDict_New();
 	for (size_t q = 0; graph && q < nq; q++) {
 		uint32_t v = queue[q];
 		PyObject *o = (PyObject *)w->keys[v];
 		long ext = (long)(int32_t)occ[v];
+		uint32_t np = parents_of(w, v, tmp);
 		Py_ssize_t keep = 0;
-		for (uint32_t e = start[v]; e < start[v + 1]; e++)
-			keep += !(marks[order[e]] & M_SKIP);
+		for (uint32_t e = 0; e < np; e++)
+			keep += !(marks[tmp[e]] & M_SKIP);
 		PyObject *parents = PyTuple_New(keep);
 		PyObject *key = PyLong_FromVoidPtr(o);
 		PyObject *val = NULL;
 		if (parents && key) {
 			Py_ssize_t k = 0;
-			for (uint32_t e = start[v]; e < start[v + 1]; e++) {
-				if (marks[order[e]] & M_SKIP)
+			for (uint32_t e = 0; e < np; e++) {
+				if (marks[tmp[e]] & M_SKIP)
 					continue;
-				PyObject *p = (PyObject *)w->keys[order[e]];
+				PyObject *p = (PyObject *)w->keys[tmp[e]];
 				Py_INCREF(p);
 				PyTuple_SetItem(parents, k++, p);
 			}
@@ -305,20 +327,21 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	w.keys = big(cap, sizeof *w.keys);
 	w.bits = big(bcap / 64, sizeof *w.bits);
 	w.cap = (size_t)n * 6 + 1024;
-	w.child = big(w.cap, sizeof *w.child);
+	w.head = big(cap, sizeof *w.head);
+	w.next = big(w.cap, sizeof *w.next);
 	w.parent = big(w.cap, sizeof *w.parent);
 	uint32_t *slot = big((size_t)n + 1, sizeof *slot);
 	uint32_t *occ = big(cap, sizeof *occ);
 	uint8_t *marks = big(cap, 1);
-	uint32_t *start = NULL, *order = NULL, *queue = NULL;
+	uint32_t *tmp = NULL, *queue = NULL;
 	PyObject *out = NULL, *graph = NULL;
 	const char *stopped = NULL;
 	PyTypeObject *last = NULL;
 	traverseproc tr = NULL;
 	Py_ssize_t i = 0, nt = PyList_Size(targets);
 	size_t nq = 0;
-	if (!w.keys || !w.bits || !w.child || !w.parent || !slot || !occ ||
-	    !marks) {
+	if (!w.keys || !w.bits || !w.head || !w.next || !w.parent || !slot ||
+	    !occ || !marks) {
 		PyErr_NoMemory();
 		goto done;
 	}
@@ -392,23 +415,12 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	}
 	if (!stopped && i >= most && i < n)
 		stopped = "objects";
-	/* the edges by child: start[v]..start[v+1] in order[] */
-	start = big(cap + 2, sizeof *start);
-	order = big(w.n ? w.n : 1, sizeof *order);
+	tmp = big(w.n + 1, sizeof *tmp); /* touched to the most parents */
 	queue = big(cap, sizeof *queue);
-	if (!start || !order || !queue) {
+	if (!tmp || !queue) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	for (size_t e = 0; e < w.n; e++)
-		start[w.child[e] + 1]++;
-	for (size_t v = 0; v < cap; v++)
-		start[v + 1] += start[v];
-	for (size_t e = 0; e < w.n; e++)
-		order[start[w.child[e]]++] = w.parent[e];
-	for (size_t v = cap; v > 0; v--)
-		start[v] = start[v - 1];
-	start[0] = 0;
 	/* the climb */
 	for (Py_ssize_t t = 0; t < nt; t++) {
 		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
@@ -418,9 +430,9 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		queue[nq++] = j;
 	}
 	for (size_t q = 0; q < nq; q++) {
-		uint32_t v = queue[q];
-		for (uint32_t e = start[v]; e < start[v + 1]; e++) {
-			uint32_t p = order[e];
+		uint32_t np = parents_of(&w, queue[q], tmp);
+		for (uint32_t e = 0; e < np; e++) {
+			uint32_t p = tmp[e];
 			if (marks[p] & (M_SEEN | M_SKIP | M_STOP))
 				continue;
 			marks[p] |= M_SEEN;
@@ -430,7 +442,7 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	/* the tuples and the dict below could start a collection, whose
 	 * finalizers would run user code and change the refcounts read */
 	int was = PyGC_Disable();
-	graph = build(&w, occ, marks, start, order, queue, nq);
+	graph = build(&w, occ, marks, tmp, queue, nq);
 	if (was)
 		PyGC_Enable();
 	if (graph)
@@ -438,13 +450,13 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 done:
 	big_free(w.keys);
 	big_free(w.bits);
-	big_free(w.child);
+	big_free(w.head);
+	big_free(w.next);
 	big_free(w.parent);
 	big_free(slot);
 	big_free(occ);
 	big_free(marks);
-	big_free(start);
-	big_free(order);
+	big_free(tmp);
 	big_free(queue);
 	return out;
 }
