@@ -89,7 +89,7 @@ struct walk {
 	size_t mask;
 	uint64_t *bits;
 	size_t bmask;
-	const uint8_t *marks;	  /* M_* by slot */
+	const uint8_t *marks; /* M_* by slot */
 	/* the edges to each object, a list from head[its slot]: the edge
 	 * e+1's parent[e], the edge before it next[e] (0: none) */
 	uint32_t *head, *next, *parent;
@@ -266,8 +266,8 @@ static PyObject *build(const struct walk *w, uint32_t *occ,
 		uint32_t k = 0;
 		for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
 			k++;
-		occ[v] = (uint32_t)((long)Py_REFCNT(o) - (long)k - 1 -
-				    (long)occ[v]);
+		occ[v] =
+		    (uint32_t)((long)Py_REFCNT(o) - (long)k - 1 - (long)occ[v]);
 	}
 	PyObject *graph = PyDict_New();
 	for (size_t q = 0; graph && q < nq; q++) {
