@@ -10,10 +10,10 @@
  * From that pass's edges it climbs back from the targets, breadth first,
  * never past a stop (a root: a module's namespace, a frame of a thread;
  * every class is one too) and never through a skip (the caller's own
- * frames). The pass is
- * what costs (tens of milliseconds per 100,000 objects): it holds the GIL,
- * so it stops once budget_s seconds have gone or max_objects were
- * traversed, and says how far it got.
+ * frames). The pass is what costs (5 to 10 ms per 100,000 objects on a
+ * shared 2-core machine; bound by memory, so its lookups go in prefetched
+ * batches): it holds the GIL, so it stops once budget_s seconds have gone
+ * or max_objects were traversed, and says how far it got.
  *
  * Returns (graph, examined, total, stopped): graph maps id(node) of each
  * node reached (targets included, stops and skips not) to (ext, parents),
@@ -34,7 +34,40 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+
+/*
+ * The walk's arrays (tens of MiB for 500,000 objects): anonymous maps,
+ * zeroed by the kernel, in 2 MiB pages where the kernel gives them on
+ * request (transparent_hugepage "madvise"): a fault per 4 KiB page cost
+ * as much as the lookups. The map's start and length are kept just
+ * before the array.
+ */
+#define HUGE ((size_t)2 << 20)
+
+static void *big(size_t count, size_t size)
+{
+	if (count > (SIZE_MAX - 2 * HUGE) / size)
+		return NULL;
+	size_t bytes = count * size, len = bytes + HUGE + 16;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t a = ((uintptr_t)p + 16 + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
+	if (bytes >= HUGE)
+		(void)madvise((void *)a, bytes & ~(HUGE - 1), MADV_HUGEPAGE);
+	((void **)a)[-2] = p;
+	((size_t *)a)[-1] = len;
+	return (void *)a;
+}
+
+static void big_free(void *a)
+{
+	if (a)
+		munmap(((void **)a)[-2], ((size_t *)a)[-1]);
+}
 
 /*
  * The index: open addressing on the pointers, a node's number its slot
@@ -42,16 +75,35 @@
  * objects) answers most "not an object of the walk" (an int, a str) from
  * the cache, before the table or the child's own memory is read.
  */
+#define BATCH 64 /* references looked up together */
+#define AHEAD 16 /* objects prefetched ahead in the index and the pass */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 struct walk {
 	uintptr_t *keys; /* 0: empty */
 	size_t mask;
 	uint64_t *bits;
 	size_t bmask;
-	const uint8_t *marks;	  /* M_* by slot */
-	uint32_t *child, *parent; /* edges, by slot */
+	const uint8_t *marks; /* M_* by slot */
+	/* the edges to each object, a list from head[its slot]: the edge
+	 * e+1's parent[e], the edge before it next[e] (0: none) */
+	uint32_t *head, *next, *parent;
 	size_t n, cap;
 	uint32_t from;
 	int nomem;
+	/* the references seen and not yet looked up, in the order seen:
+	 * their bitmap words, then their slots, are prefetched a batch at a
+	 * time, so the misses on the bitmap and the table overlap instead of
+	 * costing one after the other */
+	size_t np;
+	uintptr_t pk[BATCH];
+	uint32_t pf[BATCH];
+	size_t pb[BATCH];
 };
 
 #define NONE UINT32_MAX
@@ -74,10 +126,15 @@ static size_t slot_of(const struct walk *w, uintptr_t k)
 	return i;
 }
 
+static size_t bit_of(const struct walk *w, uintptr_t k)
+{
+	return (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+}
+
 /* the slot of k, or NONE */
 static uint32_t lookup(const struct walk *w, uintptr_t k)
 {
-	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
+	size_t b = bit_of(w, k);
 	if (!(w->bits[b >> 6] >> (b & 63) & 1))
 		return NONE;
 	size_t i = slot_of(w, k);
@@ -90,34 +147,76 @@ static void set_bit(struct walk *w, uintptr_t k)
 	w->bits[b >> 6] |= 1ull << (b & 63);
 }
 
+/* one edge, from -> the object in slot j */
+static int edge(struct walk *w, uint32_t j, uint32_t from)
+{
+	/* a root: the climb never goes up from one (a function's
+	 * __globals__, an instance's class once the class was traversed) */
+	if (w->marks[j] & M_STOP)
+		return 0;
+	if (w->n == w->cap) { /* rare: the first map holds 6 per object */
+		size_t c = w->cap * 2;
+		uint32_t *a = c < UINT32_MAX ? big(c, sizeof *a) : NULL;
+		uint32_t *b = a ? big(c, sizeof *b) : NULL;
+		if (!a || !b) {
+			big_free(a);
+			big_free(b);
+			w->nomem = 1;
+			return -1;
+		}
+		memcpy(a, w->next, w->n * sizeof *a);
+		memcpy(b, w->parent, w->n * sizeof *b);
+		big_free(w->next);
+		big_free(w->parent);
+		w->next = a;
+		w->parent = b;
+		w->cap = c;
+	}
+	w->parent[w->n] = from;
+	w->next[w->n] = w->head[j];
+	w->head[j] = (uint32_t)++w->n;
+	return 0;
+}
+
+/* the edges of the references pending, in the order seen: those to no
+ * object of the walk (an int, a str; a self-reference is one) dropped */
+static int flush(struct walk *w)
+{
+	size_t m = 0;
+	for (size_t q = 0; q < w->np; q++) {
+		size_t b = w->pb[q];
+		if (!(w->bits[b >> 6] >> (b & 63) & 1))
+			continue;
+		size_t i = (size_t)(mix(w->pk[q]) >> 20) & w->mask;
+		PREFETCH(&w->keys[i]); /* and where the edge goes, mostly */
+		PREFETCH(&w->marks[i]);
+		PREFETCH(&w->head[i]);
+		w->pk[m] = w->pk[q];
+		w->pf[m] = w->pf[q];
+		w->pb[m++] = i;
+	}
+	w->np = 0;
+	for (size_t q = 0; q < m; q++) {
+		size_t i = w->pb[q];
+		uintptr_t k = w->pk[q];
+		while (w->keys[i] && w->keys[i] != k)
+			i = (i + 1) & w->mask;
+		if (w->keys[i] && edge(w, (uint32_t)i, w->pf[q]))
+			return -1;
+	}
+	return 0;
+}
+
 static int visit(PyObject *o, void *arg)
 {
 	struct walk *w = arg;
-	uint32_t j = lookup(w, (uintptr_t)o);
-	/* not an object of the walk (a self-reference is), or a root: the
-	 * climb never goes up from one (a function's __globals__, an
-	 * instance's class once the class was traversed) */
-	if (j == NONE || (w->marks[j] & M_STOP))
-		return 0;
-	if (w->n == w->cap) {
-		size_t c = w->cap ? w->cap * 2 : 1 << 16;
-		uint32_t *a = PyMem_Realloc(w->child, c * sizeof *a);
-		if (!a) {
-			w->nomem = 1;
-			return -1;
-		}
-		w->child = a;
-		a = PyMem_Realloc(w->parent, c * sizeof *a);
-		if (!a) {
-			w->nomem = 1;
-			return -1;
-		}
-		w->parent = a;
-		w->cap = c;
-	}
-	w->child[w->n] = j;
-	w->parent[w->n++] = w->from;
-	return 0;
+	uintptr_t k = (uintptr_t)o;
+	size_t b = bit_of(w, k);
+	PREFETCH(&w->bits[b >> 6]);
+	w->pk[w->np] = k;
+	w->pf[w->np] = w->from;
+	w->pb[w->np] = b;
+	return ++w->np == BATCH ? flush(w) : 0;
 }
 
 static double now(void)
@@ -141,36 +240,53 @@ static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
 	return 0;
 }
 
+/* the parents of the object in slot v into out[], in the order the pass
+ * found them (its list runs backwards); their count */
+static uint32_t parents_of(const struct walk *w, uint32_t v, uint32_t *out)
+{
+	uint32_t k = 0;
+	for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+		k++;
+	uint32_t m = k;
+	for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+		out[--m] = w->parent[e - 1];
+	return k;
+}
+
 static PyObject *build(const struct walk *w, uint32_t *occ,
-		       const uint8_t *marks, const uint32_t *start,
-		       const uint32_t *order, const uint32_t *queue, size_t nq)
+		       const uint8_t *marks, uint32_t *tmp,
+		       const uint32_t *queue, size_t nq)
 {
 	/* the references from outside, counted before any tuple below adds
-	 * one: occ[] is reused for them */
+	 * one: occ[] (an object's places in the lists past its first) is
+	 * reused for them */
 	for (size_t q = 0; q < nq; q++) {
 		uint32_t v = queue[q];
 		PyObject *o = (PyObject *)w->keys[v];
+		uint32_t k = 0;
+		for (uint32_t e = w->head[v]; e; e = w->next[e - 1])
+			k++;
 		occ[v] =
-		    (uint32_t)((long)Py_REFCNT(o) -
-			       (long)(start[v + 1] - start[v]) - (long)occ[v]);
+		    (uint32_t)((long)Py_REFCNT(o) - (long)k - 1 - (long)occ[v]);
 	}
 	PyObject *graph = PyDict_New();
 	for (size_t q = 0; graph && q < nq; q++) {
 		uint32_t v = queue[q];
 		PyObject *o = (PyObject *)w->keys[v];
 		long ext = (long)(int32_t)occ[v];
+		uint32_t np = parents_of(w, v, tmp);
 		Py_ssize_t keep = 0;
-		for (uint32_t e = start[v]; e < start[v + 1]; e++)
-			keep += !(marks[order[e]] & M_SKIP);
+		for (uint32_t e = 0; e < np; e++)
+			keep += !(marks[tmp[e]] & M_SKIP);
 		PyObject *parents = PyTuple_New(keep);
 		PyObject *key = PyLong_FromVoidPtr(o);
 		PyObject *val = NULL;
 		if (parents && key) {
 			Py_ssize_t k = 0;
-			for (uint32_t e = start[v]; e < start[v + 1]; e++) {
-				if (marks[order[e]] & M_SKIP)
+			for (uint32_t e = 0; e < np; e++) {
+				if (marks[tmp[e]] & M_SKIP)
 					continue;
-				PyObject *p = (PyObject *)w->keys[order[e]];
+				PyObject *p = (PyObject *)w->keys[tmp[e]];
 				Py_INCREF(p);
 				PyTuple_SetItem(parents, k++, p);
 			}
@@ -208,33 +324,52 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		bcap <<= 1;
 	w.mask = cap - 1;
 	w.bmask = bcap - 1;
-	w.keys = PyMem_Calloc(cap, sizeof *w.keys);
-	w.bits = PyMem_Calloc(bcap / 64, sizeof *w.bits);
-	uint32_t *slot = PyMem_Malloc(((size_t)n + 1) * sizeof *slot);
-	uint32_t *occ = PyMem_Calloc(cap, sizeof *occ);
-	uint8_t *marks = PyMem_Calloc(cap, 1);
-	uint32_t *start = NULL, *order = NULL, *queue = NULL;
+	w.keys = big(cap, sizeof *w.keys);
+	w.bits = big(bcap / 64, sizeof *w.bits);
+	w.cap = (size_t)n * 6 + 1024;
+	w.head = big(cap, sizeof *w.head);
+	w.next = big(w.cap, sizeof *w.next);
+	w.parent = big(w.cap, sizeof *w.parent);
+	uint32_t *slot = big((size_t)n + 1, sizeof *slot);
+	uint32_t *occ = big(cap, sizeof *occ);
+	uint8_t *marks = big(cap, 1);
+	uint32_t *tmp = NULL, *queue = NULL;
 	PyObject *out = NULL, *graph = NULL;
 	const char *stopped = NULL;
 	PyTypeObject *last = NULL;
 	traverseproc tr = NULL;
 	Py_ssize_t i = 0, nt = PyList_Size(targets);
 	size_t nq = 0;
-	if (!w.keys || !w.bits || !slot || !occ || !marks) {
+	if (!w.keys || !w.bits || !w.head || !w.next || !w.parent || !slot ||
+	    !occ || !marks) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	/* the index; occ[] counts each object's places in the lists, slot[]
-	 * is NONE for a second place (traversed once) */
+	/* the index; occ[] counts each object's places in the lists past
+	 * its first (rare: its pages mostly stay untouched), slot[] is NONE
+	 * for a second place (traversed once) */
+	/* ring[]: the objects AHEAD on, read once, their misses started */
+	PyObject *ring[AHEAD];
+	for (Py_ssize_t k = 0; k < AHEAD && k < n; k++)
+		ring[k] = PyList_GetItem(objs, k);
 	for (Py_ssize_t k = 0; k < n; k++) {
-		uintptr_t o = (uintptr_t)PyList_GetItem(objs, k);
+		uintptr_t o = (uintptr_t)ring[k % AHEAD];
+		if (k + AHEAD < n) {
+			PyObject *a = PyList_GetItem(objs, k + AHEAD);
+			size_t h = (size_t)(mix((uintptr_t)a) >> 20) & w.mask;
+			PREFETCH(&w.keys[h]);
+			PREFETCH(&w.bits[bit_of(&w, (uintptr_t)a) >> 6]);
+			ring[k % AHEAD] = a;
+		}
 		size_t s = slot_of(&w, o);
-		slot[k] = w.keys[s] ? NONE : (uint32_t)s;
-		if (!w.keys[s]) {
+		if (w.keys[s]) {
+			slot[k] = NONE;
+			occ[s]++;
+		} else {
+			slot[k] = (uint32_t)s;
 			w.keys[s] = o;
 			set_bit(&w, o);
 		}
-		occ[s]++;
 	}
 	for (Py_ssize_t t = 0; t < nt; t++) {
 		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
@@ -245,6 +380,8 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		goto done;
 	w.marks = marks;
 	/* the pass */
+	for (Py_ssize_t k = 0; k < AHEAD && k < n; k++)
+		ring[k] = PyList_GetItem(objs, k);
 	for (; i < n; i++) {
 		if ((i & 1023) == 0 && i) {
 			if (i >= most) {
@@ -256,11 +393,19 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 				break;
 			}
 		}
+		PyObject *o = ring[i % AHEAD];
+		if (i + AHEAD < n) { /* its type and first fields, ahead */
+			ring[i % AHEAD] = PyList_GetItem(objs, i + AHEAD);
+			PREFETCH(ring[i % AHEAD]);
+		}
 		if (slot[i] == NONE)
 			continue;
-		PyObject *o = (PyObject *)w.keys[slot[i]];
-		if (PyType_Check(o)) /* a class: a root, named by Python */
+		if (PyType_Check(o)) { /* a class: a root, named by Python */
+			/* the edges to it seen so far are kept, as before */
+			if (flush(&w))
+				goto nomem;
 			marks[slot[i]] |= M_STOP;
+		}
 		if (Py_TYPE(o) != last) {
 			last = Py_TYPE(o);
 			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
@@ -269,30 +414,22 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			continue;
 		w.from = slot[i];
 		tr(o, visit, &w);
-		if (w.nomem) {
-			PyErr_NoMemory();
-			goto done;
-		}
+		if (w.nomem)
+			goto nomem;
 	}
-	if (!stopped && i >= most && i < n)
-		stopped = "objects";
-	/* the edges by child: start[v]..start[v+1] in order[] */
-	start = PyMem_Calloc(cap + 2, sizeof *start);
-	order = PyMem_Malloc((w.n ? w.n : 1) * sizeof *order);
-	queue = PyMem_Malloc(cap * sizeof *queue);
-	if (!start || !order || !queue) {
+	if (flush(&w)) {
+	nomem:
 		PyErr_NoMemory();
 		goto done;
 	}
-	for (size_t e = 0; e < w.n; e++)
-		start[w.child[e] + 1]++;
-	for (size_t v = 0; v < cap; v++)
-		start[v + 1] += start[v];
-	for (size_t e = 0; e < w.n; e++)
-		order[start[w.child[e]]++] = w.parent[e];
-	for (size_t v = cap; v > 0; v--)
-		start[v] = start[v - 1];
-	start[0] = 0;
+	if (!stopped && i >= most && i < n)
+		stopped = "objects";
+	tmp = big(w.n + 1, sizeof *tmp); /* touched to the most parents */
+	queue = big(cap, sizeof *queue);
+	if (!tmp || !queue) {
+		PyErr_NoMemory();
+		goto done;
+	}
 	/* the climb */
 	for (Py_ssize_t t = 0; t < nt; t++) {
 		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
@@ -302,9 +439,9 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		queue[nq++] = j;
 	}
 	for (size_t q = 0; q < nq; q++) {
-		uint32_t v = queue[q];
-		for (uint32_t e = start[v]; e < start[v + 1]; e++) {
-			uint32_t p = order[e];
+		uint32_t np = parents_of(&w, queue[q], tmp);
+		for (uint32_t e = 0; e < np; e++) {
+			uint32_t p = tmp[e];
 			if (marks[p] & (M_SEEN | M_SKIP | M_STOP))
 				continue;
 			marks[p] |= M_SEEN;
@@ -314,22 +451,22 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	/* the tuples and the dict below could start a collection, whose
 	 * finalizers would run user code and change the refcounts read */
 	int was = PyGC_Disable();
-	graph = build(&w, occ, marks, start, order, queue, nq);
+	graph = build(&w, occ, marks, tmp, queue, nq);
 	if (was)
 		PyGC_Enable();
 	if (graph)
 		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
 done:
-	PyMem_Free(w.keys);
-	PyMem_Free(w.bits);
-	PyMem_Free(w.child);
-	PyMem_Free(w.parent);
-	PyMem_Free(slot);
-	PyMem_Free(occ);
-	PyMem_Free(marks);
-	PyMem_Free(start);
-	PyMem_Free(order);
-	PyMem_Free(queue);
+	big_free(w.keys);
+	big_free(w.bits);
+	big_free(w.head);
+	big_free(w.next);
+	big_free(w.parent);
+	big_free(slot);
+	big_free(occ);
+	big_free(marks);
+	big_free(tmp);
+	big_free(queue);
 	return out;
 }
 
@@ -372,6 +509,8 @@ PyObject *gpr_py_of_types(PyObject *module, PyObject *args)
 	int hit = 0;
 	for (Py_ssize_t i = 0; out && i < n; i++) {
 		PyObject *o = PyList_GetItem(objs, i);
+		if (i + AHEAD < n) /* its type, AHEAD on */
+			PREFETCH(PyList_GetItem(objs, i + AHEAD));
 		if (Py_TYPE(o) != last) {
 			last = Py_TYPE(o);
 			hit = 0;
