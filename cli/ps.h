@@ -94,6 +94,12 @@ void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 
 /* The JSON document of r, one line (docs/ps.md, "JSON shape"). */
 void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);
+/* The same with ps --explain's agents: each process's "agent", each
+ * GPU's "returnable", "agents" and "agents_silent" (docs/agent.md). */
+struct gpr_cli_ps_agents;
+void gpr_cli_ps_json_agents(struct gpr__buf *b,
+			    const struct gpr_cli_ps_round *r,
+			    const struct gpr_cli_ps_agents *s);
 
 /* ---------------- start and end (cli/ps_start.c) ---------------- */
 

@@ -292,7 +292,56 @@ def op_explain(args: dict) -> tuple:
     if "devices" in kw:
         kw["devices"] = _devices(kw["devices"])
     e = gpureclaim.explain(**kw)
-    return e.to_dict(), {"text": str(e), "nvml_index": _nvml_indexes()}
+    d = e.to_dict()
+    idx = _nvml_indexes()
+    return d, {"text": str(e), "nvml_index": idx,
+               "groups": flat_groups(d, idx)}
+
+
+#: the parts `ps --explain` shows, each a group of explain()'s kinds (the
+#: policy of what a group is stays here; the C command reads numbers)
+GROUPS = (
+    ("live", ("live", "unattributed")),
+    ("returnable", ("releasable",)),
+    ("not returnable", ("fragmented",)),
+    ("workspaces", ("workspace",)),
+    ("pools", ("pool", "graph_pool")),
+    ("rest", ("rest", "unreported", "context")),
+)
+
+
+def groups(gpu: dict) -> dict:
+    """An explained GPU's parts as GROUPS (bytes; unknown parts left
+    out)."""
+    out = {name: 0 for name, _ in GROUPS}
+    for part in gpu.get("parts", []):
+        if part.get("known") is False or part.get("bytes") is None:
+            continue
+        for name, kinds in GROUPS:
+            if part.get("kind") in kinds:
+                out[name] += part["bytes"]
+                break
+    return out
+
+
+def flat_groups(result: dict, nvml_index: dict) -> list:
+    """The answer's "groups": per NVML index, its first explained GPU as
+    eight integers, [index, live, returnable, not returnable, workspaces,
+    pools, rest, driver (-1: unknown)], one after another: what `gpureclaim
+    ps --explain` (cli/ps_explain.c) reads without a JSON parser. A GPU
+    whose NVML index is unknown is left out."""
+    out: list = []
+    seen = set()
+    for g in result.get("gpus", []):
+        i = nvml_index.get(str(g.get("device")))
+        if not isinstance(i, int) or i in seen:
+            continue
+        seen.add(i)
+        parts = groups(g)
+        drv = g.get("driver")
+        out += [i] + [int(parts[n]) for n, _ in GROUPS] + [
+            int(drv) if isinstance(drv, int) else -1]
+    return out
 
 
 def _nvml_indexes() -> dict:
