@@ -877,3 +877,39 @@ int gpr_cli_agent_discover(long **pids, size_t *n)
 		qsort(*pids, *n, sizeof(**pids), cmp_long);
 	return 0;
 }
+
+int gpr_cli_agent_member(const struct gpr_cli_agent_reply *r,
+			 const char *name, const char **v, const char **v_end)
+{
+	const char *e = r->end, *p;
+	*v = *v_end = NULL;
+	if (!r->line.data || !e)
+		return -1;
+	p = ws(r->line.data, e);
+	if (p >= e || *p != '{')
+		return -1;
+	p = ws(p + 1, e);
+	size_t nl = strlen(name);
+	while (p < e && *p == '"') {
+		const char *k = p;
+		p = jstring(k, e, NULL);
+		if (!p || (p = ws(p, e)) >= e || *p != ':')
+			return -1;
+		const char *val = ws(p + 1, e);
+		p = jvalue(val, e, 1);
+		if (!p)
+			return -1;
+		/* a plain key: its bytes between the quotes */
+		if ((size_t)(p - k) > nl + 2 && k[nl + 1] == '"' &&
+		    memcmp(k + 1, name, nl) == 0) {
+			*v = val;
+			*v_end = p;
+			return 0;
+		}
+		p = ws(p, e);
+		if (p >= e || *p != ',')
+			return -1;
+		p = ws(p + 1, e);
+	}
+	return -1;
+}

@@ -116,11 +116,6 @@ int gpr_cli_cluster(int argc, char **argv)
 	return run_python(argc, argv);
 }
 
-int gpr_cli_reclaim(int argc, char **argv)
-{
-	return run_python(argc, argv);
-}
-
 int gpr_cli_agent(int argc, char **argv)
 {
 	return run_python(argc, argv);

@@ -59,6 +59,8 @@ struct gpr_cli_ps_round {
  * failed has its err set); or -1 when nothing can be listed, a message on
  * stderr and *code the exit code.
  */
+/* The command its messages name ("ps"; `reclaim` reads a round too). */
+extern const char *gpr_cli_ps_name;
 int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code);
 void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);

@@ -97,13 +97,14 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 {
 	memset(parts, 0, sizeof(long long) * GPR_CLI_PS_GROUPS);
 	*driver = -1;
-	const size_t w = GPR_CLI_PS_GROUPS + 2;
-	for (size_t i = 0; i + w <= a->n_groups; i += w) {
-		if (a->groups[i] != index)
+	/* the first explained GPU that NVML index is (as _agent_cli did) */
+	for (size_t i = 0; i + GPR_CLI_PS_GPU_INTS <= a->n_groups;
+	     i += GPR_CLI_PS_GPU_INTS) {
+		if (a->groups[i + 1] != index)
 			continue;
 		for (int k = 0; k < GPR_CLI_PS_GROUPS; k++)
-			parts[k] = a->groups[i + 1 + (size_t)k];
-		*driver = a->groups[i + w - 1];
+			parts[k] = a->groups[i + 2 + (size_t)k];
+		*driver = a->groups[i + GPR_CLI_PS_GPU_INTS - 1];
 		return 1;
 	}
 	return 0;

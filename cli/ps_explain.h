@@ -16,6 +16,10 @@ struct gpr_cli_ps_gpu;
 
 /* live, returnable, not returnable, workspaces, pools, rest */
 #define GPR_CLI_PS_GROUPS 6
+/* per explained GPU in an explain answer's "groups" (_agent_server.py
+ * flat_groups): its CUDA ordinal, NVML index, the groups, the driver's
+ * figure; -1 where unknown */
+#define GPR_CLI_PS_GPU_INTS (GPR_CLI_PS_GROUPS + 3)
 extern const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS];
 
 /* One agent's explain(), asked in a thread of its own. */
@@ -27,9 +31,8 @@ struct gpr_cli_ps_agent {
 	int ok;		  /* answered; else kind and error say why not */
 	const char *kind; /* agent.py's kinds */
 	char error[640];
-	/* the answer's "groups": per NVML index, GPR_CLI_PS_GROUPS + 2
-	 * numbers (the index, the groups, the driver's figure or -1) */
-	long long groups[(GPR_CLI_PS_GROUPS + 2) * 64];
+	/* the answer's "groups", GPR_CLI_PS_GPU_INTS per explained GPU */
+	long long groups[GPR_CLI_PS_GPU_INTS * 64];
 	size_t n_groups;
 };
 

@@ -263,6 +263,7 @@ def op_status(args: dict) -> tuple:
     devices = ({str(k): v for k, v in held.items()}
                if isinstance(held, dict) else held)
     s = _state
+    idx = _nvml_indexes()
     return {"pid": os.getpid(), "argv": list(sys.argv),
             "python": sys.version.split()[0],
             "executable": sys.executable,
@@ -270,7 +271,7 @@ def op_status(args: dict) -> tuple:
             "frameworks": _frameworks(), "devices": devices,
             "uptime_s": _uptime(),
             "agent_s": round(time.time() - s.started, 2) if s else None,
-            "nvml_index": _nvml_indexes()}, None
+            "nvml_index": idx}, {"ordinals": flat_ordinals(idx)}
 
 
 def explain_accepts() -> tuple:
@@ -325,22 +326,41 @@ def groups(gpu: dict) -> dict:
 
 
 def flat_groups(result: dict, nvml_index: dict) -> list:
-    """The answer's "groups": per NVML index, its first explained GPU as
-    eight integers, [index, live, returnable, not returnable, workspaces,
-    pools, rest, driver (-1: unknown)], one after another: what `gpureclaim
-    ps --explain` (cli/ps_explain.c) reads without a JSON parser. A GPU
-    whose NVML index is unknown is left out."""
+    """The explain answer's "groups": per explained GPU, in order, nine
+    integers: [CUDA ordinal, NVML index, live, returnable, not returnable,
+    workspaces, pools, rest, driver], -1 where unknown, one GPU after
+    another: what the C command (cli/ps_explain.c, cli/cmd_reclaim.c)
+    reads without a JSON parser."""
     out: list = []
-    seen = set()
     for g in result.get("gpus", []):
-        i = nvml_index.get(str(g.get("device")))
-        if not isinstance(i, int) or i in seen:
-            continue
-        seen.add(i)
         parts = groups(g)
-        drv = g.get("driver")
-        out += [i] + [int(parts[n]) for n, _ in GROUPS] + [
-            int(drv) if isinstance(drv, int) else -1]
+        out += [_int(g.get("device")),
+                _int(nvml_index.get(str(g.get("device"))))]
+        out += [int(parts[n]) for n, _ in GROUPS] + [_int(g.get("driver"))]
+    return out
+
+
+def _int(v: Any) -> int:
+    """v as the flat fields carry it: an integer, -1 for unknown."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+
+def flat_ordinals(nvml_index: dict) -> list:
+    """The status answer's "ordinals": [CUDA ordinal, NVML index, ...]."""
+    out: list = []
+    for d, i in nvml_index.items():
+        out += [_int(int(d)) if str(d).isdigit() else -1, _int(i)]
+    return out
+
+
+def flat_released(r: dict) -> list:
+    """The release answer's "returned": [bytes, then per GPU its CUDA
+    ordinal, NVML index, released bytes, known (1 or 0)], -1 where
+    unknown: what `gpureclaim reclaim` (cli/cmd_reclaim.c) reads."""
+    out = [_int(r.get("bytes"))]
+    for g in r.get("gpus", []):
+        out += [_int(g.get("device")), _int(g.get("nvml_index")),
+                _int(g.get("released")), 0 if g.get("known") is False else 1]
     return out
 
 
@@ -367,7 +387,11 @@ def op_release(args: dict) -> tuple:
     if c is not None and c not in ("auto", True, False):
         raise _Usage('collect must be "auto", true or false')
     r = gpureclaim.release(**kw)
-    return r.to_dict(), {"text": repr(r)}
+    d = r.to_dict()
+    sec = d.get("seconds")
+    return d, {"text": repr(r), "returned": flat_released(d),
+               "release_seconds": sec if isinstance(sec, (int, float))
+               else None}
 
 
 _trace = None  # the trace the agent started
