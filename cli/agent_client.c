@@ -262,7 +262,8 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 		return fail(K_NO_AGENT, "process %ld does not exist", pid);
 	long me = (long)getuid();
 	if (me != 0 && uid != me)
-		return fail(K_REFUSED, 
+		return fail(
+		    K_REFUSED,
 		    "process %ld belongs to uid %ld; only that user and "
 		    "root may ask it",
 		    pid, uid);
@@ -283,22 +284,24 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 					ds.d[i]);
 		if (!ds.n)
 			gpr__buf_printf(&where, "/tmp/gpureclaim-%ld", uid);
-		fail(K_NO_AGENT, "process %ld has no agent (no socket in %s); start one "
+		fail(K_NO_AGENT,
+		     "process %ld has no agent (no socket in %s); start one "
 		     "with gpureclaim.agent.start() or GPURECLAIM_AGENT=1",
 		     pid, gpr__buf_str(&where));
 		gpr__buf_free(&where);
 		return GPR_CLI_ERROR;
 	}
 	if (why)
-		return fail(K_REFUSED, "%s %s: not an agent's socket; not used", path,
-			    why);
+		return fail(K_REFUSED, "%s %s: not an agent's socket; not used",
+			    path, why);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return fail(K_ERROR, "%s: too long for a Unix socket", path);
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return fail(K_ERROR, "cannot make a socket: %s", strerror(errno));
+		return fail(K_ERROR, "cannot make a socket: %s",
+			    strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
 	    errno != EINPROGRESS && errno != EAGAIN) {
 		int e = errno;
@@ -306,13 +309,15 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 		if (e == ECONNREFUSED || e == ENOENT) {
 			if (!alive(pid))
 				return fail(K_DIED, "process %ld ended", pid);
-			return fail(K_NO_AGENT, "process %ld's agent is not listening (a "
+			return fail(K_NO_AGENT,
+				    "process %ld's agent is not listening (a "
 				    "stale socket at %s)",
 				    pid, path);
 		}
 		if (e == EACCES || e == EPERM)
 			return fail(K_REFUSED, "%s: %s", path, strerror(e));
-		return fail(K_ERROR, "cannot connect to %s: %s", path, strerror(e));
+		return fail(K_ERROR, "cannot connect to %s: %s", path,
+			    strerror(e));
 	}
 	struct pollfd p = {.fd = fd, .events = POLLOUT};
 	int err = 0;
@@ -323,7 +328,8 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 		if (err)
 			return fail(K_ERROR, "cannot connect to %s: %s", path,
 				    strerror(err));
-		return fail(K_TIMEOUT, "process %ld's agent did not accept the "
+		return fail(K_TIMEOUT,
+			    "process %ld's agent did not accept the "
 			    "connection in time%s",
 			    pid, why_silent(pid));
 	}
@@ -332,7 +338,8 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
 	    (long)cred.pid != pid || (long)cred.uid != uid) {
 		close(fd);
-		return fail(K_REFUSED, "%s is served by process %ld (uid %ld), not "
+		return fail(K_REFUSED,
+			    "%s is served by process %ld (uid %ld), not "
 			    "process %ld (uid %ld): not its agent; not asked",
 			    path, (long)cred.pid, (long)cred.uid, pid, uid);
 	}
@@ -578,7 +585,8 @@ static int read_line(int fd, long pid, double deadline, struct gpr__buf *b)
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		int left = ms_left(deadline);
 		if (left == 0 || poll(&p, 1, left) == 0)
-			return fail(K_TIMEOUT, "process %ld did not answer in time%s", pid,
+			return fail(K_TIMEOUT,
+				    "process %ld did not answer in time%s", pid,
 				    why_silent(pid));
 		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -586,26 +594,31 @@ static int read_line(int fd, long pid, double deadline, struct gpr__buf *b)
 		if (n < 0) {
 			int e = errno;
 			if (ended(pid, deadline))
-				return fail(K_DIED, "process %ld ended before it "
+				return fail(K_DIED,
+					    "process %ld ended before it "
 					    "answered",
 					    pid);
-			return fail(K_BAD, "process %ld's agent broke the connection "
+			return fail(K_BAD,
+				    "process %ld's agent broke the connection "
 				    "(%s)",
 				    pid, strerror(e));
 		}
 		if (n == 0) {
 			if (ended(pid, deadline))
-				return fail(K_DIED, "process %ld ended before it "
+				return fail(K_DIED,
+					    "process %ld ended before it "
 					    "answered",
 					    pid);
-			return fail(K_BAD, "process %ld's agent closed the connection "
+			return fail(K_BAD,
+				    "process %ld's agent closed the connection "
 				    "without a full answer",
 				    pid);
 		}
 		char *nl = memchr(chunk, '\n', (size_t)n);
 		gpr__buf_putn(b, chunk, nl ? (size_t)(nl - chunk) : (size_t)n);
 		if (b->oom || b->len >= MAX_ANSWER)
-			return fail(K_BAD, 
+			return fail(
+			    K_BAD,
 			    "process %ld's answer is larger than %u MiB; "
 			    "refused",
 			    pid, MAX_ANSWER >> 20);
@@ -614,9 +627,8 @@ static int read_line(int fd, long pid, double deadline, struct gpr__buf *b)
 	}
 }
 
-
 static const char *const kinds[] = {K_NO_AGENT, K_REFUSED, K_TIMEOUT,
-				     K_DIED,	 K_BAD,	    K_ERROR};
+				    K_DIED,	K_BAD,	   K_ERROR};
 
 /* The answer in r->line, checked and its members noted in r. */
 static int check_answer(long pid, struct gpr_cli_agent_reply *r)
@@ -833,8 +845,8 @@ static void scan_all(long **pids, size_t *n, size_t *cap)
 			} else {
 				if (e->d_name[0] < '0' || e->d_name[0] > '9')
 					continue;
-				snprintf(d, sizeof(d), "/run/user/%s/gpureclaim",
-					 e->d_name);
+				snprintf(d, sizeof(d),
+					 "/run/user/%s/gpureclaim", e->d_name);
 			}
 			struct stat st;
 			if (lstat(d, &st) != 0)
@@ -878,8 +890,8 @@ int gpr_cli_agent_discover(long **pids, size_t *n)
 	return 0;
 }
 
-int gpr_cli_agent_member(const struct gpr_cli_agent_reply *r,
-			 const char *name, const char **v, const char **v_end)
+int gpr_cli_agent_member(const struct gpr_cli_agent_reply *r, const char *name,
+			 const char **v, const char **v_end)
 {
 	const char *e = r->end, *p;
 	*v = *v_end = NULL;

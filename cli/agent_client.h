@@ -42,8 +42,8 @@ size_t gpr_cli_agent_ints(const char *v, const char *end, long long *out,
 
 /* A top-level member of an answered request: 0 with its value's JSON in
  * [*v, *v_end), or -1 when the answer has no such member. */
-int gpr_cli_agent_member(const struct gpr_cli_agent_reply *r,
-			 const char *name, const char **v, const char **v_end);
+int gpr_cli_agent_member(const struct gpr_cli_agent_reply *r, const char *name,
+			 const char **v, const char **v_end);
 
 /* The pids of the live agents this user may ask (every user's, as root),
  * in order, malloc'd into *pids (free it); 0. */

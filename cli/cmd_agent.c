@@ -66,7 +66,8 @@ static int ask(void)
 	}
 	struct gpr__buf out = {0};
 	if (env.json || !r.text) {
-		gpr__buf_putn(&out, r.result, (size_t)(r.result_end - r.result));
+		gpr__buf_putn(&out, r.result,
+			      (size_t)(r.result_end - r.result));
 	} else {
 		gpr_cli_agent_string(r.text, r.end, &out);
 		while (out.len && out.data[out.len - 1] == '\n')

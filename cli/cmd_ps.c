@@ -311,8 +311,7 @@ int gpr_cli_ps(int argc, char **argv)
 	if (env.explain) { /* the agents asked while NVML starts */
 		t0 = gpr_cli_prof_clock();
 		gpr_cli_ps_agents_start(&agents, env.timeout);
-		gpr_cli_prof_step(t0, "agents found and asked (%zu)",
-				  agents.n);
+		gpr_cli_prof_step(t0, "agents found and asked (%zu)", agents.n);
 	}
 
 	t0 = gpr_cli_prof_clock();
@@ -398,7 +397,7 @@ int gpr_cli_ps(int argc, char **argv)
 		}
 	}
 cleanup:
-	gpr_cli_ps_started(&start); /* gpr_open failed: nothing running */
+	gpr_cli_ps_started(&start);	 /* gpr_open failed: nothing running */
 	gpr_cli_ps_agents_wait(&agents); /* a failed query: none left */
 	gpr_cli_ps_agents_free(&agents);
 	gpr__buf_free(&out);

@@ -145,8 +145,8 @@ static void reclaim_one(struct target *t)
 		gpr_cli_agent_reply_free(&r);
 		long long would = 0;
 		t->n_gpus = 0;
-		for (size_t i = 0; i + GPR_CLI_PS_GPU_INTS <= k &&
-				   t->n_gpus < MAX_GPUS;
+		for (size_t i = 0;
+		     i + GPR_CLI_PS_GPU_INTS <= k && t->n_gpus < MAX_GPUS;
 		     i += GPR_CLI_PS_GPU_INTS) {
 			struct rgpu *g = &t->gpus[t->n_gpus++];
 			g->device = n[i];
@@ -206,9 +206,9 @@ static void ask_all(struct target **ts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (ts[i]->agent && !ts[i]->done && !ts[i]->started)
-			ts[i]->started = pthread_create(&ts[i]->thread, NULL,
-							reclaim_thread,
-							ts[i]) == 0;
+			ts[i]->started =
+			    pthread_create(&ts[i]->thread, NULL, reclaim_thread,
+					   ts[i]) == 0;
 }
 
 static void wait_all(struct target **ts, size_t n)
@@ -377,7 +377,8 @@ static void report_json(struct gpr__buf *b, struct target *const *ts, size_t n,
 				continue;
 			gpr__json_object(&j);
 			base(&j, t);
-			gpr__json_kv_str(&j, "kind", pass ? "no_agent" : t->kind);
+			gpr__json_kv_str(&j, "kind",
+					 pass ? "no_agent" : t->kind);
 			gpr__json_kv_str(&j, "error",
 					 pass ? no_agent_why : t->error);
 			gpr__json_object_end(&j);
@@ -477,8 +478,8 @@ static const char *user_of(const struct target *t)
 	return t->user_known && t->user[0] ? t->user : "-";
 }
 
-static void report_text(struct gpr__buf *b, struct target *const *ts,
-			size_t n, long long total, const char *note)
+static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
+			long long total, const char *note)
 {
 	char x[32];
 	size_t answered = 0, asked = 0, failed = 0, none = 0;
@@ -520,13 +521,13 @@ static void report_text(struct gpr__buf *b, struct target *const *ts,
 	struct total tot[MAX_GPUS];
 	size_t m = totals(ts, n, tot, MAX_GPUS);
 	for (size_t k = 0; k < m; k++)
-		gpr__buf_printf(b, "GPU %lld: %s (%lld bytes) %s back from %d "
-				   "process%s\n",
-				tot[k].index, fb(tot[k].bytes, x, sizeof(x)),
-				tot[k].bytes,
-				env.dry_run ? "would come" : "came",
-				tot[k].processes,
-				tot[k].processes != 1 ? "es" : "");
+		gpr__buf_printf(
+		    b,
+		    "GPU %lld: %s (%lld bytes) %s back from %d "
+		    "process%s\n",
+		    tot[k].index, fb(tot[k].bytes, x, sizeof(x)), tot[k].bytes,
+		    env.dry_run ? "would come" : "came", tot[k].processes,
+		    tot[k].processes != 1 ? "es" : "");
 	if (failed)
 		gpr__buf_puts(b, "Did not answer:\n");
 	for (size_t i = 0; i < n; i++) {
@@ -605,9 +606,15 @@ static long long parse_size(const char *s)
 	static const struct {
 		const char *unit;
 		double mult;
-	} units[] = {{"", 1},	     {"b", 1},		 {"kb", 1e3},
-		     {"mb", 1e6},    {"gb", 1e9},	 {"tb", 1e12},
-		     {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+	} units[] = {{"", 1},
+		     {"b", 1},
+		     {"kb", 1e3},
+		     {"mb", 1e6},
+		     {"gb", 1e9},
+		     {"tb", 1e12},
+		     {"kib", 1024.0},
+		     {"mib", 1048576.0},
+		     {"gib", 1073741824.0},
 		     {"tib", 1099511627776.0}};
 	while (*s == ' ' || *s == '\t')
 		s++;
@@ -669,18 +676,20 @@ static int parse_args(int argc, char **argv, int *help)
 			long v = strtol(optarg, &end, 10);
 			if (errno || end == optarg || *end || v < 0 ||
 			    v > 0xffff)
-				return usage_error("--gpu needs a GPU index (0, "
-						   "1, ...), not '%s'",
-						   optarg);
+				return usage_error(
+				    "--gpu needs a GPU index (0, "
+				    "1, ...), not '%s'",
+				    optarg);
 			env.gpu = (int)v;
 			break;
 		}
 		case OPT_MIN:
 			env.min = parse_size(optarg);
 			if (env.min < 0)
-				return usage_error("--min needs a size (512MiB, "
-						   "2GiB, bytes), not '%s'",
-						   optarg);
+				return usage_error(
+				    "--min needs a size (512MiB, "
+				    "2GiB, bytes), not '%s'",
+				    optarg);
 			break;
 		case OPT_DRY:
 			env.dry_run = 1;
@@ -838,8 +847,9 @@ int gpr_cli_reclaim(int argc, char **argv)
 					v[--len] = '\0';
 				snprintf(t->cmd, sizeof(t->cmd), "%s", v);
 			}
-			t->user_known = gpr_cli_proc_user((pid_t)t->pid, t->user,
-							  sizeof(t->user)) == 0;
+			t->user_known =
+			    gpr_cli_proc_user((pid_t)t->pid, t->user,
+					      sizeof(t->user)) == 0;
 		}
 	}
 	struct gpr__buf out = {0};

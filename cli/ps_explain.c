@@ -29,10 +29,9 @@ static void *ask_one(void *arg)
 	if (gpr_cli_agent_request(a->pid, "explain", "", a->timeout, &r) ==
 	    GPR_CLI_OK) {
 		a->ok = 1;
-		a->n_groups = gpr_cli_agent_ints(r.groups, r.groups_end,
-						 a->groups,
-						 sizeof(a->groups) /
-						     sizeof(*a->groups));
+		a->n_groups =
+		    gpr_cli_agent_ints(r.groups, r.groups_end, a->groups,
+				       sizeof(a->groups) / sizeof(*a->groups));
 	} else {
 		a->kind = r.kind;
 		snprintf(a->error, sizeof(a->error), "%s", r.error);
@@ -58,8 +57,7 @@ void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 		struct gpr_cli_ps_agent *a = &s->a[i];
 		a->pid = pids[i];
 		a->timeout = timeout;
-		a->started =
-		    pthread_create(&a->thread, NULL, ask_one, a) == 0;
+		a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
 	}
 	free(pids);
 }
@@ -111,8 +109,8 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 }
 
 void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
-			     const struct gpr_cli_ps_gpu *g, uint64_t *returnable,
-			     int *with_agent, int *silent)
+			     const struct gpr_cli_ps_gpu *g,
+			     uint64_t *returnable, int *with_agent, int *silent)
 {
 	*returnable = 0;
 	*with_agent = *silent = 0;
@@ -182,7 +180,8 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 			gpr__buf_puts(b, "\n");
 		if (g->err) {
 			char msg[768];
-			gpr_cli_ps_describe(g->err, g->detail, msg, sizeof(msg));
+			gpr_cli_ps_describe(g->err, g->detail, msg,
+					    sizeof(msg));
 			gpr__buf_printf(b, "GPU %d: %s\n", g->index, msg);
 			continue;
 		}
@@ -223,10 +222,9 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 						"%d> ",
 						row->stray_of);
 			}
-			short_cmd(b,
-				  row->cmd_known && row->cmd[0] ? row->cmd
-								: "?",
-				  200);
+			short_cmd(
+			    b, row->cmd_known && row->cmd[0] ? row->cmd : "?",
+			    200);
 			gpr__buf_puts(b, "\n");
 			const struct gpr_cli_ps_agent *a =
 			    gpr_cli_ps_agent_of(s, row->pid);
@@ -264,16 +262,17 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 						silent, silent != 1 ? "s" : "");
 			gpr__buf_puts(b, ")\n");
 		} else if (silent) {
-			gpr__buf_printf(b, "  no agent here answered (%d asked)\n",
-					silent);
+			gpr__buf_printf(
+			    b, "  no agent here answered (%d asked)\n", silent);
 		} else {
 			gpr__buf_puts(b, "  no process here runs the agent\n");
 		}
 	}
 	if (stray)
-		gpr__buf_puts(b, "\n<stray context>: about a CUDA context on a "
-				 "GPU the process does not work on, the missing "
-				 "torch.cuda.set_device(local_rank) before the "
-				 "first CUDA call (pytorch#135279); call it first "
-				 "in each rank\n");
+		gpr__buf_puts(b,
+			      "\n<stray context>: about a CUDA context on a "
+			      "GPU the process does not work on, the missing "
+			      "torch.cuda.set_device(local_rank) before the "
+			      "first CUDA call (pytorch#135279); call it first "
+			      "in each rank\n");
 }

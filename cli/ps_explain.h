@@ -58,8 +58,9 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 /* Per GPU: what a release of every process would return, how many
  * answered, how many did not. */
 void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
-			     const struct gpr_cli_ps_gpu *g, uint64_t *returnable,
-			     int *with_agent, int *silent);
+			     const struct gpr_cli_ps_gpu *g,
+			     uint64_t *returnable, int *with_agent,
+			     int *silent);
 
 /* The text of `ps --explain` (docs/agent.md shows it). */
 void gpr_cli_ps_explain_text(struct gpr__buf *b,
