@@ -68,9 +68,10 @@ void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s)
 		struct gpr_cli_ps_agent *a = &s->a[i];
 		if (a->started)
 			pthread_join(a->thread, NULL);
-		else
+		else if (!a->done)
 			ask_one(a); /* no thread to be had: here, in turn */
 		a->started = 0;
+		a->done = 1;
 	}
 }
 
