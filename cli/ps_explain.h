@@ -28,7 +28,7 @@ struct gpr_cli_ps_agent {
 	double timeout;
 	pthread_t thread;
 	int started;
-	int done; /* answered or failed: never asked again */
+	int done;	  /* answered or failed: never asked again */
 	int ok;		  /* answered; else kind and error say why not */
 	const char *kind; /* agent.py's kinds */
 	char error[640];
