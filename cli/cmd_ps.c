@@ -36,6 +36,7 @@
 #include "driver_info.h"
 #include "gpureclaim.h"
 #include "out/buf.h"
+#include "ps_explain.h"
 
 #define MAX_SELECT 64
 
@@ -45,7 +46,11 @@ static struct env {
 	int select[MAX_SELECT]; /* -i/--gpu INDEX[,INDEX]: only these */
 	int n_select;		/* 0: every GPU */
 	const char *color;	/* --color[=WHEN]: always, never, auto */
+	int explain;		/* --explain: ask the agents too */
+	double timeout;		/* --timeout SECONDS: each agent's longest */
+	int timeout_given;
 } env = {
+    .timeout = 5,
     .json = 0,
     .watch = 0,
     .n_select = 0,
@@ -110,8 +115,10 @@ static int usage_error(const char *fmt, const char *arg)
 /* Parses argv into env; GPR_CLI_OK, or an exit code to return now. */
 static int parse_args(int argc, char **argv, int *help)
 {
-	enum { OPT_JSON = 256, OPT_WATCH, OPT_COLOR };
+	enum { OPT_JSON = 256, OPT_WATCH, OPT_COLOR, OPT_EXPLAIN, OPT_TIMEOUT };
 	static const struct option longopts[] = {
+	    {"explain", no_argument, NULL, OPT_EXPLAIN},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"watch", required_argument, NULL, OPT_WATCH},
 	    {"gpu", required_argument, NULL, 'i'},
@@ -144,6 +151,17 @@ static int parse_args(int argc, char **argv, int *help)
 				    "0,2), not '%s'",
 				    optarg);
 			break;
+		case OPT_EXPLAIN:
+			env.explain = 1;
+			break;
+		case OPT_TIMEOUT:
+			if (gpr_cli_parse_seconds(optarg, &env.timeout) != 0)
+				return usage_error(
+				    "--timeout needs a number of seconds "
+				    "from 0.1 to 86400 (0.5, 5), not '%s'",
+				    optarg);
+			env.timeout_given = 1;
+			break;
 		case OPT_COLOR:
 			env.color = optarg ? optarg : "always";
 			if (gpr_cli_color(env.color, STDOUT_FILENO) < 0)
@@ -169,6 +187,12 @@ static int parse_args(int argc, char **argv, int *help)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (env.explain && env.watch > 0)
+		return usage_error("%s", "--explain asks the agents once; it "
+					 "takes no --watch");
+	if (env.timeout_given && !env.explain)
+		return usage_error("%s", "--timeout is --explain's (how long "
+					 "each agent may take)");
 	return GPR_CLI_OK;
 }
 
@@ -268,6 +292,7 @@ int gpr_cli_ps(int argc, char **argv)
 	    .watch = env.watch};
 	gpr_ctx *ctx = NULL;
 	struct gpr__buf out = {0};
+	struct gpr_cli_ps_agents agents = {0};
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -283,6 +308,11 @@ int gpr_cli_ps(int argc, char **argv)
 	}
 	gpr_cli_prof_step(t0, "options, handle");
 	gpr_cli_ps_start(&start, ctx, &variant);
+	if (env.explain) { /* the agents asked while NVML starts */
+		t0 = gpr_cli_prof_clock();
+		gpr_cli_ps_agents_start(&agents, env.timeout);
+		gpr_cli_prof_step(t0, "agents found and asked (%zu)", agents.n);
+	}
 
 	t0 = gpr_cli_prof_clock();
 	/* A reader that leaves (`| head -1`) ends the run through EPIPE,
@@ -329,8 +359,16 @@ int gpr_cli_ps(int argc, char **argv)
 			layout.height = 0; /* a one-shot listing may scroll */
 		if (clear)
 			gpr__buf_puts(&out, "\033[H\033[2J");
+		if (env.explain) {
+			double t1 = gpr_cli_prof_clock();
+			gpr_cli_ps_agents_wait(&agents);
+			gpr_cli_prof_step(t1, "agents answered");
+		}
 		if (env.json)
-			gpr_cli_ps_json(&out, &round);
+			gpr_cli_ps_json_agents(&out, &round,
+					       env.explain ? &agents : NULL);
+		else if (env.explain)
+			gpr_cli_ps_explain_text(&out, &round, &agents);
 		else
 			gpr_cli_ps_text(&out, &round, &layout);
 		gpr_cli_ps_round_free(&round);
@@ -359,7 +397,9 @@ int gpr_cli_ps(int argc, char **argv)
 		}
 	}
 cleanup:
-	gpr_cli_ps_started(&start); /* gpr_open failed: nothing running */
+	gpr_cli_ps_started(&start);	 /* gpr_open failed: nothing running */
+	gpr_cli_ps_agents_wait(&agents); /* a failed query: none left */
+	gpr_cli_ps_agents_free(&agents);
 	gpr__buf_free(&out);
 	if (env.watch > 0 || code != GPR_CLI_OK)
 		gpr_close(ctx);

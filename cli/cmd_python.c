@@ -1,8 +1,9 @@
 /*
  * `gpureclaim explain`, `gpureclaim demo`, `gpureclaim run` and
  * `gpureclaim exporter` (Prometheus metrics), a Dask cluster's reports
- * (`ps --dask`, `release --dask`), the agent's commands (`release --pid`,
- * `reclaim`, `agent`, `ps --explain`) and `report` of an
+ * (`ps --dask`, `release --dask`), the agent's `agent` command and the
+ * help of the others (`release --pid`, `reclaim`, `ps --explain` are C:
+ * cli/cmd_agent.c, cli/cmd_reclaim.c, cli/ps_explain.c) and `report` of an
  * out-of-memory post-mortem: the subcommands that live in the Python
  * package (they run a Python program, Torch and CuPy, or Dask). The
  * command hands them to `python3 -m gpureclaim`, so both spellings are one
@@ -112,11 +113,6 @@ int gpr_cli_demo(int argc, char **argv)
 }
 
 int gpr_cli_cluster(int argc, char **argv)
-{
-	return run_python(argc, argv);
-}
-
-int gpr_cli_reclaim(int argc, char **argv)
 {
 	return run_python(argc, argv);
 }

@@ -164,10 +164,9 @@ static void usage(FILE *f)
 }
 
 /*
- * The Python package's forms: `release` (--pid or --dask), and `ps` given
- * --dask (a Dask cluster's report) or --explain (the agents' parts: the
- * package asks them, with this command's `ps --json` rows as the facts).
- * (`explain` goes there anyway.)
+ * The Python package's forms: `release` (--pid or --dask), `ps` given
+ * --dask (a Dask cluster's report), and the help of `ps --explain` (the
+ * listing itself is cli/ps_explain.c's). (`explain` goes there anyway.)
  */
 static int for_cluster(int argc, char **argv)
 {
@@ -176,10 +175,17 @@ static int for_cluster(int argc, char **argv)
 	if (strcmp(argv[0], "ps") != 0)
 		return 0;
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strncmp(argv[i], "--dask", 6) == 0 ||
-		    strcmp(argv[i], "--explain") == 0)
+		if (strncmp(argv[i], "--dask", 6) == 0)
 			return 1;
-	return 0;
+	/* ps --explain is this command's (cli/ps_explain.c); its help the
+	 * package's */
+	int explain = 0, help = 0;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		explain |= strcmp(argv[i], "--explain") == 0;
+		help |= strcmp(argv[i], "-h") == 0 ||
+			strcmp(argv[i], "--help") == 0;
+	}
+	return explain && help;
 }
 
 /* The help of command `name` (`gpureclaim help ps`, `gpureclaim --help ps`),

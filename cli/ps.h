@@ -59,6 +59,8 @@ struct gpr_cli_ps_round {
  * failed has its err set); or -1 when nothing can be listed, a message on
  * stderr and *code the exit code.
  */
+/* The command its messages name ("ps"; `reclaim` reads a round too). */
+extern const char *gpr_cli_ps_name;
 int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code);
 void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
@@ -94,6 +96,12 @@ void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 
 /* The JSON document of r, one line (docs/ps.md, "JSON shape"). */
 void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);
+/* The same with ps --explain's agents: each process's "agent", each
+ * GPU's "returnable", "agents" and "agents_silent" (docs/agent.md). */
+struct gpr_cli_ps_agents;
+void gpr_cli_ps_json_agents(struct gpr__buf *b,
+			    const struct gpr_cli_ps_round *r,
+			    const struct gpr_cli_ps_agents *s);
 
 /* ---------------- start and end (cli/ps_start.c) ---------------- */
 

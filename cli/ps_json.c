@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "out/json.h"
+#include "ps_explain.h"
 
 static const char *const state_names[] = {
     [GPR_CLI_PID_ALIVE] = "alive",
@@ -31,8 +32,42 @@ static void when(struct gpr__json *j, const struct timespec *ts)
 	    3);
 }
 
+/* ps --explain: "agent", null, {"kind", "error"} or {"parts", "driver"} */
+static void agent(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
+		  const struct gpr_cli_ps_row *r,
+		  const struct gpr_cli_ps_agents *s)
+{
+	const struct gpr_cli_ps_agent *a = gpr_cli_ps_agent_of(s, r->pid);
+	gpr__json_key(j, "agent");
+	if (!a) {
+		gpr__json_null(j);
+		return;
+	}
+	gpr__json_object(j);
+	if (!a->ok) {
+		gpr__json_kv_str(j, "kind", a->kind);
+		gpr__json_kv_str(j, "error", a->error);
+		gpr__json_object_end(j);
+		return;
+	}
+	long long parts[GPR_CLI_PS_GROUPS], driver;
+	int found = gpr_cli_ps_agent_parts(a, g->index, parts, &driver);
+	gpr__json_key(j, "parts");
+	gpr__json_object(j);
+	for (int i = 0; i < GPR_CLI_PS_GROUPS; i++)
+		gpr__json_kv_i64(j, gpr_cli_ps_group_names[i], parts[i]);
+	gpr__json_object_end(j);
+	gpr__json_key(j, "driver");
+	if (found && driver >= 0)
+		gpr__json_i64(j, driver);
+	else
+		gpr__json_null(j);
+	gpr__json_object_end(j);
+}
+
 static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
-		    const struct gpr_cli_ps_row *r)
+		    const struct gpr_cli_ps_row *r,
+		    const struct gpr_cli_ps_agents *s)
 {
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "pid", r->pid);
@@ -61,10 +96,19 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	} else {
 		gpr__json_null(j);
 	}
+	if (s)
+		agent(j, g, r, s);
 	gpr__json_object_end(j);
 }
 
 void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r)
+{
+	gpr_cli_ps_json_agents(b, r, NULL);
+}
+
+void gpr_cli_ps_json_agents(struct gpr__buf *b,
+			    const struct gpr_cli_ps_round *r,
+			    const struct gpr_cli_ps_agents *s)
 {
 	struct gpr__json j;
 	gpr__json_init(&j, b);
@@ -99,8 +143,17 @@ void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r)
 		gpr__json_key(&j, "processes");
 		gpr__json_array(&j);
 		for (size_t p = 0; p < g->n; p++)
-			process(&j, g, &g->rows[p]);
+			process(&j, g, &g->rows[p], s);
 		gpr__json_array_end(&j);
+		if (s) {
+			uint64_t returnable;
+			int with, silent;
+			gpr_cli_ps_agents_tally(s, g, &returnable, &with,
+						&silent);
+			gpr__json_kv_u64(&j, "returnable", returnable);
+			gpr__json_kv_i64(&j, "agents", with);
+			gpr__json_kv_i64(&j, "agents_silent", silent);
+		}
 		gpr__json_object_end(&j);
 	}
 	gpr__json_array_end(&j);

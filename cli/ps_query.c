@@ -251,6 +251,8 @@ void gpr_cli_ps_mark_strays(struct gpr_cli_ps_round *r)
 	}
 }
 
+const char *gpr_cli_ps_name = "ps";
+
 int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		     struct gpr_cli_ps_round *r, int *code)
 {
@@ -271,13 +273,13 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 			continue;
 		if (count == 0)
 			fprintf(stderr,
-				"gpureclaim ps: no GPU %d: NVML sees no GPU\n",
-				select[s]);
+				"gpureclaim %s: no GPU %d: NVML sees no GPU\n",
+				gpr_cli_ps_name, select[s]);
 		else
 			fprintf(stderr,
-				"gpureclaim ps: no GPU %d: NVML sees %d "
+				"gpureclaim %s: no GPU %d: NVML sees %d "
 				"(0-%d)\n",
-				select[s], count, count - 1);
+				gpr_cli_ps_name, select[s], count, count - 1);
 		*code = GPR_CLI_USAGE;
 		return -1;
 	}

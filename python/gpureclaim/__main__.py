@@ -476,14 +476,15 @@ def main(argv):
         from gpureclaim._agent_cli import explain_main
 
         return explain_main(argv[1:])
-    if _ps_explain(argv):
-        from gpureclaim._agent_cli import ps_explain_main
+    if _ps_explain(argv) or argv[:1] == ["reclaim"]:
+        # the command's own (cli/ps_explain.c, cli/cmd_reclaim.c); their
+        # help is said here
+        opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+        if any(a in ("-h", "--help") for a in opts):
+            from gpureclaim._agent_cli import help_main
 
-        return ps_explain_main(argv[1:])
-    if argv[:1] == ["reclaim"]:
-        from gpureclaim._agent_cli import reclaim_main
-
-        return reclaim_main(argv[1:])
+            return help_main(argv[0])
+        return _exec_command(argv)
     if argv[:1] == ["agent"]:
         from gpureclaim._agent_cli import agent_main
 

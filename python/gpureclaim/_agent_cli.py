@@ -1,18 +1,14 @@
-"""The agent's commands (docs/agent.md): `reclaim`, `agent start|list`,
-`ps --explain`, and the help of `explain --pid N` and `release --pid N`.
-The C command hands them to this module (cli/main.c, as it hands the
---dask forms); `explain --pid` and `release --pid` themselves are the C
-command's (cli/cmd_agent.c: no interpreter's start in front of a
-request), and this module's explain_main and release_main stand in for
-them only where the command is not installed.
-
-`ps --explain` lives here, not in C: the C side keeps the facts (NVML's
-rows, who each process is, the stray-context flag), read once as
-`gpureclaim ps --json` (the same listing, one JSON document), and this
-module adds what only the processes themselves can say, asked of their
-agents in parallel. The agents' protocol is Python's (gpureclaim/agent.py);
-a second implementation of it in C would be one more thing to keep in
-step, for no fact C has.
+"""The agent's commands (docs/agent.md) that stay in Python: `agent
+start|list`, and the help of `explain --pid N`, `release --pid N`,
+`reclaim` and `ps --explain`. The C command hands them to this module
+(cli/main.c, as it hands the --dask forms); `explain --pid`, `release
+--pid`, `reclaim` and `ps --explain` themselves are the C command's
+(cli/cmd_agent.c, cli/cmd_reclaim.c, cli/ps_explain.c: no interpreter's
+start in front of the requests, every agent asked at once), and this
+module's explain_main and release_main stand in for the --pid forms only
+where the command is not installed. What a part of `ps --explain` is
+stays Python's: the agent's server adds it to its answers as numbers
+(gpureclaim/_agent_server.py flat_groups).
 """
 from __future__ import annotations
 
@@ -20,24 +16,12 @@ import argparse
 import concurrent.futures as _futures
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Optional
 
 from . import agent as _agent
-
-#: the parts `ps --explain` shows, each a group of explain()'s kinds
-GROUPS = (
-    ("live", ("live", "unattributed")),
-    ("returnable", ("releasable",)),
-    ("not returnable", ("fragmented",)),
-    ("workspaces", ("workspace",)),
-    ("pools", ("pool", "graph_pool")),
-    ("rest", ("rest", "unreported", "context")),
-)
 
 _EXIT_TAIL = """\
 Exit status: 0 answered, 1 the process could not be asked or its request
@@ -200,26 +184,6 @@ def _fail(command: str, msg: str) -> int:
     return 1
 
 
-def _fb(n: Optional[int]) -> str:
-    from . import format_bytes
-
-    return format_bytes(n)
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.I)
-_UNITS = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3,
-          "tb": 1000 ** 4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
-          "tib": 1 << 40}
-
-
-def parse_size(text: str) -> Optional[int]:
-    """"2GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes, or None."""
-    m = _SIZE.match(text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
-
-
 # -- explain --pid and release --pid ----------------------------------------
 
 def explain_main(argv: list) -> int:
@@ -288,78 +252,6 @@ def release_entry(argv: list) -> int:
     return 2
 
 
-# -- the processes on the GPUs, from the C command --------------------------
-
-def ps_start(select: list) -> Any:
-    """`gpureclaim ps --json [-i ...]` started (the C side's rows), for
-    ps_finish; or the failure as ps_finish returns it."""
-    from .__main__ import _command
-
-    cmd = _command()
-    if not cmd:
-        return None, ("the gpureclaim command is not installed beside this "
-                      "package; set GPURECLAIM_BIN"), 1
-    args = [cmd, "ps", "--json"]
-    for i in select:
-        args += ["-i", str(i)]
-    try:
-        return subprocess.Popen(args, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    except OSError as e:
-        return None, f"gpureclaim ps failed: {e}", 1
-
-
-def ps_finish(p: Any) -> tuple:
-    """(the document, None, 0) or (None, why, its exit status)."""
-    if isinstance(p, tuple):
-        return p
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        return None, "gpureclaim ps did not answer in 60 s", 1
-    lines = err.strip().splitlines()
-    if p.returncode == 2:
-        return None, lines[0] if lines else "bad usage", 2
-    try:
-        return json.loads(out), None, 0
-    except ValueError:
-        return None, (lines[0] if lines else
-                      f"gpureclaim ps: exit {p.returncode}"), p.returncode or 1
-
-
-def ps_document(select: list) -> tuple:
-    """(`gpureclaim ps --json` as a dict, None, 0) or (None, why, its exit
-    status)."""
-    return ps_finish(ps_start(select))
-
-
-def _askable(pid: int) -> bool:
-    """A process this user may ask (its own, or any as root)."""
-    uid = _agent._proc_uid(pid)
-    return uid is not None and (os.getuid() == 0 or uid == os.getuid())
-
-
-def _who(pid: int, rows: dict) -> tuple:
-    """(user, command) of pid, from ps's rows or /proc."""
-    r = rows.get(pid)
-    if r:
-        return r.get("user"), r.get("command")
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read(4096).replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        cmd = None
-    try:
-        import pwd
-
-        user = pwd.getpwuid(_agent._proc_uid(pid)).pw_name
-    except (KeyError, TypeError):
-        user = None
-    return user, (cmd.strip() if cmd else None)
-
-
 def _parallel(fn, items: list, workers: int = 32) -> list:
     """[fn(x) for x in items], each in a thread of its own (at most
     `workers` at once), in the items' order."""
@@ -369,216 +261,12 @@ def _parallel(fn, items: list, workers: int = 32) -> list:
         return list(ex.map(fn, items))
 
 
-def _groups(gpu: dict) -> dict:
-    """An explained GPU's parts as GROUPS (bytes; unknown parts left
-    out)."""
-    out = {name: 0 for name, _ in GROUPS}
-    for part in gpu.get("parts", []):
-        if part.get("known") is False or part.get("bytes") is None:
-            continue
-        for name, kinds in GROUPS:
-            if part.get("kind") in kinds:
-                out[name] += part["bytes"]
-                break
-    return out
-
-
-# -- reclaim -------------------------------------------------------------
-
-def reclaim_main(argv: list) -> int:
-    p = _Parser("reclaim", RECLAIM_USAGE)
-    p.add_argument("-h", "--help", action="help")
-    p.add_argument("-i", "--gpu", type=int)
-    p.add_argument("--min", dest="min_size")
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=float, default=30.0)
-    a = p.parse_args(argv)
-    _positive(p, "--timeout", a.timeout)
-    min_bytes = None
-    if a.min_size is not None:
-        min_bytes = parse_size(a.min_size)
-        if min_bytes is None:
-            p.error(f"--min needs a size (512MiB, 2GiB, bytes), not "
-                    f"{a.min_size!r}")
-    if a.gpu is not None and a.gpu < 0:
-        p.error("--gpu needs a GPU index (0, 1, ...)")
-    t0 = time.monotonic()
-    # the GPUs' rows (C) read while the agents are asked; with --gpu
-    # they say first who is on that GPU
-    ps = ps_start([] if a.gpu is None else [a.gpu])
-    agents = {pid for pid, _ in _agent.discover()}
-
-    def one(pid: int) -> dict:
-        return _reclaim_one(pid, a, min_bytes)
-
-    results: dict = {}
-    if a.gpu is None:
-        asked = sorted(agents)
-        results = dict(zip(asked, _parallel(one, asked)))
-    doc, why, rc = ps_finish(ps)
-    if rc == 2:  # a GPU index that no GPU has
-        sys.stderr.write(why.replace("gpureclaim ps:", "gpureclaim reclaim:")
-                         + "\n")
-        return 2
-    rows: dict = {}   # pid -> its ps row (the first GPU's)
-    held: dict = {}   # pid -> {nvml index: bytes}
-    for g in (doc or {}).get("gpus", []):
-        for r in g.get("processes", []):
-            if r.get("state") != "alive" or not _askable(r["pid"]):
-                continue
-            rows.setdefault(r["pid"], r)
-            held.setdefault(r["pid"], {})[g["index"]] = r.get("bytes")
-    pids = sorted(agents | set(held))
-    if a.gpu is not None:  # only the processes on that GPU
-        pids = [q for q in pids if a.gpu in held.get(q, {})]
-        asked = [q for q in pids if q in agents]
-        results = dict(zip(asked, _parallel(one, asked)))
-    report = _reclaim_report(pids, agents, results, held, rows, a,
-                             min_bytes, time.monotonic() - t0, why)
-    if a.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(_reclaim_text(report))
-    return 3 if report["failed"] else 0
-
-
-def _ordinals(pid: int, gpu: Optional[int], timeout: float) -> Optional[list]:
-    """The CUDA ordinals by which pid knows NVML GPU `gpu` (None: all)."""
-    if gpu is None:
-        return None
-    st = _agent.ask(pid, "status", timeout=timeout)
-    m = st.get("nvml_index") or {}
-    return [int(d) for d, i in m.items() if i == gpu]
-
-
-def _reclaim_one(pid: int, a: Any, min_bytes: Optional[int]) -> dict:
-    t0 = time.monotonic()
-    deadline = t0 + a.timeout
-
-    def left() -> float:
-        return max(deadline - time.monotonic(), 0.01)
-
-    try:
-        devices = _ordinals(pid, a.gpu, left())
-        if devices == []:
-            return {"ok": True, "returned": 0, "gpus": [],
-                    "skipped": f"holds no context on GPU {a.gpu}",
-                    "seconds": time.monotonic() - t0}
-        kw = {} if devices is None else {"devices": devices}
-        if a.dry_run or min_bytes is not None:
-            doc = _agent.ask_full(pid, "explain", timeout=left(), **kw)
-            idx = doc.get("nvml_index") or {}
-            gpus = [{"device": g["device"],
-                     "nvml_index": idx.get(str(g["device"])),
-                     "returnable": _groups(g)["returnable"]}
-                    for g in doc["result"]["gpus"]]
-            would = sum(g["returnable"] for g in gpus)
-            if a.dry_run:
-                return {"ok": True, "would_return": would, "gpus": gpus,
-                        "seconds": time.monotonic() - t0}
-            if would < min_bytes:
-                return {"ok": True, "returned": 0, "gpus": [],
-                        "skipped": f"would return {_fb(would)}, less than "
-                                   f"--min {_fb(min_bytes)}",
-                        "seconds": time.monotonic() - t0}
-        r = _agent.ask(pid, "release", timeout=left(), **kw)
-        gpus = [{"device": g["device"], "nvml_index": g.get("nvml_index"),
-                 "returned": g["released"], "known": g.get("known", True)}
-                for g in r["gpus"]]
-        return {"ok": True, "returned": r["bytes"], "source": r["source"],
-                "gpus": gpus, "notes": r.get("notes", []),
-                "release_seconds": r.get("seconds"),
-                "seconds": time.monotonic() - t0}
-    except _agent.AgentError as e:
-        return {"ok": False, "kind": e.kind, "error": str(e),
-                "seconds": time.monotonic() - t0}
-
-
-def _reclaim_report(pids, agents, results, held, rows, a, min_bytes,
-                    seconds, ps_why) -> dict:
-    key = "would_return" if a.dry_run else "returned"
-    done, failed, unasked = [], [], []
-    per_gpu: dict = {}
-    for pid in pids:
-        user, cmd = _who(pid, rows)
-        base = {"pid": pid, "user": user, "command": cmd,
-                "held": {str(k): v for k, v in held.get(pid, {}).items()}}
-        if pid not in agents:
-            unasked.append(dict(base, kind="no_agent",
-                                error="no agent (GPURECLAIM_AGENT=1, "
-                                      "gpureclaim run --agent, or "
-                                      "gpureclaim.agent.start())"))
-            continue
-        r = results[pid]
-        if not r["ok"]:
-            failed.append(dict(base, kind=r["kind"], error=r["error"]))
-            continue
-        row = dict(base, **{key: r.get(key, 0)}, gpus=r["gpus"],
-                   seconds=round(r["seconds"], 6))
-        if r.get("skipped"):
-            row["skipped"] = r["skipped"]
-        if r.get("release_seconds") is not None:
-            row["release_seconds"] = r["release_seconds"]  # in the process
-        done.append(row)
-        for g in r["gpus"]:
-            i = g.get("nvml_index")
-            i = g["device"] if i is None else i
-            t = per_gpu.setdefault(str(i), {"index": i, key: 0,
-                                            "processes": 0})
-            t[key] += g.get(key, g.get("returnable", 0)) or 0
-            t["processes"] += 1
-    return {"dry_run": a.dry_run, "gpu": a.gpu, "min": min_bytes,
-            "seconds": round(seconds, 6),
-            "total": sum(r[key] for r in done),
-            "processes": done,
-            "gpus": sorted(per_gpu.values(), key=lambda g: str(g["index"])),
-            "failed": failed, "no_agent": unasked,
-            "notes": [f"the GPUs' process list is missing: {ps_why}"]
-            if ps_why else []}
-
-
-def _reclaim_text(rep: dict) -> str:
-    key = "would_return" if rep["dry_run"] else "returned"
-    verb = "would give back" if rep["dry_run"] else "gave back"
-    out = []
-    n = len(rep["processes"])
-    asked = n + len(rep["failed"])
-    out.append(f"gpureclaim reclaim{' --dry-run' if rep['dry_run'] else ''}"
-               f": {asked} process{'es' if asked != 1 else ''} with an "
-               f"agent asked; {n} answered and {verb} "
-               f"{_fb(rep['total'])} ({rep['total']} bytes)")
-    if rep["processes"]:
-        out.append(f"  {'PID':>7} {'USER':<10} {key.upper().replace('_', ' '):>14}"
-                   f"  PER GPU / COMMAND")
-        for r in rep["processes"]:
-            per = ", ".join(
-                f"GPU {g['nvml_index'] if g.get('nvml_index') is not None else g['device']}"
-                f" {_fb(g.get(key, g.get('returnable', 0)))}"
-                for g in r["gpus"]) or "-"
-            note = f" ({r['skipped']})" if r.get("skipped") else ""
-            out.append(f"  {r['pid']:>7} {(r['user'] or '-')[:10]:<10} "
-                       f"{_fb(r[key]):>14}  {per}{note}  "
-                       f"{_short(r['command'])}")
-    for g in rep["gpus"]:
-        out.append(f"GPU {g['index']}: {_fb(g[key])} ({g[key]} bytes) "
-                   f"{'would come' if rep['dry_run'] else 'came'} back from "
-                   f"{g['processes']} process"
-                   f"{'es' if g['processes'] != 1 else ''}")
-    if rep["failed"]:
-        out.append("Did not answer:")
-        for r in rep["failed"]:
-            out.append(f"  {r['pid']:>7} {(r['user'] or '-')[:10]:<10} "
-                       f"{r['kind']}: {_drop_pid(r['error'], r['pid'])}")
-    if rep["no_agent"]:
-        out.append("No agent (not asked):")
-        for r in rep["no_agent"]:
-            h = ", ".join(f"GPU {i} {_fb(b)}" for i, b in r["held"].items())
-            out.append(f"  {r['pid']:>7} {(r['user'] or '-')[:10]:<10} "
-                       f"holds {h or 'nothing listed'}  "
-                       f"{_short(r['command'])}")
-    out.extend(rep["notes"])
-    return "\n".join(out) + "\n"
+def help_main(command: str) -> int:
+    """The help of `reclaim` and of `ps --explain` (the commands are
+    C's; their help is said here, with the others')."""
+    sys.stdout.write(RECLAIM_USAGE if command == "reclaim"
+                     else PS_EXPLAIN_USAGE)
+    return 0
 
 
 def _short(cmd: Optional[str], n: int = 60) -> str:
@@ -591,133 +279,6 @@ def _short(cmd: Optional[str], n: int = 60) -> str:
 def _drop_pid(msg: str, pid: int) -> str:
     p = f"process {pid}: "
     return msg[len(p):] if msg.startswith(p) else msg
-
-
-# -- ps --explain ------------------------------------------------------------
-
-def ps_explain_main(argv: list) -> int:
-    p = _Parser("ps", PS_EXPLAIN_USAGE)
-    p.add_argument("-h", "--help", action="help")
-    p.add_argument("--explain", action="store_true", required=True)
-    p.add_argument("-i", "--gpu", action="append", default=[])
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=float, default=5.0)
-    a = p.parse_args(argv)
-    _positive(p, "--timeout", a.timeout)
-    select = []
-    for item in a.gpu:
-        for x in item.split(","):
-            if not x.strip().isdigit():
-                p.error(f"-i/--gpu needs GPU indexes (0, 1, 0,2), not "
-                        f"{item!r}")
-            select.append(int(x))
-    # the rows (C) read while every agent is asked (an explanation reads
-    # only; one of a process on no listed GPU is not shown)
-    ps = ps_start(select)
-    agents = dict(_agent.discover())
-
-    def one(pid: int) -> dict:
-        try:
-            d = _agent.ask_full(pid, "explain", timeout=a.timeout)
-            return {"ok": True, "result": d["result"],
-                    "nvml_index": d.get("nvml_index") or {}}
-        except _agent.AgentError as e:
-            return {"ok": False, "kind": e.kind, "error": str(e)}
-
-    answers = dict(zip(sorted(agents), _parallel(one, sorted(agents))))
-    doc, why, rc = ps_finish(ps)
-    if doc is None:
-        sys.stderr.write((why if why.startswith("gpureclaim") else
-                          f"gpureclaim ps: {why}") + "\n")
-        return rc
-    for g in doc.get("gpus", []):
-        if "processes" not in g:
-            continue
-        total, with_agent, silent = 0, 0, 0
-        for r in g["processes"]:
-            ans = answers.get(r["pid"])
-            if ans is None:
-                r["agent"] = None
-                continue
-            if not ans["ok"]:
-                r["agent"] = {"kind": ans["kind"], "error": ans["error"]}
-                silent += 1
-                continue
-            mine = [x for x in ans["result"]["gpus"]
-                    if ans["nvml_index"].get(str(x["device"])) == g["index"]]
-            parts = _groups(mine[0]) if mine else {n: 0 for n, _ in GROUPS}
-            r["agent"] = {"parts": parts,
-                          "driver": mine[0]["driver"] if mine else None}
-            total += parts["returnable"]
-            with_agent += 1
-        g["returnable"] = total
-        g["agents"] = with_agent
-        g["agents_silent"] = silent
-    if a.json:
-        print(json.dumps(doc, separators=(",", ":")))
-    else:
-        sys.stdout.write(_ps_text(doc))
-    return 1 if any("error" in g for g in doc.get("gpus", [])) else 0
-
-
-def _ps_text(doc: dict) -> str:
-    out = []
-    stray = False
-    for g in doc.get("gpus", []):
-        if out:
-            out.append("")
-        if "error" in g:
-            out.append(f"GPU {g['index']}: {g['error']}")
-            continue
-        out.append(f"GPU {g['index']}: {g['name']}, {_fb(g['used'])} / "
-                   f"{_fb(g['total'])} used, {_fb(g['free'])} free")
-        if not g["processes"]:
-            out.append("  no processes")
-            continue
-        out.append(f"  {'PID':>7} {'USER':<8} {'MEMORY':>10} {'SHARE':>6}  "
-                   f"COMMAND")
-        for r in g["processes"]:
-            mem = _fb(r["bytes"]) if r.get("bytes_known") else "n/a"
-            share = (f"{r['share']:.1f}%" if r.get("share") is not None
-                     else "n/a")
-            mark = ""
-            if r.get("state") == "exited":
-                mark = "<exited> "
-            elif r.get("state") not in (None, "alive"):
-                mark = "<not in this pid namespace> "
-            if r.get("stray_context"):
-                stray = True
-                mark += (f"<stray context: works on GPU "
-                         f"{r['stray_context']['works_on']}> ")
-            cmd = _short(r.get("command") or "?", 200)
-            out.append(f"  {r['pid']:>7} {(r.get('user') or '-')[:16]:<8} "
-                       f"{mem:>10} {share:>6}  {mark}{cmd}")
-            ag = r.get("agent")
-            if ag is None:
-                continue
-            if "error" in ag:
-                out.append(f"  {'':>7} agent: {ag['kind']}: "
-                           f"{_drop_pid(ag['error'], r['pid'])}")
-                continue
-            out.append(f"  {'':>7} " + ", ".join(
-                f"{name} {_fb(ag['parts'][name])}" for name, _ in GROUPS))
-        silent = g.get("agents_silent", 0)
-        also = (f"; {silent} agent{'s' if silent != 1 else ''} did not "
-                f"answer" if silent else "")
-        if g.get("agents"):
-            out.append(f"  a release of every process would return "
-                       f"{_fb(g['returnable'])} ({g['agents']} with an "
-                       f"agent{also})")
-        elif silent:
-            out.append(f"  no agent here answered ({silent} asked)")
-        else:
-            out.append("  no process here runs the agent")
-    if stray:
-        out += ["", "<stray context>: about a CUDA context on a GPU the "
-                "process does not work on, the missing "
-                "torch.cuda.set_device(local_rank) before the first CUDA "
-                "call (pytorch#135279); call it first in each rank"]
-    return "\n".join(out) + "\n"
 
 
 # -- agent start / list ----------------------------------------------------

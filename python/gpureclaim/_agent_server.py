@@ -263,6 +263,7 @@ def op_status(args: dict) -> tuple:
     devices = ({str(k): v for k, v in held.items()}
                if isinstance(held, dict) else held)
     s = _state
+    idx = _nvml_indexes()
     return {"pid": os.getpid(), "argv": list(sys.argv),
             "python": sys.version.split()[0],
             "executable": sys.executable,
@@ -270,7 +271,7 @@ def op_status(args: dict) -> tuple:
             "frameworks": _frameworks(), "devices": devices,
             "uptime_s": _uptime(),
             "agent_s": round(time.time() - s.started, 2) if s else None,
-            "nvml_index": _nvml_indexes()}, None
+            "nvml_index": idx}, {"ordinals": flat_ordinals(idx)}
 
 
 def explain_accepts() -> tuple:
@@ -292,7 +293,75 @@ def op_explain(args: dict) -> tuple:
     if "devices" in kw:
         kw["devices"] = _devices(kw["devices"])
     e = gpureclaim.explain(**kw)
-    return e.to_dict(), {"text": str(e), "nvml_index": _nvml_indexes()}
+    d = e.to_dict()
+    idx = _nvml_indexes()
+    return d, {"text": str(e), "nvml_index": idx,
+               "groups": flat_groups(d, idx)}
+
+
+#: the parts `ps --explain` shows, each a group of explain()'s kinds (the
+#: policy of what a group is stays here; the C command reads numbers)
+GROUPS = (
+    ("live", ("live", "unattributed")),
+    ("returnable", ("releasable",)),
+    ("not returnable", ("fragmented",)),
+    ("workspaces", ("workspace",)),
+    ("pools", ("pool", "graph_pool")),
+    ("rest", ("rest", "unreported", "context")),
+)
+
+
+def groups(gpu: dict) -> dict:
+    """An explained GPU's parts as GROUPS (bytes; unknown parts left
+    out)."""
+    out = {name: 0 for name, _ in GROUPS}
+    for part in gpu.get("parts", []):
+        if part.get("known") is False or part.get("bytes") is None:
+            continue
+        for name, kinds in GROUPS:
+            if part.get("kind") in kinds:
+                out[name] += part["bytes"]
+                break
+    return out
+
+
+def flat_groups(result: dict, nvml_index: dict) -> list:
+    """The explain answer's "groups": per explained GPU, in order, nine
+    integers: [CUDA ordinal, NVML index, live, returnable, not returnable,
+    workspaces, pools, rest, driver], -1 where unknown, one GPU after
+    another: what the C command (cli/ps_explain.c, cli/cmd_reclaim.c)
+    reads without a JSON parser."""
+    out: list = []
+    for g in result.get("gpus", []):
+        parts = groups(g)
+        out += [_int(g.get("device")),
+                _int(nvml_index.get(str(g.get("device"))))]
+        out += [int(parts[n]) for n, _ in GROUPS] + [_int(g.get("driver"))]
+    return out
+
+
+def _int(v: Any) -> int:
+    """v as the flat fields carry it: an integer, -1 for unknown."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+
+def flat_ordinals(nvml_index: dict) -> list:
+    """The status answer's "ordinals": [CUDA ordinal, NVML index, ...]."""
+    out: list = []
+    for d, i in nvml_index.items():
+        out += [_int(int(d)) if str(d).isdigit() else -1, _int(i)]
+    return out
+
+
+def flat_released(r: dict) -> list:
+    """The release answer's "returned": [bytes, then per GPU its CUDA
+    ordinal, NVML index, released bytes, known (1 or 0)], -1 where
+    unknown: what `gpureclaim reclaim` (cli/cmd_reclaim.c) reads."""
+    out = [_int(r.get("bytes"))]
+    for g in r.get("gpus", []):
+        out += [_int(g.get("device")), _int(g.get("nvml_index")),
+                _int(g.get("released")), 0 if g.get("known") is False else 1]
+    return out
 
 
 def _nvml_indexes() -> dict:
@@ -318,7 +387,11 @@ def op_release(args: dict) -> tuple:
     if c is not None and c not in ("auto", True, False):
         raise _Usage('collect must be "auto", true or false')
     r = gpureclaim.release(**kw)
-    return r.to_dict(), {"text": repr(r)}
+    d = r.to_dict()
+    sec = d.get("seconds")
+    return d, {"text": repr(r), "returned": flat_released(d),
+               "release_seconds": sec if isinstance(sec, (int, float))
+               else None}
 
 
 _trace = None  # the trace the agent started

@@ -311,6 +311,50 @@ def test_the_commands_client_in_c_never_hangs_on_a_hostile_server(
         p.wait()
 
 
+@pytest.mark.parametrize("mode,kind,says", [
+    ("garbage", "bad_answer", "agent answered something that is not JSON"),
+    ("notprotocol", "bad_answer", "JSON that is not protocol version 1's"),
+    ("huge", "bad_answer", "answer is larger than 16 MiB; refused"),
+    ("slow", "timeout", "did not answer in time"),
+    ("silent", "timeout", "did not answer in time"),
+    ("close", "bad_answer", "closed the connection without a full answer"),
+    ("badkind", "error", ": no way"),
+])
+def test_reclaim_and_ps_explain_never_hang_on_a_hostile_server(
+        env, mode, kind, says):
+    """reclaim and ps --explain ask every agent found (C: cli/cmd_reclaim.c,
+    cli/ps_explain.c, a thread each): a hostile one is one line of its
+    own, the others go on."""
+    import subprocess
+
+    from test_agent import HOSTILE
+
+    here = 'd = f"/tmp/gpureclaim-{os.getuid()}"'
+    assert here in HOSTILE
+    server = HOSTILE.replace(here, 'd = os.environ["GPURECLAIM_AGENT_DIR"]')
+    p = subprocess.Popen([sys.executable, "-c", server, mode], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        with Target(env, cache(512)) as t:
+            r = gpr(env, "reclaim", "--json", "--timeout", "1")
+            assert r.returncode == 3, (r.stdout, r.stderr)
+            rep = json.loads(r.stdout)
+            [bad] = rep["failed"]
+            assert bad["pid"] == p.pid and bad["kind"] == kind, bad
+            assert says in bad["error"] and "\n" not in bad["error"]
+            [good] = rep["processes"]
+            assert good["pid"] == t.pid and good["returned"] == 512 * MiB
+            r = gpr(env, "ps", "--explain", "--json", "--timeout", "1")
+            assert r.returncode == 0, r.stderr
+            rows = {x["pid"]: x for x in json.loads(r.stdout)["gpus"][0]
+                    ["processes"]}
+            assert rows[t.pid]["agent"]["parts"]["live"] == 256 * MiB
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_python_m_gpureclaim_is_the_same_program(env):
     """`python3 -m gpureclaim release --pid N` runs the command's client;
     its help is the Python side's, however asked."""

@@ -1,0 +1,71 @@
+/*
+ * `gpureclaim ps --explain` (cli/ps_explain.c): the agents asked while ps
+ * reads the GPUs, and what they said, for the text and the JSON.
+ */
+#ifndef GPR_CLI_PS_EXPLAIN_H
+#define GPR_CLI_PS_EXPLAIN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "out/buf.h"
+
+struct gpr_cli_ps_round;
+struct gpr_cli_ps_gpu;
+
+/* live, returnable, not returnable, workspaces, pools, rest */
+#define GPR_CLI_PS_GROUPS 6
+/* per explained GPU in an explain answer's "groups" (_agent_server.py
+ * flat_groups): its CUDA ordinal, NVML index, the groups, the driver's
+ * figure; -1 where unknown */
+#define GPR_CLI_PS_GPU_INTS (GPR_CLI_PS_GROUPS + 3)
+extern const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS];
+
+/* One agent's explain(), asked in a thread of its own. */
+struct gpr_cli_ps_agent {
+	long pid;
+	double timeout;
+	pthread_t thread;
+	int started;
+	int done;	  /* answered or failed: never asked again */
+	int ok;		  /* answered; else kind and error say why not */
+	const char *kind; /* agent.py's kinds */
+	char error[640];
+	/* the answer's "groups", GPR_CLI_PS_GPU_INTS per explained GPU */
+	long long groups[GPR_CLI_PS_GPU_INTS * 64];
+	size_t n_groups;
+};
+
+struct gpr_cli_ps_agents {
+	struct gpr_cli_ps_agent *a;
+	size_t n;
+};
+
+/* Finds the agents this user may ask and asks each, a thread each. */
+void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout);
+/* Waits for every answer (each bounded by the timeout). */
+void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s);
+void gpr_cli_ps_agents_free(struct gpr_cli_ps_agents *s);
+
+/* The agent of pid, or NULL. */
+const struct gpr_cli_ps_agent *
+gpr_cli_ps_agent_of(const struct gpr_cli_ps_agents *s, long pid);
+/* An answered agent's groups on NVML GPU index, and the driver's figure
+ * (-1: unknown); 1, or 0 with zeros where its answer has no such GPU. */
+int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
+			   long long parts[GPR_CLI_PS_GROUPS],
+			   long long *driver);
+/* Per GPU: what a release of every process would return, how many
+ * answered, how many did not. */
+void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
+			     const struct gpr_cli_ps_gpu *g,
+			     uint64_t *returnable, int *with_agent,
+			     int *silent);
+
+/* The text of `ps --explain` (docs/agent.md shows it). */
+void gpr_cli_ps_explain_text(struct gpr__buf *b,
+			     const struct gpr_cli_ps_round *r,
+			     const struct gpr_cli_ps_agents *s);
+
+#endif /* GPR_CLI_PS_EXPLAIN_H */
