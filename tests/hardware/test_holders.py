@@ -134,7 +134,15 @@ show("IPython's Out", e)
 (b,) = [b for b in e.holders["blocks"] if b["bytes"] == 256 << 20]
 paths, advice = [c["path"] for c in b["chains"]], b["advice"]
 del e
-shell.run_cell(advice.replace("; ", "\\n"), store_history=True)
+# the advice's statements (its words can add "a running frame ... holds it
+# until it returns": IPython 9's own frames running the explain cell,
+# gone once it has returned), %reset -f out last, as the advice orders them
+drops = []
+for c in b["chains"]:
+    if c["drop"] and not c["covered"] and c["drop"] not in drops:
+        drops.append(c["drop"])
+drops.sort(key=lambda d: d == "%reset -f out")
+shell.run_cell("\\n".join(drops), store_history=True)
 gc.collect()
 torch.cuda.synchronize()
 print(json.dumps(dict(paths=paths, advice=advice,
