@@ -21,31 +21,20 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from gpu_machine import HAVE_GPU
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
 MiB = 1 << 20
 
 
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-pytestmark = pytest.mark.skipif(not _has_gpu(),
+pytestmark = pytest.mark.skipif(not HAVE_GPU,
                                 reason="no NVIDIA GPU (nvidia-smi -L)")
 
 HOLDER = """

@@ -37,12 +37,12 @@ package: $GPURECLAIM_PYTHONPATH (default build/python).
 import json
 import os
 import pathlib
-import shutil
 import struct
 import subprocess
 import sys
 
 import pytest
+from gpu_machine import HAVE_GPU, has
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("GPURECLAIM_BIN", str(ROOT / "build/cli/gpureclaim"))
@@ -50,25 +50,12 @@ PYPATH = os.environ.get("GPURECLAIM_PYTHONPATH", str(ROOT / "build/python"))
 GiB = 1 << 30
 
 
-def _has_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                           timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
-
-
-pytestmark = pytest.mark.skipif(not _has_gpu(),
+pytestmark = pytest.mark.skipif(not HAVE_GPU,
                                 reason="no NVIDIA GPU (nvidia-smi -L)")
 
 
 def _has(module):
-    r = subprocess.run([sys.executable, "-c", f"import {module}"],
-                       capture_output=True)
-    return r.returncode == 0
+    return has(f"import {module}")
 
 
 def read_log(path):
