@@ -147,6 +147,8 @@ if mode == "holders":  # the walk's own cost, its budget out of the way
     w = [x.holders["walk"] for x in walks]
     b = walks[-1].holders["blocks"]
     holders = dict(ms=[x["ms"] for x in w], stopped=[x["stopped"] for x in w],
+                   phases={k: [x["phases_ms"][k] for x in w]
+                           for k in w[-1]["phases_ms"]},
                    reached=w[-1]["reached"], roots=w[-1]["roots"],
                    held=sum(x["state"] == "held" for x in b), blocks=len(b),
                    first=[c["path"] for x in b[:3] for c in x["chains"][:1]])
@@ -234,6 +236,9 @@ def one_build(envs, modes, runs, fake):
             print(f"|   | model: {r['built']} | | | | | | |")
         if h:
             print(f"|   | e.g. {'; '.join(h['first'])} | | | | | | |")
+            print("|   | its phases, median ms: " + ", ".join(
+                f"{k} {statistics.median(v):.1f}"
+                for k, v in h["phases"].items()) + " | | | | | | |")
     return ok
 
 

@@ -99,7 +99,8 @@ def _ours(f: Any) -> bool:
 
 
 def _roots(namespaces: list) -> tuple:
-    """(roots by id, objects to add to the walk, our own frames to skip,
+    """(roots by id (each a _Root, or a module's (name, namespace)),
+    objects to add to the walk, our own frames to skip,
     the locals copies to clear after it). namespaces: more globals, named
     as __main__'s (a script run by `gpureclaim explain`)."""
     roots: dict = {}
@@ -119,9 +120,14 @@ def _roots(namespaces: list) -> tuple:
         add("shell", "get_ipython()", "IPython", shell)
     for ns in namespaces:
         add("namespace", "", "__main__", ns)
+    # thousands of modules: each a (name, namespace) pair, made a _Root
+    # only if a chain starts there (_root_of)
+    own = _c._instance_dict
     for name, mod in list(sys.modules.items()):
         if mod is not None and issubclass(type(mod), _ModuleType):
-            add("namespace", f"{name}.", name, _c._instance_dict(mod))
+            d = own(mod)
+            if d is not None and id(d) not in roots:
+                roots[id(d)] = (name, d)
     frames, skips, cleared = [], [], []
     names = _thread_names()
     for tid, f in sys._current_frames().items():
@@ -336,6 +342,8 @@ def _root_of(roots: dict, p: Any) -> _Root:
     r = roots.get(id(p))
     if r is None:  # a class, named when first reached
         r = roots[id(p)] = _Root("class", "", "", p)
+    elif type(r) is tuple:  # a module's namespace (_roots)
+        r = roots[id(p)] = _Root("namespace", f"{r[0]}.", r[0], r[1])
     return r
 
 
@@ -454,10 +462,11 @@ def _advice(state: str, chains: list, cpp: str) -> str:
 
 
 def _collect(call: Any) -> tuple:
-    """Each framework's (framework, hook, arrays, blocks, odd), and the
-    objects gc knows."""
+    """Each framework's (framework, hook, arrays, blocks, odd), the objects
+    gc knows, and the perf_counter() when their list was made."""
     found = []
     objs = gc.get_objects()
+    t = time.perf_counter()
     for f in TABLE:
         h = f.holders
         if h is None or f.probe()[0] is None:
@@ -468,7 +477,7 @@ def _collect(call: Any) -> tuple:
             found.append((f, h, None, None, describe(e)))
             continue
         found.append((f, h, arrays, blocks, odd))
-    return found, objs
+    return found, objs, t
 
 
 def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
@@ -479,7 +488,8 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
     max_objects objects (None: all)."""
     t0 = time.perf_counter()
     roots, frames, skips, cleared = _roots(list(namespaces))
-    found, objs = _collect(call)
+    t1 = time.perf_counter()
+    found, objs, t2 = _collect(call)
     objs.extend(frames)
     # the allocations to name: (framework, device) -> the largest
     # (storage, [bytes, indices in targets or None]); the arrays are held
@@ -511,17 +521,23 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
             groups[(f.name, dev)] = (h, top)
     # every class is a root too (the C walk stops at each): a _Root is made
     # only for one a chain starts at (_root_of)
-    stops = [r.obj for r in roots.values()]
-    left = budget_s - (time.perf_counter() - t0)
+    stops = [r[1] if type(r) is tuple else r.obj for r in roots.values()]
+    t3 = time.perf_counter()
+    left = budget_s - (t3 - t0)
     most = max_objects if max_objects is not None else len(objs)
     nroots, graph = len(roots), {}
     try:
-        graph, examined, total, stopped = _c._referrers(
+        graph, examined, total, stopped, ms_c = _c._referrers(
             objs, targets, stops, skips, max(left, 0.0), most)
         del objs
-        ms_walk = (time.perf_counter() - t0) * 1e3
+        t4 = time.perf_counter()
+        ms_walk = (t4 - t0) * 1e3
         blocks = _name(groups, graph, roots, targets, stopped)
         reached = len(graph)
+        phases = {"roots": (t1 - t0) * 1e3, "objects": (t2 - t1) * 1e3,
+                  "arrays": (t3 - t2) * 1e3, "index": ms_c[0],
+                  "pass": ms_c[1], "climb": ms_c[2], "graph": ms_c[3],
+                  "names": (time.perf_counter() - t4) * 1e3}
     finally:
         # the copies of the running functions' locals that _roots made:
         # left filled, they would hold the arrays after a del
@@ -538,13 +554,15 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
                      "stopped": stopped, "budget_s": budget_s,
                      "max_objects": max_objects, "roots": nroots,
                      "reached": reached, "walk_ms": ms_walk,
-                     "ms": (time.perf_counter() - t0) * 1e3}}
+                     "ms": (time.perf_counter() - t0) * 1e3,
+                     "phases_ms": phases}}
 
 
 def _name(groups: dict, graph: dict, roots: dict, targets: list,
           stopped: Optional[str]) -> list:
     """The blocks of the answer: each allocation's chains, state, advice."""
-    ipython = any(r.kind == "shell" for r in roots.values())
+    ipython = any(type(r) is _Root and r.kind == "shell"
+                  for r in roots.values())
     namer_cache: dict = {}
     blocks_out = []
     for (fw, dev), (h, top) in groups.items():

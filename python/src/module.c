@@ -74,12 +74,13 @@ static PyMethodDef methods[] = {
      "_heap_scan(objects, tensor_type, graph_type) -> (pointers, pools, "
      "tensors, odd)"},
     {"_referrers", gpr_py_referrers, METH_VARARGS,
-     "_referrers(objects, targets, stops, skips, budget_s, max_objects) -> "
-     "(graph, examined, total, stopped)"},
+     "_referrers(objects, targets, stops, skips, budget_s, max_objects"
+     "[, threads]) -> "
+     "(graph, examined, total, stopped, ms)"},
     {"_instance_dict", gpr_py_instance_dict, METH_O,
      "_instance_dict(obj) -> its own __dict__, or None"},
     {"_of_types", gpr_py_of_types, METH_VARARGS,
-     "_of_types(objects, types) -> the objects of those types"},
+     "_of_types(objects, types[, threads]) -> the objects of those types"},
     {"_trace_live", gpr_py_trace_live, METH_NOARGS,
      "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
     {"_context_probe", gpr_py_context_probe, METH_O,

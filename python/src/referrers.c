@@ -2,36 +2,47 @@
  * The heap walk of explain(holders=True) (gpureclaim/_holders.py): who
  * refers to a set of arrays, and who refers to those, up to the roots.
  *
- * referrers(objects, targets, stops, skips, budget_s, max_objects) makes
- * one pass over objects (gc.get_objects() and the frames the caller
- * added), calling each object's tp_traverse, what gc.get_referents does:
- * no Python code runs (no __eq__, __hash__, property or __getattr__; a
- * pointer is the identity), so the walk cannot change what it walks.
- * From that pass's edges it climbs back from the targets, breadth first,
- * never past a stop (a root: a module's namespace, a frame of a thread;
- * every class is one too) and never through a skip (the caller's own
- * frames). The pass is what costs (5 to 10 ms per 100,000 objects on a
- * shared 2-core machine; bound by memory, so its lookups go in prefetched
- * batches): it holds the GIL, so it stops once budget_s seconds have gone
- * or max_objects were traversed, and says how far it got.
+ * referrers(objects, targets, stops, skips, budget_s, max_objects,
+ * threads) makes one pass over objects (gc.get_objects() and the frames
+ * the caller added), calling each object's tp_traverse, what
+ * gc.get_referents does: no Python code runs (no __eq__, __hash__,
+ * property or __getattr__; a pointer is the identity), so the walk cannot
+ * change what it walks. From that pass's edges it climbs back from the
+ * targets, breadth first, never past a stop (a root: a module's namespace,
+ * a frame of a thread; every class is one too) and never through a skip
+ * (the caller's own frames). The pass is what costs (bound by memory: its
+ * lookups go in prefetched batches). It holds the GIL throughout, so it
+ * stops once budget_s seconds have gone or max_objects were traversed,
+ * and says how far it got.
  *
- * Returns (graph, examined, total, stopped): graph maps id(node) of each
- * node reached (targets included, stops and skips not) to (ext, parents),
- * parents a tuple with one entry per reference (a dict holding it twice is
- * there twice), ext the references to the node from outside the objects
- * traversed (its refcount minus the edges found, minus the lists passed
- * here): 0 for every node of a group with no root means only garbage holds
- * it; more means C or C++ does. examined of total objects traversed;
- * stopped: None, "time" or "objects".
+ * The pass runs in up to `threads` threads, each over its share of the
+ * objects, while this one holds the GIL (nothing else runs Python, and
+ * collections are off): the others traverse only objects whose
+ * tp_traverse is CPython's own and only reads (dicts, lists, tuples,
+ * functions, cells, instances of Python classes over those...: safe_of()),
+ * and leave the rest (classes, frames, modules, every extension's type,
+ * whose traverse may do more than read) to this thread once they are done.
+ *
+ * Returns (graph, examined, total, stopped, ms): graph maps id(node) of
+ * each node reached (targets included, stops and skips not) to (ext,
+ * parents), parents a tuple with one entry per reference (a dict holding
+ * it twice is there twice), ext the references to the node from outside
+ * the objects traversed (its refcount minus the edges found, minus the
+ * lists passed here): 0 for every node of a group with no root means only
+ * garbage holds it; more means C or C++ does. examined of total objects
+ * traversed; stopped: None, "time" or "objects"; ms: the milliseconds of
+ * each phase (the index, the pass, the climb, the graph's build).
  *
  * Also instance_dict(obj) (PyObject_GenericGetDict: an instance's own
  * __dict__, never a property of that name, or None; a static type's
- * mappingproxy) and of_types(objects,
- * types) (the objects of those types or their subtypes, PyType_IsSubtype:
- * isinstance could ask a proxy's __class__).
+ * mappingproxy) and of_types(objects, types, threads) (the objects of
+ * those types or their subtypes, PyType_IsSubtype: isinstance could ask a
+ * proxy's __class__; the objects' types read in threads).
  */
 #include "ext.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,7 +59,7 @@
 
 static void *big(size_t count, size_t size)
 {
-	if (count > (SIZE_MAX - 2 * HUGE) / size)
+	if (size && count > (SIZE_MAX - 2 * HUGE) / size)
 		return NULL;
 	size_t bytes = count * size, len = bytes + HUGE + 16;
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -67,6 +78,79 @@ static void big_free(void *a)
 {
 	if (a)
 		munmap(((void **)a)[-2], ((size_t *)a)[-1]);
+}
+
+/* a growable array of uint32_t, private to one thread (malloc: no GIL) */
+struct u32s {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static int u32s_push(struct u32s *a, uint32_t x)
+{
+	if (a->n == a->cap) {
+		size_t c = a->cap ? a->cap * 2 : 4096;
+		uint32_t *v = realloc(a->v, c * sizeof *v);
+		if (!v)
+			return -1;
+		a->v = v;
+		a->cap = c;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+/*
+ * Up to `threads` threads run fn(arg + k * size) for k < n, this one the
+ * first; a thread that cannot be started has its share run here after.
+ */
+#define MAX_THREADS 16
+
+static void *run_part(void *a)
+{
+	void **x = a;
+	((void (*)(void *))x[0])(x[1]);
+	return NULL;
+}
+
+static void in_threads(void (*fn)(void *), char *arg, size_t size, int n)
+{
+	pthread_t th[MAX_THREADS];
+	void *args[MAX_THREADS][2];
+	int started[MAX_THREADS] = {0};
+	for (int k = 1; k < n; k++) {
+		args[k][0] = (void *)fn;
+		args[k][1] = arg + (size_t)k * size;
+		started[k] =
+		    pthread_create(&th[k], NULL, run_part, args[k]) == 0;
+	}
+	fn(arg);
+	for (int k = 1; k < n; k++)
+		if (started[k])
+			pthread_join(th[k], NULL);
+		else
+			fn(arg + (size_t)k * size);
+}
+
+/* the threads to use for n objects: one below 64k (a thread costs more
+ * than it saves), else at most `asked` (below 1: the CPUs this process may
+ * run on, at most 8) and one per 32k objects */
+static int threads_for(Py_ssize_t asked, Py_ssize_t n)
+{
+	if (asked < 1) {
+		cpu_set_t set;
+		asked = sched_getaffinity(0, sizeof set, &set) == 0
+			    ? CPU_COUNT(&set)
+			    : 1;
+		if (asked > 8)
+			asked = 8;
+	}
+	Py_ssize_t t = asked > MAX_THREADS ? MAX_THREADS : asked;
+	if (n < 65536)
+		return 1;
+	if (t > n / 32768)
+		t = n / 32768;
+	return (int)t;
 }
 
 /*
@@ -89,21 +173,11 @@ struct walk {
 	size_t mask;
 	uint64_t *bits;
 	size_t bmask;
-	const uint8_t *marks; /* M_* by slot */
+	uint8_t *marks; /* M_* by slot; written only while one thread runs */
 	/* the edges to each object, a list from head[its slot]: the edge
 	 * e+1's parent[e], the edge before it next[e] (0: none) */
 	uint32_t *head, *next, *parent;
-	size_t n, cap;
-	uint32_t from;
-	int nomem;
-	/* the references seen and not yet looked up, in the order seen:
-	 * their bitmap words, then their slots, are prefetched a batch at a
-	 * time, so the misses on the bitmap and the table overlap instead of
-	 * costing one after the other */
-	size_t np;
-	uintptr_t pk[BATCH];
-	uint32_t pf[BATCH];
-	size_t pb[BATCH];
+	size_t n;
 };
 
 #define NONE UINT32_MAX
@@ -131,6 +205,58 @@ static size_t bit_of(const struct walk *w, uintptr_t k)
 	return (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
 }
 
+/*
+ * The index of a share of the objects, built by several threads at once:
+ * a slot is taken with a compare-and-swap. occ[] counts each object's
+ * places in the lists past its first (rare: its pages mostly stay
+ * untouched), slot[] is NONE for a second place (traversed once).
+ */
+struct index_part {
+	struct walk *w;
+	PyObject *objs;
+	uintptr_t *items;
+	uint32_t *slot, *occ;
+	size_t lo, hi;
+};
+
+static void index_range(void *a)
+{
+	struct index_part *p = a;
+	struct walk *w = p->w;
+	for (size_t k = p->lo; k < p->hi; k++) /* a list's read: no GIL */
+		p->items[k] = (uintptr_t)PyList_GetItem(p->objs, (Py_ssize_t)k);
+	for (size_t k = p->lo; k < p->hi; k++) {
+		uintptr_t o = p->items[k];
+		if (k + AHEAD < p->hi) {
+			uintptr_t x = p->items[k + AHEAD];
+			PREFETCH(&w->keys[(size_t)(mix(x) >> 20) & w->mask]);
+			PREFETCH(&w->bits[bit_of(w, x) >> 6]);
+		}
+		size_t i = (size_t)(mix(o) >> 20) & w->mask;
+		for (;;) {
+			uintptr_t cur =
+			    __atomic_load_n(&w->keys[i], __ATOMIC_RELAXED);
+			if (!cur && __atomic_compare_exchange_n(
+					&w->keys[i], &cur, o, 0,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+				p->slot[k] = (uint32_t)i;
+				size_t b = bit_of(w, o);
+				__atomic_fetch_or(&w->bits[b >> 6],
+						  1ull << (b & 63),
+						  __ATOMIC_RELAXED);
+				break;
+			}
+			if (cur == o) {
+				p->slot[k] = NONE;
+				__atomic_fetch_add(&p->occ[i], 1,
+						   __ATOMIC_RELAXED);
+				break;
+			}
+			i = (i + 1) & w->mask;
+		}
+	}
+}
+
 /* the slot of k, or NONE */
 static uint32_t lookup(const struct walk *w, uintptr_t k)
 {
@@ -141,82 +267,198 @@ static uint32_t lookup(const struct walk *w, uintptr_t k)
 	return w->keys[i] ? (uint32_t)i : NONE;
 }
 
-static void set_bit(struct walk *w, uintptr_t k)
+/*
+ * The traverses another thread may call: CPython's own, which only read
+ * the object (dict_traverse, list_traverse, func_traverse...), found from
+ * the types that have them; a Python class's (subtype_traverse) when
+ * every base below it has one of those or none.
+ */
+#define MAX_SAFE 40
+
+struct safe {
+	traverseproc tr[MAX_SAFE];
+	int n;
+	traverseproc subtype; /* a Python class's traverse */
+};
+
+static void safe_add(struct safe *s, PyObject *type)
 {
-	size_t b = (size_t)(mix(k) >> 40 ^ mix(k) >> 8) & w->bmask;
-	w->bits[b >> 6] |= 1ull << (b & 63);
+	if (!type || !PyType_Check(type) || s->n == MAX_SAFE)
+		return;
+	traverseproc t =
+	    (traverseproc)PyType_GetSlot((PyTypeObject *)type, Py_tp_traverse);
+	for (int k = 0; t && k < s->n; k++)
+		if (s->tr[k] == t)
+			return;
+	if (t)
+		s->tr[s->n++] = t;
 }
 
-/* one edge, from -> the object in slot j */
-static int edge(struct walk *w, uint32_t j, uint32_t from)
+/* the types, by module and name (a missing one is left out) */
+static const char *const SAFE_TYPES[][2] = {
+    {"builtins", "dict"},
+    {"builtins", "list"},
+    {"builtins", "tuple"},
+    {"builtins", "type"},
+    {"builtins", "set"},
+    {"builtins", "frozenset"},
+    {"builtins", "property"},
+    {"builtins", "staticmethod"},
+    {"builtins", "classmethod"},
+    {"builtins", "BaseException"},
+    {"types", "FunctionType"},
+    {"types", "CellType"},
+    {"types", "MethodType"},
+    {"types", "BuiltinFunctionType"},
+    {"types", "GetSetDescriptorType"},
+    {"types", "MemberDescriptorType"},
+    {"types", "MethodDescriptorType"},
+    {"types", "WrapperDescriptorType"},
+    {"types", "MethodWrapperType"},
+    {"types", "ClassMethodDescriptorType"},
+    {"types", "MappingProxyType"},
+    {"types", "GenericAlias"},
+    {"types", "UnionType"},
+    {"types", "SimpleNamespace"},
+    {"weakref", "ref"},
+    {"collections", "OrderedDict"},
+    {"collections", "defaultdict"},
+    {"collections", "deque"},
+    {"functools", "partial"},
+};
+
+/* -1 with an error set */
+static int safe_init(struct safe *s)
 {
-	/* a root: the climb never goes up from one (a function's
-	 * __globals__, an instance's class once the class was traversed) */
-	if (w->marks[j] & M_STOP)
-		return 0;
-	if (w->n == w->cap) { /* rare: the first map holds 6 per object */
-		size_t c = w->cap * 2;
-		uint32_t *a = c < UINT32_MAX ? big(c, sizeof *a) : NULL;
-		uint32_t *b = a ? big(c, sizeof *b) : NULL;
-		if (!a || !b) {
-			big_free(a);
-			big_free(b);
-			w->nomem = 1;
-			return -1;
-		}
-		memcpy(a, w->next, w->n * sizeof *a);
-		memcpy(b, w->parent, w->n * sizeof *b);
-		big_free(w->next);
-		big_free(w->parent);
-		w->next = a;
-		w->parent = b;
-		w->cap = c;
+	memset(s, 0, sizeof *s);
+	for (size_t k = 0; k < sizeof SAFE_TYPES / sizeof *SAFE_TYPES; k++) {
+		PyObject *m = PyImport_ImportModule(SAFE_TYPES[k][0]);
+		PyObject *t =
+		    m ? PyObject_GetAttrString(m, SAFE_TYPES[k][1]) : NULL;
+		if (!t)
+			PyErr_Clear();
+		safe_add(s, t);
+		Py_XDECREF(t);
+		Py_XDECREF(m);
 	}
-	w->parent[w->n] = from;
-	w->next[w->n] = w->head[j];
-	w->head[j] = (uint32_t)++w->n;
+	/* subtype_traverse, from a class written in Python that is always
+	 * there (else one made here, left to the collector) */
+	PyObject *m = PyImport_ImportModule("types");
+	PyObject *cls =
+	    m ? PyObject_GetAttrString(m, "DynamicClassAttribute") : NULL;
+	Py_XDECREF(m);
+	if (!cls || !PyType_Check(cls) ||
+	    !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
+		PyErr_Clear();
+		Py_XDECREF(cls);
+		cls = PyObject_CallFunction((PyObject *)&PyType_Type, "s()N",
+					    "_gpr_probe", PyDict_New());
+		if (!cls)
+			return -1;
+	}
+	s->subtype =
+	    (traverseproc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_traverse);
+	Py_DECREF(cls);
 	return 0;
 }
 
-/* the edges of the references pending, in the order seen: those to no
- * object of the walk (an int, a str; a self-reference is one) dropped */
-static int flush(struct walk *w)
+static int safe_tr(const struct safe *s, traverseproc t)
 {
+	for (int k = 0; k < s->n; k++)
+		if (s->tr[k] == t)
+			return 1;
+	return 0;
+}
+
+/* whether another thread may traverse an object of type t (reads the
+ * type only: no GIL needed) */
+static int safe_of(const struct safe *s, PyTypeObject *t)
+{
+	traverseproc tr = (traverseproc)PyType_GetSlot(t, Py_tp_traverse);
+	for (int depth = 0; tr && tr == s->subtype && depth < 64; depth++) {
+		t = (PyTypeObject *)PyType_GetSlot(t, Py_tp_base);
+		if (!t)
+			return 1;
+		tr = (traverseproc)PyType_GetSlot(t, Py_tp_traverse);
+	}
+	return !tr || safe_tr(s, tr);
+}
+
+/*
+ * One thread's share of the pass: the places lo..hi of the objects (or of
+ * list[], places), the edges found (child slot, parent slot, in the order
+ * seen), the places left to the GIL's thread. `all`: traverse every type
+ * and mark each class a stop (only while no other thread runs).
+ */
+struct part {
+	struct walk *w;
+	const struct safe *safe;
+	const uintptr_t *items;
+	const uint32_t *slot;
+	const uint32_t *list;
+	size_t lo, hi;
+	int all;
+	double deadline;
+	size_t most; /* places to step through at most */
+	struct u32s child, from, defer, classes;
+	size_t stepped; /* places stepped through, not left to another */
+	int timeout, nomem;
+	/* the references seen and not yet looked up, in the order seen:
+	 * their bitmap words, then their slots, are prefetched a batch at a
+	 * time, so the misses on the bitmap and the table overlap instead of
+	 * costing one after the other */
+	uint32_t cur;
+	size_t np;
+	uintptr_t pk[BATCH];
+	uint32_t pf[BATCH];
+	size_t pb[BATCH];
+};
+
+/* the edges of the references pending, in the order seen: those to no
+ * object of the walk (an int, a str; a self-reference is one) and to a
+ * stop (a root: the climb never goes up from one) dropped */
+static int flush(struct part *p)
+{
+	const struct walk *w = p->w;
 	size_t m = 0;
-	for (size_t q = 0; q < w->np; q++) {
-		size_t b = w->pb[q];
+	for (size_t q = 0; q < p->np; q++) {
+		size_t b = p->pb[q];
 		if (!(w->bits[b >> 6] >> (b & 63) & 1))
 			continue;
-		size_t i = (size_t)(mix(w->pk[q]) >> 20) & w->mask;
-		PREFETCH(&w->keys[i]); /* and where the edge goes, mostly */
+		size_t i = (size_t)(mix(p->pk[q]) >> 20) & w->mask;
+		PREFETCH(&w->keys[i]);
 		PREFETCH(&w->marks[i]);
-		PREFETCH(&w->head[i]);
-		w->pk[m] = w->pk[q];
-		w->pf[m] = w->pf[q];
-		w->pb[m++] = i;
+		p->pk[m] = p->pk[q];
+		p->pf[m] = p->pf[q];
+		p->pb[m++] = i;
 	}
-	w->np = 0;
+	p->np = 0;
 	for (size_t q = 0; q < m; q++) {
-		size_t i = w->pb[q];
-		uintptr_t k = w->pk[q];
+		size_t i = p->pb[q];
+		uintptr_t k = p->pk[q];
 		while (w->keys[i] && w->keys[i] != k)
 			i = (i + 1) & w->mask;
-		if (w->keys[i] && edge(w, (uint32_t)i, w->pf[q]))
+		if (!w->keys[i] || (w->marks[i] & M_STOP))
+			continue;
+		if (u32s_push(&p->child, (uint32_t)i) ||
+		    u32s_push(&p->from, p->pf[q])) {
+			p->nomem = 1;
 			return -1;
+		}
 	}
 	return 0;
 }
 
 static int visit(PyObject *o, void *arg)
 {
-	struct walk *w = arg;
+	struct part *p = arg;
 	uintptr_t k = (uintptr_t)o;
-	size_t b = bit_of(w, k);
-	PREFETCH(&w->bits[b >> 6]);
-	w->pk[w->np] = k;
-	w->pf[w->np] = w->from;
-	w->pb[w->np] = b;
-	return ++w->np == BATCH ? flush(w) : 0;
+	size_t b = bit_of(p->w, k);
+	PREFETCH(&p->w->bits[b >> 6]);
+	p->pk[p->np] = k;
+	p->pf[p->np] = p->cur;
+	p->pb[p->np] = b;
+	return ++p->np == BATCH ? flush(p) : 0;
 }
 
 static double now(void)
@@ -226,7 +468,68 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
+static void pass(void *arg)
+{
+	struct part *p = arg;
+	PyTypeObject *last = NULL;
+	traverseproc tr = NULL;
+	int ok = 0;
+	size_t q = p->lo;
+	for (; q < p->hi; q++) {
+		if (((q - p->lo) & 1023) == 0 && q > p->lo) {
+			if (q - p->lo >= p->most)
+				break;
+			if (now() > p->deadline) {
+				p->timeout = 1;
+				break;
+			}
+		}
+		size_t i = p->list ? p->list[q] : q;
+		if (q + AHEAD < p->hi) /* its type and first fields, ahead */
+			PREFETCH((void *)p->items[p->list ? p->list[q + AHEAD]
+							  : q + AHEAD]);
+		if (p->slot[i] == NONE) {
+			p->stepped++;
+			continue;
+		}
+		PyObject *o = (PyObject *)p->items[i];
+		if (Py_TYPE(o) != last) {
+			last = Py_TYPE(o);
+			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
+			ok = p->all || safe_of(p->safe, last);
+		}
+		if (tr && !ok) {
+			if (u32s_push(&p->defer, (uint32_t)i))
+				goto nomem;
+			continue;
+		}
+		p->stepped++;
+		if (!tr)
+			continue;
+		if (PyType_Check(o)) { /* a class: a root */
+			if (!p->all) { /* marked once the threads are done */
+				if (u32s_push(&p->classes, p->slot[i]))
+					goto nomem;
+			} else {
+				/* the edges to it seen so far are kept */
+				if (flush(p))
+					break;
+				p->w->marks[p->slot[i]] |= M_STOP;
+			}
+		}
+		p->cur = p->slot[i];
+		tr(o, visit, p);
+		if (p->nomem)
+			break;
+	}
+	if (!p->nomem)
+		flush(p);
+	return;
+nomem:
+	p->nomem = 1;
+}
+
+static int mark(struct walk *w, PyObject *list, int bit)
 {
 	Py_ssize_t n = PyList_Size(list);
 	for (Py_ssize_t i = 0; i < n; i++) {
@@ -235,8 +538,64 @@ static int mark(struct walk *w, uint8_t *marks, PyObject *list, int bit)
 			return -1;
 		uint32_t j = lookup(w, (uintptr_t)o);
 		if (j != NONE)
-			marks[j] |= (uint8_t)bit;
+			w->marks[j] |= (uint8_t)bit;
 	}
+	return 0;
+}
+
+/*
+ * The parts' edges into the lists from head[], in the parts' order: each
+ * thread links the edges to the slots lo..hi (reading every edge, writing
+ * only its own slots' lists and the entries of those edges).
+ */
+struct link_part {
+	struct walk *w;
+	const struct part *parts;
+	int np;
+	size_t lo, hi;
+};
+
+static void link_range(void *a)
+{
+	const struct link_part *l = a;
+	struct walk *w = l->w;
+	size_t e = 0;
+	for (int k = 0; k < l->np; k++) {
+		const uint32_t *c = l->parts[k].child.v;
+		const uint32_t *f = l->parts[k].from.v;
+		size_t n = l->parts[k].child.n;
+		for (size_t q = 0; q < n; q++, e++) {
+			if (q + AHEAD < n && c[q + AHEAD] >= l->lo &&
+			    c[q + AHEAD] < l->hi)
+				PREFETCH(&w->head[c[q + AHEAD]]);
+			if (c[q] < l->lo || c[q] >= l->hi)
+				continue;
+			w->parent[e] = f[q];
+			w->next[e] = w->head[c[q]];
+			w->head[c[q]] = (uint32_t)(e + 1);
+		}
+	}
+}
+
+static int link_edges(struct walk *w, struct part *parts, int np, int nt)
+{
+	size_t total = 0;
+	for (int k = 0; k < np; k++)
+		total += parts[k].child.n;
+	if (total >= UINT32_MAX)
+		return -1;
+	w->next = big(total + 1, sizeof *w->next);
+	w->parent = big(total + 1, sizeof *w->parent);
+	if (!w->next || !w->parent)
+		return -1;
+	struct link_part lp[MAX_THREADS];
+	size_t slots = w->mask + 1;
+	for (int k = 0; k < nt; k++)
+		lp[k] = (struct link_part){
+		    w, parts, np, slots * (size_t)k / (size_t)nt,
+		    slots * (size_t)(k + 1) / (size_t)nt};
+	in_threads(link_range, (char *)lp, sizeof *lp, nt);
+	w->n = total;
 	return 0;
 }
 
@@ -253,10 +612,10 @@ static uint32_t parents_of(const struct walk *w, uint32_t v, uint32_t *out)
 	return k;
 }
 
-static PyObject *build(const struct walk *w, uint32_t *occ,
-		       const uint8_t *marks, uint32_t *tmp,
+static PyObject *build(const struct walk *w, uint32_t *occ, uint32_t *tmp,
 		       const uint32_t *queue, size_t nq)
 {
+	const uint8_t *marks = w->marks;
 	/* the references from outside, counted before any tuple below adds
 	 * one: occ[] (an object's places in the lists past its first) is
 	 * reused for them */
@@ -301,21 +660,110 @@ static PyObject *build(const struct walk *w, uint32_t *occ,
 	return graph;
 }
 
+/*
+ * The pass over the places 0..n of items[], in nt threads (1: this one
+ * alone, stepping through `most` places at most): parts[0..nt] are the
+ * threads', parts[nt] the places they left, traversed here after. The
+ * places stepped through, in *stepped; "time" or "objects" when cut.
+ */
+static int run_pass(struct walk *w, const struct safe *safe,
+		    const uintptr_t *items, const uint32_t *slot, size_t n,
+		    size_t most, double deadline, int nt, struct part *parts,
+		    size_t *stepped, const char **stopped)
+{
+	for (int k = 0; k <= nt; k++) {
+		struct part *p = &parts[k];
+		p->w = w;
+		p->safe = safe;
+		p->items = items;
+		p->slot = slot;
+		p->deadline = deadline;
+		p->most = SIZE_MAX;
+		p->all = nt == 1;
+		p->lo = n * (size_t)k / (size_t)nt;
+		p->hi = n * (size_t)(k + 1) / (size_t)nt;
+	}
+	if (nt == 1) {
+		parts[0].most = most;
+		pass(&parts[0]);
+	} else {
+		in_threads(pass, (char *)parts, sizeof *parts, nt);
+		for (int k = 0; k < nt; k++)
+			for (size_t q = 0; q < parts[k].classes.n; q++)
+				w->marks[parts[k].classes.v[q]] |= M_STOP;
+		/* what they left: every class, frame, module and extension's
+		 * object, in the order of their places */
+		struct part *d = &parts[nt];
+		size_t nd = 0;
+		for (int k = 0; k < nt; k++)
+			nd += parts[k].defer.n;
+		d->list = malloc((nd + 1) * sizeof *d->list);
+		if (!d->list)
+			return -1;
+		size_t at = 0;
+		for (int k = 0; k < nt; k++) {
+			memcpy((uint32_t *)d->list + at, parts[k].defer.v,
+			       parts[k].defer.n * sizeof *d->list);
+			at += parts[k].defer.n;
+		}
+		d->lo = 0;
+		d->hi = nd;
+		d->all = 1;
+		int cut = 0;
+		for (int k = 0; k < nt; k++)
+			cut |= parts[k].timeout;
+		if (!cut)
+			pass(d);
+	}
+	size_t sum = 0;
+	int timeout = 0, nomem = 0;
+	for (int k = 0; k <= nt; k++) {
+		sum += parts[k].stepped;
+		timeout |= parts[k].timeout;
+		nomem |= parts[k].nomem;
+	}
+	if (nomem)
+		return -1;
+	*stepped = sum;
+	*stopped = timeout ? "time" : sum < n ? "objects" : NULL;
+	return link_edges(w, parts, nt + 1, nt);
+}
+
+static void parts_free(struct part *parts, int n)
+{
+	for (int k = 0; k < n; k++) {
+		free(parts[k].child.v);
+		free(parts[k].from.v);
+		free(parts[k].defer.v);
+		free(parts[k].classes.v);
+		free((void *)parts[k].list);
+	}
+}
+
 PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 {
 	(void)module;
 	PyObject *objs, *targets, *stops, *skips;
 	double budget;
-	Py_ssize_t most;
-	if (!PyArg_ParseTuple(args, "O!O!O!O!dn:referrers", &PyList_Type, &objs,
-			      &PyList_Type, &targets, &PyList_Type, &stops,
-			      &PyList_Type, &skips, &budget, &most))
+	Py_ssize_t most, threads = 0;
+	if (!PyArg_ParseTuple(args, "O!O!O!O!dn|n:referrers", &PyList_Type,
+			      &objs, &PyList_Type, &targets, &PyList_Type,
+			      &stops, &PyList_Type, &skips, &budget, &most,
+			      &threads))
 		return NULL;
-	double deadline = now() + budget;
+	double t[5]; /* the phases' starts: index, pass, climb, build, end */
+	t[0] = now();
+	double deadline = t[0] + budget;
 	Py_ssize_t n = PyList_Size(objs);
 	if (n > (Py_ssize_t)(1u << 30))
 		return PyErr_Format(PyExc_ValueError,
 				    "referrers: more than 2**30 objects");
+	struct safe safe;
+	if (safe_init(&safe))
+		return NULL;
+	int nt = most < n ? 1 : threads_for(threads, n);
+	struct part parts[MAX_THREADS + 1];
+	memset(parts, 0, sizeof parts);
 	struct walk w = {0};
 	size_t cap = 16, bcap = 1 << 12;
 	while (cap < (size_t)n * 2)
@@ -326,104 +774,51 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 	w.bmask = bcap - 1;
 	w.keys = big(cap, sizeof *w.keys);
 	w.bits = big(bcap / 64, sizeof *w.bits);
-	w.cap = (size_t)n * 6 + 1024;
 	w.head = big(cap, sizeof *w.head);
-	w.next = big(w.cap, sizeof *w.next);
-	w.parent = big(w.cap, sizeof *w.parent);
+	w.marks = big(cap, 1);
+	uintptr_t *items = big((size_t)n + 1, sizeof *items);
 	uint32_t *slot = big((size_t)n + 1, sizeof *slot);
 	uint32_t *occ = big(cap, sizeof *occ);
-	uint8_t *marks = big(cap, 1);
 	uint32_t *tmp = NULL, *queue = NULL;
 	PyObject *out = NULL, *graph = NULL;
 	const char *stopped = NULL;
-	PyTypeObject *last = NULL;
-	traverseproc tr = NULL;
-	Py_ssize_t i = 0, nt = PyList_Size(targets);
+	size_t stepped = 0;
+	Py_ssize_t nt_targets = PyList_Size(targets);
 	size_t nq = 0;
-	if (!w.keys || !w.bits || !w.head || !w.next || !w.parent || !slot ||
-	    !occ || !marks) {
+	int was = PyGC_Disable(); /* see the threads' comment above */
+	if (!w.keys || !w.bits || !w.head || !w.marks || !items || !slot ||
+	    !occ) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	/* the index; occ[] counts each object's places in the lists past
-	 * its first (rare: its pages mostly stay untouched), slot[] is NONE
-	 * for a second place (traversed once) */
-	/* ring[]: the objects AHEAD on, read once, their misses started */
-	PyObject *ring[AHEAD];
-	for (Py_ssize_t k = 0; k < AHEAD && k < n; k++)
-		ring[k] = PyList_GetItem(objs, k);
-	for (Py_ssize_t k = 0; k < n; k++) {
-		uintptr_t o = (uintptr_t)ring[k % AHEAD];
-		if (k + AHEAD < n) {
-			PyObject *a = PyList_GetItem(objs, k + AHEAD);
-			size_t h = (size_t)(mix((uintptr_t)a) >> 20) & w.mask;
-			PREFETCH(&w.keys[h]);
-			PREFETCH(&w.bits[bit_of(&w, (uintptr_t)a) >> 6]);
-			ring[k % AHEAD] = a;
-		}
-		size_t s = slot_of(&w, o);
-		if (w.keys[s]) {
-			slot[k] = NONE;
-			occ[s]++;
-		} else {
-			slot[k] = (uint32_t)s;
-			w.keys[s] = o;
-			set_bit(&w, o);
-		}
-	}
-	for (Py_ssize_t t = 0; t < nt; t++) {
-		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
+	/* the index, in threads */
+	int ni = threads_for(threads, n);
+	struct index_part ix[MAX_THREADS];
+	for (int k = 0; k < ni; k++)
+		ix[k] = (struct index_part){&w,
+					    objs,
+					    items,
+					    slot,
+					    occ,
+					    (size_t)n * (size_t)k / (size_t)ni,
+					    (size_t)n * (size_t)(k + 1) /
+						(size_t)ni};
+	in_threads(index_range, (char *)ix, sizeof *ix, ni);
+	for (Py_ssize_t q = 0; q < nt_targets; q++) {
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, q));
 		if (j != NONE)
 			occ[j]++;
 	}
-	if (mark(&w, marks, stops, M_STOP) || mark(&w, marks, skips, M_SKIP))
+	if (mark(&w, stops, M_STOP) || mark(&w, skips, M_SKIP))
 		goto done;
-	w.marks = marks;
-	/* the pass */
-	for (Py_ssize_t k = 0; k < AHEAD && k < n; k++)
-		ring[k] = PyList_GetItem(objs, k);
-	for (; i < n; i++) {
-		if ((i & 1023) == 0 && i) {
-			if (i >= most) {
-				stopped = "objects";
-				break;
-			}
-			if (now() > deadline) {
-				stopped = "time";
-				break;
-			}
-		}
-		PyObject *o = ring[i % AHEAD];
-		if (i + AHEAD < n) { /* its type and first fields, ahead */
-			ring[i % AHEAD] = PyList_GetItem(objs, i + AHEAD);
-			PREFETCH(ring[i % AHEAD]);
-		}
-		if (slot[i] == NONE)
-			continue;
-		if (PyType_Check(o)) { /* a class: a root, named by Python */
-			/* the edges to it seen so far are kept, as before */
-			if (flush(&w))
-				goto nomem;
-			marks[slot[i]] |= M_STOP;
-		}
-		if (Py_TYPE(o) != last) {
-			last = Py_TYPE(o);
-			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
-		}
-		if (!tr)
-			continue;
-		w.from = slot[i];
-		tr(o, visit, &w);
-		if (w.nomem)
-			goto nomem;
-	}
-	if (flush(&w)) {
-	nomem:
+	t[1] = now();
+	if (run_pass(&w, &safe, items, slot, (size_t)n,
+		     most < 0 ? 0 : (size_t)most, deadline, nt, parts, &stepped,
+		     &stopped)) {
 		PyErr_NoMemory();
 		goto done;
 	}
-	if (!stopped && i >= most && i < n)
-		stopped = "objects";
+	t[2] = now();
 	tmp = big(w.n + 1, sizeof *tmp); /* touched to the most parents */
 	queue = big(cap, sizeof *queue);
 	if (!tmp || !queue) {
@@ -431,40 +826,47 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 		goto done;
 	}
 	/* the climb */
-	for (Py_ssize_t t = 0; t < nt; t++) {
-		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, t));
-		if (j == NONE || (marks[j] & (M_SEEN | M_SKIP)))
+	for (Py_ssize_t q = 0; q < nt_targets; q++) {
+		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, q));
+		if (j == NONE || (w.marks[j] & (M_SEEN | M_SKIP)))
 			continue;
-		marks[j] |= M_SEEN;
+		w.marks[j] |= M_SEEN;
 		queue[nq++] = j;
 	}
 	for (size_t q = 0; q < nq; q++) {
 		uint32_t np = parents_of(&w, queue[q], tmp);
 		for (uint32_t e = 0; e < np; e++) {
 			uint32_t p = tmp[e];
-			if (marks[p] & (M_SEEN | M_SKIP | M_STOP))
+			if (w.marks[p] & (M_SEEN | M_SKIP | M_STOP))
 				continue;
-			marks[p] |= M_SEEN;
+			w.marks[p] |= M_SEEN;
 			queue[nq++] = p;
 		}
 	}
+	t[3] = now();
 	/* the tuples and the dict below could start a collection, whose
-	 * finalizers would run user code and change the refcounts read */
-	int was = PyGC_Disable();
-	graph = build(&w, occ, marks, tmp, queue, nq);
+	 * finalizers would run user code and change the refcounts read:
+	 * collections stay off until they are made */
+	graph = build(&w, occ, tmp, queue, nq);
+	t[4] = now();
+	if (graph)
+		out = Py_BuildValue("(Nnns(dddd))", graph, (Py_ssize_t)stepped,
+				    n, stopped, (t[1] - t[0]) * 1e3,
+				    (t[2] - t[1]) * 1e3, (t[3] - t[2]) * 1e3,
+				    (t[4] - t[3]) * 1e3);
+done:
 	if (was)
 		PyGC_Enable();
-	if (graph)
-		out = Py_BuildValue("(Nnns)", graph, i, n, stopped);
-done:
+	parts_free(parts, nt + 1);
 	big_free(w.keys);
 	big_free(w.bits);
 	big_free(w.head);
 	big_free(w.next);
 	big_free(w.parent);
+	big_free(w.marks);
+	big_free(items);
 	big_free(slot);
 	big_free(occ);
-	big_free(marks);
 	big_free(tmp);
 	big_free(queue);
 	return out;
@@ -491,36 +893,75 @@ PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj)
 	return d;
 }
 
+struct types_part {
+	PyObject *objs;
+	uintptr_t *items;
+	PyTypeObject **types;
+	size_t lo, hi;
+};
+
+/* the objects and their types (reading a list and an object's first
+ * fields needs no GIL) */
+static void read_types(void *a)
+{
+	struct types_part *p = a;
+	for (size_t q = p->lo; q < p->hi; q++)
+		p->items[q] = (uintptr_t)PyList_GetItem(p->objs, (Py_ssize_t)q);
+	for (size_t q = p->lo; q < p->hi; q++) {
+		if (q + AHEAD < p->hi)
+			PREFETCH((void *)p->items[q + AHEAD]);
+		p->types[q] = Py_TYPE((PyObject *)p->items[q]);
+	}
+}
+
 PyObject *gpr_py_of_types(PyObject *module, PyObject *args)
 {
 	(void)module;
 	PyObject *objs, *types;
-	if (!PyArg_ParseTuple(args, "O!O!:of_types", &PyList_Type, &objs,
-			      &PyTuple_Type, &types))
+	Py_ssize_t threads = 0;
+	if (!PyArg_ParseTuple(args, "O!O!|n:of_types", &PyList_Type, &objs,
+			      &PyTuple_Type, &types, &threads))
 		return NULL;
 	Py_ssize_t nt = PyTuple_Size(types);
 	for (Py_ssize_t k = 0; k < nt; k++)
 		if (!PyType_Check(PyTuple_GetItem(types, k)))
 			return PyErr_Format(PyExc_TypeError,
 					    "of_types: types must be classes");
-	PyObject *out = PyList_New(0);
 	Py_ssize_t n = PyList_Size(objs);
-	PyTypeObject *last = NULL; /* objects of one type come in runs */
-	int hit = 0;
+	uintptr_t *items = big((size_t)n + 1, sizeof *items);
+	PyTypeObject **of = big((size_t)n + 1, sizeof *of);
+	PyObject *out = items && of ? PyList_New(0) : PyErr_NoMemory();
+	if (out) {
+		int th = threads_for(threads, n);
+		struct types_part parts[MAX_THREADS];
+		for (int k = 0; k < th; k++)
+			parts[k] = (struct types_part){
+			    objs, items, of, (size_t)n * (size_t)k / (size_t)th,
+			    (size_t)n * (size_t)(k + 1) / (size_t)th};
+		in_threads(read_types, (char *)parts, sizeof *parts, th);
+	}
+	/* each type's answer, kept in a small table by its address (types
+	 * come interleaved: asking PyType_IsSubtype for each object cost
+	 * more than reading them) */
+	struct {
+		PyTypeObject *type;
+		int hit;
+	} seen[512] = {{0}};
 	for (Py_ssize_t i = 0; out && i < n; i++) {
-		PyObject *o = PyList_GetItem(objs, i);
-		if (i + AHEAD < n) /* its type, AHEAD on */
-			PREFETCH(PyList_GetItem(objs, i + AHEAD));
-		if (Py_TYPE(o) != last) {
-			last = Py_TYPE(o);
-			hit = 0;
+		size_t h = (size_t)(mix((uintptr_t)of[i]) >> 55);
+		if (seen[h].type != of[i]) {
+			int hit = 0;
 			for (Py_ssize_t k = 0; k < nt && !hit; k++)
 				hit = PyType_IsSubtype(
-				    last,
+				    of[i],
 				    (PyTypeObject *)PyTuple_GetItem(types, k));
+			seen[h].type = of[i];
+			seen[h].hit = hit;
 		}
-		if (hit && PyList_Append(out, o))
+		if (seen[h].hit && PyList_Append(out, (PyObject *)items[i]))
 			Py_CLEAR(out);
 	}
+	big_free(items);
+	big_free(of);
 	return out;
 }

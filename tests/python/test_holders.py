@@ -339,6 +339,60 @@ emit(dict(w1=e1.holders["walk"], s1=[b["state"] for b in b1],
     assert r["s3"] == ["held"] * 3
 
 
+def test_the_walks_threads_make_the_graph_one_thread_makes(scenario):
+    """The pass in threads (objects whose traverse is CPython's own read
+    there, classes marked once they are done, every other type's objects
+    traversed here after: a generator's frame, itertools' and
+    functools' C objects) gives the graph and the arrays one thread
+    gives, every object traversed."""
+    r = run(scenario, """
+import collections, functools, itertools
+from gpureclaim import _gpureclaim as _c, _holders as H
+class Holder:
+    cache = torch.empty(2 << 20, device="cuda")
+def make():
+    x = torch.empty(1 << 20, device="cuda")
+    return lambda: x
+fn = make()
+def gen():
+    y = torch.empty(1 << 20, device="cuda")
+    yield y
+g = gen()
+next(g)
+chain = itertools.chain([torch.empty(1 << 20, device="cuda")])
+dq = collections.deque([{"t": torch.empty(1 << 20, device="cuda")}])
+part = functools.partial(print, torch.empty(1 << 20, device="cuda"))
+cached = functools.lru_cache()(lambda k: k)
+cached(torch.empty(1 << 20, device="cuda"))
+pad = [[i] for i in range(150000)]  # past 64k objects: threads
+roots, frames, skips, cleared = H._roots([])
+objs = gc.get_objects() + frames
+arrays = _c._of_types(objs, (torch.Tensor,), 1)
+arrays4 = _c._of_types(objs, (torch.Tensor,), 4)
+same_arrays = [id(a) for a in arrays] == [id(a) for a in arrays4]
+del arrays4
+stops = [x[1] if type(x) is tuple else x.obj for x in roots.values()]
+out = []
+for th in (1, 4, 3):
+    graph, examined, total, stopped, ms = _c._referrers(
+        objs, arrays, stops, skips, 600.0, len(objs), th)
+    out.append(({k: (v[0], sorted(map(id, v[1]))) for k, v in graph.items()},
+                examined, total, stopped))
+    del graph
+for loc in cleared:
+    dict.clear(loc)
+emit(dict(same_arrays=same_arrays, arrays=len(arrays), objects=len(objs),
+          reached=len(out[0][0]), same=[o[0] == out[0][0] for o in out],
+          complete=[o[1] == o[2] == len(objs) for o in out],
+          stopped=[o[3] for o in out]))
+""")
+    assert r["same_arrays"] and r["arrays"] >= 7
+    assert r["objects"] > 150000 and r["reached"] > r["arrays"]
+    assert r["same"] == [True, True, True]
+    assert r["complete"] == [True, True, True]
+    assert r["stopped"] == [None, None, None]
+
+
 def test_the_walk_runs_no_user_code(scenario):
     r = run(scenario, """
 calls = []
