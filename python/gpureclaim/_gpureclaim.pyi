@@ -57,6 +57,14 @@ def _referrers(
     budget_s: float, max_objects: int, threads: int = 0,
 ) -> tuple[dict[int, tuple[int, tuple[Any, ...]]], int, int, Optional[str],
            tuple[float, float, float, float]]: ...
+def _heap(
+    objects: list[Any], stops: list[Any], skips: list[Any], budget_s: float,
+    max_objects: int, groups: tuple[tuple[type, ...], ...], threads: int = 0,
+) -> tuple[Any, tuple[list[Any], ...], int, int, Optional[str],
+           tuple[float, float]]: ...
+def _climb(
+    heap: Any, targets: list[Any]
+) -> tuple[dict[int, tuple[int, tuple[Any, ...]]], tuple[float, float]]: ...
 def _instance_dict(obj: Any) -> Optional[dict[str, Any]]: ...
 def _of_types(
     objects: list[Any], types: tuple[type, ...], threads: int = 0

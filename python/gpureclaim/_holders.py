@@ -461,42 +461,39 @@ def _advice(state: str, chains: list, cpp: str) -> str:
     return out
 
 
-def _collect(call: Any) -> tuple:
-    """Each framework's (framework, hook, arrays, blocks, odd), the objects
-    gc knows, and the perf_counter() when their list was made."""
-    found = []
-    objs = gc.get_objects()
-    t = time.perf_counter()
+def _hooks() -> list:
+    """Each framework in use with a holders hook: (framework, hook, the
+    classes of its arrays or None: the hook reads every object then)."""
+    out = []
     for f in TABLE:
         h = f.holders
         if h is None or f.probe()[0] is None:
             continue
-        try:
-            arrays, blocks, odd = h.arrays(call, objs)
-        except Exception as e:
-            found.append((f, h, None, None, describe(e)))
-            continue
-        found.append((f, h, arrays, blocks, odd))
-    return found, objs, t
+        types = None
+        if h.types is not None:
+            try:
+                types = tuple(t for t in h.types() if isinstance(t, type))
+            except Exception:
+                types = None  # it reads every object, as without
+        out.append((f, h, types))
+    return out
 
 
-def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
-         max_objects: Optional[int] = None,
-         namespaces: tuple = ()) -> dict:
-    """The "holders" entry of explain()'s raw dict: the walk stops after
-    budget_s seconds (of which gc.get_objects() takes its share) or
-    max_objects objects (None: all)."""
-    t0 = time.perf_counter()
-    roots, frames, skips, cleared = _roots(list(namespaces))
-    t1 = time.perf_counter()
-    found, objs, t2 = _collect(call)
-    objs.extend(frames)
-    # the allocations to name: (framework, device) -> the largest
-    # (storage, [bytes, indices in targets or None]); the arrays are held
-    # in targets alone (the walk counts references)
-    targets: list = []
-    groups: dict = {}
-    notes: list = []
+def _arrays(call: Any, f: Any, h: Any, objs: list) -> tuple:
+    """(framework, hook, arrays, blocks, odd) of one hook, odd the reason
+    in words where it raised (arrays None)."""
+    try:
+        arrays, blocks, odd = h.arrays(call, objs)
+    except Exception as e:
+        return f, h, None, None, describe(e)
+    return f, h, arrays, blocks, odd
+
+
+def _group(found: list, targets: list, groups: dict, notes: list) -> None:
+    """The allocations to name, from the hooks' arrays: (framework,
+    device) -> the largest (storage, [bytes, indices in targets or None]);
+    the arrays end up held in targets alone (the climb counts references),
+    found emptied."""
     while found:
         f, h, arrays, blocks, odd = found.pop()
         if arrays is None:
@@ -519,25 +516,61 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
         for dev, d in per.items():
             top = sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP]
             groups[(f.name, dev)] = (h, top)
+
+
+def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
+         max_objects: Optional[int] = None,
+         namespaces: tuple = ()) -> dict:
+    """The "holders" entry of explain()'s raw dict: the walk stops after
+    budget_s seconds (of which gc.get_objects() takes its share) or
+    max_objects objects (None: all).
+
+    The hooks that say their arrays' classes (Holders.types) get only
+    the objects of those classes, picked out by the C pass itself (one
+    read of each object, not one more per framework); the others read
+    every object before the pass."""
+    t0 = time.perf_counter()
+    roots, frames, skips, cleared = _roots(list(namespaces))
+    t1 = time.perf_counter()
+    objs = gc.get_objects()
+    objs.extend(frames)
+    t2 = time.perf_counter()
+    hooks = _hooks()
+    found = [_arrays(call, f, h, objs) for f, h, types in hooks
+             if types is None]
+    typed = [(f, h, types) for f, h, types in hooks if types is not None]
     # every class is a root too (the C walk stops at each): a _Root is made
     # only for one a chain starts at (_root_of)
     stops = [r[1] if type(r) is tuple else r.obj for r in roots.values()]
     t3 = time.perf_counter()
     left = budget_s - (t3 - t0)
     most = max_objects if max_objects is not None else len(objs)
-    nroots, graph = len(roots), {}
+    nroots, graph, heap = len(roots), {}, None
+    targets: list = []
+    groups: dict = {}
+    notes: list = []
     try:
-        graph, examined, total, stopped, ms_c = _c._referrers(
-            objs, targets, stops, skips, max(left, 0.0), most)
-        del objs
+        heap, picked, examined, total, stopped, ms_c = _c._heap(
+            objs, stops, skips, max(left, 0.0), most,
+            tuple(t for _, _, t in typed))
         t4 = time.perf_counter()
-        ms_walk = (t4 - t0) * 1e3
+        picked = list(picked)
+        for f, h, _ in typed:
+            found.append(_arrays(call, f, h, picked.pop(0)))
+        del picked
+        _group(found, targets, groups, notes)
+        t5 = time.perf_counter()
+        graph, ms_climb = _c._climb(heap, targets)
+        del objs, heap
+        t6 = time.perf_counter()
+        ms_walk = (t6 - t0) * 1e3
         blocks = _name(groups, graph, roots, targets, stopped)
         reached = len(graph)
         phases = {"roots": (t1 - t0) * 1e3, "objects": (t2 - t1) * 1e3,
-                  "arrays": (t3 - t2) * 1e3, "index": ms_c[0],
-                  "pass": ms_c[1], "climb": ms_c[2], "graph": ms_c[3],
-                  "names": (time.perf_counter() - t4) * 1e3}
+                  "arrays": (t3 - t2 + t5 - t4) * 1e3, "index": ms_c[0],
+                  "pass": ms_c[1], "climb": ms_climb[0],
+                  "graph": ms_climb[1],
+                  "names": (time.perf_counter() - t6) * 1e3}
     finally:
         # the copies of the running functions' locals that _roots made:
         # left filled, they would hold the arrays after a del

@@ -115,6 +115,8 @@ PyObject *gpr_py_torch_wsmap(PyObject *module, PyObject *version);
 PyObject *gpr_py_heap_scan(PyObject *module, PyObject *args);
 /* referrers.c: the heap walk of explain(holders=True) */
 PyObject *gpr_py_referrers(PyObject *module, PyObject *args);
+PyObject *gpr_py_heap(PyObject *module, PyObject *args);
+PyObject *gpr_py_climb(PyObject *module, PyObject *args);
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj);
 PyObject *gpr_py_of_types(PyObject *module, PyObject *args);
 /* trace_live.c: trace_live() -> None or [(device, kind, library, bytes,

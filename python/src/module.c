@@ -77,6 +77,11 @@ static PyMethodDef methods[] = {
      "_referrers(objects, targets, stops, skips, budget_s, max_objects"
      "[, threads]) -> "
      "(graph, examined, total, stopped, ms)"},
+    {"_heap", gpr_py_heap, METH_VARARGS,
+     "_heap(objects, stops, skips, budget_s, max_objects, groups[, threads])"
+     " -> (heap, objects of each group, examined, total, stopped, ms)"},
+    {"_climb", gpr_py_climb, METH_VARARGS,
+     "_climb(heap, targets) -> (graph, ms)"},
     {"_instance_dict", gpr_py_instance_dict, METH_O,
      "_instance_dict(obj) -> its own __dict__, or None"},
     {"_of_types", gpr_py_of_types, METH_VARARGS,

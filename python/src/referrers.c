@@ -23,9 +23,19 @@
  * and leave the rest (classes, frames, modules, every extension's type,
  * whose traverse may do more than read) to this thread once they are done.
  *
- * Returns (graph, examined, total, stopped, ms): graph maps id(node) of
- * each node reached (targets included, stops and skips not) to (ext,
- * parents), parents a tuple with one entry per reference (a dict holding
+ * The same in two calls: heap(objects, stops, skips, budget_s,
+ * max_objects, groups[, threads]) makes the index and the pass and picks
+ * out, in the pass, the objects whose types are subtypes of one of each
+ * group's classes (a framework's arrays: no second read of the heap for
+ * them); it returns (heap, those objects by group, examined, total,
+ * stopped, (index ms, pass ms)). climb(heap, targets) climbs from the
+ * targets the caller chose among them and returns (graph, (climb ms,
+ * build ms)), once per heap. The objects' list must stay alive between
+ * them (it holds what the heap points to).
+ *
+ * referrers() returns (graph, examined, total, stopped, ms): graph maps
+ * id(node) of each node reached (targets included, stops and skips not) to
+ * (ext, parents), parents a tuple with one entry per reference (a dict holding
  * it twice is there twice), ext the references to the node from outside
  * the objects traversed (its refcount minus the edges found, minus the
  * lists passed here): 0 for every node of a group with no root means only
@@ -390,7 +400,28 @@ static int safe_of(const struct safe *s, PyTypeObject *t)
  * seen), the places left to the GIL's thread. `all`: traverse every type
  * and mark each class a stop (only while no other thread runs).
  */
+/*
+ * The types a caller asks the pass to pick out, by group (a framework's
+ * array classes): an object is in group g when its type is a subtype of
+ * one of g's. Each thread keeps each type's answers in a small table.
+ */
+#define MAX_GROUPS 8
+#define MAX_WANT 32
+
+struct want {
+	PyTypeObject *type[MAX_WANT];
+	int group[MAX_WANT];
+	int n, groups;
+};
+
+struct type_info {
+	PyTypeObject *type;
+	traverseproc tr;
+	uint8_t safe, groups;
+};
+
 struct part {
+	struct type_info seen[256];
 	struct walk *w;
 	const struct safe *safe;
 	const uintptr_t *items;
@@ -401,6 +432,8 @@ struct part {
 	double deadline;
 	size_t most; /* places to step through at most */
 	struct u32s child, from, defer, classes;
+	const struct want *want;       /* the types asked for, or NULL */
+	struct u32s typed[MAX_GROUPS]; /* their objects' places, by group */
 	size_t stepped; /* places stepped through, not left to another */
 	int timeout, nomem;
 	/* the references seen and not yet looked up, in the order seen:
@@ -468,12 +501,24 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static const struct type_info *type_info(struct part *p, PyTypeObject *t)
+{
+	struct type_info *e = &p->seen[(size_t)(mix((uintptr_t)t) >> 56)];
+	if (e->type != t) {
+		e->type = t;
+		e->tr = (traverseproc)PyType_GetSlot(t, Py_tp_traverse);
+		e->safe = (uint8_t)safe_of(p->safe, t);
+		e->groups = 0;
+		for (int k = 0; p->want && k < p->want->n; k++)
+			if (PyType_IsSubtype(t, p->want->type[k]))
+				e->groups |= (uint8_t)(1u << p->want->group[k]);
+	}
+	return e;
+}
+
 static void pass(void *arg)
 {
 	struct part *p = arg;
-	PyTypeObject *last = NULL;
-	traverseproc tr = NULL;
-	int ok = 0;
 	size_t q = p->lo;
 	for (; q < p->hi; q++) {
 		if (((q - p->lo) & 1023) == 0 && q > p->lo) {
@@ -493,17 +538,18 @@ static void pass(void *arg)
 			continue;
 		}
 		PyObject *o = (PyObject *)p->items[i];
-		if (Py_TYPE(o) != last) {
-			last = Py_TYPE(o);
-			tr = (traverseproc)PyType_GetSlot(last, Py_tp_traverse);
-			ok = p->all || safe_of(p->safe, last);
-		}
-		if (tr && !ok) {
+		const struct type_info *ti = type_info(p, Py_TYPE(o));
+		traverseproc tr = ti->tr;
+		if (tr && !ti->safe && !p->all) {
 			if (u32s_push(&p->defer, (uint32_t)i))
 				goto nomem;
 			continue;
 		}
 		p->stepped++;
+		for (int g = 0; ti->groups >> g; g++)
+			if ((ti->groups >> g & 1) &&
+			    u32s_push(&p->typed[g], (uint32_t)i))
+				goto nomem;
 		if (!tr)
 			continue;
 		if (PyType_Check(o)) { /* a class: a root */
@@ -667,14 +713,16 @@ static PyObject *build(const struct walk *w, uint32_t *occ, uint32_t *tmp,
  * places stepped through, in *stepped; "time" or "objects" when cut.
  */
 static int run_pass(struct walk *w, const struct safe *safe,
-		    const uintptr_t *items, const uint32_t *slot, size_t n,
-		    size_t most, double deadline, int nt, struct part *parts,
+		    const struct want *want, const uintptr_t *items,
+		    const uint32_t *slot, size_t n, size_t most,
+		    double deadline, int nt, struct part *parts,
 		    size_t *stepped, const char **stopped)
 {
 	for (int k = 0; k <= nt; k++) {
 		struct part *p = &parts[k];
 		p->w = w;
 		p->safe = safe;
+		p->want = want;
 		p->items = items;
 		p->slot = slot;
 		p->deadline = deadline;
@@ -737,7 +785,215 @@ static void parts_free(struct part *parts, int n)
 		free(parts[k].defer.v);
 		free(parts[k].classes.v);
 		free((void *)parts[k].list);
+		for (int g = 0; g < MAX_GROUPS; g++)
+			free(parts[k].typed[g].v);
 	}
+}
+
+/*
+ * A pass's result, between the pass and the climb (a capsule: Python
+ * code runs between them, which changes no edge the objects' list holds
+ * alive, and only adds references that the climb counts then).
+ */
+struct heap {
+	struct walk w;
+	uintptr_t *items;
+	uint32_t *slot, *occ;
+	Py_ssize_t n;
+	size_t cap, stepped;
+	const char *stopped;
+	double ms_index, ms_pass;
+	int climbed;
+};
+
+static void heap_clear(struct heap *h)
+{
+	big_free(h->w.keys);
+	big_free(h->w.bits);
+	big_free(h->w.head);
+	big_free(h->w.next);
+	big_free(h->w.parent);
+	big_free(h->w.marks);
+	big_free(h->items);
+	big_free(h->slot);
+	big_free(h->occ);
+	memset(&h->w, 0, sizeof h->w);
+	h->items = NULL;
+	h->slot = h->occ = NULL;
+}
+
+/* qsort's order of places */
+static int by_place(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * The index and the pass over objs; with want, *typed gets a list per
+ * group of its objects (in the list's order). NULL with an error set.
+ */
+static struct heap *heap_new(PyObject *objs, PyObject *stops, PyObject *skips,
+			     double budget, Py_ssize_t most, Py_ssize_t threads,
+			     const struct want *want, PyObject **typed)
+{
+	double t0 = now();
+	double deadline = t0 + budget;
+	Py_ssize_t n = PyList_Size(objs);
+	if (n > (Py_ssize_t)(1u << 30)) {
+		PyErr_SetString(PyExc_ValueError,
+				"referrers: more than 2**30 objects");
+		return NULL;
+	}
+	struct safe safe;
+	if (safe_init(&safe))
+		return NULL;
+	int nt = most < n ? 1 : threads_for(threads, n);
+	/* on the heap: a thread running Python may have a small stack */
+	struct part *parts = calloc(MAX_THREADS + 1, sizeof *parts);
+	struct heap *h = calloc(1, sizeof *h);
+	if (!parts || !h) {
+		free(parts);
+		free(h);
+		PyErr_NoMemory();
+		return NULL;
+	}
+	struct walk *w = &h->w;
+	size_t cap = 16, bcap = 1 << 12;
+	while (cap < (size_t)n * 2)
+		cap <<= 1;
+	while (bcap < (size_t)n * 32)
+		bcap <<= 1;
+	h->n = n;
+	h->cap = cap;
+	w->mask = cap - 1;
+	w->bmask = bcap - 1;
+	w->keys = big(cap, sizeof *w->keys);
+	w->bits = big(bcap / 64, sizeof *w->bits);
+	w->head = big(cap, sizeof *w->head);
+	w->marks = big(cap, 1);
+	h->items = big((size_t)n + 1, sizeof *h->items);
+	h->slot = big((size_t)n + 1, sizeof *h->slot);
+	h->occ = big(cap, sizeof *h->occ);
+	int was = PyGC_Disable(); /* see the threads' comment above */
+	int ok = 0;
+	if (!w->keys || !w->bits || !w->head || !w->marks || !h->items ||
+	    !h->slot || !h->occ) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	/* the index, in threads */
+	int ni = threads_for(threads, n);
+	struct index_part ix[MAX_THREADS];
+	for (int k = 0; k < ni; k++)
+		ix[k] = (struct index_part){w,
+					    objs,
+					    h->items,
+					    h->slot,
+					    h->occ,
+					    (size_t)n * (size_t)k / (size_t)ni,
+					    (size_t)n * (size_t)(k + 1) /
+						(size_t)ni};
+	in_threads(index_range, (char *)ix, sizeof *ix, ni);
+	if (mark(w, stops, M_STOP) || mark(w, skips, M_SKIP))
+		goto done;
+	double t1 = now();
+	if (run_pass(w, &safe, want, h->items, h->slot, (size_t)n,
+		     most < 0 ? 0 : (size_t)most, deadline, nt, parts,
+		     &h->stepped, &h->stopped)) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	h->ms_index = (t1 - t0) * 1e3;
+	h->ms_pass = (now() - t1) * 1e3;
+	ok = 1;
+	/* each group's objects, from every part, in the list's order */
+	for (int g = 0; want && g < want->groups && ok; g++) {
+		struct u32s all = {0};
+		for (int k = 0; k <= nt && ok; k++)
+			for (size_t q = 0; q < parts[k].typed[g].n && ok; q++)
+				ok = !u32s_push(&all, parts[k].typed[g].v[q]);
+		if (all.n)
+			qsort(all.v, all.n, sizeof *all.v, by_place);
+		PyObject *lst = ok ? PyList_New((Py_ssize_t)all.n) : NULL;
+		for (size_t q = 0; lst && q < all.n; q++) {
+			PyObject *o = (PyObject *)h->items[all.v[q]];
+			Py_INCREF(o);
+			PyList_SetItem(lst, (Py_ssize_t)q, o);
+		}
+		free(all.v);
+		if (!lst) {
+			if (!PyErr_Occurred())
+				PyErr_NoMemory();
+			ok = 0;
+			break;
+		}
+		PyTuple_SetItem(*typed, g, lst);
+	}
+done:
+	if (was)
+		PyGC_Enable();
+	parts_free(parts, nt + 1);
+	free(parts);
+	if (!ok) {
+		heap_clear(h);
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* the climb from the targets, and its graph (see the top); NULL with an
+ * error set */
+static PyObject *heap_climb(struct heap *h, PyObject *targets, double *ms)
+{
+	struct walk *w = &h->w;
+	double t0 = now();
+	Py_ssize_t nt = PyList_Size(targets);
+	for (Py_ssize_t q = 0; q < nt; q++) {
+		uint32_t j = lookup(w, (uintptr_t)PyList_GetItem(targets, q));
+		if (j != NONE)
+			h->occ[j]++;
+	}
+	uint32_t *tmp = big(w->n + 1, sizeof *tmp); /* the most parents */
+	uint32_t *queue = big(h->cap, sizeof *queue);
+	PyObject *graph = NULL;
+	if (!tmp || !queue) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	size_t nq = 0;
+	for (Py_ssize_t q = 0; q < nt; q++) {
+		uint32_t j = lookup(w, (uintptr_t)PyList_GetItem(targets, q));
+		if (j == NONE || (w->marks[j] & (M_SEEN | M_SKIP)))
+			continue;
+		w->marks[j] |= M_SEEN;
+		queue[nq++] = j;
+	}
+	for (size_t q = 0; q < nq; q++) {
+		uint32_t np = parents_of(w, queue[q], tmp);
+		for (uint32_t e = 0; e < np; e++) {
+			uint32_t p = tmp[e];
+			if (w->marks[p] & (M_SEEN | M_SKIP | M_STOP))
+				continue;
+			w->marks[p] |= M_SEEN;
+			queue[nq++] = p;
+		}
+	}
+	double t1 = now();
+	/* the tuples and the dict below could start a collection, whose
+	 * finalizers would run user code and change the refcounts read:
+	 * collections stay off until they are made */
+	int was = PyGC_Disable();
+	graph = build(w, h->occ, tmp, queue, nq);
+	if (was)
+		PyGC_Enable();
+	ms[0] = (t1 - t0) * 1e3;
+	ms[1] = (now() - t1) * 1e3;
+done:
+	big_free(tmp);
+	big_free(queue);
+	return graph;
 }
 
 PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
@@ -751,125 +1007,105 @@ PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
 			      &stops, &PyList_Type, &skips, &budget, &most,
 			      &threads))
 		return NULL;
-	double t[5]; /* the phases' starts: index, pass, climb, build, end */
-	t[0] = now();
-	double deadline = t[0] + budget;
-	Py_ssize_t n = PyList_Size(objs);
-	if (n > (Py_ssize_t)(1u << 30))
-		return PyErr_Format(PyExc_ValueError,
-				    "referrers: more than 2**30 objects");
-	struct safe safe;
-	if (safe_init(&safe))
+	struct heap *h =
+	    heap_new(objs, stops, skips, budget, most, threads, NULL, NULL);
+	if (!h)
 		return NULL;
-	int nt = most < n ? 1 : threads_for(threads, n);
-	struct part parts[MAX_THREADS + 1];
-	memset(parts, 0, sizeof parts);
-	struct walk w = {0};
-	size_t cap = 16, bcap = 1 << 12;
-	while (cap < (size_t)n * 2)
-		cap <<= 1;
-	while (bcap < (size_t)n * 32)
-		bcap <<= 1;
-	w.mask = cap - 1;
-	w.bmask = bcap - 1;
-	w.keys = big(cap, sizeof *w.keys);
-	w.bits = big(bcap / 64, sizeof *w.bits);
-	w.head = big(cap, sizeof *w.head);
-	w.marks = big(cap, 1);
-	uintptr_t *items = big((size_t)n + 1, sizeof *items);
-	uint32_t *slot = big((size_t)n + 1, sizeof *slot);
-	uint32_t *occ = big(cap, sizeof *occ);
-	uint32_t *tmp = NULL, *queue = NULL;
-	PyObject *out = NULL, *graph = NULL;
-	const char *stopped = NULL;
-	size_t stepped = 0;
-	Py_ssize_t nt_targets = PyList_Size(targets);
-	size_t nq = 0;
-	int was = PyGC_Disable(); /* see the threads' comment above */
-	if (!w.keys || !w.bits || !w.head || !w.marks || !items || !slot ||
-	    !occ) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	/* the index, in threads */
-	int ni = threads_for(threads, n);
-	struct index_part ix[MAX_THREADS];
-	for (int k = 0; k < ni; k++)
-		ix[k] = (struct index_part){&w,
-					    objs,
-					    items,
-					    slot,
-					    occ,
-					    (size_t)n * (size_t)k / (size_t)ni,
-					    (size_t)n * (size_t)(k + 1) /
-						(size_t)ni};
-	in_threads(index_range, (char *)ix, sizeof *ix, ni);
-	for (Py_ssize_t q = 0; q < nt_targets; q++) {
-		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, q));
-		if (j != NONE)
-			occ[j]++;
-	}
-	if (mark(&w, stops, M_STOP) || mark(&w, skips, M_SKIP))
-		goto done;
-	t[1] = now();
-	if (run_pass(&w, &safe, items, slot, (size_t)n,
-		     most < 0 ? 0 : (size_t)most, deadline, nt, parts, &stepped,
-		     &stopped)) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	t[2] = now();
-	tmp = big(w.n + 1, sizeof *tmp); /* touched to the most parents */
-	queue = big(cap, sizeof *queue);
-	if (!tmp || !queue) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	/* the climb */
-	for (Py_ssize_t q = 0; q < nt_targets; q++) {
-		uint32_t j = lookup(&w, (uintptr_t)PyList_GetItem(targets, q));
-		if (j == NONE || (w.marks[j] & (M_SEEN | M_SKIP)))
-			continue;
-		w.marks[j] |= M_SEEN;
-		queue[nq++] = j;
-	}
-	for (size_t q = 0; q < nq; q++) {
-		uint32_t np = parents_of(&w, queue[q], tmp);
-		for (uint32_t e = 0; e < np; e++) {
-			uint32_t p = tmp[e];
-			if (w.marks[p] & (M_SEEN | M_SKIP | M_STOP))
-				continue;
-			w.marks[p] |= M_SEEN;
-			queue[nq++] = p;
-		}
-	}
-	t[3] = now();
-	/* the tuples and the dict below could start a collection, whose
-	 * finalizers would run user code and change the refcounts read:
-	 * collections stay off until they are made */
-	graph = build(&w, occ, tmp, queue, nq);
-	t[4] = now();
-	if (graph)
-		out = Py_BuildValue("(Nnns(dddd))", graph, (Py_ssize_t)stepped,
-				    n, stopped, (t[1] - t[0]) * 1e3,
-				    (t[2] - t[1]) * 1e3, (t[3] - t[2]) * 1e3,
-				    (t[4] - t[3]) * 1e3);
-done:
-	if (was)
-		PyGC_Enable();
-	parts_free(parts, nt + 1);
-	big_free(w.keys);
-	big_free(w.bits);
-	big_free(w.head);
-	big_free(w.next);
-	big_free(w.parent);
-	big_free(w.marks);
-	big_free(items);
-	big_free(slot);
-	big_free(occ);
-	big_free(tmp);
-	big_free(queue);
+	double ms[2];
+	PyObject *graph = heap_climb(h, targets, ms);
+	PyObject *out =
+	    graph ? Py_BuildValue("(Nnns(dddd))", graph, (Py_ssize_t)h->stepped,
+				  h->n, h->stopped, h->ms_index, h->ms_pass,
+				  ms[0], ms[1])
+		  : NULL;
+	heap_clear(h);
+	free(h);
 	return out;
+}
+
+#define HEAP_CAPSULE "gpureclaim._heap"
+
+static void heap_capsule_free(PyObject *cap)
+{
+	struct heap *h = PyCapsule_GetPointer(cap, HEAP_CAPSULE);
+	if (h) {
+		heap_clear(h);
+		free(h);
+	}
+}
+
+PyObject *gpr_py_heap(PyObject *module, PyObject *args)
+{
+	(void)module;
+	PyObject *objs, *stops, *skips, *groups;
+	double budget;
+	Py_ssize_t most, threads = 0;
+	if (!PyArg_ParseTuple(args, "O!O!O!dnO!|n:heap", &PyList_Type, &objs,
+			      &PyList_Type, &stops, &PyList_Type, &skips,
+			      &budget, &most, &PyTuple_Type, &groups, &threads))
+		return NULL;
+	struct want want = {0};
+	want.groups = (int)PyTuple_Size(groups);
+	if (want.groups > MAX_GROUPS)
+		return PyErr_Format(PyExc_ValueError,
+				    "heap: at most %d groups of types",
+				    MAX_GROUPS);
+	for (int g = 0; g < want.groups; g++) {
+		PyObject *ts = PyTuple_GetItem(groups, g);
+		Py_ssize_t nts = PyTuple_Check(ts) ? PyTuple_Size(ts) : -1;
+		for (Py_ssize_t k = 0; k < nts; k++) {
+			PyObject *t = PyTuple_GetItem(ts, k);
+			if (!PyType_Check(t) || want.n == MAX_WANT)
+				nts = -1;
+			else {
+				want.type[want.n] = (PyTypeObject *)t;
+				want.group[want.n++] = g;
+			}
+		}
+		if (nts < 0)
+			return PyErr_Format(
+			    PyExc_TypeError,
+			    "heap: groups must be tuples of classes (%d in all "
+			    "at most)",
+			    MAX_WANT);
+	}
+	PyObject *typed = PyTuple_New(want.groups);
+	if (!typed)
+		return NULL;
+	struct heap *h =
+	    heap_new(objs, stops, skips, budget, most, threads, &want, &typed);
+	if (!h) {
+		Py_DECREF(typed);
+		return NULL;
+	}
+	PyObject *cap = PyCapsule_New(h, HEAP_CAPSULE, heap_capsule_free);
+	if (!cap) {
+		heap_clear(h);
+		free(h);
+		Py_DECREF(typed);
+		return NULL;
+	}
+	return Py_BuildValue("(NNnns(dd))", cap, typed, (Py_ssize_t)h->stepped,
+			     h->n, h->stopped, h->ms_index, h->ms_pass);
+}
+
+PyObject *gpr_py_climb(PyObject *module, PyObject *args)
+{
+	(void)module;
+	PyObject *cap, *targets;
+	if (!PyArg_ParseTuple(args, "OO!:climb", &cap, &PyList_Type, &targets))
+		return NULL;
+	struct heap *h = PyCapsule_GetPointer(cap, HEAP_CAPSULE);
+	if (!h)
+		return NULL;
+	if (h->climbed)
+		return PyErr_Format(PyExc_ValueError,
+				    "climb: this heap was climbed already");
+	h->climbed = 1;
+	double ms[2];
+	PyObject *graph = heap_climb(h, targets, ms);
+	heap_clear(h); /* its memory back now, not when the capsule goes */
+	return graph ? Py_BuildValue("(N(dd))", graph, ms[0], ms[1]) : NULL;
 }
 
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj)

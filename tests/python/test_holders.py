@@ -393,6 +393,35 @@ emit(dict(same_arrays=same_arrays, arrays=len(arrays), objects=len(objs),
     assert r["stopped"] == [None, None, None]
 
 
+def test_a_hook_with_types_reads_only_those_objects(scenario):
+    """Holders.types given, arrays() gets only the objects of those
+    classes, picked out by the pass; left out, every object: the same
+    chains either way."""
+    r = run(scenario, """
+import dataclasses
+from gpureclaim.frameworks import TABLE
+t = torch.empty(8 << 20, device="cuda")
+(fw,) = [f for f in TABLE if f.name == "torch"]
+seen = []
+h0 = fw.holders
+def spy(call, objs):
+    seen.append(len(objs))
+    return h0.arrays(call, objs)
+paths = []
+for types in (h0.types, None):
+    object.__setattr__(fw, "holders",
+                       dataclasses.replace(h0, arrays=spy, types=types))
+    e, blocks = holders()
+    paths.append(chains(blocks, 8 << 20)[1])
+object.__setattr__(fw, "holders", h0)
+emit(dict(seen=seen, paths=paths, objects=e.holders["walk"]["objects"]))
+""")
+    assert r["paths"] == [["t"], ["t"]]
+    few, every = r["seen"]
+    assert 1 <= few < 50
+    assert every == r["objects"] > 1000
+
+
 def test_the_walk_runs_no_user_code(scenario):
     r = run(scenario, """
 calls = []

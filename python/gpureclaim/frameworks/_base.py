@@ -81,11 +81,16 @@ class Holders:
       class shows as attributes (Torch's ``_modules``: ``model._modules
       ['layers']._modules['3']`` is written ``model.layers[3]``).
     - ``cpp``: what holds a block from C++ in this framework, in words.
+    - ``types() -> (class, ...)``, optional: the classes its arrays are
+      (subclasses included). Given, ``arrays`` is passed only the objects
+      of those classes, which the heap walk's own pass picks out, instead
+      of every object (one read of the heap instead of two).
     """
 
     arrays: Callable[[Any, list], tuple]
     attr_dicts: tuple = ()
     cpp: str = "an extension"
+    types: Optional[Callable[[], tuple]] = None
 
 
 @dataclass(frozen=True)

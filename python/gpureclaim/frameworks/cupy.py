@@ -304,6 +304,13 @@ def arrays(call: Any, objs: list) -> tuple:
     return out, None, odd
 
 
+def array_types() -> tuple:
+    """The class of CuPy's arrays."""
+    cls = getattr(imported("cupy"), "ndarray", None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
 FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
                       oom=OOMHook("cupy", oom_attach, oom_request),
-                      holders=Holders(arrays, cpp="an extension"))
+                      holders=Holders(arrays, cpp="an extension",
+                                      types=array_types))

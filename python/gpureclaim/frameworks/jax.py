@@ -238,7 +238,14 @@ def arrays(call: Any, objs: list) -> tuple:
     return out, None, odd
 
 
+def array_types() -> tuple:
+    """The class of JAX's arrays (``jax._src.array.ArrayImpl``)."""
+    cls = getattr(imported("jax._src.array"), "ArrayImpl", None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
 FRAMEWORK = Framework("jax", "cuda", probe, None, release, explain,
                       oom=OOMHook("jax", oom_attach, oom_request),
                       holders=Holders(arrays, cpp="XLA, a jitted function's "
-                                                  "cache, an extension"))
+                                                  "cache, an extension",
+                                      types=array_types))

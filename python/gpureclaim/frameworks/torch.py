@@ -947,9 +947,15 @@ def arrays(call: Any, objs: list) -> tuple:
     return out, blocks, odd
 
 
+def array_types() -> tuple:
+    """The class of Torch's tensors (every subclass's base)."""
+    base = getattr(getattr(imported("torch"), "_C", None), "TensorBase", None)
+    return (base,) if isinstance(base, type) else ()
+
+
 HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
                   cpp="a tensor's .grad, the autograd graph, a saved "
-                      "tensor, an extension")
+                      "tensor, an extension", types=array_types)
 
 FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
                       oom=OOMHook("torch", oom_attach, oom_request),
