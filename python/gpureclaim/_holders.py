@@ -42,7 +42,6 @@ MAX_NODES = 20000  #: nodes read back per allocation
 DEFAULT_BUDGET_S = 1.0
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_ModuleType = type(sys)
 _FrameType = types.FrameType
 _MemberType = types.MemberDescriptorType
 _EXC = {a: BaseException.__dict__[a].__get__
@@ -120,14 +119,9 @@ def _roots(namespaces: list) -> tuple:
         add("shell", "get_ipython()", "IPython", shell)
     for ns in namespaces:
         add("namespace", "", "__main__", ns)
-    # thousands of modules: each a (name, namespace) pair, made a _Root
-    # only if a chain starts there (_root_of)
-    own = _c._instance_dict
-    for name, mod in list(sys.modules.items()):
-        if mod is not None and issubclass(type(mod), _ModuleType):
-            d = own(mod)
-            if d is not None and id(d) not in roots:
-                roots[id(d)] = (name, d)
+    # thousands of modules: each a (name, namespace) pair (read in C),
+    # made a _Root only if a chain starts there (_root_of)
+    _c._namespaces(sys.modules, roots)
     frames, skips, cleared = [], [], []
     names = _thread_names()
     for tid, f in sys._current_frames().items():

@@ -117,6 +117,7 @@ PyObject *gpr_py_heap_scan(PyObject *module, PyObject *args);
 PyObject *gpr_py_referrers(PyObject *module, PyObject *args);
 PyObject *gpr_py_heap(PyObject *module, PyObject *args);
 PyObject *gpr_py_climb(PyObject *module, PyObject *args);
+PyObject *gpr_py_namespaces(PyObject *module, PyObject *args);
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj);
 PyObject *gpr_py_of_types(PyObject *module, PyObject *args);
 /* trace_live.c: trace_live() -> None or [(device, kind, library, bytes,

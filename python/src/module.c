@@ -82,6 +82,9 @@ static PyMethodDef methods[] = {
      " -> (heap, objects of each group, examined, total, stopped, ms)"},
     {"_climb", gpr_py_climb, METH_VARARGS,
      "_climb(heap, targets) -> (graph, ms)"},
+    {"_namespaces", gpr_py_namespaces, METH_VARARGS,
+     "_namespaces(modules, roots) -> None: each module's namespace into "
+     "roots"},
     {"_instance_dict", gpr_py_instance_dict, METH_O,
      "_instance_dict(obj) -> its own __dict__, or None"},
     {"_of_types", gpr_py_of_types, METH_VARARGS,
