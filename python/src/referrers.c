@@ -754,8 +754,10 @@ static int run_pass(struct walk *w, const struct safe *safe,
 			return -1;
 		size_t at = 0;
 		for (int k = 0; k < nt; k++) {
-			memcpy((uint32_t *)d->list + at, parts[k].defer.v,
-			       parts[k].defer.n * sizeof *d->list);
+			if (parts[k].defer.n)
+				memcpy((uint32_t *)d->list + at,
+				       parts[k].defer.v,
+				       parts[k].defer.n * sizeof *d->list);
 			at += parts[k].defer.n;
 		}
 		d->lo = 0;
