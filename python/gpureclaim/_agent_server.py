@@ -10,10 +10,12 @@ Why it is built this way:
   holds only its own thread, for at most REQUEST_SECONDS.
 - Every peer is checked with SO_PEERCRED on every connection: this uid
   or root, nobody else (the folder is 0700 and the socket 0600 as well).
-- An operation runs in a thread of its own, one at a time (_op_lock); the
-  connection waits for it up to the request's timeout (less a margin, so
-  the answer that says so reaches the client before it gives up). A
-  release cut off goes on in the process; its result is dropped.
+- Operations run one at a time, in the order asked, in one thread kept
+  for the agent's life (status, which only reads, in a thread of its
+  own); the connection waits for its operation up to the request's
+  timeout (less a margin, so the answer that says so reaches the client
+  before it gives up). One not started by then never starts; a release
+  cut off goes on in the process, its result dropped.
 - The socket is bound under a temporary name in the private folder,
   made 0600, then renamed into place: it is never open to others, not
   even for an instant, and no umask (process-wide) is touched.
@@ -27,6 +29,7 @@ import atexit
 import inspect
 import json
 import os
+import queue
 import select
 import socket
 import sys
@@ -46,7 +49,6 @@ MAX_TIMEOUT = 600.0
 DEFAULT_TIMEOUT = 10.0
 
 _lock = threading.Lock()
-_op_lock = threading.Lock()
 _state: Optional["_Server"] = None
 _hooks_installed = False
 
@@ -474,42 +476,103 @@ def handle(req: Any) -> dict:
     return _run(op, args, _margin(timeout))
 
 
-def _run(op: str, args: dict, seconds: float) -> dict:
+class _Job:
+    """One request's operation, for the operations' thread: state
+    "queued", "running" or "cancelled" (its asker gave up before it
+    started), changed under _job_lock."""
+
+    __slots__ = ("op", "args", "out", "fail", "state", "done")
+
+    def __init__(self, op: str, args: dict):
+        self.op, self.args, self.out, self.fail = op, args, None, None
+        self.state = "queued"
+        self.done = threading.Event()
+
+
+_job_lock = threading.Lock()
+_jobs: Optional["queue.SimpleQueue"] = None
+
+
+def _operations(q: "queue.SimpleQueue") -> None:
+    """The operations' thread: one operation at a time, in the order asked.
+    One thread for the agent's life, not one per request: a thread's
+    first CUDA call (Torch's empty_cache()) pays for its CUDA state, which
+    a release from outside would pay each time."""
+    while True:
+        job = q.get()
+        with _job_lock:
+            if job.state == "cancelled":
+                continue
+            job.state = "running"
+        try:
+            job.out = OPS[job.op](job.args)
+        except _Usage as e:
+            job.fail = ("error", str(e))
+        except Exception as e:
+            job.fail = ("error", f"{job.op} failed: {type(e).__name__}: {e}")
+        finally:
+            job.done.set()
+            job = None
+
+
+def _queue() -> "queue.SimpleQueue":
+    global _jobs
+    with _job_lock:
+        if _jobs is None:
+            _jobs = queue.SimpleQueue()
+            threading.Thread(target=_operations, args=(_jobs,),
+                             name="gpureclaim-agent-ops", daemon=True).start()
+        return _jobs
+
+
+def _status(args: dict, seconds: float) -> tuple:
+    """status reads only and never waits for another operation: a thread
+    of its own. (result, None) or (None, failure)."""
     box: dict = {}
     done = threading.Event()
-    started = threading.Event()
 
     def work() -> None:
         try:
-            if op == "status":  # reads only: never waits for another op
-                started.set()
-                box["out"] = OPS[op](args)
-            else:
-                with _op_lock:
-                    started.set()
-                    box["out"] = OPS[op](args)
+            box["out"] = OPS["status"](args)
         except _Usage as e:
             box["fail"] = ("error", str(e))
         except Exception as e:
-            box["fail"] = ("error", f"{op} failed: {type(e).__name__}: "
+            box["fail"] = ("error", f"status failed: {type(e).__name__}: "
                            f"{e}")
         finally:
-            started.set()
             done.set()
 
-    threading.Thread(target=work, name=f"gpureclaim-agent-{op}",
+    threading.Thread(target=work, name="gpureclaim-agent-status",
                      daemon=True).start()
     if not done.wait(seconds):
-        if not started.is_set():
-            return _fail("timeout", f"{op} did not start within "
-                         f"{seconds:.3g} s: an earlier request still runs "
-                         f"in the process")
-        return _fail("timeout", f"{op} did not finish within "
-                     f"{seconds:.3g} s; it goes on in the process and its "
-                     f"result is dropped (ask with a longer timeout)")
-    if "fail" in box:
-        return _fail(*box["fail"])
-    result, extra = box["out"]
+        return None, ("timeout", f"status did not finish within "
+                      f"{seconds:.3g} s")
+    return box.get("out"), box.get("fail")
+
+
+def _run(op: str, args: dict, seconds: float) -> dict:
+    if op == "status":
+        out, fail = _status(args, seconds)
+    else:
+        job = _Job(op, args)
+        _queue().put(job)
+        fail = None
+        if not job.done.wait(seconds):
+            with _job_lock:
+                if job.state == "queued":
+                    job.state = "cancelled"
+                    return _fail("timeout", f"{op} did not start within "
+                                 f"{seconds:.3g} s: an earlier request "
+                                 f"still runs in the process")
+            if not job.done.is_set():
+                return _fail("timeout", f"{op} did not finish within "
+                             f"{seconds:.3g} s; it goes on in the process "
+                             f"and its result is dropped (ask with a "
+                             f"longer timeout)")
+        out, fail = job.out, job.fail
+    if fail:
+        return _fail(*fail)
+    result, extra = out
     answer = {"v": _agent.VERSION, "ok": True, "pid": os.getpid(),
               "result": result}
     answer.update(extra or {})
@@ -641,10 +704,11 @@ def _at_exit() -> None:
 def _after_fork_child() -> None:
     """A forked child does not serve its parent's socket: it closes its
     copy (the file stays, the parent's) and has no agent."""
-    global _state, _lock, _op_lock
+    global _state, _lock, _job_lock, _jobs
     s, _state = _state, None
     _lock = threading.Lock()
-    _op_lock = threading.Lock()
+    _job_lock = threading.Lock()
+    _jobs = None  # the operations' thread is the parent's
     if s is None:
         return
     for fd in (s.wake_r, s.wake_w):
