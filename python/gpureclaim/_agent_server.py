@@ -494,10 +494,9 @@ _jobs: Optional["queue.SimpleQueue"] = None
 
 
 def _operations(q: "queue.SimpleQueue") -> None:
-    """The operations' thread: one operation at a time, in the order asked.
-    One thread for the agent's life, not one per request: a thread's
-    first CUDA call (Torch's empty_cache()) pays for its CUDA state, which
-    a release from outside would pay each time."""
+    """The operations' thread: one operation at a time, in the order asked,
+    for the agent's life (no thread started per request). A job its
+    asker cancelled before it started is skipped: "did not start" holds."""
     while True:
         job = q.get()
         with _job_lock:

@@ -403,6 +403,41 @@ def test_a_request_that_runs_long_is_cut_off_and_says_so(env):
         assert "did not start" in str(e.value)
 
 
+def test_a_request_cut_off_before_it_started_never_runs(env, tmp_path):
+    """A release told "did not start" is dropped, not run once the
+    operation before it ends: the releaser's calls count two releases
+    (the first and a later one), never three."""
+    gate, calls = tmp_path / "gate", tmp_path / "calls"
+    code = CACHE + textwrap.dedent(f"""\
+    import os, time, gpureclaim
+    def slow(dev):
+        with open({str(calls)!r}, "a") as f:
+            f.write("call\\n")
+        end = time.monotonic() + 60
+        while not os.path.exists({str(gate)!r}) and time.monotonic() < end:
+            time.sleep(0.01)
+    gpureclaim.register("slow", slow)
+    """)
+
+    def count():
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    with Target(env, code) as t:
+        with pytest.raises(agent.AgentError) as e:
+            agent.ask(t.pid, "release", timeout=0.5)
+        assert "release did not finish within" in str(e.value)
+        with pytest.raises(agent.AgentError) as e:
+            agent.ask(t.pid, "release", timeout=0.5)
+        assert "did not start" in str(e.value)
+        gate.write_text("open")
+        agent.ask(t.pid, "release", timeout=60)  # after the first ends
+        two = count()
+        agent.ask(t.pid, "release", timeout=60)
+        each = count() - two
+        assert each >= 1
+        assert two == 2 * each
+
+
 def test_a_request_never_sent_holds_nothing(env):
     """A client that connects and sends nothing does not stop others."""
     with Target(env) as t:
