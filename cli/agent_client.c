@@ -591,24 +591,18 @@ static int read_line(int fd, long pid, double deadline, struct gpr__buf *b)
 		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
-		if (n < 0) {
+		if (n <= 0) {
 			int e = errno;
 			if (ended(pid, deadline))
 				return fail(K_DIED,
 					    "process %ld ended before it "
 					    "answered",
 					    pid);
-			return fail(K_BAD,
-				    "process %ld's agent broke the connection "
-				    "(%s)",
-				    pid, strerror(e));
-		}
-		if (n == 0) {
-			if (ended(pid, deadline))
-				return fail(K_DIED,
-					    "process %ld ended before it "
-					    "answered",
-					    pid);
+			if (n < 0)
+				return fail(K_BAD,
+					    "process %ld's agent broke the "
+					    "connection (%s)",
+					    pid, strerror(e));
 			return fail(K_BAD,
 				    "process %ld's agent closed the connection "
 				    "without a full answer",
