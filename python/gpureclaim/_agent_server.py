@@ -493,6 +493,18 @@ _job_lock = threading.Lock()
 _jobs: Optional["queue.SimpleQueue"] = None
 
 
+def _execute(job: _Job) -> None:
+    """Runs a job's operation: its result, or the failure in one line."""
+    try:
+        job.out = OPS[job.op](job.args)
+    except _Usage as e:
+        job.fail = ("error", str(e))
+    except Exception as e:
+        job.fail = ("error", f"{job.op} failed: {type(e).__name__}: {e}")
+    finally:
+        job.done.set()
+
+
 def _operations(q: "queue.SimpleQueue") -> None:
     """The operations' thread: one operation at a time, in the order asked,
     for the agent's life (no thread started per request). A job its
@@ -503,15 +515,8 @@ def _operations(q: "queue.SimpleQueue") -> None:
             if job.state == "cancelled":
                 continue
             job.state = "running"
-        try:
-            job.out = OPS[job.op](job.args)
-        except _Usage as e:
-            job.fail = ("error", str(e))
-        except Exception as e:
-            job.fail = ("error", f"{job.op} failed: {type(e).__name__}: {e}")
-        finally:
-            job.done.set()
-            job = None
+        _execute(job)
+        job = None
 
 
 def _queue() -> "queue.SimpleQueue":
@@ -524,54 +529,29 @@ def _queue() -> "queue.SimpleQueue":
         return _jobs
 
 
-def _status(args: dict, seconds: float) -> tuple:
-    """status reads only and never waits for another operation: a thread
-    of its own. (result, None) or (None, failure)."""
-    box: dict = {}
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["out"] = OPS["status"](args)
-        except _Usage as e:
-            box["fail"] = ("error", str(e))
-        except Exception as e:
-            box["fail"] = ("error", f"status failed: {type(e).__name__}: "
-                           f"{e}")
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="gpureclaim-agent-status",
-                     daemon=True).start()
-    if not done.wait(seconds):
-        return None, ("timeout", f"status did not finish within "
-                      f"{seconds:.3g} s")
-    return box.get("out"), box.get("fail")
-
-
 def _run(op: str, args: dict, seconds: float) -> dict:
-    if op == "status":
-        out, fail = _status(args, seconds)
+    job = _Job(op, args)
+    if op == "status":  # reads only: never waits for another operation
+        job.state = "running"
+        threading.Thread(target=_execute, args=(job,),
+                         name="gpureclaim-agent-status", daemon=True).start()
     else:
-        job = _Job(op, args)
         _queue().put(job)
-        fail = None
-        if not job.done.wait(seconds):
-            with _job_lock:
-                if job.state == "queued":
-                    job.state = "cancelled"
-                    return _fail("timeout", f"{op} did not start within "
-                                 f"{seconds:.3g} s: an earlier request "
-                                 f"still runs in the process")
-            if not job.done.is_set():
-                return _fail("timeout", f"{op} did not finish within "
-                             f"{seconds:.3g} s; it goes on in the process "
-                             f"and its result is dropped (ask with a "
-                             f"longer timeout)")
-        out, fail = job.out, job.fail
-    if fail:
-        return _fail(*fail)
-    result, extra = out
+    if not job.done.wait(seconds):
+        with _job_lock:
+            if job.state == "queued":
+                job.state = "cancelled"
+                return _fail("timeout", f"{op} did not start within "
+                             f"{seconds:.3g} s: an earlier request "
+                             f"still runs in the process")
+        if not job.done.is_set():
+            return _fail("timeout", f"{op} did not finish within "
+                         f"{seconds:.3g} s; it goes on in the process "
+                         f"and its result is dropped (ask with a "
+                         f"longer timeout)")
+    if job.fail:
+        return _fail(*job.fail)
+    result, extra = job.out
     answer = {"v": _agent.VERSION, "ok": True, "pid": os.getpid(),
               "result": result}
     answer.update(extra or {})
