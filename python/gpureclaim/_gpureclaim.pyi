@@ -52,11 +52,6 @@ def _torch_wsmap(
 def _heap_scan(
     objects: list[Any], tensor_type: type, graph_type: Optional[type]
 ) -> tuple[list[int], list[tuple[int, int]], int, int]: ...
-def _referrers(
-    objects: list[Any], targets: list[Any], stops: list[Any], skips: list[Any],
-    budget_s: float, max_objects: int, threads: int = 0,
-) -> tuple[dict[int, tuple[int, tuple[Any, ...]]], int, int, Optional[str],
-           tuple[float, float, float, float]]: ...
 def _heap(
     objects: list[Any], stops: list[Any], skips: list[Any], budget_s: float,
     max_objects: int, groups: tuple[tuple[type, ...], ...], threads: int = 0,

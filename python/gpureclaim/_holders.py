@@ -9,7 +9,7 @@ of the heap, generic: the roots are collected (every module's namespace,
 IPython's user namespace and shell, each running frame's locals, every
 class; a traceback's frames are climbed past, to what holds the
 traceback), ``gc.get_objects()`` is read, and the
-C extension (``_gpureclaim._referrers``, python/src/referrers.c) climbs
+C extension (``_gpureclaim._heap`` and ``_climb``, python/src/referrers.c) climbs
 from the arrays to the roots over tp_traverse edges, within a budget of
 time and objects. Here the climb is read back, breadth first, into the
 shortest chain from each root: each edge is named by looking, never by
@@ -553,7 +553,7 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
     t3 = time.perf_counter()
     left = budget_s - (t3 - t0)
     most = max_objects if max_objects is not None else len(objs)
-    nroots, graph, heap = len(roots), {}, None
+    nroots, graph = len(roots), {}
     targets: list = []
     groups: dict = {}
     notes: list = []
@@ -562,10 +562,9 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
             objs, stops, skips, max(left, 0.0), most,
             tuple(t for _, _, t in typed))
         t4 = time.perf_counter()
-        picked = list(picked)
-        for f, h, _ in typed:
-            found.append(_arrays(call, f, h, picked.pop(0)))
-        del picked
+        for (f, h, _), of_types in zip(typed, picked):
+            found.append(_arrays(call, f, h, of_types))
+        of_types = picked = None  # only targets may hold the arrays
         _group(found, targets, groups, notes)
         t5 = time.perf_counter()
         graph, ms_climb = _c._climb(heap, targets)

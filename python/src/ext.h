@@ -114,7 +114,6 @@ PyObject *gpr_py_torch_wsmap(PyObject *module, PyObject *version);
 /* tensor_scan.c: heap_scan(objects, tensor_type, graph_type) */
 PyObject *gpr_py_heap_scan(PyObject *module, PyObject *args);
 /* referrers.c: the heap walk of explain(holders=True) */
-PyObject *gpr_py_referrers(PyObject *module, PyObject *args);
 PyObject *gpr_py_heap(PyObject *module, PyObject *args);
 PyObject *gpr_py_climb(PyObject *module, PyObject *args);
 PyObject *gpr_py_namespaces(PyObject *module, PyObject *args);

@@ -73,10 +73,6 @@ static PyMethodDef methods[] = {
     {"_heap_scan", gpr_py_heap_scan, METH_VARARGS,
      "_heap_scan(objects, tensor_type, graph_type) -> (pointers, pools, "
      "tensors, odd)"},
-    {"_referrers", gpr_py_referrers, METH_VARARGS,
-     "_referrers(objects, targets, stops, skips, budget_s, max_objects"
-     "[, threads]) -> "
-     "(graph, examined, total, stopped, ms)"},
     {"_heap", gpr_py_heap, METH_VARARGS,
      "_heap(objects, stops, skips, budget_s, max_objects, groups[, threads])"
      " -> (heap, objects of each group, examined, total, stopped, ms)"},

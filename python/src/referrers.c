@@ -2,18 +2,19 @@
  * The heap walk of explain(holders=True) (gpureclaim/_holders.py): who
  * refers to a set of arrays, and who refers to those, up to the roots.
  *
- * referrers(objects, targets, stops, skips, budget_s, max_objects,
- * threads) makes one pass over objects (gc.get_objects() and the frames
- * the caller added), calling each object's tp_traverse, what
- * gc.get_referents does: no Python code runs (no __eq__, __hash__,
- * property or __getattr__; a pointer is the identity), so the walk cannot
- * change what it walks. From that pass's edges it climbs back from the
- * targets, breadth first, never past a stop (a root: a module's namespace,
- * a frame of a thread; every class is one too) and never through a skip
- * (the caller's own frames). The pass is what costs (bound by memory: its
- * lookups go in prefetched batches). It holds the GIL throughout, so it
- * stops once budget_s seconds have gone or max_objects were traversed,
- * and says how far it got.
+ * heap(objects, stops, skips, budget_s, max_objects, groups[, threads])
+ * makes one pass over objects (gc.get_objects() and the frames the caller
+ * added), calling each object's tp_traverse, what gc.get_referents does:
+ * no Python code runs (no __eq__, __hash__, property or __getattr__; a
+ * pointer is the identity), so the walk cannot change what it walks. On
+ * the way it picks out the objects whose types are subtypes of one of
+ * each group's classes (a framework's arrays: no second read of the heap
+ * for them). The pass is what costs (bound by memory: its lookups go in
+ * prefetched batches). It holds the GIL throughout, so it stops once
+ * budget_s seconds have gone or max_objects were traversed, and says how
+ * far it got. It returns (heap, those objects by group, examined, total,
+ * stopped, (index ms, pass ms)): examined of total objects traversed,
+ * stopped None, "time" or "objects".
  *
  * The pass runs in up to `threads` threads, each over its share of the
  * objects, while this one holds the GIL (nothing else runs Python, and
@@ -23,25 +24,18 @@
  * and leave the rest (classes, frames, modules, every extension's type,
  * whose traverse may do more than read) to this thread once they are done.
  *
- * The same in two calls: heap(objects, stops, skips, budget_s,
- * max_objects, groups[, threads]) makes the index and the pass and picks
- * out, in the pass, the objects whose types are subtypes of one of each
- * group's classes (a framework's arrays: no second read of the heap for
- * them); it returns (heap, those objects by group, examined, total,
- * stopped, (index ms, pass ms)). climb(heap, targets) climbs from the
- * targets the caller chose among them and returns (graph, (climb ms,
- * build ms)), once per heap. The objects' list must stay alive between
- * them (it holds what the heap points to).
- *
- * referrers() returns (graph, examined, total, stopped, ms): graph maps
- * id(node) of each node reached (targets included, stops and skips not) to
- * (ext, parents), parents a tuple with one entry per reference (a dict holding
- * it twice is there twice), ext the references to the node from outside
- * the objects traversed (its refcount minus the edges found, minus the
- * lists passed here): 0 for every node of a group with no root means only
- * garbage holds it; more means C or C++ does. examined of total objects
- * traversed; stopped: None, "time" or "objects"; ms: the milliseconds of
- * each phase (the index, the pass, the climb, the graph's build).
+ * climb(heap, targets), once per heap, climbs from the targets the caller
+ * chose, breadth first, never past a stop (a root: a module's namespace,
+ * a frame of a thread; every class is one too) and never through a skip
+ * (the caller's own frames), and returns (graph, (climb ms, build ms)).
+ * The objects' list must stay alive between the two calls (it holds what
+ * the heap points to). graph maps id(node) of each node reached (targets
+ * included, stops and skips not) to (ext, parents), parents a tuple with
+ * one entry per reference (a dict holding it twice is there twice), ext
+ * the references to the node from outside the objects traversed (its
+ * refcount minus the edges found, minus the lists passed here): 0 for
+ * every node of a group with no root means only garbage holds it; more
+ * means C or C++ does.
  *
  * namespaces(sys.modules, roots) adds to roots (keyed by id) each
  * module's namespace not in it yet, as (its name, the namespace): the
@@ -1000,33 +994,6 @@ done:
 	big_free(tmp);
 	big_free(queue);
 	return graph;
-}
-
-PyObject *gpr_py_referrers(PyObject *module, PyObject *args)
-{
-	(void)module;
-	PyObject *objs, *targets, *stops, *skips;
-	double budget;
-	Py_ssize_t most, threads = 0;
-	if (!PyArg_ParseTuple(args, "O!O!O!O!dn|n:referrers", &PyList_Type,
-			      &objs, &PyList_Type, &targets, &PyList_Type,
-			      &stops, &PyList_Type, &skips, &budget, &most,
-			      &threads))
-		return NULL;
-	struct heap *h =
-	    heap_new(objs, stops, skips, budget, most, threads, NULL, NULL);
-	if (!h)
-		return NULL;
-	double ms[2];
-	PyObject *graph = heap_climb(h, targets, ms);
-	PyObject *out =
-	    graph ? Py_BuildValue("(Nnns(dddd))", graph, (Py_ssize_t)h->stepped,
-				  h->n, h->stopped, h->ms_index, h->ms_pass,
-				  ms[0], ms[1])
-		  : NULL;
-	heap_clear(h);
-	free(h);
-	return out;
 }
 
 #define HEAP_CAPSULE "gpureclaim._heap"

@@ -374,8 +374,10 @@ del arrays4
 stops = [x[1] if type(x) is tuple else x.obj for x in roots.values()]
 out = []
 for th in (1, 4, 3):
-    graph, examined, total, stopped, ms = _c._referrers(
-        objs, arrays, stops, skips, 600.0, len(objs), th)
+    heap, _, examined, total, stopped, ms = _c._heap(
+        objs, stops, skips, 600.0, len(objs), (), th)
+    graph, ms = _c._climb(heap, arrays)
+    del heap
     out.append(({k: (v[0], sorted(map(id, v[1]))) for k, v in graph.items()},
                 examined, total, stopped))
     del graph
