@@ -9,11 +9,14 @@
 #   check: the demo's, and what the tests use:
 #         apt: g++, clang (+ its sanitizer and libFuzzer runtimes),
 #              clang-format, pkg-config, git, jq, cmocka, util-linux,
-#              prometheus (a real server and promtool for tests/metrics)
+#              prometheus (a real server and promtool for tests/metrics),
+#              patchelf
 #         pip: meson-python, pytest, auditwheel; the cluster tests' engines
 #              (distributed, torch, ray); ipykernel and jupyter-client (a
 #              real kernel for the notebook tests); prometheus_client (the
 #              metrics' extra, gpureclaim[prometheus])
+#         and a Python 3.14 with ipykernel, for the tests of `agent start
+#         --pid` (scripts/python-remote-exec.sh: Debian unstable's .debs)
 set -euo pipefail
 
 what=${1:-check}
@@ -56,6 +59,9 @@ if [ "$what" = check ]; then
 	# package ships promtool (`promtool check metrics`)
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 ||
 		need_apt+=(prometheus)
+	# scripts/python-remote-exec.sh points Debian unstable's Python 3.14 at
+	# its own glibc (the tests of `agent start --pid`)
+	command -v patchelf >/dev/null 2>&1 || need_apt+=(patchelf)
 fi
 
 # INSTALL_DEPS_DRY_RUN=1: say what would be installed, install nothing
@@ -133,4 +139,12 @@ if [ ${#need_pip[@]} -gt 0 ]; then
 			"add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH" >&2
 		exit 1
 	fi
+fi
+
+# A Python with sys.remote_exec (3.14; Debian 12's is 3.11) for the tests of
+# `gpureclaim agent start --pid` (tests/python/test_agent_remote.py). Where
+# it cannot be fetched those tests skip, saying so; the rest goes on.
+if [ "$what" = check ]; then
+	bash "$(dirname "$0")/python-remote-exec.sh" >/dev/null ||
+		echo "install-deps: no Python 3.14 for the tests of agent start --pid (scripts/python-remote-exec.sh failed); they will skip" >&2
 fi

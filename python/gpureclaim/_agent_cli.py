@@ -17,10 +17,9 @@ import concurrent.futures as _futures
 import json
 import os
 import sys
-import tempfile
-import time
 from typing import Any, Optional
 
+from . import _remote_start
 from . import agent as _agent
 
 _EXIT_TAIL = """\
@@ -114,9 +113,12 @@ USAGE: gpureclaim agent start --pid N [--timeout SECONDS]
        gpureclaim agent list [--json]
 
 start: start the agent in running process N, which never opted in,
-through sys.remote_exec (PEP 768: Python 3.14 or newer, in this command
-and in the process; the kernel's ptrace rules apply). list: the agents
-this user may ask (every user's, as root), with what each runs.
+through sys.remote_exec (PEP 768: the process runs Python 3.14 or newer;
+the kernel's ptrace rules apply). Where this command's Python is another
+version, the process's own interpreter sends it. The process runs it in
+its main thread at its next Python bytecode; an idle Jupyter kernel is
+woken for it. list: the agents this user may ask (every user's, as root),
+with what each runs.
 
 OPTIONS:
     --pid N             the process to start the agent in
@@ -283,25 +285,6 @@ def _drop_pid(msg: str, pid: int) -> str:
 
 # -- agent start / list ----------------------------------------------------
 
-_REMOTE = """\
-import sys
-try:
-    import gpureclaim.agent as _gpr_agent
-except ImportError:
-    sys.path.append({parent!r})
-    import gpureclaim.agent as _gpr_agent
-_gpr_agent.start()
-"""
-
-
-def _ptrace_scope() -> str:
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
-
-
 def agent_start(argv: list) -> int:
     p = _Parser("agent", AGENT_USAGE)
     p.add_argument("-h", "--help", action="help")
@@ -309,59 +292,11 @@ def agent_start(argv: list) -> int:
     p.add_argument("--timeout", type=float, default=10.0)
     a = p.parse_args(argv)
     _positive(p, "--timeout", a.timeout)
-    if not hasattr(sys, "remote_exec"):
-        v = ".".join(map(str, sys.version_info[:3]))
-        return _fail("agent", f"start --pid needs Python 3.14 or newer "
-                     f"(sys.remote_exec, PEP 768) here and in process "
-                     f"{a.pid}; this is Python {v} ({sys.executable}): set "
-                     f"GPURECLAIM_PYTHON to a 3.14, or start the agent in "
-                     f"the program (GPURECLAIM_AGENT=1, gpureclaim run "
-                     f"--agent)")
-    if _agent._proc_uid(a.pid) is None:
-        return _fail("agent", f"process {a.pid} does not exist")
-    if _agent.socket_path(a.pid):
-        try:
-            _agent.ask(a.pid, "status", timeout=a.timeout)
-            print(_agent.socket_path(a.pid))
-            return 0
-        except _agent.AgentError:
-            pass
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    fd, script = tempfile.mkstemp(prefix="gpureclaim-agent-", suffix=".py")
-    keep = None
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(_REMOTE.format(parent=parent))
-        os.chmod(script, 0o644)  # the process reads it, as its own user
-        try:
-            sys.remote_exec(a.pid, script)
-        except PermissionError as e:
-            return _fail("agent", f"process {a.pid}: the kernel's ptrace "
-                         f"rules refused it ({e}; kernel.yama.ptrace_scope"
-                         f" = {_ptrace_scope()}): run it as root, or as "
-                         f"the same user with ptrace_scope 0")
-        except Exception as e:
-            return _fail("agent", f"process {a.pid}: sys.remote_exec "
-                         f"failed: {type(e).__name__}: {e}")
-        end = time.monotonic() + a.timeout
-        while time.monotonic() < end:
-            path = _agent.socket_path(a.pid)
-            if path:
-                print(path)
-                return 0
-            time.sleep(0.02)
-        keep = script
-        return _fail("agent", f"process {a.pid} has not run the start "
-                     f"within {a.timeout:g} s: it runs it at its next "
-                     f"Python bytecode (a process blocked in C code, or "
-                     f"stopped, runs it later; the script stays at "
-                     f"{script} until then)")
-    finally:
-        if keep is None:
-            try:
-                os.unlink(script)
-            except OSError:
-                pass
+        print(_remote_start.start(a.pid, a.timeout))
+    except _remote_start.Refused as e:
+        return _fail("agent", str(e))
+    return 0
 
 
 def agent_list(argv: list) -> int:

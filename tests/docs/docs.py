@@ -33,6 +33,11 @@ before it may say where it runs:
                                torchrun, a local Ray): the block's first line
                                `# example: NAME` names the case of
                                tests/cluster/test_docs.py that runs it
+  <!-- python3.14 -->          on the simulated driver, with a `python3.14`
+                               on PATH: the one scripts/python-remote-exec.sh
+                               made (a Python with sys.remote_exec, which
+                               install-deps fetches); skipped, saying so,
+                               where there is none
   <!-- sim-environment -->     the environment of every example on the
                                simulated driver (docs/sim.md): sourced
                                before each block that runs here
@@ -130,7 +135,8 @@ def problems_of(b):
     if b.info not in KINDS:
         return [f"{b.id}: info string {b.info!r}: give every block one of "
                 f"{', '.join(sorted(KINDS))}"]
-    if b.marker and not (b.marker in ("gpu", "sim-environment", "cluster")
+    if b.marker and not (b.marker in ("gpu", "sim-environment", "cluster",
+                                      "python3.14")
                          or b.marker.startswith(("skip:", "gpu:"))):
         return [f"{b.id}: unknown marker <!-- {b.marker} -->"]
     if b.where == "skip":
@@ -299,6 +305,15 @@ def c_program(body):
     return "\n".join(inc) + "\n\nint main(void)\n{\n" + body + "\n\treturn 0;\n}\n"
 
 
+def remote_exec_python():
+    """The python3.14 of the blocks marked <!-- python3.14 -->, or None."""
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts",
+                                             "python-remote-exec.sh"),
+                        "--find"], capture_output=True, text=True,
+                       timeout=60)
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
 def run_block(b, gpu=False):
     """Runs one block; returns a failure message or None."""
     state = "docs-" + uuid.uuid4().hex[:10]
@@ -307,6 +322,14 @@ def run_block(b, gpu=False):
     if not gpu:
         env.update(sim_environment(state, d))
     env["TMPDIR"] = d
+    if b.marker == "python3.14":
+        py = remote_exec_python()
+        if py is None:
+            return (f"{b.id}: needs a python3.14: run "
+                    f"scripts/python-remote-exec.sh")
+        os.mkdir(os.path.join(d, ".bin"))
+        os.symlink(py, os.path.join(d, ".bin", "python3.14"))
+        env["PATH"] = os.path.join(d, ".bin") + os.pathsep + env["PATH"]
     try:
         if b.info == "console":
             # one shell for the whole transcript: what a command sets or

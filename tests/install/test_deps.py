@@ -13,7 +13,7 @@ from conftest import ROOT
 CHECK_ONLY = ["g++", "clang", "clang-format", "pkg-config", "git", "jq",
               "libcmocka-dev", "libclang-rt-14-dev", "util-linux", "pytest",
               "meson-python", "auditwheel", "distributed", "torch", "ray",
-              "prometheus", "prometheus_client"]
+              "prometheus", "prometheus_client", "patchelf"]
 
 
 def bare_machine(tmp_path):

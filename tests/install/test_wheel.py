@@ -33,6 +33,7 @@ EXPECTED = {
     "gpureclaim/_imports.py",
     "gpureclaim/_postmortem.py",
     "gpureclaim/_proc.py",
+    "gpureclaim/_remote_start.py",
     "gpureclaim/_run.py",
     "gpureclaim/_startup.py",
     "gpureclaim/_trace.py",

@@ -156,3 +156,20 @@ def wait_for(cond, seconds=30.0, what="condition"):
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def remote_exec_python():
+    """(python, site) of a Python that has sys.remote_exec (3.14 or newer)
+    and ipykernel: this one, or the one scripts/python-remote-exec.sh made
+    (make check's install-deps runs it), where its site is the folder of
+    its ipykernel (None: its own). None where there is none."""
+    if hasattr(sys, "remote_exec"):
+        return sys.executable, None
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "..", "..", "scripts", "python-remote-exec.sh")
+    p = subprocess.run(["bash", script, "--find"], capture_output=True,
+                       text=True, timeout=60)
+    if p.returncode != 0:
+        return None
+    python = p.stdout.strip()
+    return python, os.path.join(os.path.dirname(python), "site")

@@ -271,13 +271,12 @@ def test_agent_list_and_start(env):
         r = gpr(env, "agent", "start", "--pid", plain.pid)
         if hasattr(sys, "remote_exec"):
             assert r.returncode == 0, r.stderr
-        else:
+        else:  # test_agent_remote.py starts it in a 3.14
             assert r.returncode == 1
-            v = ".".join(map(str, sys.version_info[:3]))
+            v = "%d.%d" % sys.version_info[:2]
             assert r.stderr.startswith(
-                "gpureclaim agent: start --pid needs Python 3.14 or newer "
-                f"(sys.remote_exec, PEP 768) here and in process "
-                f"{plain.pid}; this is Python {v}")
+                f"gpureclaim agent: process {plain.pid} runs Python {v}, "
+                f"which has no sys.remote_exec")
             assert r.stderr.count("\n") == 1
 
 
