@@ -7,20 +7,13 @@ for the kernel's process, as `gpureclaim ps` reads it."""
 import json
 import os
 
-import jupyter_client
-
 from agentkit import GiB, driver_bytes, gpr, sim_env
-from test_oom_notebook import TIMEOUT, execute
+from test_oom_notebook import execute, kernel
 
 
 def test_a_kernels_cache_is_released_from_outside(tmp_path):
     env = sim_env()
-    km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=TIMEOUT)
+    with kernel(env, tmp_path, now=False) as (km, kc):
         out = execute(kc, "%load_ext gpureclaim\n"
                           "import os, torch\n"
                           "t = torch.empty(3 << 30, device='cuda')\n"
@@ -48,6 +41,4 @@ def test_a_kernels_cache_is_released_from_outside(tmp_path):
         assert text.split()[0] == str(1 << 28)
         sock = os.path.join(env["GPURECLAIM_AGENT_DIR"], f"{pid}.sock")
         assert os.path.exists(sock)  # %load_ext started it
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=False)
+

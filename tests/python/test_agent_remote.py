@@ -7,6 +7,7 @@ Debian 12, whose Python is 3.11, the one scripts/python-remote-exec.sh
 makes (Debian unstable's; make check's install-deps runs the script). The
 command's own Python is the suite's, so unless GPURECLAIM_PYTHON says
 otherwise the start is sent by the process's own interpreter."""
+import ast
 import json
 import os
 import shutil
@@ -184,29 +185,13 @@ def test_a_stopped_process_is_said_and_starts_it_when_continued(env):
 @needs_remote
 def test_an_idle_jupyter_kernel_is_woken_and_its_namespace_untouched(
         env, tmp_path):
-    import jupyter_client
-    from jupyter_client.kernelspec import KernelSpecManager
+    from test_oom_notebook import execute, kernel
 
-    from test_oom_notebook import TIMEOUT, execute
-
-    spec = tmp_path / "kernels" / "remote"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [REMOTE[0], "-m", "ipykernel_launcher", "-f",
-                 "{connection_file}"],
-        "display_name": "remote_exec", "language": "python"}))
     kenv = dict(env)
     if REMOTE[1]:
         kenv["PYTHONPATH"] = os.pathsep.join([kenv["PYTHONPATH"], REMOTE[1]])
-    km = jupyter_client.KernelManager(
-        kernel_name="remote",
-        kernel_spec_manager=KernelSpecManager(
-            kernel_dirs=[str(tmp_path / "kernels")]))
-    km.start_kernel(env=kenv, cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=TIMEOUT)
+    argv = [REMOTE[0], "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    with kernel(kenv, tmp_path, argv) as (km, kc):
         out = execute(kc, "import torch\n"
                           "t = torch.empty(3 << 30, device='cuda')\n"
                           "keep = torch.empty(1 << 28, device='cuda')\n"
@@ -220,12 +205,9 @@ def test_an_idle_jupyter_kernel_is_woken_and_its_namespace_untouched(
         out = execute(kc, "print(sorted(k for k in globals() "
                           "if not k.startswith('_')))")
         text = "".join(c.get("text", "") for k, c in out if k == "stream")
-        names = eval(text)
+        names = ast.literal_eval(text)
         assert "keep" in names and "torch" in names
         assert not {"os", "sys", "gpureclaim"} & set(names), names
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 @needs_remote

@@ -3,11 +3,14 @@ by jupyter_client, both from PyPI: scripts/install-deps.sh) on the
 simulated driver. An out-of-memory error in a cell shows the post-mortem
 as HTML in that cell's output, then the error as the kernel reports it;
 JAX's, which reaches only IPython's exception handler, too."""
+import contextlib
+import json
 import os
 import queue
 import uuid
 
 import jupyter_client
+from jupyter_client.kernelspec import KernelSpecManager
 
 from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
 
@@ -27,6 +30,32 @@ def kernel_env(tmp_path):
     if SAN_PRELOAD:
         e["LD_PRELOAD"] = SAN_PRELOAD
     return e
+
+
+@contextlib.contextmanager
+def kernel(env, cwd, argv=None, now=True):
+    """(manager, client) of a started kernel, ready, shut down after: the
+    python3 kernel, or one that runs argv ({connection_file} in it)."""
+    if argv is None:
+        km = jupyter_client.KernelManager(kernel_name="python3")
+    else:
+        spec = os.path.join(str(cwd), "kernels", "argv")
+        os.makedirs(spec)
+        with open(os.path.join(spec, "kernel.json"), "w") as f:
+            json.dump({"argv": argv, "display_name": "argv",
+                       "language": "python"}, f)
+        km = jupyter_client.KernelManager(
+            kernel_name="argv", kernel_spec_manager=KernelSpecManager(
+                kernel_dirs=[os.path.dirname(spec)]))
+    km.start_kernel(env=env, cwd=str(cwd))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=now)
 
 
 def execute(kc, code):
@@ -49,12 +78,7 @@ def execute(kc, code):
 
 
 def test_a_cells_out_of_memory_shows_the_post_mortem_in_the_cell(tmp_path):
-    km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=kernel_env(tmp_path), cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=TIMEOUT)
+    with kernel(kernel_env(tmp_path), tmp_path) as (km, kc):
         setup = execute(kc, "import os, torch, cupy, gpureclaim\n"
                             "gpureclaim.watch_oom(os.environ['OUT'])")
         assert [k for k, _ in setup if k == "error"] == [], setup
@@ -91,6 +115,4 @@ def test_a_cells_out_of_memory_shows_the_post_mortem_in_the_cell(tmp_path):
         assert "RESOURCE_EXHAUSTED" in err["evalue"]
         assert len([f for f in os.listdir(tmp_path)
                     if f.endswith(".json")]) == 2
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+
