@@ -22,10 +22,15 @@
 
 /*
  * Runs gpureclaim.__main__.main(argv) and says in one line, with no
- * traceback, when that Python cannot import the package.
+ * traceback, when that Python cannot import the package. The current
+ * folder, which -c puts first on the path, is taken off it first: root
+ * running `gpureclaim agent start` in a user's folder must not import
+ * that user's files (what -P does, in any Python).
  */
 static const char boot[] =
     "import sys\n"
+    "if sys.path and sys.path[0] == '':\n"
+    " del sys.path[0]\n"
     "try:\n"
     " from gpureclaim.__main__ import main\n"
     "except ImportError as e:\n"

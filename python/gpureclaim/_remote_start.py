@@ -183,7 +183,7 @@ def _ptrace_scope() -> str:
 def _send_through(interp: str, pid: int, script: str) -> None:
     """send() run by interp (the process's own Python)."""
     try:
-        p = subprocess.run([interp, "-m", "gpureclaim._remote_start",
+        p = subprocess.run([interp, "-P", "-m", "gpureclaim._remote_start",
                             "send", str(pid), script], env=_step_env(),
                            capture_output=True, text=True, timeout=STEP_S)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -228,8 +228,8 @@ def _others_reach(d: str) -> bool:
 
 
 def _step_env() -> dict:
-    """The environment of a step run by another interpreter: this
-    package first on its path."""
+    """The environment of a step run by another interpreter (with -P: not
+    the current folder on its path): this package first on its path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [_package_parent()] + ([env["PYTHONPATH"]]
@@ -307,8 +307,9 @@ def _wake(path: str, interp: Optional[str], timeout: float) -> Optional[str]:
             return (f"jupyter_client, which would wake it, cannot be "
                     f"imported by {sys.executable}")
         try:
-            p = subprocess.run([interp, "-m", "gpureclaim._remote_start",
-                                "wake", path, str(timeout)], env=_step_env(),
+            p = subprocess.run([interp, "-P", "-m",
+                                "gpureclaim._remote_start", "wake", path,
+                                str(timeout)], env=_step_env(),
                                capture_output=True, text=True,
                                timeout=timeout + STEP_S)
         except (OSError, subprocess.TimeoutExpired) as e:

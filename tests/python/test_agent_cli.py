@@ -372,3 +372,21 @@ def test_python_m_gpureclaim_is_the_same_program(env):
             ["help", "release"])}
         assert len(helps) == 1 and helps.pop().startswith(
             "USAGE: gpureclaim release --pid N")
+
+
+def test_the_commands_python_never_imports_from_the_current_folder(
+        env, tmp_path):
+    """Root running `gpureclaim agent start` in a user's folder must not
+    run that user's files: the current folder is not on the path of the
+    command's Python (cli/cmd_python.c), nor of the process's own
+    interpreter when it sends the start (gpureclaim/_remote_start.py)."""
+    planted = tmp_path / "gpureclaim"
+    planted.mkdir()
+    (planted / "__init__.py").write_text(
+        "raise SystemExit('the planted package was imported')\n")
+    from agentkit import GPR
+    import subprocess
+    r = subprocess.run([GPR, "agent", "list"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout.lower().startswith("no agents"), r.stdout
