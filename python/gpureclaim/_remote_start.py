@@ -96,25 +96,36 @@ def _cmdline(pid: int) -> list:
         return []
 
 
+def _up(path: str):
+    """path, then each folder above it up to /: (path, its stat, or the
+    OSError of its stat)."""
+    p = path
+    while True:
+        try:
+            yield p, os.stat(p)
+        except OSError as e:
+            yield p, e
+            return
+        parent = os.path.dirname(p)
+        if parent == p:
+            return
+        p = parent
+
+
 def _untrusted(path: str) -> Optional[str]:
     """Why path may not be run by this user (None: it may): the file and
     every folder above it belong to root or to this user, and nobody else
     may write them."""
     me = os.geteuid()
-    p = path
-    while True:
-        try:
-            st = os.stat(p)
-        except OSError as e:
-            return f"{p}: {e.strerror}"
+    for p, st in _up(path):
+        if isinstance(st, OSError):
+            return f"{p}: {st.strerror}"
         if st.st_uid not in (0, me):
             return f"{p} belongs to uid {st.st_uid}"
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
                 stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
             return f"others may write {p}"
-        if p == "/":
-            return None
-        p = os.path.dirname(p)
+    return None
 
 
 def interpreter_of(pid: int) -> tuple:
@@ -180,12 +191,23 @@ def _ptrace_scope() -> str:
         return "none (no Yama: the same user may)"
 
 
+def _run_step(interp: str, args: list,
+              timeout: float) -> subprocess.CompletedProcess:
+    """`interp -P -m gpureclaim._remote_start ARGS` (-P: not the current
+    folder on its path; this package first on it)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_package_parent()] + ([env["PYTHONPATH"]]
+                               if env.get("PYTHONPATH") else []))
+    return subprocess.run([interp, "-P", "-m", "gpureclaim._remote_start",
+                           *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def _send_through(interp: str, pid: int, script: str) -> None:
     """send() run by interp (the process's own Python)."""
     try:
-        p = subprocess.run([interp, "-P", "-m", "gpureclaim._remote_start",
-                            "send", str(pid), script], env=_step_env(),
-                           capture_output=True, text=True, timeout=STEP_S)
+        p = _run_step(interp, ["send", str(pid), script], STEP_S)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise Refused(f"process {pid}: its Python {interp} could not "
                       f"send the start: {e}") from None
@@ -198,11 +220,10 @@ def _send_through(interp: str, pid: int, script: str) -> None:
     raise Refused(said)
 
 
-def _script_dir(pid: int) -> Optional[str]:
-    """Where the script goes: the temporary folder, which the process must
-    be able to read when it is another user's (root starting it in a
-    user's process): else /tmp."""
-    owner = _agent._proc_uid(pid)
+def _script_dir(pid: int, owner: Optional[int]) -> str:
+    """Where the script goes: the temporary folder, which the process (of
+    uid owner) must be able to read when it is another user's (root
+    starting it in a user's process): else /tmp."""
     d = tempfile.gettempdir()
     if owner in (None, os.geteuid()) or _others_reach(d):
         return d
@@ -215,26 +236,8 @@ def _script_dir(pid: int) -> Optional[str]:
 
 def _others_reach(d: str) -> bool:
     """Every folder of d, and d, may be searched by other users."""
-    p = os.path.realpath(d)
-    while True:
-        try:
-            if not os.stat(p).st_mode & stat.S_IXOTH:
-                return False
-        except OSError:
-            return False
-        if p == "/":
-            return True
-        p = os.path.dirname(p)
-
-
-def _step_env() -> dict:
-    """The environment of a step run by another interpreter (with -P: not
-    the current folder on its path): this package first on its path."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [_package_parent()] + ([env["PYTHONPATH"]]
-                               if env.get("PYTHONPATH") else []))
-    return env
+    return all(not isinstance(st, OSError) and st.st_mode & stat.S_IXOTH
+               for _, st in _up(os.path.realpath(d)))
 
 
 def _package_parent() -> str:
@@ -265,10 +268,9 @@ def connection_file(pid: int) -> Optional[str]:
             return None
     try:
         st = os.lstat(path)
-        owner = os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != _agent._proc_uid(pid):
         return None
     return path
 
@@ -307,11 +309,8 @@ def _wake(path: str, interp: Optional[str], timeout: float) -> Optional[str]:
             return (f"jupyter_client, which would wake it, cannot be "
                     f"imported by {sys.executable}")
         try:
-            p = subprocess.run([interp, "-P", "-m",
-                                "gpureclaim._remote_start", "wake", path,
-                                str(timeout)], env=_step_env(),
-                               capture_output=True, text=True,
-                               timeout=timeout + STEP_S)
+            p = _run_step(interp, ["wake", path, str(timeout)],
+                          timeout + STEP_S)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{interp} could not wake it: {e}"
         return None if p.returncode == 0 else (
@@ -328,7 +327,8 @@ def _wake(path: str, interp: Optional[str], timeout: float) -> Optional[str]:
 def start(pid: int, timeout: float) -> str:
     """Starts the agent in process pid; returns its socket's path. Raises
     Refused with the command's line."""
-    if _agent._proc_uid(pid) is None:
+    owner = _agent._proc_uid(pid)
+    if owner is None:
         raise Refused(f"process {pid} does not exist")
     if _agent.socket_path(pid):
         try:
@@ -366,12 +366,11 @@ def start(pid: int, timeout: float) -> str:
                 f"cannot be run here ({why}): set GPURECLAIM_PYTHON to a "
                 f"Python {theirs[0]}.{theirs[1]}")
     fd, script = tempfile.mkstemp(prefix="gpureclaim-agent-", suffix=".py",
-                                  dir=_script_dir(pid))
+                                  dir=_script_dir(pid, owner))
     with os.fdopen(fd, "w") as f:
         f.write(_SCRIPT.format(script=script, parent=_package_parent()))
     os.chmod(script, 0o644)  # the process reads it, as its own user
-    owner = _agent._proc_uid(pid)
-    if os.geteuid() == 0 and owner not in (None, 0):
+    if os.geteuid() == 0 and owner != 0:
         os.chown(script, owner, -1)  # so that it may remove it, run late
     try:
         if here:

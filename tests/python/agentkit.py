@@ -109,22 +109,21 @@ class Target:
         self.end()
 
 
+def reachable_by_all(path):
+    """Every folder on the way to path (resolved), and path, may be
+    searched by every user."""
+    import stat
+
+    parts = os.path.realpath(path).split("/")
+    return all(os.stat("/".join(parts[:i])).st_mode & stat.S_IXOTH
+               for i in range(2, len(parts) + 1))
+
+
 def world_python():
     """An interpreter every user may run (this one, unless it lives in a
     private folder such as /root), or None."""
-    import stat
-
     for cand in (sys.executable, shutil.which("python3", path="/usr/bin")):
-        if not cand:
-            continue
-        path, ok = os.path.realpath(cand), True
-        parts = path.split("/")
-        for i in range(2, len(parts) + 1):
-            st = os.stat("/".join(parts[:i]))
-            if not st.st_mode & stat.S_IXOTH:
-                ok = False
-                break
-        if ok:
+        if cand and reachable_by_all(cand):
             return cand
     return None
 

@@ -41,4 +41,3 @@ def test_a_kernels_cache_is_released_from_outside(tmp_path):
         assert text.split()[0] == str(1 << 28)
         sock = os.path.join(env["GPURECLAIM_AGENT_DIR"], f"{pid}.sock")
         assert os.path.exists(sock)  # %load_ext started it
-

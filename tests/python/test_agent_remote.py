@@ -19,7 +19,8 @@ import sys
 import pytest
 
 from agentkit import (GiB, PY_PATH, Target, driver_bytes, gpr,
-                      remote_exec_python, sim_env, wait_for)
+                      reachable_by_all, remote_exec_python, sim_env,
+                      wait_for)
 from test_agent import as_user, other_user  # noqa: F401 (a fixture)
 
 REMOTE = remote_exec_python()
@@ -216,10 +217,8 @@ def test_another_uid_is_refused_by_ptrace_and_root_may_start_theirs(
     u = other_user
     py = REMOTE[0]
     for d in (py, PY_PATH):
-        parts = os.path.realpath(d).split("/")
-        for i in range(2, len(parts) + 1):
-            if not os.stat("/".join(parts[:i])).st_mode & stat.S_IXOTH:
-                pytest.skip(f"{d} is not reachable by another user")
+        if not reachable_by_all(d):
+            pytest.skip(f"{d} is not reachable by another user")
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(tmp_path, 0o755)
