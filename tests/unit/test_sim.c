@@ -340,10 +340,10 @@ static void test_cuda_context_accounting(void **st)
 	count = 0;
 	assert_int_equal(nv.compute_v3(d0, &count, NULL), NVML_SUCCESS);
 	assert_int_equal(count, 0);
-	/* an empty state leaves no file behind */
+	/* the file stays while this process, which called cuInit, keeps
+	 * its checkpoint record there (docs/sim.md) */
 	struct stat sb;
-	assert_int_equal(stat(state_path(), &sb), -1);
-	assert_int_equal(errno, ENOENT);
+	assert_int_equal(stat(state_path(), &sb), 0);
 }
 
 /* A non-primary context: listed by NVML, primary state inactive. */
