@@ -25,10 +25,12 @@ static int driver_state(int pid)
 {
 	if (ctl_state == 0) {
 		char err[512];
+		double t0 = gpr_cli_prof_clock();
 		ctl_state =
 		    gpr_cli_suspend_open(&ctl, err, sizeof err) == GPR_CLI_OK
 			? 1
 			: -1;
+		gpr_cli_prof_step(t0, "driver loaded for the records (cuInit)");
 	}
 	int st = GPR__PS_UNKNOWN;
 	char err[256];

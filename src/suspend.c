@@ -145,6 +145,7 @@ int gpr__suspend_look(gpr_ctx *ctx, int pid, struct gpr__look *out, char *err,
 		if (rc)
 			break;
 		memset(g, 0, sizeof *g);
+		g->known = 1; /* not listed: 0 bytes, known */
 		g->index = i;
 		snprintf(g->uuid, sizeof g->uuid, "%s", info.uuid);
 		g->used = info.used;
@@ -186,9 +187,12 @@ static int stop(struct gpr__suspend_report *r, int step, int rc,
 	return rc;
 }
 
-/* What the driver's refusal of a lock or checkpoint means, in words. */
-static const char *refusal(CUresult res)
+/* What the driver's refusal of a step means, in words. */
+static const char *refusal(CUresult res, int restore)
 {
+	if (restore && res == CUDA_ERROR_OUT_OF_MEMORY)
+		return "the GPU has no room for it (other processes took the "
+		       "memory it gave back)";
 	switch (res) {
 	case CUDA_ERROR_NOT_SUPPORTED:
 		return "the driver cannot checkpoint this process: it holds "
@@ -212,10 +216,11 @@ static const char *refusal(CUresult res)
 	return NULL;
 }
 
-/* " (why)" for a driver answer, from the table above or its text. */
-static void because(CUresult res, const char *detail, char *out, size_t len)
+/* "what (detail)" for a driver answer, from the table above. */
+static void because(CUresult res, int restore, const char *detail, char *out,
+		    size_t len)
 {
-	const char *w = refusal(res);
+	const char *w = refusal(res, restore);
 	snprintf(out, len, "%s (%s)", w ? w : "the driver refused", detail);
 }
 
@@ -373,7 +378,7 @@ int gpr__suspend(gpr__suspender *s, int pid, const struct gpr__suspend_opts *o,
 	double t1 = now();
 	r->lock_s = t1 - t0;
 	if (rc) {
-		because(r->driver_result, e, why, sizeof why);
+		because(r->driver_result, 0, e, why, sizeof why);
 		r->state_after = state_now(s, pid);
 		return stop(r, GPR__STEP_LOCK, GPR_E_UNSUPPORTED,
 			    "process %d was not locked: %s; it is %s, nothing "
@@ -386,7 +391,7 @@ int gpr__suspend(gpr__suspender *s, int pid, const struct gpr__suspend_opts *o,
 	r->move_s = t2 - t1;
 	r->total_s = t2 - t0;
 	if (rc) {
-		because(r->driver_result, e, why, sizeof why);
+		because(r->driver_result, 0, e, why, sizeof why);
 		/* never leave it locked: its CUDA calls would wait forever */
 		CUresult ures;
 		char ue[GPR__ERRLEN];
@@ -459,15 +464,14 @@ int gpr__resume(gpr__suspender *s, int pid, const struct gpr__suspend_opts *o,
 		return stop(r, GPR__STEP_CHECK, rc, "%s", e);
 	if (o && o->dry_run)
 		return 0;
-	double t0 = now(), t1 = t0;
+	double t0 = now();
 	if (r->state_before == GPR__PS_CHECKPOINTED) {
 		rc = gpr__ckpt_restore(&s->cuda, pid, NULL, 0,
 				       &r->driver_result, e, sizeof e);
-		t1 = now();
-		r->move_s = t1 - t0;
-		r->total_s = t1 - t0;
+		r->move_s = now() - t0;
+		r->total_s = r->move_s;
 		if (rc) {
-			because(r->driver_result, e, why, sizeof why);
+			because(r->driver_result, 1, e, why, sizeof why);
 			measure(s, r);
 			if (r->state_after == GPR__PS_FAILED)
 				return stop(r, GPR__STEP_RESTORE,
@@ -485,11 +489,15 @@ int gpr__resume(gpr__suspender *s, int pid, const struct gpr__suspend_opts *o,
 				    pid);
 		}
 	}
-	rc = gpr__ckpt_unlock(&s->cuda, pid, &r->driver_result, e, sizeof e);
-	double t2 = now();
-	r->unlock_s = t2 - t1;
-	r->total_s = t2 - t0;
+	/* measured while it is still locked: once unlocked, the program's
+	 * own work (a call that waited) changes its figure at once */
 	measure(s, r);
+	double t2 = now();
+	rc = gpr__ckpt_unlock(&s->cuda, pid, &r->driver_result, e, sizeof e);
+	double t3 = now();
+	r->unlock_s = t3 - t2;
+	r->total_s = r->move_s + r->unlock_s;
+	r->state_after = state_now(s, pid);
 	if (rc)
 		return stop(
 		    r, GPR__STEP_UNLOCK, GPR_E_UNSUPPORTED,

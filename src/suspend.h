@@ -64,7 +64,7 @@ struct gpr__gpu_look {
 	int index; /* NVML index */
 	char uuid[96];
 	int listed; /* the process is in the GPU's list */
-	int known;  /* ... with a figure (MIG hides it) */
+	int known;  /* bytes are known (MIG hides a listed one's) */
 	uint64_t bytes;
 	uint64_t used, total; /* the GPU's, every process */
 };
@@ -107,7 +107,8 @@ struct gpr__suspend_report {
 	int state_before;	 /* the driver's, read back */
 	int state_after;	 /* read back after the last step */
 	struct gpr__look before; /* right before the lock */
-	struct gpr__look after;	 /* after the last step */
+	struct gpr__look after;	 /* after the checkpoint or restore, before
+				  * the unlock lets the program go on */
 	/* suspend: what would move (NVML's figures) and where it would go */
 	uint64_t need;
 	int room_known;
@@ -118,8 +119,8 @@ struct gpr__suspend_report {
 	int64_t released;
 	int host_known;
 	int64_t host_bytes;
-	/* seconds: lock, then checkpoint or restore, then unlock; total
-	 * from the lock to the last step's return */
+	/* seconds: lock, then checkpoint or restore, then unlock; total:
+	 * their sum (the measurements between them left out) */
 	double lock_s, move_s, unlock_s, total_s;
 	/* GPR__STEP_DONE, or where it stopped: rc, the driver's answer, and
 	 * one line (what happened, the state it left, what to do) */
