@@ -28,6 +28,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <semaphore.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -165,9 +167,22 @@ static void answer(struct sim__state *hs, pid_t me, uint32_t req)
 	sim__unlock();
 }
 
+/*
+ * What the thread will touch of its own, touched once at its start (its
+ * stack as deep as a request goes, its malloc arena), so that what a
+ * checkpoint adds to the process's resident memory is the copy alone.
+ */
+static void warm_up(void)
+{
+	volatile char stack[256 << 10];
+	memset((char *)stack, 0, sizeof stack);
+	free(malloc(1));
+}
+
 static void *ckpt_thread(void *arg)
 {
-	(void)arg;
+	sem_t *up = arg;
+	warm_up();
 	const struct sim__config *c = sim__config();
 	struct sim__state hs = SIM_STATE_INIT;
 	sim__state_init(&hs, c->state);
@@ -191,6 +206,10 @@ static void *ckpt_thread(void *arg)
 					req = SIM_REQ_NONE;
 			}
 			sim__state_unlock(&hs);
+		}
+		if (up) { /* its first pass is done: cuInit may return */
+			sem_post(up);
+			up = NULL;
 		}
 		if (req != SIM_REQ_NONE) {
 			answer(&hs, me, req);
@@ -223,10 +242,21 @@ int sim__ckpt_register(struct sim__state *s, const struct sim__ckpt_ops *o)
 		dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 	pthread_t th;
 	pthread_attr_t attr;
+	sem_t up;
+	sem_init(&up, 0, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int e = pthread_create(&th, &attr, ckpt_thread, NULL);
+	int e = pthread_create(&th, &attr, ckpt_thread, &up);
 	pthread_attr_destroy(&attr);
+	/*
+	 * As the real driver's threads are, it is up when cuInit returns:
+	 * its record read once, its tid there, the pages it touches to do
+	 * so resident, so a process measured from then on sees only what a
+	 * checkpoint itself adds.
+	 */
+	while (!e && sem_wait(&up) != 0 && errno == EINTR)
+		;
+	sem_destroy(&up);
 	if (e)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	thread_forks = sim__forks();

@@ -268,14 +268,13 @@ static uint64_t ckpt_device_bytes(void)
 	return sum;
 }
 
-int sim__cuda_initialised(void)
+int sim__cuda_controller(const struct sim__config **c)
 {
-	return initialised;
-}
-
-const struct sim__config *sim__cuda_config(void)
-{
-	return cfg ? cfg : sim__config();
+	lock_nowait();
+	int ok = initialised;
+	*c = cfg;
+	unlock();
+	return ok;
 }
 
 static void ckpt_block(int on)

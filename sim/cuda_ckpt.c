@@ -28,11 +28,8 @@
 /* 0 when this process may call the API (cuInit ran), else the error. */
 static CUresult controller(const struct sim__config **c)
 {
-	sim__cuda_lock();
-	int ok = sim__cuda_initialised();
-	*c = sim__cuda_config();
-	sim__cuda_unlock();
-	return ok ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+	return sim__cuda_controller(c) ? CUDA_SUCCESS
+				       : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 static int zero(const void *p, size_t n)

@@ -245,9 +245,9 @@ uint64_t sim__vmm_size(unsigned long long handle);
 /* Under the lock: marks this process as holding unmovable memory. */
 void sim__cuda_unmovable(unsigned what);
 
-/* Under the lock: whether cuInit ran; the configuration. */
-int sim__cuda_initialised(void);
-const struct sim__config *sim__cuda_config(void);
+/* For a controller's call: whether this process called cuInit (never
+ * waiting for a lock on this process), and the configuration. */
+int sim__cuda_controller(const struct sim__config **c);
 
 /*
  * What the checkpoint thread (ckpt_thread.c) may do to this process's

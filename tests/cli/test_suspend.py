@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import signal
 import stat
@@ -24,6 +25,14 @@ from conftest import BIN, FAKES_BUILD, HANG_S, MiB, ROOT, SIM_DIR
 CONTEXT = 16 * MiB
 LIVE = 64 * MiB
 FIGURE = CONTEXT + LIVE  # NVML's figure of a sim_alloc holding LIVE
+# host bytes are the growth of the process's resident memory: the copy,
+# and whatever else it touched meanwhile (a page or so; its Python a few
+# MiB when its agent answers)
+SLACK = 1 * MiB
+
+
+def about(v, want, slack=SLACK):
+    return want <= v <= want + slack
 
 
 @pytest.fixture
@@ -130,18 +139,19 @@ def test_suspend_gives_back_the_exact_bytes_and_resume_takes_them_back(env):
     assert g["listed_after"] is False
     assert g["used_before"] - g["used_after"] == FIGURE == used - g["used_after"]
     # host memory holds the device memory (not the context): its VmRSS
-    assert s["host_bytes"] == LIVE
-    assert rss(child.pid) - rss0 == LIVE
+    assert about(s["host_bytes"], LIVE)
+    assert about(rss(child.pid) - rss0, LIVE)
     assert s["recorded"] is True and s["need"] == FIGURE
 
     # ps lists it though NVML no longer does, with the driver's state
     during = ps(env)
     p = proc_in(during, child.pid)
     assert p["state"] == "suspended" and p["bytes"] == 0
-    assert (p["released"], p["host_bytes"]) == (FIGURE, LIVE)
+    assert p["released"] == FIGURE and p["host_bytes"] == s["host_bytes"]
     assert during["gpus"][0]["used"] == used - FIGURE
     text = run(env, "ps", "--color=never").out
-    assert "<suspended: 80.0 MiB given back, 64.0 MiB in host memory>" in text
+    assert re.search(r"<suspended: 80\.0 MiB given back, 64\.\d MiB in host "
+                     r"memory>", text), text
 
     # a CUDA call made while it is suspended waits, then goes on
     child.stdin.write(f"alloc {2 * MiB}\n")
@@ -149,7 +159,7 @@ def test_suspend_gives_back_the_exact_bytes_and_resume_takes_them_back(env):
     if FUTEX is not None:
         wait_for(lambda: waiting_in_futex(child.pid), "waited in the sim")
     r = ok(run(env, "resume", "--pid", str(child.pid), "--json"))
-    assert r["restored"] == FIGURE and r["host_freed"] == LIVE
+    assert r["restored"] == FIGURE and about(r["host_freed"], LIVE - SLACK)
     assert r["state"] == "running" and r["suspended_seconds"] >= 0
     answer = child.stdout.readline().strip()
     if FUTEX is not None:  # seen waiting: counted as a call that waited
@@ -167,7 +177,7 @@ def test_the_text_says_what_moved_where_and_how_fast(env):
     r = run(env, "suspend", "--pid", str(child.pid))
     assert r.rc == 0, r
     assert f"Suspended process {child.pid} (" in r.out
-    assert "moved 64.0 MiB of data to host memory" in r.out
+    assert re.search(r"moved 64\.\d MiB of data to host memory", r.out), r
     assert "the GPU got back 80.0 MiB: GPU 0 80.0 MiB" in r.out
     assert "NVML no longer lists the process" in r.out
     assert f"gpureclaim resume --pid {child.pid} brings it back" in r.out
@@ -184,7 +194,7 @@ def test_the_text_says_what_moved_where_and_how_fast(env):
     assert r.rc == 0, r
     assert f"Resumed process {child.pid} (" in r.out and "suspended for" in r.out
     assert "80.0 MiB back on the GPU: GPU 0 80.0 MiB" in r.out
-    assert "64.0 MiB of host memory freed" in r.out
+    assert re.search(r"6[34]\.\d MiB of host memory freed", r.out), r
 
 
 def test_two_suspends_in_a_row(env):
@@ -192,7 +202,7 @@ def test_two_suspends_in_a_row(env):
     for _ in range(2):
         s = ok(run(env, "suspend", "--pid", str(child.pid), "--json"))
         assert s["released"] == FIGURE + 32 * MiB
-        assert s["host_bytes"] == LIVE + 32 * MiB
+        assert about(s["host_bytes"], LIVE + 32 * MiB)
         r = ok(run(env, "resume", "--pid", str(child.pid), "--json"))
         assert r["restored"] == FIGURE + 32 * MiB
         assert proc_in(ps(env), child.pid)["bytes"] == FIGURE + 32 * MiB
@@ -261,7 +271,7 @@ def test_the_agent_releases_the_cache_first(env):
     assert s["released"] == figure - 32 * MiB
     # its resident memory grew by the live data, and by what its Python
     # touched meanwhile (the agent's answer): a few MiB at most
-    assert 48 * MiB <= s["host_bytes"] <= 56 * MiB, s
+    assert about(s["host_bytes"], 48 * MiB, 8 * MiB), s
     ok(run(env, "resume", "--pid", str(target.pid), "--json"))
     # once more in words, after the cache it had is gone
     r = run(env, "suspend", "--pid", str(target.pid))
@@ -566,7 +576,7 @@ def test_a_failed_restore_leaves_it_suspended_and_resumable(env):
             f"gpureclaim resume --pid {a.pid} again",
             "GPU 0 needs 272.0 MiB back and has 108.0 MiB free")
     p = proc_in(ps(env), a.pid)
-    assert p["state"] == "suspended" and p["host_bytes"] == 256 * MiB
+    assert p["state"] == "suspended" and about(p["host_bytes"], 256 * MiB)
     b.stdin.close()
     b.wait(timeout=HANG_S)
     env.children.remove(b)

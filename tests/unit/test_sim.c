@@ -238,6 +238,12 @@ static void test_config_bad_state(void **st)
 	bad_config_fails_every_call("state=../etc");
 }
 
+static void test_config_bad_rate(void **st)
+{
+	(void)st;
+	bad_config_fails_every_call("checkpoint_rate=fast");
+}
+
 static void test_config_no_equals(void **st)
 {
 	(void)st;
@@ -760,6 +766,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_config_empty_fault),
 	    cmocka_unit_test(test_config_extra_same_pid),
 	    cmocka_unit_test(test_config_bad_state),
+	    cmocka_unit_test(test_config_bad_rate),
 	    cmocka_unit_test(test_config_no_equals),
 	    cmocka_unit_test(test_config_good),
 	    cmocka_unit_test(test_cuda_needs_init),
