@@ -81,12 +81,14 @@ static void dry_run(struct gpr__buf *b,
 			" can be suspended: %s would move (NVML's figure, "
 			"its CUDA context included)\n",
 			fb(r->need, need, sizeof need));
-	gpr__buf_printf(b,
-			"  host memory: %s may be filled (%s available, %d%% "
-			"of it kept free)\n",
-			fb(r->room.host_room, room, sizeof room),
-			fb(r->room.mem_available, avail, sizeof avail),
-			GPR__HOST_RESERVE_PERCENT);
+	char keep[24];
+	gpr__buf_printf(
+	    b,
+	    "  host memory: %s may be filled (%s available, %s "
+	    "of it kept free)\n",
+	    fb(r->room.host_room, room, sizeof room),
+	    fb(r->room.mem_available, avail, sizeof avail),
+	    fb(r->room.mem_available - r->room.host_room, keep, sizeof keep));
 	if (r->room.cg_limited)
 		gpr__buf_printf(b,
 				"  its memory cgroup %s: %s may be filled "

@@ -24,7 +24,6 @@
 
 #include "cuda_abi.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -41,8 +40,11 @@
 #define TAKEN 0x100u
 
 static unsigned thread_forks = (unsigned)-1; /* sim__forks() it runs in */
-static const struct sim__ckpt_ops *ops;	     /* cuda.c's tables */
-static void *host_copy;			     /* the checkpoint's host memory */
+static pthread_t thread;
+static _Atomic int stopping;		/* the library is being unloaded */
+static uint32_t *_Atomic waiting_on;	/* the futex word it waits on */
+static const struct sim__ckpt_ops *ops; /* cuda.c's tables */
+static void *host_copy;			/* the checkpoint's host memory */
 static uint64_t host_len;
 
 /* Waits until `done` bytes at `rate` bytes/s would have taken since t0. */
@@ -188,7 +190,7 @@ static void *ckpt_thread(void *arg)
 	sim__state_init(&hs, c->state);
 	pid_t me = getpid();
 	int32_t tid = (int32_t)syscall(SYS_gettid);
-	for (;;) {
+	while (!stopping) {
 		uint32_t req = SIM_REQ_NONE, *word = NULL, seen = 0;
 		if (sim__state_lock(&hs, 0) == 0) {
 			struct sim__ckpt *rec = sim__ckpt_find(&hs, me, 0);
@@ -217,11 +219,16 @@ static void *ckpt_thread(void *arg)
 		}
 		/* The file stays mapped while our record keeps it; a request
 		 * written since `seen` was read ends the wait at once. */
-		if (word && hs.shm)
-			sim__futex(word, FUTEX_WAIT, seen, 1.0);
-		else
-			sim__sleep(0.2);
+		if (word && hs.shm) {
+			waiting_on = word;
+			if (!stopping)
+				sim__futex(word, FUTEX_WAIT, seen, 0.25);
+			waiting_on = NULL;
+		} else {
+			sim__sleep(0.05);
+		}
 	}
+	sim__state_close(&hs);
 	return NULL;
 }
 
@@ -236,18 +243,10 @@ int sim__ckpt_register(struct sim__state *s, const struct sim__ckpt_ops *o)
 		return CUDA_ERROR_OUT_OF_MEMORY; /* the table is full */
 	if (thread_forks == sim__forks())
 		return CUDA_SUCCESS;
-	/* A program may dlclose this library; the thread must outlive it. */
-	Dl_info info;
-	if (dladdr((void *)sim__ckpt_register, &info) && info.dli_fname)
-		dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-	pthread_t th;
-	pthread_attr_t attr;
 	sem_t up;
 	sem_init(&up, 0, 0);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int e = pthread_create(&th, &attr, ckpt_thread, &up);
-	pthread_attr_destroy(&attr);
+	stopping = 0;
+	int e = pthread_create(&thread, NULL, ckpt_thread, &up);
 	/*
 	 * As the real driver's threads are, it is up when cuInit returns:
 	 * its record read once, its tid there, the pages it touches to do
@@ -266,4 +265,16 @@ int sim__ckpt_register(struct sim__state *s, const struct sim__ckpt_ops *o)
 void sim__ckpt_unregister(struct sim__state *s)
 {
 	sim__ckpt_drop(s, getpid());
+}
+
+void sim__ckpt_stop(void)
+{
+	if (thread_forks != sim__forks())
+		return; /* none, or the parent's (a child has no copy) */
+	stopping = 1;
+	uint32_t *w = waiting_on;
+	if (w) /* a word of its own mapping: EFAULT if it is gone, harmless */
+		sim__futex(w, FUTEX_WAKE, INT_MAX, 0);
+	pthread_join(thread, NULL);
+	thread_forks = (unsigned)-1;
 }

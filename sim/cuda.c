@@ -873,12 +873,13 @@ SIM_EXPORT int gprsim_reset_state(void)
 
 /*
  * The real driver frees a process's memory when it exits, or when the
- * program unloads it (dlclose): take our entries out of the shared state,
- * and free the table of allocations. A process that dies without exit()
- * is pruned by the next reader instead.
+ * program unloads it (dlclose): stop the checkpoint thread, take our
+ * entries out of the shared state, and free the table of allocations. A process
+ * that dies without exit() is pruned by the next reader instead.
  */
 __attribute__((destructor)) static void sim_cuda_exit(void)
 {
+	sim__ckpt_stop();
 	if (sim__trylock() != 0)
 		return;
 	if (initialised && owner == getpid() &&

@@ -273,6 +273,9 @@ struct sim__ckpt_ops {
 int sim__ckpt_register(struct sim__state *s, const struct sim__ckpt_ops *o);
 /* At exit (under the lock): its record dropped. */
 void sim__ckpt_unregister(struct sim__state *s);
+/* At exit or dlclose, before the lock is taken: the thread stopped and
+ * joined, so none of this library's code runs once it is unloaded. */
+void sim__ckpt_stop(void);
 
 /*
  * What cuGetProcAddress may answer (cuda_proc.c): a driver API name (as

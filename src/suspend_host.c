@@ -316,8 +316,8 @@ int gpr__host_fits(const struct gpr__host_room *r, uint64_t need, char *why,
 		    why, len,
 		    "host memory cannot hold it: %s to move, %s "
 		    "available of which %s is kept free (%d%% of the "
-		    "host's memory); free host memory, or release the "
-		    "process's caches first",
+		    "host's memory, 1 GiB at least); free host memory, or "
+		    "release the process's caches first",
 		    n, gpr__fmt_bytes(r->mem_available, have, sizeof have),
 		    gpr__fmt_bytes(margin(r->mem_total, GPR__HOST_RESERVE_MIN),
 				   keep, sizeof keep),
