@@ -1,6 +1,6 @@
 /*
  * The agent's client in C (docs/agent.md; the protocol and the checks are
- * python/gpureclaim/agent.py's): connect, ask, read the answer. Used by
+ * python/gpureclaim/agent/'s): connect, ask, read the answer. Used by
  * `release --pid`/`explain --pid` (cli/cmd_agent.c) and `ps --explain`
  * (cli/ps_explain.c), which asks every agent at once, a thread each: so
  * nothing here prints or keeps state between requests; a failure is
@@ -85,7 +85,7 @@ static int alive(long pid)
 }
 
 /* Whether pid has ended, looking again for a moment: the kernel closes a
- * dying process's files before it shows it as ended (agent.py _ended). */
+ * dying process's files before it shows it as ended (agent/ _ended). */
 static int ended(long pid, double deadline)
 {
 	double end = now() + 0.5;
@@ -143,7 +143,7 @@ static int proc_env(long pid, const char *name, char *out, size_t len)
 	return found;
 }
 
-/* ---------------- the folders (agent.py _dirs_of) ---------------- */
+/* ---------------- the folders (agent/ _dirs_of) ---------------- */
 
 /* A real directory (not a link) of uid, mode 0700. */
 static int private_dir(const char *d, long uid)
@@ -253,7 +253,7 @@ static int fail(const char *kind, const char *fmt, ...)
 	return GPR_CLI_ERROR;
 }
 
-/* ---------------- connecting (agent.py _connect) ---------------- */
+/* ---------------- connecting (agent/ _connect) ---------------- */
 
 static int connect_agent(long pid, double deadline, int *fd_out)
 {
@@ -556,7 +556,7 @@ static int is(const char *v, const char *end, const char *word)
 	       memcmp(v, word, strlen(word)) == 0;
 }
 
-/* ---------------- the exchange (agent.py exchange, ask_full) -------- */
+/* ---------------- the exchange (agent/ exchange, ask_full) -------- */
 
 static int send_all(int fd, const char *s, size_t n, double deadline)
 {
@@ -770,7 +770,7 @@ size_t gpr_cli_agent_ints(const char *v, const char *end, long long *out,
 	return n;
 }
 
-/* ---------------- discovery (agent.py discover) ---------------- */
+/* ---------------- discovery (agent/ discover) ---------------- */
 
 static int cmp_long(const void *a, const void *b)
 {

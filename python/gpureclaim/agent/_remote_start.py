@@ -33,7 +33,7 @@ import tempfile
 import time
 from typing import Optional
 
-from . import agent as _agent
+from .. import agent as _agent
 
 #: a mapped file that is a Python interpreter or its library
 _PYTHON_FILE = re.compile(r"(?:^|/)(?:lib)?python(\d+)\.(\d+)(?:[.d-][^/]*)?$")
@@ -199,8 +199,9 @@ def _run_step(interp: str, args: list,
     env["PYTHONPATH"] = os.pathsep.join(
         [_package_parent()] + ([env["PYTHONPATH"]]
                                if env.get("PYTHONPATH") else []))
-    return subprocess.run([interp, "-P", "-m", "gpureclaim._remote_start",
-                           *args], env=env, capture_output=True, text=True,
+    return subprocess.run([interp, "-P", "-m",
+                           "gpureclaim.agent._remote_start", *args],
+                          env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -241,7 +242,8 @@ def _others_reach(d: str) -> bool:
 
 
 def _package_parent() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
 
 
 # -- waking a Jupyter kernel ------------------------------------------------

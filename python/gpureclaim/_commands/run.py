@@ -48,8 +48,8 @@ Exit status: CMD's; 127 when CMD cannot be run, 2 bad usage.
 
 def bootstrap_dir() -> str:
     """The folder whose sitecustomize.py starts gpureclaim in a child."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "_bootstrap")
+    return os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "_startup", "_bootstrap")
 
 
 def _usage_error(msg: str) -> int:

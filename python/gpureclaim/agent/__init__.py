@@ -9,7 +9,7 @@ environment (the startup hook, gpureclaim/_startup.py); ``gpureclaim run
 adds a fifth for a process that never opted in: ``gpureclaim agent start
 --pid N`` (``sys.remote_exec``).
 
-The server (gpureclaim/_agent_server.py) listens on a Unix socket,
+The server (gpureclaim/agent/_server.py) listens on a Unix socket,
 ``$XDG_RUNTIME_DIR/gpureclaim/<pid>.sock`` or
 ``/tmp/gpureclaim-<uid>/<pid>.sock`` (directory 0700, socket 0600), and
 checks every peer with SO_PEERCRED. The client here (:func:`ask`,
@@ -25,24 +25,17 @@ import errno
 import json
 import os
 import socket
-import stat
-import struct
 import time
 from typing import Any, Iterator, Optional
 
+# the protocol's names are gpureclaim.agent's too (agent.VERSION,
+# agent.server_dir(), ...), as they were before it had a module
+from ._protocol import (DIR_VARIABLE, KINDS, MAX_ANSWER, MAX_REQUEST, OPS,
+                        VERSION, _owned_socket, _private_dir, _xdg_ok,
+                        peer_cred, server_dir, tmp_dir)
+
 __all__ = ["AgentError", "ask", "discover", "socket_path", "start",
            "status", "stop"]
-
-#: the protocol's version
-VERSION = 1
-#: the most a request may hold (bytes, its newline included)
-MAX_REQUEST = 64 << 10
-#: the most an answer may hold; the client refuses a larger one
-MAX_ANSWER = 16 << 20
-#: the operations the agent answers
-OPS = ("status", "explain", "release", "trace")
-#: what AgentError.kind may be
-KINDS = ("no_agent", "refused", "timeout", "died", "bad_answer", "error")
 
 
 class AgentError(Exception):
@@ -60,64 +53,6 @@ class AgentError(Exception):
 
 
 # -- paths --------------------------------------------------------------
-
-def _private_dir(path: str, uid: int) -> bool:
-    """path is a real directory (not a link) owned by uid, mode 0700."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == uid
-            and stat.S_IMODE(st.st_mode) == 0o700)
-
-
-def _xdg_ok(path: Optional[str], uid: int) -> bool:
-    """XDG_RUNTIME_DIR as the protocol accepts it: a directory owned by
-    uid with mode 0700 (it may be reached through a link)."""
-    if not path or not os.path.isabs(path):
-        return False
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == uid
-            and stat.S_IMODE(st.st_mode) == 0o700)
-
-
-def tmp_dir(uid: int) -> str:
-    """The fallback folder of uid's sockets."""
-    return f"/tmp/gpureclaim-{uid}"
-
-
-#: the variable naming one folder for the sockets instead of the rule (a
-#: sandbox, the tests): the agent serves there, discover() looks only there
-DIR_VARIABLE = "GPURECLAIM_AGENT_DIR"
-
-
-def server_dir(env: Optional[dict] = None) -> str:
-    """The folder this process's socket goes in (created 0700 if missing).
-    Raises OSError, one line, when the folder there is not this user's
-    private directory: a planted one is never used."""
-    uid = os.getuid()
-    env = os.environ if env is None else env
-    xdg = env.get("XDG_RUNTIME_DIR")
-    if env.get(DIR_VARIABLE):
-        d = os.path.abspath(env[DIR_VARIABLE])
-    elif _xdg_ok(xdg, uid):
-        d = os.path.join(xdg, "gpureclaim")
-    else:
-        d = tmp_dir(uid)
-    try:
-        os.mkdir(d, 0o700)
-    except FileExistsError:
-        pass
-    if not _private_dir(d, uid):
-        raise PermissionError(
-            f"{d} is not a directory of uid {uid} with mode 0700 (a link, "
-            f"a file, another user's or open to others); not used: remove "
-            f"it, or set XDG_RUNTIME_DIR to a private folder")
-    return d
-
 
 def _proc_uid(pid: int) -> Optional[int]:
     try:
@@ -188,24 +123,6 @@ def _dirs_of(uid: int, pid: Optional[int] = None) -> list:
     return out
 
 
-def _owned_socket(path: str, uid: int) -> Optional[str]:
-    """None if path is a socket owned by uid (not a link); else why not
-    (or "missing")."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return "missing"
-    except OSError as e:
-        return f"cannot be read ({e.strerror})"
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if not stat.S_ISSOCK(st.st_mode):
-        return "is not a socket"
-    if st.st_uid != uid:
-        return f"belongs to uid {st.st_uid}, not {uid}"
-    return None
-
-
 def socket_path(pid: Optional[int] = None) -> Optional[str]:
     """The socket of pid's agent (default: this process's), or None when
     no folder of that process's user holds one."""
@@ -221,15 +138,6 @@ def socket_path(pid: Optional[int] = None) -> Optional[str]:
 
 
 # -- the client ---------------------------------------------------------
-
-_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-
-def peer_cred(sock: socket.socket) -> tuple:
-    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-    return _CRED.unpack(raw)
-
 
 def _why_silent(pid: int) -> str:
     st = _proc_state(pid)
@@ -478,7 +386,7 @@ def discover(pids: Optional[Any] = None) -> Iterator[tuple]:
         yield pid, found[pid]
 
 
-# -- the server's entry points (gpureclaim/_agent_server.py) -----------
+# -- the server's entry points (gpureclaim/agent/_server.py) -----------
 
 def start(path: Optional[str] = None) -> str:
     """Starts this process's agent (once; a second call returns the same
@@ -486,14 +394,14 @@ def start(path: Optional[str] = None) -> str:
     rule (tests, a sandbox); its folder must be this user's, mode 0700.
     Raises OSError (one line) when the folder is not private or another
     process serves that path."""
-    from . import _agent_server
+    from . import _server as _agent_server
 
     return _agent_server.start(path)
 
 
 def stop() -> None:
     """Stops the agent and removes its socket (nothing if not started)."""
-    from . import _agent_server
+    from . import _server as _agent_server
 
     _agent_server.stop()
 
@@ -501,7 +409,7 @@ def stop() -> None:
 def status() -> dict:
     """{"on": bool, "path": the socket or None, "requests": answered so
     far} for this process's agent."""
-    from . import _agent_server
+    from . import _server as _agent_server
 
     return _agent_server.status()
 

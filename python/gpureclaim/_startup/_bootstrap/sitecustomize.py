@@ -28,7 +28,8 @@ def _boot():
     here = os.path.dirname(os.path.abspath(__file__))
     if any(v in os.environ for v in VARIABLES):
         if importlib.util.find_spec("gpureclaim") is None:
-            sys.path.append(os.path.dirname(os.path.dirname(here)))
+            sys.path.append(os.path.dirname(os.path.dirname(
+                os.path.dirname(here))))
         try:
             from gpureclaim import _startup
 

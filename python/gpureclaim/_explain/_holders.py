@@ -32,15 +32,15 @@ import types
 from collections import deque
 from typing import Any, Optional
 
-from . import _gpureclaim as _c
-from .frameworks import TABLE
-from .frameworks._base import describe
+from .. import _gpureclaim as _c
+from ..frameworks import TABLE
+from ..frameworks._base import describe
 
 TOP = 10  #: allocations named per framework and GPU
 MAX_CHAINS = 12  #: chains kept per allocation (the advice follows them all)
 MAX_NODES = 20000  #: nodes read back per allocation
 DEFAULT_BUDGET_S = 1.0
-_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FrameType = types.FrameType
 _MemberType = types.MemberDescriptorType

@@ -19,8 +19,8 @@ import os
 import sys
 from typing import Any, Optional
 
-from . import _remote_start
-from . import agent as _agent
+from ..agent import _remote_start
+from .. import agent as _agent
 
 _EXIT_TAIL = """\
 Exit status: 0 answered, 1 the process could not be asked or its request
@@ -242,7 +242,7 @@ def release_entry(argv: list) -> int:
     if any(o.startswith("--pid") for o in opts):
         return release_main(argv)
     if any(o.startswith("--dask") for o in opts):
-        from .cluster._cli import main as cluster_main
+        from ..cluster._cli import main as cluster_main
 
         return cluster_main("release", argv)
     if any(o in ("-h", "--help") for o in opts):

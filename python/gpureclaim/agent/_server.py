@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from . import agent as _agent
+from . import _protocol
 
 #: connections served at once; more are told so and closed
 MAX_CLIENTS = 8
@@ -116,7 +116,7 @@ class _Server:
 
     def _answer(self, conn: socket.socket) -> None:
         try:
-            _, uid, _ = _agent.peer_cred(conn)
+            _, uid, _ = _protocol.peer_cred(conn)
         except OSError:
             return
         me = os.getuid()
@@ -150,7 +150,7 @@ def _drain(conn: socket.socket, seconds: float = 1.0) -> None:
         conn.shutdown(socket.SHUT_WR)
         end = time.monotonic() + seconds
         got = 0
-        while got < _agent.MAX_REQUEST:
+        while got < _protocol.MAX_REQUEST:
             left = end - time.monotonic()
             if left <= 0:
                 return
@@ -184,13 +184,13 @@ def _read_request(conn: socket.socket):
         nl = chunk.find(b"\n")
         if nl >= 0:
             buf += chunk[:nl]
-            if len(buf) < _agent.MAX_REQUEST:
+            if len(buf) < _protocol.MAX_REQUEST:
                 return bytes(buf)
         else:
             buf += chunk
-        if len(buf) >= _agent.MAX_REQUEST:
+        if len(buf) >= _protocol.MAX_REQUEST:
             return _fail("error", f"the request is larger than "
-                         f"{_agent.MAX_REQUEST >> 10} KiB")
+                         f"{_protocol.MAX_REQUEST >> 10} KiB")
 
 
 def _send(conn: socket.socket, answer: dict) -> None:
@@ -209,7 +209,7 @@ def _send(conn: socket.socket, answer: dict) -> None:
 
 
 def _fail(kind: str, error: str) -> dict:
-    return {"v": _agent.VERSION, "ok": False, "pid": os.getpid(),
+    return {"v": _protocol.VERSION, "ok": False, "pid": os.getpid(),
             "error": " ".join(error.split()), "kind": kind}
 
 
@@ -383,7 +383,7 @@ def _nvml_indexes(want: tuple = ()) -> dict:
     if _nvml_index and all(str(d) in _nvml_index for d in want):
         return dict(_nvml_index)
     try:
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         fresh = {str(g["device"]): g["nvml_index"] for g in _c.gpus()
                  if g.get("device") is not None}
@@ -419,7 +419,7 @@ def op_trace(args: dict) -> tuple:
     global _trace
     _check_args("trace", args, ("action", "path"))
     action = args.get("action")
-    from . import _trace as tr
+    from .. import _trace as tr
 
     if action == "start":
         if _trace is not None:
@@ -455,9 +455,10 @@ def handle(req: Any) -> dict:
     false with kind and a one-line error."""
     if not isinstance(req, dict):
         return _fail("error", "the request must be a JSON object")
-    if req.get("v") != _agent.VERSION:
+    if req.get("v") != _protocol.VERSION:
         return _fail("error", f"protocol version {req.get('v')!r} is not "
-                     f"spoken here; this agent speaks v {_agent.VERSION}")
+                     f"spoken here; this agent speaks v "
+                     f"{_protocol.VERSION}")
     op = req.get("op")
     if op not in OPS:
         return _fail("error", f"unknown op {op!r}; accepted: "
@@ -552,7 +553,7 @@ def _run(op: str, args: dict, seconds: float) -> dict:
     if job.fail:
         return _fail(*job.fail)
     result, extra = job.out
-    answer = {"v": _agent.VERSION, "ok": True, "pid": os.getpid(),
+    answer = {"v": _protocol.VERSION, "ok": True, "pid": os.getpid(),
               "result": result}
     answer.update(extra or {})
     return answer
@@ -561,7 +562,7 @@ def _run(op: str, args: dict, seconds: float) -> dict:
 # -- start and stop ----------------------------------------------------
 
 def _check_folder(d: str) -> None:
-    if not _agent._private_dir(d, os.getuid()):
+    if not _protocol._private_dir(d, os.getuid()):
         raise PermissionError(f"{d} is not a directory of uid "
                               f"{os.getuid()} with mode 0700; not used")
 
@@ -569,7 +570,7 @@ def _check_folder(d: str) -> None:
 def _clear_stale(path: str) -> None:
     """A socket of ours at path from a process that is gone is removed;
     anything else there is refused, untouched."""
-    why = _agent._owned_socket(path, os.getuid())
+    why = _protocol._owned_socket(path, os.getuid())
     if why == "missing":
         return
     if why is not None:
@@ -623,7 +624,8 @@ def start(path: Optional[str] = None) -> str:
         if s is not None and s.pid == os.getpid():
             return s.path
         if path is None:
-            path = os.path.join(_agent.server_dir(), f"{os.getpid()}.sock")
+            path = os.path.join(_protocol.server_dir(),
+                                f"{os.getpid()}.sock")
         else:
             path = os.path.abspath(os.fspath(path))
             _check_folder(os.path.dirname(path))

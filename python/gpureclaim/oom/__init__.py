@@ -30,8 +30,8 @@ import threading
 from typing import Any, Callable, Optional, Union
 
 from . import _postmortem
-from . import frameworks as _frameworks
-from ._imports import when_imported
+from .. import frameworks as _frameworks
+from .._startup._imports import when_imported
 from ._postmortem import PostMortem
 
 __all__ = ["PostMortem", "last", "retry_on_oom", "status", "watch_oom"]
@@ -121,7 +121,7 @@ class _Watch:
         retry just ran one where it does), then retry() once. Its result,
         or None when it failed too (its error is dropped: the program sees
         the first one)."""
-        from . import release
+        from .. import release
 
         try:
             released = release(collect=False).bytes
@@ -364,7 +364,7 @@ def _retrying(fn: Callable, tries: int, args: tuple, kwargs: dict) -> Any:
                 _hand_on(stack.pop())
                 return result
             _outcome(waiting, False)
-            from . import release
+            from .. import release
 
             try:
                 released = release().bytes

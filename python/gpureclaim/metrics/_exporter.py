@@ -147,7 +147,7 @@ def main(argv: list) -> int:
     if opts["help"]:
         sys.stdout.write(USAGE)
         return 0
-    from . import metrics
+    from .. import metrics
 
     try:
         prometheus_client, _ = metrics._prometheus()

@@ -42,7 +42,7 @@ _OWNERS = {"torch": "Torch's cache", "cupy": "CuPy's cache",
 
 
 def _fmt(n: Optional[int]) -> str:
-    from . import _gpureclaim as _c
+    from .. import _gpureclaim as _c
 
     return _c.format_bytes(n)
 
@@ -133,8 +133,8 @@ def _section(notes: list, what: str, fn: Any, *args: Any,
 def _guess_device(framework: str, notes: list) -> Optional[int]:
     """The GPU of an error that names none: the only one in use, or the
     first on which JAX holds its pool."""
-    from . import _gpureclaim as _c
-    from .frameworks import jax
+    from .. import _gpureclaim as _c
+    from ..frameworks import jax
 
     have = _c.devices_in_use()
     if len(have) == 1:
@@ -151,7 +151,7 @@ def _guess_device(framework: str, notes: list) -> Optional[int]:
 
 def _gpu(device: Optional[int]) -> tuple:
     """NVML's figures of the GPU and its process list [(pid, bytes)]."""
-    from . import _gpureclaim as _c
+    from .. import _gpureclaim as _c
 
     if device is None:
         return None, []
@@ -166,7 +166,7 @@ def _gpu(device: Optional[int]) -> tuple:
 def _explained(device: Optional[int]) -> tuple:
     import gpureclaim
 
-    from . import _explain
+    from .._explain import _parts as _explain
 
     call = _explain.Call(False)
     raw = _explain.explain(None if device is None else [device], False, call)
@@ -177,7 +177,7 @@ def _process(expl: Any, device: Optional[int]) -> Optional[dict]:
     """explain()'s parts of the GPU, as plain values."""
     if expl is None:
         return None
-    from . import _kind
+    from .._explain._views import _kind
 
     g = next((x for x in expl.gpus if x.device == device), None)
     out: dict = {"driver": None, "source": None, "consistent": None,
@@ -420,7 +420,7 @@ def _advice(doc: dict) -> list:
 
 
 def _blocks(call: Any, device: Optional[int]) -> list:
-    from .frameworks import torch
+    from ..frameworks import torch
 
     if call is None or device is None:
         return []
@@ -434,7 +434,7 @@ def _trace(device: Optional[int]) -> Optional[dict]:
     """The tracer's live table (what each library allocated through the
     driver and has not freed) on the GPU, and its log, which holds every
     call: None when the process is not traced."""
-    from . import _gpureclaim as _c
+    from .. import _gpureclaim as _c
 
     rows = _c._trace_live()
     if rows is None:
@@ -511,7 +511,7 @@ def _rescue_lines(doc: dict) -> list:
 
 
 def _bar(doc: dict) -> tuple:
-    from . import _colour
+    from .._explain._views import _colour
 
     proc = doc["process"] or {}
     gpu = doc["gpu"] or {}
@@ -531,7 +531,7 @@ def _bar(doc: dict) -> tuple:
 
 
 def _parts_table(doc: dict, short: bool) -> Optional[tuple]:
-    from . import _colour
+    from .._explain._views import _colour
 
     proc = doc["process"]
     if not proc or proc["driver"] is None:
@@ -654,7 +654,7 @@ def view(doc: dict, short: bool = False, path: Optional[str] = None,
 
 
 def _secs(s: float) -> str:
-    from . import _gpureclaim as _c
+    from .. import _gpureclaim as _c
 
     return _c.format_seconds(s)
 
@@ -701,13 +701,13 @@ class PostMortem:
         return json.dumps(self.doc, indent=1) + "\n"
 
     def short(self) -> str:
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         return _c.render(view(self.doc, True, self.path, self.write_error),
                          "text")
 
     def __str__(self) -> str:
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         return _c.render(view(self.doc, False, self.path, self.write_error),
                          "text")
@@ -715,7 +715,7 @@ class PostMortem:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         return _c.render(view(self.doc, False, self.path, self.write_error),
                          "html")
@@ -927,7 +927,7 @@ def _export(path: str, text: str, force: bool) -> Optional[str]:
 def main(argv: list) -> int:
     """`gpureclaim report FILE.json ...`, handed over by the command when
     FILE begins with SIGNATURE (cli/cmd_report.c, __main__.py)."""
-    from . import _gpureclaim as _c
+    from .. import _gpureclaim as _c
 
     path, html, as_json, force = None, None, False, False
     args = list(argv)

@@ -34,9 +34,9 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from . import _gpureclaim as _c
-from .frameworks import TABLE
-from .frameworks._base import Parts, describe, part
+from .. import _gpureclaim as _c
+from ..frameworks import TABLE
+from ..frameworks._base import Parts, describe, part
 
 _CUDA = tuple(f for f in TABLE if f.kind == "cuda" and f.explain)
 _METAL = tuple(f for f in TABLE if f.kind == "metal")

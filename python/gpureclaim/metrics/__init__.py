@@ -196,7 +196,7 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
 
 def _agent_module():
     try:
-        from . import agent
+        from .. import agent
     except ImportError:
         return None
     return agent
@@ -255,7 +255,7 @@ class HostCollector:
 
     def read(self) -> Reading:
         """A new reading (also kept as :attr:`last`)."""
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         t0 = time.perf_counter()
         r = Reading(at=time.time())
@@ -373,7 +373,7 @@ class ProcessCollector:
 
     def reading(self) -> Reading:
         import gpureclaim
-        from . import _gpureclaim as _c
+        from .. import _gpureclaim as _c
 
         t0 = time.perf_counter()
         r = Reading(at=time.time())
