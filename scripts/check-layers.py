@@ -151,6 +151,16 @@ def strongly_connected(graph):
     return comps
 
 
+def down_only(own, other, crossings, errors, say):
+    """A use from own's (folder or wing, layer) into other's: noted when
+    it crosses to another, an error (say(other)) unless it goes down."""
+    if other is None or other[0] == own[0]:
+        return
+    crossings.add((own[0], other[0]))
+    if other[1] >= own[1]:
+        errors.append(say(other))
+
+
 def check_includes(files, errors):
     known = set(files)
     graph = {}
@@ -169,15 +179,9 @@ def check_includes(files, errors):
                 errors.append(f'{src}: #include "{name}" is no tracked file')
                 continue
             graph.setdefault(src, set()).add(dst)
-            other = folder_of(dst)
-            if other is None or other[0] == own[0]:
-                continue
-            crossings.add((own[0], other[0]))
-            if other[1] >= own[1]:
-                errors.append(
-                    f'{src}: #include "{name}" reaches {other[0]}/ (layer '
-                    f"{other[1]}) from {own[0]}/ (layer {own[1]}): "
-                    "includes go down only")
+            down_only(own, folder_of(dst), crossings, errors, lambda o: (
+                f'{src}: #include "{name}" reaches {o[0]}/ (layer {o[1]}) '
+                f"from {own[0]}/ (layer {own[1]}): includes go down only"))
     for comp in strongly_connected(graph):
         errors.append("include loop between " + ", ".join(comp))
     return crossings
@@ -343,15 +347,11 @@ def check_python(files, base, layers, errors):
                     continue
                 if dst != module:
                     graph.setdefault(module, set()).add(dst)
-                other = py_wing_of(dst, layers)
-                if other is None or other[0] == own[0]:
-                    continue
-                crossings.add((own[0], other[0]))
-                if other[1] >= own[1]:
-                    errors.append(
-                        f"{shown}:{line}: imports {dst} ({other[0]}, layer "
-                        f"{other[1]}) from {own[0]} (layer {own[1]}): "
-                        "imports go down only")
+                down_only(own, py_wing_of(dst, layers), crossings, errors,
+                          lambda o: (
+                              f"{shown}:{line}: imports {dst} ({o[0]}, "
+                              f"layer {o[1]}) from {own[0]} (layer "
+                              f"{own[1]}): imports go down only"))
     for comp in strongly_connected(graph):
         errors.append("import loop between " + ", ".join(comp))
     return crossings, len(modules)
