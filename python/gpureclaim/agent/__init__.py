@@ -28,6 +28,8 @@ import socket
 import time
 from typing import Any, Iterator, Optional
 
+from . import _protocol
+
 # the protocol's names are gpureclaim.agent's too (agent.VERSION,
 # agent.server_dir(), ...), as they were before it had a module
 from ._protocol import (DIR_VARIABLE, KINDS, MAX_ANSWER, MAX_REQUEST, OPS,
@@ -290,13 +292,13 @@ def exchange(pid: int, request: dict, timeout: float) -> dict:
     finally:
         s.close()
     try:
-        doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        doc = _protocol.loads(line)
+    except ValueError:
         raise AgentError("bad_answer", f"process {pid}'s agent answered "
                          f"something that is not JSON ({line[:40]!r})",
                          pid) from None
-    if (not isinstance(doc, dict) or doc.get("v") != VERSION
-            or not isinstance(doc.get("ok"), bool)):
+    if (not isinstance(doc, dict) or type(doc.get("v")) is not int
+            or doc["v"] != VERSION or not isinstance(doc.get("ok"), bool)):
         raise AgentError("bad_answer", f"process {pid}'s agent answered "
                          f"JSON that is not protocol version {VERSION}'s",
                          pid)
@@ -316,7 +318,7 @@ def ask_full(pid: int, op: str, *, timeout: float = 10.0,
     doc = exchange(int(pid), {"v": VERSION, "op": op, "args": args,
                               "timeout": timeout}, timeout)
     if not doc["ok"]:
-        err = " ".join(str(doc["error"]).split())[:500]
+        err = _protocol.one_line(doc["error"])
         raise AgentError(str(doc.get("kind", "error")),
                          f"process {pid}: {err}", pid)
     if "result" not in doc:

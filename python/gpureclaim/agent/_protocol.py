@@ -8,11 +8,13 @@ tests/agent_protocol/ holds the exchanges both clients are tested with.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import stat
 import struct
-from typing import Optional
+from typing import Any, Optional
 
 #: the protocol's version
 VERSION = 1
@@ -24,6 +26,49 @@ MAX_ANSWER = 16 << 20
 OPS = ("status", "explain", "release", "trace")
 #: what AgentError.kind may be
 KINDS = ("no_agent", "refused", "timeout", "died", "bad_answer", "error")
+#: the deepest an answer's value may lie (the top object at 0, its members
+#: at 1), as deep as the C client reads (cli/agent_client.c jvalue)
+MAX_DEPTH = 512
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _too_deep(doc: Any) -> bool:
+    todo = [(doc, 0)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(v, dict):
+            todo += [(x, depth + 1) for x in v.values()]
+        elif isinstance(v, list):
+            todo += [(x, depth + 1) for x in v]
+    return False
+
+
+def loads(line: bytes) -> Any:
+    """An answer's line as both clients read it (tests/agent_protocol/
+    replays the same exchanges against each): UTF-8 only (no byte order
+    mark, no UTF-16 guessed), JSON's grammar only (no NaN, no Infinity),
+    nothing nested deeper than MAX_DEPTH. ValueError otherwise."""
+    try:
+        doc = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _too_deep(doc):
+        raise ValueError("nested too deep")
+    return doc
+
+
+_BLANKS = re.compile(r"[ \t\n\v\f\r]+")
+
+
+def one_line(error: Any) -> str:
+    """An agent's error as its clients say it: each run of ASCII white
+    space one blank, none at the ends, at most 500 characters."""
+    return _BLANKS.sub(" ", str(error)).strip(" ")[:500]
 
 
 def _private_dir(path: str, uid: int) -> bool:
