@@ -8,7 +8,7 @@ start in front of the requests, every agent asked at once), and this
 module's explain_main and release_main stand in for the --pid forms only
 where the command is not installed. What a part of `ps --explain` is
 stays Python's: the agent's server adds it to its answers as numbers
-(gpureclaim/_agent_server.py flat_groups).
+(gpureclaim/agent/_server.py flat_groups).
 """
 from __future__ import annotations
 

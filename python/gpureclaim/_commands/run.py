@@ -4,8 +4,9 @@ with gpureclaim's features started in its Python processes (docs/oom.md,
 
 It sets each feature's variable (GPURECLAIM_OOM: 1, or PATH;
 GPURECLAIM_AGENT: 1) and puts the
-package's bootstrap folder (gpureclaim/_bootstrap, whose sitecustomize
-calls the startup hook, gpureclaim/_startup.py) first on PYTHONPATH, so
+package's bootstrap folder (gpureclaim/_startup/_bootstrap, whose
+sitecustomize calls the startup hook, gpureclaim/_startup/) first on
+PYTHONPATH, so
 that the hook runs in a build tree or an environment without the wheel's
 .pth too, then execs CMD. The variables reach every Python process CMD
 starts; a program that is not Python is run as it is, and `run` says so.

@@ -324,8 +324,8 @@ def explain(devices: Any = None, measure_context: bool = False,
     """The raw explanation (the dict Explanation is built from). ``call``:
     the Call to run in, whose readings (Torch's snapshot) a caller uses
     after it (an out-of-memory post-mortem). ``holders``: None, or the
-    arguments of the holders' walk (gpureclaim/_holders.py), run after the
-    parts: its "holders" entry."""
+    arguments of the holders' walk (gpureclaim/_explain/_holders.py), run
+    after the parts: its "holders" entry."""
     t0 = time.monotonic()
     want = _c._devices_arg(devices, "explain")
     have = _c._in_use("explain")

@@ -8,7 +8,7 @@ Two ways in, both calling :func:`start` as the interpreter starts:
   site-packages: its one line imports nothing unless one of the variables
   of :data:`_STARTERS` is set (the cost is a dict look-up per variable,
   measured in bench/startup_bench.py), as coverage.py's subprocess hook;
-- ``gpureclaim/_bootstrap/sitecustomize.py``, which ``gpureclaim run``
+- ``gpureclaim/_startup/_bootstrap/sitecustomize.py``, which ``gpureclaim run``
   puts first on the child's PYTHONPATH, for a build tree or an
   environment without the wheel (it then runs the user's own
   sitecustomize).
@@ -17,7 +17,7 @@ Each row of :data:`_STARTERS` is (variable, "module:function"); the
 function is called with the variable's value. A failure is one line on
 stderr ("gpureclaim: GPURECLAIM_OOM=...: <why>; not started"), never an
 exception into the program. A feature imports no framework: it waits for
-the program to import one (gpureclaim/_imports.py).
+the program to import one (gpureclaim/_startup/_imports.py).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ memory back when asked (docs/agent.md; the protocol is
 prompts/agent-protocol.md's, repeated there).
 
 Opt-in, four ways: :func:`start`; ``GPURECLAIM_AGENT=1`` in the
-environment (the startup hook, gpureclaim/_startup.py); ``gpureclaim run
+environment (the startup hook, gpureclaim/_startup/); ``gpureclaim run
 --agent -- CMD``; ``%load_ext gpureclaim`` in IPython/Jupyter. Python 3.14
 adds a fifth for a process that never opted in: ``gpureclaim agent start
 --pid N`` (``sys.remote_exec``).
@@ -418,7 +418,7 @@ def status() -> dict:
 
 def _start_from_env(value: str) -> None:
     """GPURECLAIM_AGENT's value: 1 (true, yes, on) starts the agent at its
-    usual path; anything else is a socket path (gpureclaim/_startup.py
+    usual path; anything else is a socket path (gpureclaim/_startup/
     leaves 0 and empty out)."""
     v = value.strip()
     start(None if v.lower() in ("1", "true", "yes", "on") else v)

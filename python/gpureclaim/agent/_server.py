@@ -1,4 +1,4 @@
-"""The agent's server (gpureclaim/agent.py is the public side): a daemon
+"""The agent's server (gpureclaim/agent/ is the public side): a daemon
 thread serving this process's Unix socket.
 
 Why it is built this way:

@@ -1,5 +1,5 @@
 """What /proc says about another process, for labels: its user, its
-command line and its container (the exporter, gpureclaim/metrics.py).
+command line and its container (the exporter, gpureclaim/metrics/).
 
 Everything here reads /proc only and never raises: a process that is gone,
 hidden (hidepid) or in another pid namespace gives empty strings. The

@@ -5,12 +5,12 @@
 ``OOMHook`` in gpureclaim/frameworks/: Torch's observer, CuPy's allocator,
 JAX's RESOURCE_EXHAUSTED where it reaches the top) to the frameworks the
 program has imported, and to the others when it imports them
-(gpureclaim/_imports.py: nothing is imported here). On an out-of-memory
-error the hook calls :meth:`_Watch.report` (or ``capture`` and ``done``),
-which builds the post-mortem (gpureclaim/_postmortem.py: the figures of
-that moment, without a garbage collection) and shows it: a short text on
-stderr (HTML in a notebook) and a JSON file created, never replacing
-anything, at the watch's path. The program's exception is raised
+(gpureclaim/_startup/_imports.py: nothing is imported here). On an
+out-of-memory error the hook calls :meth:`_Watch.report` (or ``capture``
+and ``done``), which builds the post-mortem (gpureclaim/oom/_postmortem.py:
+the figures of that moment, without a garbage collection) and shows it: a
+short text on stderr (HTML in a notebook) and a JSON file created, never
+replacing anything, at the watch's path. The program's exception is raised
 unchanged; only a hook that can retry the allocation itself (CuPy's, with
 ``rescue=True``) makes it go away.
 
@@ -19,7 +19,7 @@ unchanged; only a hook that can retry the allocation itself (CuPy's, with
 of the failure, held until then, says whether the retry succeeded.
 
 ``GPURECLAIM_OOM=1`` (or ``=PATH``) starts the watch in a program nobody
-edited (gpureclaim/_startup.py, ``gpureclaim run --oom``).
+edited (gpureclaim/_startup/, ``gpureclaim run --oom``).
 """
 from __future__ import annotations
 
@@ -415,7 +415,7 @@ def _hand_on(pms: list) -> None:
 
 def _start_from_env(value: str) -> None:
     """GPURECLAIM_OOM's value: 1 (true, yes, on) for the default folder,
-    anything else a path (gpureclaim/_startup.py leaves 0 and empty
+    anything else a path (gpureclaim/_startup/ leaves 0 and empty
     out)."""
     v = value.strip()
     watch_oom(None if v.lower() in ("1", "true", "yes", "on") else v)
