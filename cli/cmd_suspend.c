@@ -135,20 +135,14 @@ static int parse_args(int argc, char **argv, int *help)
 		OPT_TIMEOUT,
 		OPT_LOCK
 	};
-	static const struct option suspend_opts[] = {
+	/* one table; what only suspend takes is refused for resume below */
+	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, OPT_PID},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"dry-run", no_argument, NULL, OPT_DRY},
 	    {"no-release", no_argument, NULL, OPT_NO_RELEASE},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"lock-timeout", required_argument, NULL, OPT_LOCK},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	static const struct option resume_opts[] = {
-	    {"pid", required_argument, NULL, OPT_PID},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"dry-run", no_argument, NULL, OPT_DRY},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -159,9 +153,12 @@ static int parse_args(int argc, char **argv, int *help)
 	opterr = 0;
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, ":h",
-				resume ? resume_opts : suspend_opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (resume && c >= OPT_NO_RELEASE)
+			return usage_error("%s",
+					   "--no-release, --timeout and "
+					   "--lock-timeout are suspend's, "
+					   "not resume's");
 		switch (c) {
 		case OPT_PID:
 			if (add_pids(optarg) != 0)

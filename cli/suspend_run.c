@@ -60,8 +60,12 @@ static void note(struct gpr_cli_suspend_result *res, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void identify(int pid, struct gpr_cli_suspend_result *res)
+/* A fresh result for pid: who it is. */
+static void begin(int pid, const struct gpr_cli_suspend_opts *o,
+		  struct gpr_cli_suspend_result *res)
 {
+	memset(res, 0, sizeof *res);
+	res->dry_run = o->dry_run;
 	if (gpr_cli_proc_cmdline(pid, res->command, sizeof res->command) != 0)
 		res->command[0] = '\0';
 	if (gpr_cli_proc_user(pid, res->user, sizeof res->user) != 0)
@@ -155,9 +159,7 @@ int gpr_cli_suspend_pid(struct gpr_cli_suspender *c, int pid,
 			const struct gpr_cli_suspend_opts *o,
 			struct gpr_cli_suspend_result *res)
 {
-	memset(res, 0, sizeof *res);
-	res->dry_run = o->dry_run;
-	identify(pid, res);
+	begin(pid, o, res);
 	struct gpr__suspend_opts so = {.lock_timeout_ms = o->lock_timeout_ms,
 				       .dry_run = 1};
 	/* the checks first: no agent is asked for a process that cannot be
@@ -242,9 +244,7 @@ int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
 		       const struct gpr_cli_suspend_opts *o,
 		       struct gpr_cli_suspend_result *res)
 {
-	memset(res, 0, sizeof *res);
-	res->dry_run = o->dry_run;
-	identify(pid, res);
+	begin(pid, o, res);
 	struct gpr__record rec;
 	int have = own_record(pid, &rec, res);
 	if (have) {

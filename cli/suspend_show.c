@@ -64,19 +64,29 @@ static void command_of(struct gpr__buf *b,
 	gpr__buf_puts(b, ")");
 }
 
+/* "Process N (command)", and when the dry run refused, the rest of the
+ * line ("would not be <verb>: why"): 1 then, else 0. */
+static int dry_refused(struct gpr__buf *b,
+		       const struct gpr_cli_suspend_result *res,
+		       const char *verb)
+{
+	gpr__buf_printf(b, "Process %d", res->r.pid);
+	command_of(b, res);
+	if (!res->r.rc)
+		return 0;
+	gpr__buf_printf(b, " would not be %s: ", verb);
+	gpr__text_put(b, res->r.why, 0, 0);
+	gpr__buf_puts(b, "\n");
+	return 1;
+}
+
 static void dry_run(struct gpr__buf *b,
 		    const struct gpr_cli_suspend_result *res)
 {
 	const struct gpr__suspend_report *r = &res->r;
 	char need[24], room[24], avail[24];
-	gpr__buf_printf(b, "Process %d", r->pid);
-	command_of(b, res);
-	if (r->rc) {
-		gpr__buf_puts(b, " would not be suspended: ");
-		gpr__text_put(b, r->why, 0, 0);
-		gpr__buf_puts(b, "\n");
+	if (dry_refused(b, res, "suspended"))
 		return;
-	}
 	gpr__buf_printf(b,
 			" can be suspended: %s would move (NVML's figure, "
 			"its CUDA context included)\n",
@@ -203,16 +213,9 @@ void gpr_cli_suspend_text(struct gpr__buf *b,
 	if (res->dry_run && !r->resume) {
 		dry_run(b, res);
 	} else if (res->dry_run) {
-		gpr__buf_printf(b, "Process %d", r->pid);
-		command_of(b, res);
-		if (r->rc) {
-			gpr__buf_puts(b, " would not be resumed: ");
-			gpr__text_put(b, r->why, 0, 0);
-			gpr__buf_puts(b, "\n");
-		} else {
+		if (!dry_refused(b, res, "resumed"))
 			gpr__buf_printf(b, " can be resumed (it is %s)\n",
 					gpr__pstate_name(r->state_before));
-		}
 	} else if (r->rc == 0) {
 		(r->resume ? resumed : suspended)(b, res);
 	} else {

@@ -101,11 +101,13 @@ static CUresult request(int pid, uint32_t req, unsigned timeout_ms)
 	return res;
 }
 
-SIM_API(CUresult, cuCheckpointProcessGetState, (int pid, CUprocessState *state))
+/* A copy of pid's record, read under the state's lock; out NULL: the
+ * arguments were bad. */
+static CUresult record_of(int pid, const void *out, struct sim__ckpt *copy)
 {
 	const struct sim__config *c;
 	CUresult r = controller(&c);
-	if (!r && (!state || pid <= 0))
+	if (!r && (!out || pid <= 0))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r)
 		return r;
@@ -115,7 +117,7 @@ SIM_API(CUresult, cuCheckpointProcessGetState, (int pid, CUprocessState *state))
 	if (sim__state_lock(&cs, 0) == 0) {
 		struct sim__ckpt *rec = sim__ckpt_find(&cs, pid, 0);
 		if (rec) {
-			*state = (CUprocessState)rec->state;
+			*copy = *rec;
 			r = CUDA_SUCCESS;
 		}
 		sim__state_unlock(&cs);
@@ -124,26 +126,23 @@ SIM_API(CUresult, cuCheckpointProcessGetState, (int pid, CUprocessState *state))
 	return r;
 }
 
+SIM_API(CUresult, cuCheckpointProcessGetState, (int pid, CUprocessState *state))
+{
+	struct sim__ckpt rec;
+	CUresult r = record_of(pid, state, &rec);
+	if (!r)
+		*state = (CUprocessState)rec.state;
+	return r;
+}
+
 SIM_API(CUresult, cuCheckpointProcessGetRestoreThreadId, (int pid, int *tid))
 {
-	const struct sim__config *c;
-	CUresult r = controller(&c);
-	if (!r && (!tid || pid <= 0))
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r)
-		return r;
-	struct sim__state cs = SIM_STATE_INIT;
-	sim__state_init(&cs, c->state);
-	r = CUDA_ERROR_NOT_FOUND;
-	if (sim__state_lock(&cs, 0) == 0) {
-		struct sim__ckpt *rec = sim__ckpt_find(&cs, pid, 0);
-		if (rec && rec->tid) {
-			*tid = rec->tid;
-			r = CUDA_SUCCESS;
-		}
-		sim__state_unlock(&cs);
-	}
-	sim__state_close(&cs);
+	struct sim__ckpt rec;
+	CUresult r = record_of(pid, tid, &rec);
+	if (!r && !rec.tid)
+		r = CUDA_ERROR_NOT_FOUND; /* its thread has not run yet */
+	if (!r)
+		*tid = rec.tid;
 	return r;
 }
 

@@ -266,6 +266,22 @@ static int common_checks(gpr__suspender *s, int pid, const char *verb,
 	return 0;
 }
 
+/* The states neither operation starts from: failed, or one this
+ * gpureclaim does not know. */
+static int unusable(struct gpr__suspend_report *r, int pid, const char *verb)
+{
+	if (r->state_before == GPR__PS_FAILED)
+		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
+			    "the driver says a checkpoint or restore of "
+			    "process %d failed: its GPU state is lost and it "
+			    "must be restarted",
+			    pid);
+	return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
+		    "the driver answers a state this gpureclaim does not know "
+		    "for process %d; not %s",
+		    pid, verb);
+}
+
 static int64_t rss_growth(const struct gpr__look *a, const struct gpr__look *b,
 			  int *known)
 {
@@ -322,17 +338,8 @@ static int suspend_checks(gpr__suspender *s, int pid,
 			    "one left locked: gpureclaim resume --pid %d "
 			    "unlocks it)",
 			    pid, pid);
-	case GPR__PS_FAILED:
-		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
-			    "the driver says a checkpoint or restore of "
-			    "process %d failed: its GPU state is lost and it "
-			    "must be restarted",
-			    pid);
 	default:
-		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
-			    "the driver answers a state this gpureclaim does "
-			    "not know for process %d; not suspended",
-			    pid);
+		return unusable(r, pid, "suspended");
 	}
 	rc = gpr__suspend_look(s->ctx, pid, &r->before, e, sizeof e);
 	if (rc)
@@ -447,17 +454,8 @@ int gpr__resume(gpr__suspender *s, int pid, const struct gpr__suspend_opts *o,
 	case GPR__PS_RUNNING:
 		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
 			    "process %d is running, not suspended", pid);
-	case GPR__PS_FAILED:
-		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
-			    "the driver says a checkpoint or restore of "
-			    "process %d failed: its GPU state is lost and it "
-			    "must be restarted",
-			    pid);
 	default:
-		return stop(r, GPR__STEP_CHECK, GPR_E_STATE,
-			    "the driver answers a state this gpureclaim does "
-			    "not know for process %d; not resumed",
-			    pid);
+		return unusable(r, pid, "resumed");
 	}
 	rc = gpr__suspend_look(s->ctx, pid, &r->before, e, sizeof e);
 	if (rc)

@@ -19,26 +19,7 @@
 
 #include "gpureclaim.h"
 #include "out/fmt.h"
-
-/* Reads a small file whole, NUL-terminated; its length, or -1. */
-static ssize_t slurp(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, len - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	return (ssize_t)n;
-}
+#include "procfs.h"
 
 /* A whole decimal number at s (digits only, then a blank or the end). */
 static int number(const char *s, uint64_t *out)
@@ -83,7 +64,7 @@ int gpr__proc_rss(int pid, uint64_t *bytes)
 {
 	char path[64], text[4096];
 	snprintf(path, sizeof path, "/proc/%d/status", pid);
-	if (slurp(path, text, sizeof text) < 0)
+	if (gpr__read_small(path, text, sizeof text) < 0)
 		return GPR_E_NOT_FOUND;
 	return kb_field(text, "VmRSS", bytes) == 0 ? 0 : GPR_E_NOT_FOUND;
 }
@@ -93,7 +74,7 @@ static int stat_fields(int pid, uint64_t *start, char *state)
 {
 	char path[64], text[2048];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	if (slurp(path, text, sizeof text) < 0)
+	if (gpr__read_small(path, text, sizeof text) < 0)
 		return -1;
 	/* the command name may hold blanks and parentheses: after the last */
 	char *p = strrchr(text, ')');
@@ -162,7 +143,7 @@ static int cg_value(const char *dir, const char *file, uint64_t *out)
 {
 	char path[1024], text[64];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
-	if (slurp(path, text, sizeof text) <= 0)
+	if (gpr__read_small(path, text, sizeof text) <= 0)
 		return -1;
 	if (strncmp(text, "max", 3) == 0) {
 		*out = UINT64_MAX;
@@ -176,7 +157,7 @@ static uint64_t cg_inactive_file(const char *dir, int version)
 {
 	char path[1024], text[8192];
 	snprintf(path, sizeof path, "%s/memory.stat", dir);
-	if (slurp(path, text, sizeof text) <= 0)
+	if (gpr__read_small(path, text, sizeof text) <= 0)
 		return 0;
 	const char *key =
 	    version == 2 ? "inactive_file " : "total_inactive_file ";
@@ -200,7 +181,7 @@ static int cg_of(int pid, char *path, size_t len, int *version)
 {
 	char file[64], text[4096];
 	snprintf(file, sizeof file, "/proc/%d/cgroup", pid);
-	if (slurp(file, text, sizeof text) <= 0)
+	if (gpr__read_small(file, text, sizeof text) <= 0)
 		return -1;
 	int found = 0;
 	for (char *l = text; l && *l;) {
@@ -289,7 +270,7 @@ int gpr__host_room(int pid, struct gpr__host_room *r, char *err, size_t errlen)
 	const char *path =
 	    test_path("GPURECLAIM_TEST_MEMINFO", "/proc/meminfo");
 	char text[8192];
-	if (slurp(path, text, sizeof text) <= 0 ||
+	if (gpr__read_small(path, text, sizeof text) <= 0 ||
 	    kb_field(text, "MemTotal", &r->mem_total) != 0 ||
 	    kb_field(text, "MemAvailable", &r->mem_available) != 0) {
 		snprintf(err, errlen,

@@ -19,27 +19,11 @@
 #include <unistd.h>
 
 #include "gpureclaim.h"
+#include "private_dir.h"
 #include "suspend_host.h"
 
 #define MAX_RECORD 8192
 #define SUBDIR "suspended"
-
-/* A real directory (not a link) of uid, mode 0700. */
-static int private_dir(const char *d, long uid)
-{
-	struct stat st;
-	return lstat(d, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       (long)st.st_uid == uid && (st.st_mode & 07777) == 0700;
-}
-
-/* XDG_RUNTIME_DIR as the agent takes it: absolute, a folder of uid with
- * mode 0700 (reached through a link is fine). */
-static int xdg_ok(const char *d, long uid)
-{
-	struct stat st;
-	return d && d[0] == '/' && stat(d, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       (long)st.st_uid == uid && (st.st_mode & 07777) == 0700;
-}
 
 /* The agent's folder of this user (agent.py server_dir), unchecked. */
 static int base_dir(char *out, size_t len)
@@ -55,7 +39,7 @@ static int base_dir(char *out, size_t len)
 		if (!getcwd(cwd, sizeof cwd))
 			return -1;
 		n = snprintf(out, len, "%s/%s", cwd, mine);
-	} else if (xdg_ok(xdg, uid)) {
+	} else if (gpr__xdg_ok(xdg, uid)) {
 		n = snprintf(out, len, "%s/gpureclaim", xdg);
 	} else {
 		n = snprintf(out, len, "/tmp/gpureclaim-%ld", uid);
@@ -78,7 +62,7 @@ static int private_or_made(const char *dir, int create, char *err,
 		snprintf(err, errlen, "%s does not exist", dir);
 		return GPR_E_NOT_FOUND;
 	}
-	if (!private_dir(dir, uid)) {
+	if (!gpr__private_dir(dir, uid)) {
 		snprintf(err, errlen,
 			 "%s is not a folder of uid %ld with mode 0700 (a "
 			 "link, a file, another user's or open to others); "
@@ -109,7 +93,7 @@ int gpr__record_dir(char *out, size_t len, int create, char *err, size_t errlen)
 static int add_folder(struct gpr__record_folder **v, size_t *n, size_t *cap,
 		      const char *path, long uid)
 {
-	if (!private_dir(path, uid))
+	if (!gpr__private_dir(path, uid))
 		return 0;
 	for (size_t i = 0; i < *n; i++)
 		if (strcmp((*v)[i].path, path) == 0)
@@ -151,7 +135,7 @@ static int add_users(struct gpr__record_folder **v, size_t *n, size_t *cap,
 		char base[PATH_MAX], path[PATH_MAX + 16];
 		snprintf(base, sizeof base, "%s/%s%s", parent, e->d_name,
 			 base_suffix);
-		if (!private_dir(base, uid))
+		if (!gpr__private_dir(base, uid))
 			continue;
 		snprintf(path, sizeof path, "%s/" SUBDIR, base);
 		rc = add_folder(v, n, cap, path, uid);

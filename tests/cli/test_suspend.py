@@ -252,11 +252,11 @@ def test_the_agent_releases_the_cache_first(env):
     py = os.environ.get("PYTHONPATH", str(ROOT / "build/python"))
     build_py = py.split(os.pathsep)[0]
     fakes = str(ROOT / "tests/python/fakes")
-    boot = os.path.join(build_py, "gpureclaim", "_bootstrap")
-    e = environ(env, GPURECLAIM_AGENT="1",
-                PYTHONPATH=os.pathsep.join([boot, build_py, fakes]),
+    e = environ(env, PYTHONPATH=os.pathsep.join([build_py, fakes]),
                 GPR_FAKES_BUILD=FAKES_BUILD, PYTHONDONTWRITEBYTECODE="1")
-    target = subprocess.Popen([sys.executable, "-c", AGENT_TARGET], env=e,
+    # started as a user starts it (docs/agent.md); run execs the program
+    target = subprocess.Popen([str(BIN), "run", "--agent", "--",
+                               sys.executable, "-c", AGENT_TARGET], env=e,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     env.children.append(target)
@@ -463,7 +463,8 @@ def test_usage(env):
         (["suspend"], "--pid needs a process id"),
         (["suspend", "--pid", "x"], "--pid needs process ids"),
         (["suspend", "--pid", "0"], "--pid needs process ids"),
-        (["resume", "--pid", "1", "--no-release"], "unknown option"),
+        (["resume", "--pid", "1", "--no-release"], "are suspend's"),
+        (["suspend", "--pid", "1", "--bogus"], "unknown option"),
         (["suspend", "--pid", "1", "--timeout", "-1"], "the timeout needs"),
     ]:
         r = run(env, *args)

@@ -156,3 +156,40 @@ int comma_locale(void)
 		ok = 0;
 	return ok;
 }
+
+int sim_target(void *lib, unsigned long long bytes, int *keep)
+{
+	int up[2], hold[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(hold), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(up[0]);
+		close(hold[1]);
+		unsigned long long p;
+		int ok = ((int (*)(unsigned))sim_sym(lib, "cuInit"))(0) == 0 &&
+			 sim_cuda_open_device(lib, 0) == 0 &&
+			 (!bytes || sim_cuda_alloc(lib, bytes, &p) == 0);
+		char c = ok ? 'y' : 'n', x;
+		if (write(up[1], &c, 1) != 1 || read(hold[0], &x, 1) < 0)
+			_exit(3);
+		_exit(ok ? 0 : 2);
+	}
+	close(up[1]);
+	close(hold[0]);
+	char c = 0;
+	assert_int_equal(read(up[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
+	close(up[0]);
+	*keep = hold[1];
+	return (int)pid;
+}
+
+void sim_target_end(int pid, int keep)
+{
+	close(keep);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+}

@@ -97,56 +97,22 @@ static unsigned long long rss_of(int pid)
 	return kb * 1024;
 }
 
-/*
- * A forked child holding `bytes` on GPU 0 (its own cuInit: a child starts
- * with nothing), until the parent closes the pipe. Returns its pid.
- */
-static pid_t target(void *lib, unsigned long long bytes, int *keep)
+/* The sim as `config` says, its API, and a target holding `bytes`. */
+static pid_t setup(const char *config, struct api *a, unsigned long long bytes,
+		   int *keep)
 {
-	int up[2], hold[2];
-	assert_int_equal(pipe(up), 0);
-	assert_int_equal(pipe(hold), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(up[0]);
-		close(hold[1]);
-		unsigned long long p;
-		int ok = ((int (*)(unsigned))sim_sym(lib, "cuInit"))(0) == 0 &&
-			 sim_cuda_open_device(lib, 0) == 0 &&
-			 (!bytes || sim_cuda_alloc(lib, bytes, &p) == 0);
-		char c = ok ? 'y' : 'n', x;
-		if (write(up[1], &c, 1) != 1 || read(hold[0], &x, 1) < 0)
-			_exit(3);
-		_exit(ok ? 0 : 2);
-	}
-	close(up[1]);
-	close(hold[0]);
-	char c = 0;
-	assert_int_equal(read(up[0], &c, 1), 1);
-	assert_int_equal(c, 'y');
-	close(up[0]);
-	*keep = hold[1];
-	return pid;
-}
-
-static void end_target(pid_t pid, int keep)
-{
-	close(keep);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	sim_setup(config);
+	*a = api_of(sim_cuda_load());
+	return sim_target(a->lib, bytes, keep);
 }
 
 /* The whole cycle on another process: states, NVML, its host memory. */
 static void test_cycle_moves_the_memory_and_back(void **st)
 {
 	(void)st;
-	sim_setup("context=16MiB");
-	void *lib = sim_cuda_load();
-	struct api a = api_of(lib);
+	struct api a;
 	int keep;
-	pid_t t = target(lib, 64 * MiB, &keep);
+	pid_t t = setup("context=16MiB", &a, 64 * MiB, &keep);
 	assert_int_equal(state_of(&a, t), CU_PROCESS_STATE_RUNNING);
 	assert_int_equal(figure(t), 80 * MiB);
 	unsigned long long rss0 = rss_of(t);
@@ -181,7 +147,7 @@ static void test_cycle_moves_the_memory_and_back(void **st)
 	assert_true(rss_of(t) <= rss0 + (grown - 64 * MiB));
 	assert_int_equal(a.unlock(t, NULL), 0);
 	assert_int_equal(state_of(&a, t), CU_PROCESS_STATE_RUNNING);
-	end_target(t, keep);
+	sim_target_end(t, keep);
 	/* its record went with it */
 	CUprocessState s;
 	assert_int_equal(a.state(t, &s), CUDA_ERROR_NOT_FOUND);
@@ -342,33 +308,32 @@ static void test_arguments_and_who_may_call(void **st)
 static void test_a_restore_without_room_changes_nothing(void **st)
 {
 	(void)st;
-	sim_setup("context=16MiB;memory=1GiB");
-	void *lib = sim_cuda_load();
-	struct api a = api_of(lib);
+	struct api a;
 	int k1, k2;
-	pid_t t = target(lib, 512 * MiB, &k1);
+	pid_t t = setup("context=16MiB;memory=1GiB", &a, 512 * MiB, &k1);
 	assert_int_equal(a.lock(t, NULL), 0);
 	assert_int_equal(a.checkpoint(t, NULL), 0);
-	pid_t other = target(lib, 600 * MiB, &k2); /* in the room it left */
+	pid_t other =
+	    sim_target(a.lib, 600 * MiB, &k2); /* in the room it left */
 	assert_int_equal(a.restore(t, NULL), CUDA_ERROR_OUT_OF_MEMORY);
 	assert_int_equal(state_of(&a, t), CU_PROCESS_STATE_CHECKPOINTED);
 	assert_int_equal(figure(t), 0);
-	end_target(other, k2);
+	sim_target_end(other, k2);
 	assert_int_equal(a.restore(t, NULL), 0);
 	assert_int_equal(figure(t), 528 * MiB);
 	assert_int_equal(a.unlock(t, NULL), 0);
-	end_target(t, k1);
+	sim_target_end(t, k1);
 }
 
 /* The copy takes bytes / checkpoint_rate at least: a lower bound. */
 static void test_the_copy_rate_sets_the_time(void **st)
 {
 	(void)st;
-	sim_setup("context=16MiB;checkpoint_rate=64MiB;restore_rate=128MiB");
-	void *lib = sim_cuda_load();
-	struct api a = api_of(lib);
+	struct api a;
 	int keep;
-	pid_t t = target(lib, 16 * MiB, &keep);
+	pid_t t =
+	    setup("context=16MiB;checkpoint_rate=64MiB;restore_rate=128MiB", &a,
+		  16 * MiB, &keep);
 	struct timespec t0, t1, t2;
 	assert_int_equal(a.lock(t, NULL), 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -383,18 +348,17 @@ static void test_the_copy_rate_sets_the_time(void **st)
 	assert_true(c >= 0.25);
 	assert_true(r >= 0.125);
 	assert_int_equal(a.unlock(t, NULL), 0);
-	end_target(t, keep);
+	sim_target_end(t, keep);
 }
 
 static void test_faults(void **st)
 {
 	(void)st;
 	/* the target's: its checkpoint fails halfway, as 570 warned */
-	sim_setup("context=16MiB;fault=checkpoint-fails");
-	void *lib = sim_cuda_load();
-	struct api a = api_of(lib);
+	struct api a;
 	int keep;
-	pid_t t = target(lib, 8 * MiB, &keep);
+	pid_t t =
+	    setup("context=16MiB;fault=checkpoint-fails", &a, 8 * MiB, &keep);
 	assert_int_equal(a.lock(t, NULL), 0);
 	assert_int_equal(a.checkpoint(t, NULL), CUDA_ERROR_UNKNOWN);
 	assert_int_equal(state_of(&a, t), CU_PROCESS_STATE_FAILED);

@@ -331,38 +331,6 @@ static void test_records_round_trip_and_refuse_what_is_not_one(void **st)
 	free(dirs);
 }
 
-/* ---------------- suspend and resume on the sim ---------------- */
-
-static pid_t target(void *lib, unsigned long long bytes, int *keep)
-{
-	int up[2], hold[2];
-	assert_int_equal(pipe(up), 0);
-	assert_int_equal(pipe(hold), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(up[0]);
-		close(hold[1]);
-		unsigned long long p;
-		int ok = ((int (*)(unsigned))sim_sym(lib, "cuInit"))(0) == 0 &&
-			 sim_cuda_open_device(lib, 0) == 0 &&
-			 sim_cuda_alloc(lib, bytes, &p) == 0;
-		char c = ok ? 'y' : 'n', x;
-		if (write(up[1], &c, 1) != 1 || read(hold[0], &x, 1) < 0)
-			_exit(3);
-		_exit(ok ? 0 : 2);
-	}
-	close(up[1]);
-	close(hold[0]);
-	char c = 0;
-	assert_int_equal(read(up[0], &c, 1), 1);
-	assert_int_equal(c, 'y');
-	close(up[0]);
-	*keep = hold[1];
-	return pid;
-}
-
 static void test_suspend_and_resume_measure_what_moved(void **st)
 {
 	(void)st;
@@ -374,7 +342,7 @@ static void test_suspend_and_resume_measure_what_moved(void **st)
 	char err[512];
 	assert_int_equal(gpr__suspender_open(ctx, &s, err, sizeof err), 0);
 	int keep;
-	pid_t t = target(lib, 64 * MiB, &keep);
+	pid_t t = sim_target(lib, 64 * MiB, &keep);
 	struct gpr__suspend_report r;
 	struct gpr__suspend_opts dry = {.dry_run = 1};
 	assert_int_equal(gpr__suspend(s, t, &dry, &r), 0);
@@ -432,8 +400,7 @@ static void test_suspend_and_resume_measure_what_moved(void **st)
 	assert_int_equal(gpr__suspend(s, 0x7ffffff0, NULL, &r),
 			 GPR_E_NOT_FOUND);
 	assert_int_equal(gpr__suspend(s, (int)getpid(), NULL, &r), GPR_E_INVAL);
-	close(keep);
-	waitpid(t, NULL, 0);
+	sim_target_end(t, keep);
 	gpr__suspender_close(s);
 	gpr_close(ctx);
 }

@@ -370,19 +370,19 @@ def _families(r: Optional[Reading], health: Optional[HostCollector],
     out += [proc, part]
     if health is None:
         return out
-    susp = G("gpureclaim_process_suspended_bytes",
+    for name, what, labels, rows in (
+            ("gpureclaim_process_suspended_bytes",
              "GPU memory a process gpureclaim suspended gave back on that "
-             "GPU, what its resume takes again; state: the driver's",
-             labels=SUSPENDED_LABELS)
-    for p in (r.suspended if r else ()):
-        susp.add_metric([str(p[k]) for k in SUSPENDED_LABELS], p["bytes"])
-    host = G("gpureclaim_process_host_bytes",
+             "GPU, what its resume takes again", SUSPENDED_LABELS,
+             r.suspended if r else ()),
+            ("gpureclaim_process_host_bytes",
              "Host memory holding a suspended process's GPU memory (the "
-             "growth of its resident memory); state: the driver's",
-             labels=HOST_LABELS)
-    for p in (r.host if r else ()):
-        host.add_metric([str(p[k]) for k in HOST_LABELS], p["bytes"])
-    out += [susp, host]
+             "growth of its resident memory)", HOST_LABELS,
+             r.host if r else ())):
+        fam = G(name, what + "; state: the driver's", labels=labels)
+        for p in rows:
+            fam.add_metric([str(p[k]) for k in labels], p["bytes"])
+        out.append(fam)
     secs = G("gpureclaim_exporter_reading_seconds",
              "How long the latest reading of the GPUs and agents took")
     at = G("gpureclaim_exporter_reading_timestamp_seconds",
