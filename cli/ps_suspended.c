@@ -110,7 +110,7 @@ static int one_folder(struct gpr_cli_ps_round *r,
 		struct gpr__record rec;
 		if (gpr__record_read(f->path, pids[i], &rec) != 0)
 			continue; /* not a record: never trusted */
-		if (!gpr__record_current(&rec)) {
+		if (!gpr__record_current(&rec, f->uid)) {
 			if (mine)
 				gpr__record_remove(f->path, rec.pid);
 			continue;

@@ -197,7 +197,7 @@ static int own_record(int pid, struct gpr__record *rec,
 	if (gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) != 0 ||
 	    gpr__record_read(dir, pid, rec) != 0)
 		return 0;
-	if (gpr__record_current(rec))
+	if (gpr__record_current(rec, (long)getuid()))
 		return 1;
 	gpr__record_remove(dir, pid);
 	note(res, "the record of an earlier process %d was removed", pid);

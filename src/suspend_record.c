@@ -373,8 +373,12 @@ int gpr__record_pids(const char *dir, int **pids, size_t *n)
 	return rc;
 }
 
-int gpr__record_current(const struct gpr__record *r)
+int gpr__record_current(const struct gpr__record *r, long folder_uid)
 {
-	uint64_t start = gpr__proc_start(r->pid);
-	return start != 0 && start == r->start;
+	struct gpr__proc p;
+	char err[128];
+	if (folder_uid != 0 && folder_uid != r->uid)
+		return 0;
+	return gpr__proc_read(r->pid, &p, err, sizeof err) == 0 &&
+	       p.start == r->start && p.uid == r->uid && !p.zombie;
 }

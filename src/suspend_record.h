@@ -87,9 +87,12 @@ int gpr__record_remove(const char *dir, int pid);
 int gpr__record_pids(const char *dir, int **pids, size_t *n);
 
 /*
- * Whether record r still describes the process now at its pid: that pid
- * exists and started when the record says.
+ * Whether record r, read from a folder of user `folder_uid`, still
+ * describes the process now at its pid: that pid exists, started when
+ * the record says and belongs to the record's uid, which is the folder's
+ * user's own unless that user is root (only root suspends another's
+ * process): a record planted about someone else's process is not one.
  */
-int gpr__record_current(const struct gpr__record *r);
+int gpr__record_current(const struct gpr__record *r, long folder_uid);
 
 #endif /* GPR_SUSPEND_RECORD_H */

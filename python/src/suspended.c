@@ -58,7 +58,7 @@ static int gather(struct gpr_py_state *st, gpr_ctx *ctx, struct found **out,
 			struct found f;
 			if (gpr__record_read(dirs[d].path, pids[i], &f.rec))
 				continue;
-			if (!gpr__record_current(&f.rec)) {
+			if (!gpr__record_current(&f.rec, dirs[d].uid)) {
 				if (mine)
 					gpr__record_remove(dirs[d].path,
 							   f.rec.pid);

@@ -287,7 +287,7 @@ static void test_records_round_trip_and_refuse_what_is_not_one(void **st)
 	assert_string_equal(r.gpu[1].uuid, "");
 	assert_int_equal(r.gpu[1].index, 3);
 	assert_true(r.time > 1764900000.2 && r.time < 1764900000.3);
-	assert_true(gpr__record_current(&r));
+	assert_true(gpr__record_current(&r, (long)getuid()));
 	int *pids = NULL;
 	size_t n = 0;
 	snprintf(path, sizeof path, "%s/not-a-record", dir);
@@ -297,9 +297,12 @@ static void test_records_round_trip_and_refuse_what_is_not_one(void **st)
 	assert_int_equal(pids[0], w.pid);
 	free(pids);
 
+	/* in root's folder too; another user's folder may not speak of it */
+	assert_true(gpr__record_current(&r, 0));
+	assert_false(gpr__record_current(&r, (long)getuid() + 1));
 	/* another process at that pid: the record is stale */
 	r.start++;
-	assert_false(gpr__record_current(&r));
+	assert_false(gpr__record_current(&r, (long)getuid()));
 	/* malformed, cut short, too long, a link: never trusted */
 	snprintf(path, sizeof path, "%s/%d.suspended", dir, w.pid);
 	const char *bad[] = {
