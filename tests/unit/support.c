@@ -9,6 +9,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPR_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(GPR_TEST_TSAN)
+#define GPR_TEST_TSAN 1
+#endif
+#ifdef GPR_TEST_TSAN
+/*
+ * The simulated driver starts a thread at cuInit (its checkpoint thread,
+ * docs/sim.md), so a test that calls cuInit and then forks a child that
+ * calls cuInit too starts a thread after a multi-threaded fork, which
+ * ThreadSanitizer refuses by default. The children here run a few calls
+ * and exit: let them.
+ */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
+
 int gpr_test_main(int argc, char **argv, const char *group,
 		  const struct CMUnitTest *tests, size_t n)
 {
