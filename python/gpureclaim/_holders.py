@@ -610,8 +610,9 @@ def _name(groups: dict, graph: dict, roots: dict, targets: list,
         if namer is None:
             namer = namer_cache[fw] = _Namer(frozenset(h.attr_dicts))
         for ptr, (n, idx) in top:
-            if idx is None:
-                state, chains = "cpp", []
+            if idx is None:  # no array views it: C++ holds it, or the
+                # walk was cut before it reached the arrays that view it
+                state, chains = "unknown" if stopped else "cpp", []
             else:
                 chains, state = _chains(namer, graph, roots,
                                         [targets[i] for i in idx], ipython)
