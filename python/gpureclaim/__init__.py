@@ -807,6 +807,14 @@ def _holders_view(h: dict) -> list:
                                     ("what to do", "prose")], rows))
     else:
         out.append(("p", "no live arrays found"))
+    graphs = h.get("graphs") or []
+    if graphs:
+        out.append(("h", "Autograd graphs that hold saved activations"))
+        out.append(("table", None, [("tensor", "text"), ("saved", "text"),
+                                    ("bytes", "bytes"),
+                                    ("what to do", "prose")],
+                    [[g["tensor"], str(g["saved"]), g["bytes"],
+                      g["advice"], [g["path"]]] for g in graphs]))
     cut = ""
     if w["stopped"]:
         cut = (f"; stopped by its {'time' if w['stopped'] == 'time' else 'object'}"
