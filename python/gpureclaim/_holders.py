@@ -671,8 +671,8 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
             spans[f.name] = (lo, len(targets))
             found.append(_arrays(call, f, h, of_types))
         of_types = picked = None  # only targets may hold the arrays
-        for i, a in enumerate(targets):
-            where[id(a)] = i
+        # (a loop variable would hold the last one: the climb counts it)
+        where.update((id(a), i) for i, a in enumerate(targets))
         groups = _group(found, targets, where, notes)
         t5 = time.perf_counter()
         graph, ms_climb = _c._climb(heap, targets)
