@@ -30,6 +30,12 @@ whether the request would fit after a release), and the rescue::
     @gpureclaim.retry_on_oom          # release(), then call it again
     def step(batch): ...
 
+Free the live arrays the program no longer needs, by the statements a
+user would type, with the bytes each gives back::
+
+    plan = gpureclaim.free_plan()   # del total (the autograd graph of total)...
+    gpureclaim.free(plan)           # runs them; what the driver got back
+
 Where the driver's allocations come from, from inside the program::
 
     with gpureclaim.trace("cell.trace") as t:
@@ -47,12 +53,16 @@ from typing import Any, Callable, Iterable, Optional, Union
 from . import _explain
 from . import _gpureclaim as _c
 from . import frameworks as _frameworks
+from ._free import FreePlan, FreeReport, FreeStep, free, free_plan
 from ._trace import Trace, TraceReport, load_ipython_extension, trace
 from .oom import retry_on_oom, watch_oom
 
 __all__ = [
     "Error",
     "Explanation",
+    "FreePlan",
+    "FreeReport",
+    "FreeStep",
     "GPU",
     "GPUExplanation",
     "Held",
@@ -66,6 +76,8 @@ __all__ = [
     "devices_in_use",
     "explain",
     "format_bytes",
+    "free",
+    "free_plan",
     "process_memory",
     "register",
     "release",

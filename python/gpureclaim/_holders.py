@@ -360,11 +360,14 @@ def _root_of(roots: dict, p: Any) -> _Root:
 
 
 def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
-            ipython: bool) -> tuple:
+            ipython: bool, with_roots: bool = False) -> tuple:
     """(the shortest chain from each root to any of starts, an
     allocation's arrays; the state: "held", "garbage" when the climb
     reached no root and every node above has no reference from outside the
-    heap, "cpp" when some has, "unknown" when the node cap cut it)."""
+    heap, "cpp" when some has, "unknown" when the node cap cut it; for
+    each chain that ends at a leaf's .grad the path to the leaf ("" when
+    it reads as a graph), else None; with_roots: the chains' roots
+    (_Root) too)."""
     via: dict = {}  # id(node) -> (node, its child on the way down)
     todo: deque = deque()
     for a in starts:
@@ -427,17 +430,18 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
                 out.append(({"path": path + said, "root": r.kind,
                              "drop": drop, "covered": False},
                             ids, id(nodes[cover]) if cover is not None
-                            and cover < len(nodes) - 1 else None, grad))
+                            and cover < len(nodes) - 1 else None, grad, r))
     out.sort(key=lambda c: (len(c[0]["path"]), c[0]["path"]))
     out = out[:MAX_CHAINS]
     # a statement that empties a container frees what reaches the array
     # through it: those chains need no statement of their own
-    for c, ids, mine, _ in out:
+    for c, ids, mine, _, _ in out:
         c["covered"] = mine is None and any(
-            cover in ids for _, _, cover, _ in out if cover is not None)
+            cover in ids for _, _, cover, _, _ in out if cover is not None)
     state = ("held" if out else "unknown" if todo
              else "garbage" if outside == 0 else "cpp")
-    return [c for c, _, _, _ in out], state, [g for _, _, _, g in out]
+    res = ([c for c, *_ in out], state, [x[3] for x in out])
+    return res + ([x[4] for x in out],) if with_roots else res
 
 
 # The steps of the edges a framework keeps outside the heap (Holders.graph),
@@ -625,10 +629,11 @@ class Walked:
     the namer of each framework (namers) and ipython (a shell runs),
     overlay {id(child): [child, (parent, kind, step), ...]} of the
     frameworks' graphs,
-    stopped (None, or why the walk was cut), call."""
+    stopped (None, or why the walk was cut), call, hooks (as _hooks
+    gives them), graphs (the summaries of the autograd graphs)."""
 
     __slots__ = ("graph", "roots", "targets", "groups", "namers", "ipython",
-                 "overlay", "stopped", "call", "hooks")
+                 "overlay", "stopped", "call", "hooks", "graphs")
 
     def __init__(self, **kw: Any):
         for k, v in kw.items():
@@ -701,7 +706,7 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
                 graph=graph, roots=roots, targets=targets, groups=groups,
                 namers=_namers(groups, names, edge_names),
                 ipython=_has_shell(roots), overlay=overlay,
-                stopped=stopped, call=call, hooks=hooks))
+                stopped=stopped, call=call, hooks=hooks, graphs=graphs))
             phases["plan"] = (time.perf_counter() - t8) * 1e3
     finally:
         # the copies of the running functions' locals that _roots made:
