@@ -78,6 +78,8 @@ class _Planner:
         self.shell = next((r.obj for r in w.roots.values()
                            if type(r) is H._Root and r.kind == "shell"),
                           None)
+        self.kinds: dict = {}
+        self.classes: dict = {}  # id(a class's dict) -> the class
 
     # -- statements
     def step(self, statement: str, kind: str, action: tuple,
@@ -99,9 +101,12 @@ class _Planner:
         reason or None). Into one of IPython's containers (kinds): always
         there (its own edges have the statements)."""
         if id(v) in self.kinds:
-            return [(None, None)]
+            return [(None, self.reason("IPython keeps it"))]
         if r.kind == "shell":
             return self.kind_edges("shell", p, v)
+        if id(v) in self.classes:  # a class's own dict
+            return [(None, self.reason(f"the class {H._get_qualname(p)} "
+                                       f"keeps it"))]
         ns = r.kind in ("namespace", "locals")
         names = self.namer.steps(p, v, ns)[0] or [" (?)"]
         return [self.root_statement(r, first) for first in names]
@@ -126,20 +131,22 @@ class _Planner:
             return None, self.reason(
                 f"a global no statement names ({text})")
         if r.kind == "class":
-            cls = r.obj
-            if first.startswith(".") and H._IDENT.match(first[1:]):
-                mod, qual = H._get_module(cls), H._get_qualname(cls)
-                text = ("" if mod in ("__main__", "builtins") else
-                        f"{mod}.") + qual + first
-                return self.step(f"del {text}", NAMED,
-                                 ("delattr", cls, first[1:]), text), None
-            return None, self.reason(
-                f"the class {H._get_qualname(r.obj)} keeps it")
+            return self.class_statement(r.obj, first)
         # a running frame's locals, or the frame
         thread, _, frame = r.label.partition(": ")
         return None, self.reason(
             f"a running {frame or thread} ({thread}) holds it until it "
             f"returns")
+
+    def class_statement(self, cls: type, first: str) -> tuple:
+        if first.startswith(".") and H._IDENT.match(first[1:]):
+            mod, qual = H._get_module(cls), H._get_qualname(cls)
+            text = ("" if mod in ("__main__", "builtins") else
+                    f"{mod}.") + qual + first
+            return self.step(f"del {text}", NAMED,
+                             ("delattr", cls, first[1:]), text), None
+        return None, self.reason(f"the class {H._get_qualname(cls)} "
+                                 f"keeps it")
 
     def magic(self, drop: str) -> _Step:
         return self.step(H._RESET_OUT, RUN, ("magic", self.shell, "reset",
@@ -206,6 +213,9 @@ class _Planner:
             return [(None, None)]
         base = kind[:-5] if kind.endswith("-dict") else kind
         names = self.namer.steps(v, w_, kind.endswith("-dict"))[0]
+        if base == "class":
+            return [self.class_statement(self.classes[id(v)], nm)
+                    for nm in names or [" (?)"]]
         if base == "out":
             return [(self.magic("Out"), None)]
         if base == "conf":
@@ -303,14 +313,26 @@ class _Planner:
                     grad_of.add((id(p), k))
         grad_steps: dict = {}  # id(param) -> (step or None, reason)
         self.kinds = self.ipython_kinds()
+        # a class's own dict (its attributes: statements, Cls.attr)
+        for k, (_, parents) in graph.items():
+            for p in parents:
+                if issubclass(type(p), type) and obj[pos[k]] is \
+                        _c._instance_dict(p):
+                    self.kinds[k] = "class-dict"
+                    self.classes[k] = p
         # incoming edges: inc[i] = [(parent index or -1, step, reason)]
         inc: list = [[] for _ in range(n)]
         ext_why = self.reason("held from outside Python's heap (an "
                               "extension or C++ refers to an object on "
                               "the way)")
+        frames = {id(r.obj) for r in roots.values() if type(r) is H._Root
+                  and r.kind in ("locals", "frame")}
         for i, k in enumerate(ids):
             ext, parents = graph[k]
-            if ext > 0 and k not in self.kinds:
+            # a running frame's locals hold their objects from its frame:
+            # the reference from outside the heap is the frame's
+            if ext > 0 and k not in self.kinds and not any(
+                    id(p) in frames for p in parents):
                 inc[i].append((-1, None, ext_why))
             seen: set = set()
             for p in parents:
@@ -390,8 +412,9 @@ class _Planner:
                 at = max(t[i] for i in nodes)
                 reason = None
                 if at >= INF:
-                    reason = self.reasons[next(
-                        why[i] for i in nodes if t[i] >= INF)]
+                    k = next(why[i] for i in nodes if t[i] >= INF)
+                    reason = self.reasons[k] if k is not None else \
+                        "held by an object no statement reaches"
             freed[(fw, dev, ptr)] = at
             if reason is not None:
                 c = cannot.setdefault(reason, [0, 0])
@@ -530,14 +553,16 @@ class _Planner:
         t = [-1] * n
         why = [None] * n
         heap = []
+        seq = 0  # ties never compare the reasons
         for i in range(n):
             for j, s, r in inc[i]:
                 if j < 0:
                     heap.append((-(s.order if s is not None and s is not off
-                                   else INF), i, r))
+                                   else INF), i, seq, r))
+                    seq += 1
         heapq.heapify(heap)
         while heap:
-            nv, i, r = heapq.heappop(heap)
+            nv, i, _, r = heapq.heappop(heap)
             val = -nv
             if val <= t[i]:
                 continue
@@ -547,8 +572,9 @@ class _Planner:
                 cv = min(val, s.order if s is not None and s is not off
                          else INF)
                 if cv > t[c]:
-                    heapq.heappush(heap, (-cv, c, why_c if why_c is not
-                                          None and cv >= INF else r))
+                    seq += 1
+                    heapq.heappush(heap, (-cv, c, seq, why_c if why_c is
+                                          not None and cv >= INF else r))
         return t, why
 
 
@@ -861,7 +887,9 @@ def free(plan: Any = None, *, budget: float = DEFAULT_BUDGET_S) -> FreeReport:
     raw = by = None
     from . import release
 
-    cached = max(release().bytes, 0)
+    # what is cached now goes back first, apart; no collection yet: the
+    # garbage's bytes are a step's (gc.collect())
+    cached = max(release(collect=False).bytes, 0)
     before = _figures()
     done = []
     for s in run:

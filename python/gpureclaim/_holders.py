@@ -194,6 +194,9 @@ class _Namer:
         self.attr_dicts = attr_dicts
         self.overlay = overlay or {}
         self.edge_names = edge_names
+        #: {id(object): words}: a chain through one of them says so
+        #: (Holders.marks: an optimizer's parameter no model holds)
+        self.marks: dict = {}
 
     def dict_step(self, d: dict, child: Any, attrs: Any) -> list:
         out = []
@@ -420,6 +423,9 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
             node = child
             nodes.append(node)
         ids = {id(x) for x in nodes}
+        if namer.marks:
+            said += next((namer.marks[x] for x in ids if x in namer.marks),
+                         "")
         for first in names:
             for tail in tails:
                 text, drop, cover = _root_text(r, first, tail, ipython)
@@ -815,6 +821,15 @@ def _name(groups: dict, graph: dict, roots: dict, targets: list,
     and the autograd graphs that hold memory only they hold."""
     ipython = _has_shell(roots)
     namers = _namers(groups, names, edge_names)
+    marks: dict = {}
+    for h, _ in groups.values():
+        if h.marks is not None:
+            try:
+                marks.update(h.marks(graph, overlay))
+            except Exception:
+                pass
+    for namer in namers.values():
+        namer.marks = marks
     blocks_out = []
     for (fw, dev), (h, d) in groups.items():
         namer = namers[fw]
@@ -921,11 +936,17 @@ def _graph_summaries(groups: dict, graph: dict, roots: dict, targets: list,
         if not found:
             continue
         nbytes = sum(at[3] for at in found)
-        big = max(found, key=lambda at: at[3])
-        n, step = found[big]
-        chain = [n]
-        while via[id(chain[-1])] is not None:
-            chain.append(via[id(chain[-1])])
+
+        def up(n: Any) -> list:
+            chain = [n]
+            while via[id(chain[-1])] is not None:
+                chain.append(via[id(chain[-1])])
+            return chain
+        # the largest, the farthest of those: the graph's whole depth
+        most = max(at[3] for at in found)
+        n, step = max((found[at] for at in found if at[3] == most),
+                      key=lambda ns: len(up(ns[0])))
+        chain = up(n)
         names = [labels.get(id(n), "?") for n in reversed(chain)]
         names[-1] += step
         out.append((nbytes, t, head, len(found), names))

@@ -105,6 +105,9 @@ class Holders:
       drops the ``.grad`` of the leaf the paths name (Torch: the
       optimizer's ``zero_grad(set_to_none=True)`` where one holds it);
       None: ``<the shortest path>.grad = None``.
+    - ``marks(graph, overlay) -> {id(object): words}``, optional: objects
+      a chain through which says more (Torch: an optimizer's parameter
+      that no model holds any more, and its state).
     - ``graph_advice(name, head, nexts) -> str``, optional: what to do
       about the graph a tensor ``name`` starts, given its first node's
       label and those of the nodes it came from.
@@ -121,6 +124,7 @@ class Holders:
     segments: Optional[Callable[[Any], Optional[list]]] = None
     clear: Optional[Callable[[list], Optional[str]]] = None
     graph_advice: Optional[Callable[[str, str, list], str]] = None
+    marks: Optional[Callable[[dict, dict], dict]] = None
 
 
 @dataclass

@@ -1167,6 +1167,53 @@ def graph_advice(name: str, head: str, nexts: list) -> str:
     return f"call `{name}.backward()`, or keep `{name}.detach()`"
 
 
+def marks(graph: dict, overlay: dict) -> dict:
+    """The parameters an optimizer holds that nothing else on the heap
+    holds (no model: only the optimizer's param_groups and state, and
+    autograd graphs), and their state dicts: {id: words}. Read from the
+    optimizer's own dicts (no property, no tensor's __hash__)."""
+    optim = imported("torch.optim")
+    base = (_c._instance_dict(optim) or {}).get("Optimizer") if optim \
+        else None
+    if not isinstance(base, type):
+        return {}
+    out: dict = {}
+    seen: set = set()
+    for _, parents in list(graph.values()):
+        for o in parents:
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            if base not in _get_mro(type(o)):
+                continue
+            d = _c._instance_dict(o) or {}
+            state, groups = d.get("state"), d.get("param_groups")
+            if not isinstance(state, dict) or type(groups) is not list:
+                continue
+            inside = {id(d), id(state), id(groups)}
+            params = []
+            for g in groups:
+                ps = dict.get(g, "params") if type(g) is dict else None
+                if type(ps) is list:
+                    inside.update((id(g), id(ps)))
+                    params += ps
+            for p in params:
+                e = graph.get(id(p))
+                if e is None:
+                    continue
+                graphs = {id(x) for x, *_ in (overlay.get(id(p)) or
+                                               [None])[1:]}
+                if any(id(q) not in inside and id(q) not in graphs
+                       for q in e[1]):
+                    continue
+                out[id(p)] = " (a parameter no model holds any more)"
+                for k, v in dict.items(state):
+                    if k is p:
+                        out[id(v)] = (" (the state of a parameter no model "
+                                      "holds any more)")
+    return out
+
+
 HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
                   cpp="a tensor's .grad, the autograd graph, a saved "
                       "tensor, an extension", types=array_types,
@@ -1177,7 +1224,8 @@ HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
                          "registered on a tensor since deleted keeps, "
                          "and tensors an extension holds in C++ are not "
                          "followed",
-                  segments=segments, clear=clear, graph_advice=graph_advice)
+                  segments=segments, clear=clear, graph_advice=graph_advice,
+                  marks=marks)
 
 FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
                       oom=OOMHook("torch", oom_attach, oom_request),

@@ -150,13 +150,14 @@ def register_hook(self, hook):
                            "doesn't require gradient")
     from ..utils.hooks import RemovableHandle
 
-    if self._bh is None:
-        self.__dict__["_bh"] = OrderedDict()
+    hooks = self.__dict__.get("_backward_hooks")
+    if hooks is None:
+        hooks = self.__dict__["_backward_hooks"] = OrderedDict()
         fn = self.grad_fn
         if fn is not None and not isinstance(fn, function._FunctionBase):
-            fn._pre_hooks = self._bh
-    handle = RemovableHandle(self._bh)
-    self._bh[handle.id] = hook
+            fn._pre_hooks = hooks
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
     return handle
 
 
@@ -179,13 +180,16 @@ def install(g):
     _backward_hooks), _C._FunctionBase, the ops as Tensor methods and
     torch functions (none the package defines already)."""
     base, Tensor = g["_C"].TensorBase, g["Tensor"]
-    props = {"_meta": NO_META, "_bh": None,
+    props = {"_meta": NO_META,
              "grad_fn": property(attrgetter("_meta.grad_fn")),
              "grad": property(attrgetter("_meta.grad"), _set_grad),
              "requires_grad": property(attrgetter("_meta.requires_grad"),
                                        _set_requires_grad),
              "is_leaf": property(lambda x: x._meta.grad_fn is None),
-             "_backward_hooks": property(attrgetter("_bh"))}
+             # Torch's is a C getter of a slot its traverse shows; the
+             # fake keeps the dict in the instance's own __dict__
+             "_backward_hooks": property(
+                 lambda x: x.__dict__.get("_backward_hooks"))}
     for k, v in props.items():
         if k not in base.__dict__:
             setattr(base, k, v)
@@ -208,7 +212,9 @@ def install(g):
     for k, v in methods.items():
         if k not in Tensor.__dict__ or k == "backward":
             setattr(Tensor, k, v)
-    for k, v in (("randn", randn), ("zeros", zeros),
+    from . import no_grad
+
+    for k, v in (("randn", randn), ("zeros", zeros), ("no_grad", no_grad),
                  ("zeros_like", zeros_like), ("relu", relu),
                  ("float32", "float32")):
         g.setdefault(k, v)
