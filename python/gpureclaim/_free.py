@@ -37,6 +37,7 @@ from __future__ import annotations
 import gc
 import heapq
 import re
+from collections import deque
 import sys
 import time
 from typing import Any, Iterable, Optional, Union
@@ -440,11 +441,6 @@ class _Planner:
             st["arrays"] += 1
         cached = self.releasable(stor, freed, out_steps, gc_step)
         useful = self.useful(stor, freed, inc)
-        # a step that frees nothing itself stays where another needs it
-        for k in sorted(useful):
-            if out_steps[k]["bytes"] == 0 and not self.needed(
-                    steps[k], n, inc, children, stor, freed):
-                useful.discard(k)
         out_steps = [s for k, s in enumerate(out_steps) if k in useful]
         if gc_step["bytes"]:
             out_steps.append(gc_step)
@@ -452,14 +448,6 @@ class _Planner:
                 "cannot": [{"why": w, "bytes": b, "arrays": a}
                            for w, (b, a) in cannot.items()],
                 "notes": self.notes(stor), "cached": cached}
-
-    def needed(self, step: _Step, n: int, inc: list, children: list,
-               stor: list, freed: dict) -> bool:
-        """Whether without step some allocation the plan frees stays."""
-        t, _ = self.widest(n, inc, children, step)
-        return any(0 <= freed[(fw, dev, ptr)] < INF and
-                   max(t[i] for i in nodes) >= INF
-                   for fw, dev, ptr, nb, nodes, h in stor if nodes)
 
     @staticmethod
     def useful(stor: list, freed: dict, inc: list) -> set:
@@ -523,17 +511,31 @@ class _Planner:
         roots to it (bit k: step k): the greatest fixed point of "cut by k
         where every incoming edge is cut by k or comes from a node cut by
         k", a root's edge cut by its step only. -1: every step (no root
-        reaches it)."""
+        reaches it). Nodes in topological order first (each read once: the
+        heap's trees and the autograd graphs), then what cycles leave."""
         a = [-1] * n
-        todo = [i for i in range(n) if any(j < 0 for j, _, _ in inc[i])]
-        queued = set(todo)
-        while todo:
-            i = todo.pop()
-            queued.discard(i)
+        indeg = [sum(1 for j, _, _ in inc[i] if j >= 0) for i in range(n)]
+        order = deque(i for i in range(n) if indeg[i] == 0)
+
+        def value(i: int) -> int:
             m = -1
             for j, s, _ in inc[i]:
                 cut = 1 << s.order if s is not None else 0
                 m &= cut if j < 0 else (a[j] | cut)
+            return m
+        while order:
+            i = order.popleft()
+            a[i] = value(i)
+            for c, _, _ in children[i]:
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    order.append(c)
+        todo = deque(i for i in range(n) if indeg[i] > 0)
+        queued = set(todo)
+        while todo:
+            i = todo.popleft()
+            queued.discard(i)
+            m = value(i)
             if m != a[i]:
                 a[i] = m
                 for c, _, _ in children[i]:

@@ -29,6 +29,7 @@ import re
 import sys
 import time
 import types
+from bisect import bisect_left
 from collections import deque
 from typing import Any, Callable, Optional
 
@@ -571,9 +572,14 @@ def _group(found: list, targets: list, where: dict, notes: list) -> dict:
         if odd:
             notes.append(f"{f.name}: {odd} array(s) skipped: asking them "
                          f"for their memory raised")
+        starts: dict = {}  # device -> the storages' addresses, sorted
         for dev, addr, size in blocks or ():
             d = per.setdefault(dev, {})
-            if not any(addr <= p < addr + size for p in d):
+            at = starts.get(dev)
+            if at is None:
+                at = starts[dev] = sorted(d)
+            k = bisect_left(at, addr)
+            if k == len(at) or at[k] >= addr + size:
                 d[addr] = [size, None]  # no array views it
     return {(fw, dev): (h, d) for fw, (h, per) in groups.items()
             for dev, d in per.items()}
