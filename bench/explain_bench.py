@@ -79,6 +79,14 @@ def empty(n):
     return torch.empty(n, device="cuda") if fake else \
         torch.empty(n, dtype=torch.uint8, device="cuda")
 keep = []
+def qwen2(transformers, H, I, L, V):
+    """Qwen2-0.5B's architecture from its config, random bf16 weights."""
+    cfg = transformers.Qwen2Config(
+        hidden_size=H, intermediate_size=I, num_hidden_layers=L,
+        num_attention_heads=14, num_key_value_heads=2, vocab_size=V,
+        max_position_embeddings=32768, tie_word_embeddings=True)
+    with torch.device("cuda"):
+        return transformers.Qwen2ForCausalLM(cfg).to(torch.bfloat16)
 if mode in ("plain", "scan"):
     big = [empty(12 * MiB) for _ in range(1000)]
     del big
@@ -120,13 +128,7 @@ elif mode == "autograd":  # the model, its graph alive
         loss = h.pow(2).sum() + acc
     else:
         import transformers
-        cfg = transformers.Qwen2Config(
-            hidden_size=H, intermediate_size=I, num_hidden_layers=L,
-            num_attention_heads=14, num_key_value_heads=2,
-            vocab_size=V, max_position_embeddings=32768,
-            tie_word_embeddings=True)
-        with torch.device("cuda"):
-            model = transformers.Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+        model = qwen2(transformers, H, I, L, V)
         ids = torch.randint(0, V, (1, 32), device="cuda")
         loss = model(ids, labels=ids).loss  # its graph stays
         built = f"transformers {transformers.__version__} Qwen2ForCausalLM"
@@ -142,13 +144,7 @@ else:  # model
     else:
         try:
             import transformers
-            cfg = transformers.Qwen2Config(
-                hidden_size=H, intermediate_size=I, num_hidden_layers=L,
-                num_attention_heads=14, num_key_value_heads=2,
-                vocab_size=V, max_position_embeddings=32768,
-                tie_word_embeddings=True)
-            with torch.device("cuda"):
-                model = transformers.Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+            model = qwen2(transformers, H, I, L, V)
             with torch.no_grad():
                 model(torch.randint(0, V, (1, 32), device="cuda"))
             built = f"transformers {transformers.__version__} Qwen2ForCausalLM"

@@ -654,7 +654,7 @@ class GPUExplanation:
                    and (source is None or p.source == source))
 
 
-class Explanation:
+class Explanation(_explain.Rendered):
     """The result of :func:`explain`: ``gpus`` (:class:`GPUExplanation`),
     ``notes``, ``seconds`` (the time it took). Prints as text tables,
     renders in a notebook as a labelled bar and a table per GPU (both
@@ -785,14 +785,6 @@ class Explanation:
         blocks.append(("notes", self.notes))
         return ("gpureclaim.explain(): where this process's GPU memory "
                 "goes", blocks)
-
-    def __str__(self) -> str:
-        return _c.render(self._view(), "text")
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _c.render(self._view(), "html")
 
 
 def _holders_view(h: dict) -> list:

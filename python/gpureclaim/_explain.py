@@ -90,6 +90,25 @@ _HOST_PINNED = 1
 _KIND_NAMES = ("device", "host pinned", "VMM physical", "async pool")
 
 
+class Rendered:
+    """A result the C library renders from its view's field list
+    (``_view()``): text for ``str()`` and ``repr()``, HTML for a
+    notebook."""
+
+    __slots__ = ()
+
+    def _view(self) -> tuple:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return _c.render(self._view(), "text")
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return _c.render(self._view(), "html")
+
+
 def _classify(library: str) -> tuple:
     low = library.lower()
     for needle, name, owner in _LIBRARIES:

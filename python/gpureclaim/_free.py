@@ -44,6 +44,7 @@ from typing import Any, Iterable, Optional, Union
 
 from . import _gpureclaim as _c
 from . import _holders as H
+from ._explain import Rendered
 from ._holders import _TYPEABLE
 
 INF = 1 << 40
@@ -616,7 +617,7 @@ class FreeStep:
                 f"releasable={self.releasable})")
 
 
-class FreePlan:
+class FreePlan(Rendered):
     """The result of :func:`free_plan`: ``steps`` (:class:`FreeStep`, those
     free() runs first), ``cannot`` (what no statement frees, each a
     FreeStep of kind "cannot"), ``releasable`` (what free(plan) promises
@@ -691,14 +692,6 @@ class FreePlan:
         return ("gpureclaim.free_plan(): statements that free GPU memory",
                 blocks)
 
-    def __str__(self) -> str:
-        return _c.render(self._view(), "text")
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _c.render(self._view(), "html")
-
 
 def H_format_bytes(n: Optional[int]) -> str:
     return _c.format_bytes(n)
@@ -732,7 +725,7 @@ def free_plan(*, budget: float = DEFAULT_BUDGET_S) -> FreePlan:
     return FreePlan(raw, walk, notes, secs)
 
 
-class FreeReport:
+class FreeReport(Rendered):
     """What :func:`free` did: ``steps`` run (statement, ``releasable``
     promised, ``bytes``, ``error`` or None), ``skipped`` (statement, why),
     ``releasable`` (the promise: the sum over the steps run),
@@ -790,14 +783,6 @@ class FreeReport:
                                 f"counted)"))
         blocks.append(("notes", self.notes))
         return ("gpureclaim.free(): what the driver got back", blocks)
-
-    def __str__(self) -> str:
-        return _c.render(self._view(), "text")
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _c.render(self._view(), "html")
 
 
 def _picked(what: Any) -> tuple:

@@ -925,34 +925,30 @@ def _graph_summaries(groups: dict, graph: dict, roots: dict, targets: list,
         if id(head) in seen:
             continue
         seen.add(id(head))
-        via = {id(head): None}
+        via = {id(head): (None, 0)}  # node -> (its parent, depth)
         todo = deque([head])
-        found: dict = {}
+        found: dict = {}  # allocation -> (node, step, depth)
         while todo:
             n = todo.popleft()
+            depth = via[id(n)][1]
             for c, kind, step in children.get(id(n), ()):
                 if kind == "next" and id(c) not in seen:
                     seen.add(id(c))
-                    via[id(c)] = n
+                    via[id(c)] = (n, depth + 1)
                     todo.append(c)
                 elif kind == "saved":
                     at = where.get(id(c))
                     if at is not None and held.get(at) and at not in found:
-                        found[at] = (n, step)
+                        found[at] = (n, step, depth)
         if not found:
             continue
         nbytes = sum(at[3] for at in found)
-
-        def up(n: Any) -> list:
-            chain = [n]
-            while via[id(chain[-1])] is not None:
-                chain.append(via[id(chain[-1])])
-            return chain
         # the largest, the farthest of those: the graph's whole depth
-        most = max(at[3] for at in found)
-        n, step = max((found[at] for at in found if at[3] == most),
-                      key=lambda ns: len(up(ns[0])))
-        chain = up(n)
+        big = max(found, key=lambda at: (at[3], found[at][2]))
+        n, step, _ = found[big]
+        chain = [n]
+        while via[id(chain[-1])][0] is not None:
+            chain.append(via[id(chain[-1])][0])
         names = [labels.get(id(n), "?") for n in reversed(chain)]
         names[-1] += step
         out.append((nbytes, t, head, len(found), names))

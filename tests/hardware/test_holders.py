@@ -241,13 +241,12 @@ print(json.dumps(dict(grad=[(b["advice"], paths(b)) for b in grad],
 
 def test_an_optimizer_whose_model_is_gone_freed_as_promised():
     r = run(AUTOGRAD + """
-model = torch.nn.Sequential(lin)
+opt = torch.optim.AdamW(lin.parameters())  # lin is the model
+for _ in range(2):
+    lin(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 del lin
-opt = torch.optim.AdamW(model.parameters())
-model(x).sum().backward()
-opt.step()
-opt.zero_grad(set_to_none=True)
-del model
 torch.cuda.synchronize()
 e = gpureclaim.explain(holders=True, holders_budget=30.0)
 show("an optimizer whose model is gone", e)

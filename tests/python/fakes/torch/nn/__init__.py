@@ -113,32 +113,28 @@ class ReLU(Module):
         return functional.relu(x)
 
 
-class Sequential(Module):
-    def __init__(self, *mods):
+class ModuleList(Module):
+    """Its modules under "0", "1", ... (model.layers[3])."""
+
+    def __init__(self, mods=()):
         super().__init__()
-        for i, m in enumerate(mods):
-            self._modules[str(i)] = m
+        self._modules.update((str(i), m) for i, m in enumerate(mods))
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
-
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-
-class ModuleList(Module):
-    def __init__(self, mods=()):
-        super().__init__()
-        for i, m in enumerate(mods):
-            self._modules[str(i)] = m
-
-    def __getitem__(self, i):
-        return self._modules[str(i)]
 
     def __iter__(self):
         return iter(self._modules.values())
 
     def __len__(self):
         return len(self._modules)
+
+
+class Sequential(ModuleList):
+    def __init__(self, *mods):
+        super().__init__(mods)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
