@@ -380,4 +380,3 @@ def _holders_view(h: dict) -> list:
     for n in h["notes"]:
         out.append(("p", n))
     return out
-
