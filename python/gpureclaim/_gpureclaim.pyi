@@ -65,6 +65,10 @@ def _instance_dict(obj: Any) -> Optional[dict[str, Any]]: ...
 def _of_types(
     objects: list[Any], types: tuple[type, ...], threads: int = 0
 ) -> list[Any]: ...
+def _paths(
+    graph: dict[int, tuple[int, tuple[Any, ...]]], roots: dict[int, Any],
+    starts: list[Any], max_nodes: int, max_found: int,
+) -> tuple[dict[int, Any], list[tuple[Any, Any]], int, bool]: ...
 def _follow(
     starts: list[Any], first: Any, leaf: Any,
     kinds: dict[int, tuple[type, Any, tuple[Any, ...]]],

@@ -372,26 +372,10 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
     each chain that ends at a leaf's .grad the path to the leaf ("" when
     it reads as a graph), else None; with_roots: the chains' roots
     (_Root) too)."""
-    via: dict = {}  # id(node) -> (node, its child on the way down)
-    todo: deque = deque()
-    for a in starts:
-        if id(a) not in via:
-            via[id(a)] = (a, None)
-            todo.append(a)
-    found: list = []
-    outside = 0
-    while todo and len(via) < MAX_NODES:
-        n = todo.popleft()
-        ext, parents = graph.get(id(n), (1, ()))
-        outside += ext > 0
-        for p in parents:
-            if _is_root(roots, p):
-                if len(found) < MAX_CHAINS * 4:
-                    found.append((p, n))
-                continue
-            if id(p) not in via and id(p) in graph:
-                via[id(p)] = (p, n)
-                todo.append(p)
+    # breadth first up the graph (C: through an autograd graph it reads
+    # thousands of nodes): via {id(node): its child on the way down}
+    via, found, outside, todo = _c._paths(graph, roots, list(starts),
+                                          MAX_NODES, MAX_CHAINS * 4)
     out = []
     keys: set = set()
     for p, n in found:
@@ -401,7 +385,7 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
         tails: list = [[]]
         node, closure, said, nodes = n, None, "", [n]
         while True:
-            child = via[id(node)][1]
+            child = via[id(node)]
             if child is None:
                 break
             s, mode = namer.steps(node, child, mode)
