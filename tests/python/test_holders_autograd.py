@@ -8,6 +8,10 @@ unpack never runs, and what the other frameworks say they cannot follow;
 every figure exact."""
 import re
 
+import pytest
+
+from conftest import SANITIZED
+
 MiB = 1 << 20
 ACT = 2048 * 4096 * 4  # a (2048, 4096) float32 activation: 32 MiB
 W = 4096 * 4096 * 4  # a 4096x4096 float32 weight: 64 MiB
@@ -226,3 +230,26 @@ emit(dict(notes=e.holders["notes"], plan=[(s.statement, s.bytes, s.releasable)
     assert r["plan"] == [["del keep", 16 * MiB, 0]]
     assert any(n.startswith("jax: a freed array's bytes go back to XLA's pool")
                for n in r["plan_notes"]), r["plan_notes"]
+
+
+def test_the_graphs_walk_and_the_plan_leak_nothing(scenario):
+    if SANITIZED:
+        pytest.skip("ASan's quarantine of freed memory grows the RSS")
+    r = scenario(SETUP + """
+total = 0
+for _ in range(3):
+    total = total + torch.relu(lin(x)).pow(2).sum()
+for _ in range(20):
+    gpureclaim.explain(holders=True)
+    gpureclaim.free_plan()
+gc.collect()
+before = rss_bytes()
+for _ in range(200):
+    e = gpureclaim.explain(holders=True)
+    p = gpureclaim.free_plan()
+gc.collect()
+emit(dict(grew=rss_bytes() - before, graphs=len(e.holders["graphs"]),
+          steps=[s.statement for s in p]))
+""", timeout=600)
+    assert r["graphs"] == 1 and "del total" in r["steps"]
+    assert r["grew"] < 4 * MiB, r

@@ -273,9 +273,10 @@ class _Planner:
         if not typeable:
             return None, self.reason("a .grad whose tensor has no name a "
                                      "statement can use")
-        h = next(iter(w.groups.values()))[0]
+        clear = next((h.clear for h, _ in w.groups.values()
+                      if h.clear is not None), None)  # Torch's
         paths = [p for p, _ in typeable]
-        stmt = (h.clear(paths) if h.clear is not None else None) or \
+        stmt = (clear(paths) if clear is not None else None) or \
             f"{min(paths, key=len)}.grad = None"
         first = _FIRST_NAME.match(stmt)[0]
         path, r = min(((p, r) for p, r in typeable
