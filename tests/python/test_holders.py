@@ -76,7 +76,7 @@ emit(dict(out=out, torch_after=torch.cuda.memory_allocated(),
     assert r["torch_after"] == 0 and r["cupy_after"] == 0
     w = r["walk"]
     assert w["stopped"] is None and w["examined"] == w["objects"] > 1000
-    assert r["keys"] == ["blocks", "notes", "walk"]
+    assert r["keys"] == ["blocks", "graphs", "notes", "walk"]
     assert "Who holds the largest live allocations" in r["text"]
     assert "lst[1]['k']" in r["text"]
     assert "2 arrays share it" in r["text"]
