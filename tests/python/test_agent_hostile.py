@@ -1,0 +1,219 @@
+"""Issue 34: what the agent's clients hear from a hostile agent, and how
+the agent copes with a stopped or flooded process. A fake agent (a
+process of this user serving its own pid's socket in the test's folder,
+holding fake-Torch memory on the sim so that the driver lists it) answers
+each operation with a line the test chooses; the commands (C:
+cli/agent_client.c, cli/cmd_reclaim.c, cli/ps_explain.c, cli/cmd_agent.c;
+Python: gpureclaim/agent.py, `agent list`) must keep their sums exact and
+their output free of terminal escapes, and say a bad answer in one line."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from agentkit import GiB, MiB, Target, gpr, sim_env, wait_for
+from conftest import FAKES_BUILD, PY_PATH
+
+sys.path.insert(0, PY_PATH)
+from gpureclaim import agent  # noqa: E402
+
+BIG = (1 << 63) - 1
+
+#: a fake agent: argv[1] is {"hold": MiB of fake-Torch memory to hold,
+#: "answers": {op: the line to answer, without its newline}, "backlog": n,
+#: "accept": false to never accept}
+FAKE = """\
+import json, os, socket, sys, time
+spec = json.loads(sys.argv[1])
+if spec.get("hold"):
+    import torch
+    keep = torch.empty(spec["hold"] << 20, dtype=torch.uint8, device="cuda")
+d = os.environ["GPURECLAIM_AGENT_DIR"]
+path = os.path.join(d, f"{os.getpid()}.sock")
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o600)
+s.listen(spec.get("backlog", 16))
+print("ready", flush=True)
+if spec.get("accept") is False:
+    time.sleep(3600)
+while True:
+    c, _ = s.accept()
+    req = b""
+    while not req.endswith(b"\\n"):
+        chunk = c.recv(1 << 16)
+        if not chunk:
+            break
+        req += chunk
+    try:
+        op = json.loads(req)["op"]
+    except ValueError:
+        op = "?"
+    line = spec["answers"].get(op, spec["answers"].get("*", "{}"))
+    try:
+        c.sendall(line.encode("utf-8", "surrogateescape") + b"\\n")
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+class Fake:
+    def __init__(self, env, answers, hold=0, **spec):
+        spec.update(answers=answers, hold=hold)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FAKE, json.dumps(spec)], env=env,
+            stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline() == "ready\n"
+        self.pid = self.proc.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except OSError:
+            pass
+        self.proc.kill()
+        self.proc.wait()
+
+
+def ok(pid, result, **extra):
+    return json.dumps(dict({"v": 1, "ok": True, "pid": pid,
+                            "result": result}, **extra))
+
+
+def released(pid, total, *gpus):
+    """A release answer: "returned" [total, then per GPU ordinal, NVML
+    index, bytes, known]."""
+    flat = [total]
+    for i, b in enumerate(gpus):
+        flat += [i, i, b, 1]
+    return ok(pid, {"bytes": total}, text="released", returned=flat,
+              release_seconds=0.01)
+
+
+def explained(pid, *parts_per_gpu):
+    """An explain answer whose "groups" give each GPU the six parts."""
+    flat = []
+    for i, parts in enumerate(parts_per_gpu):
+        flat += [i, i, *parts, -1]
+    return ok(pid, {"gpus": []}, text="explained", groups=flat)
+
+
+@pytest.fixture
+def env(monkeypatch):
+    e = sim_env()
+    monkeypatch.setenv("GPURECLAIM_AGENT_DIR", e["GPURECLAIM_AGENT_DIR"])
+    return e
+
+
+CACHE = """\
+t = torch.empty(1 << 30, device="cuda")
+keep = torch.empty(256 << 20, device="cuda")
+del t
+"""
+
+
+def consistent(rep, key="returned"):
+    """total = the sum of the processes' rows = the sum of the GPUs'
+    rows; each process's row = the sum of its GPUs'."""
+    procs = rep["processes"]
+    assert rep["total"] == sum(p[key] for p in procs)
+    assert rep["total"] == sum(g[key] for g in rep["gpus"])
+    per = "returnable" if key == "would_return" else "returned"
+    for p in procs:
+        assert p[key] == sum(g[per] for g in p["gpus"]), p
+        assert all(g[per] >= 0 for g in p["gpus"]), p
+
+
+# -- finding 4: reclaim's sums ----------------------------------------------
+
+def test_reclaim_refuses_figures_beyond_the_drivers_and_never_overflows(
+        env):
+    """Two agents answering 2**63-1 bytes (the sum overflowed: "0 B (-2
+    bytes)", or UBSan stopped the command): each is a bad answer, the
+    figure above what the driver counts for that process; the honest
+    process's bytes are the total."""
+    with Fake(env, {"release": released(0, BIG, BIG)}, hold=64) as f1, \
+            Fake(env, {"release": released(0, BIG, BIG)}, hold=64) as f2, \
+            Target(env, CACHE) as t:
+        for args in (("--json",), ()):
+            r = gpr(env, "reclaim", "--timeout", "20", *args)
+            assert r.returncode == 3, (r.stdout, r.stderr)
+            if args:
+                rep = json.loads(r.stdout)
+                consistent(rep)
+                assert rep["total"] == GiB
+                failed = {p["pid"]: p for p in rep["failed"]}
+                for f in (f1, f2):
+                    assert failed[f.pid]["kind"] == "bad_answer"
+                    assert "more than" in failed[f.pid]["error"]
+                    assert "driver" in failed[f.pid]["error"]
+            else:  # the honest one gave its cache at the first round
+                first = r.stdout.splitlines()[0]
+                assert first.endswith("3 answered and gave back 0 B "
+                                      "(0 bytes)") or \
+                    first.endswith("1 answered and gave back 0 B (0 bytes)"), \
+                    r.stdout
+                assert "GPU 0: 0 B (0 bytes) came back" in r.stdout
+                assert f"  {f1.pid} " in r.stdout.split("Did not answer:")[1]
+
+
+def test_reclaim_total_is_the_sum_of_its_rows_when_an_agent_says_less(
+        env):
+    """A negative figure (a process that allocated while it released)
+    counts as 0 on its GPU and in the total alike: the total never goes
+    below the rows (3 of 40 rounds printed -1 GiB against rows of 0)."""
+    with Fake(env, {"release": released(0, -GiB, -GiB)}, hold=64) as f, \
+            Target(env, CACHE) as t:
+        r = gpr(env, "reclaim", "--json", "--timeout", "20")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        rep = json.loads(r.stdout)
+        consistent(rep)
+        got = {p["pid"]: p for p in rep["processes"]}
+        assert got[f.pid]["returned"] == 0
+        assert got[t.pid]["returned"] == GiB
+        assert rep["total"] == GiB
+        # the process's own total disagreeing with its GPUs' (-1 GiB
+        # against 0): its GPUs' sum is its row
+    with Fake(env, {"release": released(0, -GiB, 0)}, hold=64) as f:
+        rep = json.loads(gpr(env, "reclaim", "--json").stdout)
+        consistent(rep)
+        assert rep["total"] == 0
+
+
+def test_reclaim_dry_run_and_ps_explain_check_parts_against_the_driver(
+        env):
+    """explain's parts (ps --explain, reclaim --dry-run): a part larger
+    than the driver's figure for the process ("would return 16.0 EiB" on
+    a 16 GiB GPU) is the agent's bad answer; the GPU's line sums the
+    others."""
+    huge = explained(0, [0, BIG, 0, 0, 0, 0])
+    with Fake(env, {"explain": huge}, hold=64) as f, \
+            Target(env, CACHE) as t:
+        r = gpr(env, "ps", "--explain", "--json", "--timeout", "20")
+        assert r.returncode == 0, r.stderr
+        g0 = json.loads(r.stdout)["gpus"][0]
+        rows = {p["pid"]: p for p in g0["processes"]}
+        assert rows[f.pid]["agent"]["kind"] == "bad_answer"
+        assert "more than" in rows[f.pid]["agent"]["error"]
+        assert g0["returnable"] == GiB
+        r = gpr(env, "ps", "--explain", "--timeout", "20")
+        assert "agent: bad_answer: " in r.stdout
+        assert not [x for x in r.stdout.splitlines()
+                    if "EiB" in x and "bad_answer" not in x], r.stdout
+        assert "a release of every process would return 1.0 GiB" in r.stdout
+        r = gpr(env, "reclaim", "--dry-run", "--json", "--timeout", "20")
+        rep = json.loads(r.stdout)
+        consistent(rep, "would_return")
+        assert rep["total"] == GiB
+        assert {p["pid"] for p in rep["failed"]} == {f.pid}
+        assert t.pid in {p["pid"] for p in rep["processes"]}
