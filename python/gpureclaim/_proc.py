@@ -32,13 +32,21 @@ class ProcFacts(NamedTuple):
 _EMPTY = ProcFacts("", "", "", "")
 
 
+def printable(text: str) -> str:
+    """Text another process chose (a command line, an agent's error or
+    report line), as a terminal may show it: every character that does
+    not print (control bytes and so escape sequences, C1 controls, the
+    bidirectional overrides, newlines, line separators) becomes '?', as
+    the C command's terminal-safe rule (src/out/text.h) shows it."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def label_value(text: str, limit: int = COMMAND_CHARS) -> str:
     """A label value from anything a process may put in its command line:
-    every character that does not print (control bytes, newlines, line
-    separators) becomes '?', and a value longer than `limit` is cut, its
-    last three characters "...". prometheus_client then escapes the
-    backslashes and quotes, so no command can break the exposition."""
-    out = "".join(c if c.isprintable() else "?" for c in text[:limit + 1])
+    printable() of it, and a value longer than `limit` cut, its last three
+    characters "...". prometheus_client then escapes the backslashes and
+    quotes, so no command can break the exposition."""
+    out = printable(text[:limit + 1])
     if len(out) > limit:
         out = out[:limit - 3] + "..."
     return out

@@ -253,6 +253,30 @@ def _ended(pid: int, deadline: float) -> bool:
         time.sleep(0.005)
 
 
+class _Busy(Exception):
+    """connect() said EAGAIN until the deadline."""
+
+
+def _connect_unix(s: socket.socket, path: str, deadline: float) -> None:
+    """connect() to a Unix socket: at once, or EAGAIN while the listener's
+    queue of connections is full (a stopped or busy agent; for a Unix
+    socket never "in progress"), tried again until the deadline (_Busy)."""
+    wait = 0.001
+    while True:
+        s.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            s.connect(path)
+            return
+        except BlockingIOError as e:
+            if e.errno != errno.EAGAIN:
+                raise
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Busy()
+        time.sleep(min(wait, left))
+        wait = min(wait * 2, 0.05)
+
+
 def _connect(pid: int, deadline: float) -> socket.socket:
     uid = _proc_uid(pid)
     if uid is None:
@@ -280,9 +304,14 @@ def _connect(pid: int, deadline: float) -> socket.socket:
                          f"not used", pid)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.settimeout(max(deadline - time.monotonic(), 0.001))
-        s.connect(path)
+        _connect_unix(s, path, deadline)
         ppid, puid, _ = peer_cred(s)
+    except _Busy:
+        s.close()
+        raise AgentError("timeout", f"process {pid}'s agent did not take "
+                         f"the connection in time: it is busy or not "
+                         f"answering, its queue of connections full"
+                         f"{_why_silent(pid)}", pid) from None
     except socket.timeout:
         s.close()
         raise AgentError("timeout", f"process {pid}'s agent did not accept "
@@ -405,8 +434,12 @@ def ask_full(pid: int, op: str, *, timeout: float = 10.0,
     it)."""
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError("ask(): timeout must be a positive number")
+    # "deadline": when this client stops waiting, on CLOCK_MONOTONIC (the
+    # protocol, docs/agent.md): the agent runs nothing it reads later
     doc = exchange(int(pid), {"v": VERSION, "op": op, "args": args,
-                              "timeout": timeout}, timeout)
+                              "timeout": timeout,
+                              "deadline": time.monotonic() + timeout},
+                   timeout)
     if not doc["ok"]:
         err = " ".join(str(doc["error"]).split())[:500]
         raise AgentError(str(doc.get("kind", "error")),

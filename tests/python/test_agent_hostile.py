@@ -27,7 +27,8 @@ BIG = (1 << 63) - 1
 
 #: a fake agent: argv[1] is {"hold": MiB of fake-Torch memory to hold,
 #: "answers": {op: the line to answer, without its newline}, "backlog": n,
-#: "accept": false to never accept}
+#: "accept": false to never accept, "silent": true to read and never
+#: answer}
 FAKE = """\
 import json, os, socket, sys, time
 spec = json.loads(sys.argv[1])
@@ -51,6 +52,8 @@ while True:
         if not chunk:
             break
         req += chunk
+    if spec.get("silent"):
+        time.sleep(3600)
     try:
         op = json.loads(req)["op"]
     except ValueError:
@@ -217,3 +220,172 @@ def test_reclaim_dry_run_and_ps_explain_check_parts_against_the_driver(
         assert rep["total"] == GiB
         assert {p["pid"] for p in rep["failed"]} == {f.pid}
         assert t.pid in {p["pid"] for p in rep["processes"]}
+
+
+# -- finding 5: terminal escapes ---------------------------------------------
+
+#: what a terminal obeys: OSC (window title), CSI (erase, colours), the
+#: 8-bit CSI (U+009B and the raw byte), a bidi override, BEL
+EVIL = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\u009b1m\u202eevil"
+
+
+def clean(text):
+    for bad in ("\x1b", "\x07", "\u009b", "\u202e", "\udc9b", "\x9b"):
+        assert bad not in text, repr(text)
+
+
+def test_an_agents_text_reaches_no_terminal_with_its_escapes(env):
+    """release --pid, explain --pid (text and --json), reclaim, ps
+    --explain and agent list show an agent's error, text and status with
+    its escapes made harmless ('?'); the JSON escapes them."""
+    text = f"report {EVIL}\nsecond line {EVIL}"
+    good = {
+        "explain": ok(0, {"gpus": [], "note": EVIL + "\udc9b"}, text=text,
+                      groups=[]).replace("\\udc9b", "\udc9b"),
+        "status": ok(0, {"pid": 0, "argv": ["x", EVIL],
+                         "python": "3" + EVIL, "frameworks": [EVIL]}),
+        "release": json.dumps({"v": 1, "ok": False, "pid": 0,
+                               "error": "no " + EVIL, "kind": "error"}),
+    }
+    bad = {"*": json.dumps({"v": 1, "ok": False, "pid": 0,
+                            "error": "no " + EVIL, "kind": EVIL})}
+    with Fake(env, good, hold=16) as f, Fake(env, bad, hold=16) as g:
+        runs = [gpr(env, "explain", "--pid", f.pid),
+                gpr(env, "explain", "--pid", f.pid, "--json"),
+                gpr(env, "release", "--pid", f.pid),
+                gpr(env, "release", "--pid", g.pid),
+                gpr(env, "reclaim"), gpr(env, "reclaim", "--json"),
+                gpr(env, "ps", "--explain"),
+                gpr(env, "ps", "--explain", "--json"),
+                gpr(env, "agent", "list"), gpr(env, "agent", "list",
+                                                   "--json")]
+        for r in runs:
+            clean(r.stdout + r.stderr)
+        assert "report " in runs[0].stdout and "second line" in runs[0].stdout
+        assert runs[0].stdout.count("\n") == 2, runs[0].stdout
+        doc = json.loads(runs[1].stdout)  # still JSON, the values kept
+        assert doc["note"].startswith("\x1b]0;pwned")
+        assert "gpureclaim release: process" in runs[2].stderr
+        assert "no ?]0;pwned?" in runs[2].stderr
+        for r in runs[4:8]:
+            assert str(g.pid) in r.stdout
+        assert str(f.pid) in runs[8].stdout and str(g.pid) in runs[8].stdout
+        # the Python client's own fallback commands, too
+        for cmd in ("explain", "release"):
+            p = subprocess.run(
+                [sys.executable, "-c",
+                 "import sys; from gpureclaim import _agent_cli as c; "
+                 "sys.exit(c.%s_main(sys.argv[1:]))" % cmd,
+                 "--pid", str(f.pid)], env=env, capture_output=True,
+                text=True, timeout=60)
+            clean(p.stdout + p.stderr)
+            assert p.stdout or p.stderr
+
+
+# -- finding 7: a full backlog, and requests whose askers gave up ----------
+
+def test_a_full_backlog_is_busy_not_a_refusal_in_both_clients(env):
+    """An agent that accepts nothing (stopped, or its thread stuck): once
+    its queue of connections is full, connect() says EAGAIN. That is a
+    timeout that says it is busy, not "refused: served by process 0"
+    (the C client) nor "Resource temporarily unavailable" (Python's)."""
+    with Fake(env, {}, accept=False, backlog=0) as f:
+        path = agent.socket_path(f.pid)
+        held = []
+        while True:
+            c = socket.socket(socket.AF_UNIX)
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except BlockingIOError:
+                c.close()
+                break
+            held.append(c)
+        try:
+            r = gpr(env, "release", "--pid", f.pid, "--timeout", "0.3")
+            assert r.returncode == 1
+            assert "busy or not answering" in r.stderr, r.stderr
+            assert "refused" not in r.stderr and "process 0" not in r.stderr
+            with pytest.raises(agent.AgentError) as e:
+                agent.ask(f.pid, "status", timeout=0.3)
+            assert e.value.kind == "timeout", str(e.value)
+            assert "busy or not answering" in str(e.value)
+            r = gpr(env, "reclaim", "--json", "--timeout", "0.3")
+            [x] = json.loads(r.stdout)["failed"]
+            assert x["kind"] == "timeout" and "busy" in x["error"]
+        finally:
+            for c in held:
+                c.close()
+
+
+def test_a_request_whose_asker_gave_up_never_runs(env, tmp_path):
+    """Releases sent to a stopped process, whose askers (both clients)
+    gave up: after SIGCONT the agent reads them and runs none (they
+    carry their asker's deadline; without it, the agent sees the
+    connection closed). Two later releases run, one each."""
+    calls = tmp_path / "calls"
+    code = CACHE + textwrap.dedent(f"""\
+    import gpureclaim
+    def count(dev):
+        with open({str(calls)!r}, "a") as f:
+            f.write("call\\n")
+    gpureclaim.register("count", count)
+    """)
+
+    def n():
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    with Target(env, code) as t:
+        os.kill(t.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: agent._proc_state(t.pid) == "T", what="stop")
+            for _ in range(2):
+                with pytest.raises(agent.AgentError) as e:
+                    agent.ask(t.pid, "release", timeout=0.3)
+                assert e.value.kind == "timeout"
+            r = gpr(env, "release", "--pid", t.pid, "--timeout", "0.3")
+            assert r.returncode == 1 and "it is stopped" in r.stderr
+            # an old client's request: no deadline, its connection closed
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(agent.socket_path(t.pid))
+            c.sendall(b'{"v":1,"op":"release","args":{},"timeout":5}\n')
+            c.close()
+        finally:
+            os.kill(t.pid, signal.SIGCONT)
+        agent.ask(t.pid, "release", timeout=60)
+        first = n()
+        agent.ask(t.pid, "release", timeout=60)
+        assert first >= 1 and n() == 2 * first, (first, n())
+
+
+# -- finding 13: one bound for the whole command ----------------------------
+
+def no_threads(env):
+    lib = os.path.join(FAKES_BUILD, "libno_threads.so")
+    pre = " ".join(x for x in (env.get("LD_PRELOAD"), lib) if x)
+    return dict(env, LD_PRELOAD=pre)
+
+
+def test_without_threads_the_timeout_bounds_the_whole_command(env):
+    """No thread can be started (RLIMIT_NPROC reached): reclaim and ps
+    --explain ask the agents in turn, and --timeout still bounds the
+    command: the first silent agent takes it all, the others are said
+    not to have been asked (4 silent agents at --timeout 2 took 8 s)."""
+    fakes = [Fake(env, {}, silent=True, hold=16) for _ in range(3)]
+    try:
+        e = no_threads(env)
+        r = gpr(e, "reclaim", "--json", "--timeout", "1")
+        assert r.returncode == 3, r.stderr
+        failed = json.loads(r.stdout)["failed"]
+        assert len(failed) == 3
+        says = sorted("was not asked" in x["error"] for x in failed)
+        assert says == [False, True, True], failed
+        assert all(x["kind"] == "timeout" for x in failed)
+        r = gpr(e, "ps", "--explain", "--timeout", "1")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("was not asked: the command's time") == 2, \
+            r.stdout
+        assert r.stdout.count("did not answer in time") == 1
+    finally:
+        for f in fakes:
+            f.__exit__()
