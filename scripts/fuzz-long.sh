@@ -20,6 +20,7 @@ make --no-print-directory fuzz-targets  # in build/clang (Makefile)
 targets=(
 	"build/clang/tests/trace/fuzz_trace_read tests/trace/corpus trace-read"
 	"build/clang/tests/unit/fuzz_sim_config tests/unit/corpus_sim sim-config"
+	"build/clang/tests/cli/fuzz_agent_answer tests/cli/corpus_agent agent-answer"
 )
 fail=0
 for t in "${targets[@]}"; do

@@ -139,7 +139,8 @@ class _Server:
         try:
             req = json.loads(line)
         except (ValueError, UnicodeDecodeError, RecursionError):
-            _send(conn, _fail("error", "the request is not JSON: one line "
+            _send(conn, _fail("error", "the request is not JSON (or is "
+                              "nested too deep): one line "
                               '{"v": 1, "op": ..., "args": {...}}'))
             return
         if _hung_up(conn):  # its asker gave up: nobody to answer

@@ -412,7 +412,9 @@ def exchange(pid: int, request: dict, timeout: float) -> dict:
         s.close()
     try:
         doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's limit (a
+        # 4 KB answer of 1,000 arrays)
         raise AgentError("bad_answer", f"process {pid}'s agent answered "
                          f"something that is not JSON ({line[:40]!r})",
                          pid) from None

@@ -389,3 +389,40 @@ def test_without_threads_the_timeout_bounds_the_whole_command(env):
     finally:
         for f in fakes:
             f.__exit__()
+
+
+# -- finding 6: deep JSON -----------------------------------------------------
+
+def test_a_deeply_nested_answer_is_a_bad_answer_and_a_deep_request_answered(
+        env):
+    """An answer of 1,000 nested arrays (4 KB) made the Python client raise
+    RecursionError: `agent list` ended in a traceback, the good agents
+    unlisted. It is AgentError bad_answer (the C client's "not JSON"); a
+    request nested 1,000 or 30,000 deep gets an answer (it got none)."""
+    deep = '{"v":1,"ok":true,"pid":0,"result":' + "[" * 1000 + \
+        "]" * 1000 + "}"
+    with Fake(env, {"*": deep}) as f, Target(env) as t:
+        with pytest.raises(agent.AgentError) as e:
+            agent.ask(f.pid, "status", timeout=10)
+        assert e.value.kind == "bad_answer"
+        assert "not JSON" in str(e.value)
+        r = gpr(env, "agent", "list")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        rows = {int(x.split()[0]): x for x in r.stdout.splitlines()[1:]}
+        assert "bad_answer" in rows[f.pid] and "torch" in rows[t.pid]
+        for depth in (1000, 30000):
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(agent.socket_path(t.pid))
+            c.settimeout(30)
+            c.sendall(b'{"v":1,"op":"status","args":' + b"[" * depth +
+                      b"]" * depth + b"}\n")
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            c.close()
+            doc = json.loads(got)
+            assert doc["ok"] is False and doc["kind"] == "error", doc
+        assert agent.ask(t.pid, "status")["pid"] == t.pid
