@@ -829,9 +829,14 @@ void gpr_cli_agent_text_put(struct gpr__buf *o, const char *s, const char *end)
 void gpr_cli_agent_json_put(struct gpr__buf *o, const char *v, const char *end)
 {
 	/* v is a value check_answer read whole: outside its strings, only
-	 * JSON's own characters; each string written again by the JSON
+	 * JSON's own characters and white space (dropped: one line, as the
+	 * Python client writes it); each string written again by the JSON
 	 * writer, which escapes what a terminal would obey */
 	while (v < end) {
+		if (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') {
+			v++;
+			continue;
+		}
 		if (*v != '"') {
 			gpr__buf_putn(o, v++, 1);
 			continue;
