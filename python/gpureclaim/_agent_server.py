@@ -103,9 +103,15 @@ class _Server:
                                   "already being answered; ask again"))
                 conn.close()
                 continue
-            threading.Thread(target=self._client, args=(conn,),
-                             name="gpureclaim-agent-request",
-                             daemon=True).start()
+            try:
+                threading.Thread(target=self._client, args=(conn,),
+                                 name="gpureclaim-agent-request",
+                                 daemon=True).start()
+            except RuntimeError:  # the process limit reached, for now
+                with self.count_lock:
+                    self.active -= 1
+                _send(conn, _fail("error", _NO_THREAD))
+                conn.close()
 
     def _client(self, conn: socket.socket) -> None:
         try:
@@ -149,6 +155,10 @@ class _Server:
         with self.count_lock:
             self.requests += 1
         _send(conn, answer)
+
+
+_NO_THREAD = ("busy: no thread could be started to answer (the "
+              "process limit reached?); ask again")
 
 
 def _hung_up(conn: socket.socket) -> bool:
@@ -558,20 +568,25 @@ def _queue() -> "queue.SimpleQueue":
     global _jobs
     with _job_lock:
         if _jobs is None:
-            _jobs = queue.SimpleQueue()
-            threading.Thread(target=_operations, args=(_jobs,),
+            q = queue.SimpleQueue()
+            threading.Thread(target=_operations, args=(q,),
                              name="gpureclaim-agent-ops", daemon=True).start()
+            _jobs = q  # only once its thread runs
         return _jobs
 
 
 def _run(op: str, args: dict, seconds: float) -> dict:
     job = _Job(op, args, seconds)
-    if op == "status":  # reads only: never waits for another operation
-        job.state = "running"
-        threading.Thread(target=_execute, args=(job,),
-                         name="gpureclaim-agent-status", daemon=True).start()
-    else:
-        _queue().put(job)
+    try:
+        if op == "status":  # reads only: never waits for another operation
+            job.state = "running"
+            threading.Thread(target=_execute, args=(job,),
+                             name="gpureclaim-agent-status",
+                             daemon=True).start()
+        else:
+            _queue().put(job)
+    except RuntimeError:  # no thread to be had: said, and tried next time
+        return _fail("error", _NO_THREAD)
     if not job.done.wait(seconds):
         with _job_lock:
             if job.state in ("queued", "cancelled"):

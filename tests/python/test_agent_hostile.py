@@ -426,3 +426,35 @@ def test_a_deeply_nested_answer_is_a_bad_answer_and_a_deep_request_answered(
             doc = json.loads(got)
             assert doc["ok"] is False and doc["kind"] == "error", doc
         assert agent.ask(t.pid, "status")["pid"] == t.pid
+
+
+# -- finding 8: no thread to be had -------------------------------------------
+
+NO_THREAD = """\
+import threading
+_start = threading.Thread.start
+fails = [2]
+def start(self):
+    # RLIMIT_NPROC reached for a moment: what Thread.start raises then
+    if self.name.startswith("gpureclaim-agent-") and fails[0] > 0:
+        fails[0] -= 1
+        raise RuntimeError("can't start new thread")
+    return _start(self)
+threading.Thread.start = start
+"""
+
+
+def test_the_listening_thread_survives_a_thread_that_cannot_start(env):
+    """A request whose thread cannot be started (the user's process limit
+    reached for a moment) is answered busy; the listening thread goes on
+    and serves the next (it died, a traceback in the program's stderr,
+    every later request a timeout)."""
+    with Target(env, NO_THREAD) as t:
+        for _ in range(2):
+            with pytest.raises(agent.AgentError) as e:
+                agent.ask(t.pid, "status", timeout=10)
+            assert e.value.kind == "error", str(e.value)
+            assert "no thread could be started" in str(e.value)
+        assert agent.ask(t.pid, "status", timeout=10)["pid"] == t.pid
+        code, err = t.end()
+        assert "Traceback" not in err, err
