@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,6 +190,24 @@ static void add_xdg(struct dirs *ds, const char *x, long uid)
 	add_dir(ds, d, uid);
 }
 
+/* The folder of uid's sockets when another user holds /tmp/gpureclaim-UID
+ * (agent.py home_dir, the same rule): HOME/.gpureclaim, HOME uid's home in
+ * the password database, a directory of uid or root nobody else may
+ * write. 0 with it in out, or -1. */
+static int home_dir(long uid, char *out, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	struct stat st;
+	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) != 0 || !res ||
+	    !pw.pw_dir || pw.pw_dir[0] != '/' || stat(pw.pw_dir, &st) != 0 ||
+	    !S_ISDIR(st.st_mode) ||
+	    ((long)st.st_uid != uid && st.st_uid != 0) || (st.st_mode & 022))
+		return -1;
+	int n = snprintf(out, len, "%s/.gpureclaim", pw.pw_dir);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
 static void dirs_of(long pid, long uid, struct dirs *ds)
 {
 	char v[PATH_MAX];
@@ -204,6 +223,8 @@ static void dirs_of(long pid, long uid, struct dirs *ds)
 	add_xdg(ds, v, uid);
 	snprintf(v, sizeof(v), "/tmp/gpureclaim-%ld", uid);
 	add_dir(ds, v, uid);
+	if (home_dir(uid, v, sizeof(v)) == 0)
+		add_dir(ds, v, uid);
 }
 
 /* NULL if path is a socket of uid (not a link); else why not, or
@@ -946,9 +967,40 @@ static void scan_dir(const char *d, long uid, long **pids, size_t *n,
 	closedir(dir);
 }
 
-/* Root's folders of every user: /tmp/gpureclaim-UID, /run/user/UID. */
+/* Root's folders of every user: /tmp/gpureclaim-UID, /run/user/UID,
+ * and each user's HOME/.gpureclaim (home_dir). */
 static void scan_all(long **pids, size_t *n, size_t *cap)
 {
+	/* the users first, then their folders (home_dir reads the password
+	 * database too) */
+	struct passwd *pw;
+	long *uids = NULL;
+	size_t nu = 0, cu = 0;
+	setpwent();
+	while ((pw = getpwent()) != NULL) {
+		if (nu == cu) {
+			size_t c = cu ? cu * 2 : 64;
+			long *m = realloc(uids, c * sizeof(*m));
+			if (!m)
+				break;
+			uids = m;
+			cu = c;
+		}
+		uids[nu++] = (long)pw->pw_uid;
+	}
+	endpwent();
+	for (size_t u = 0; u < nu; u++) {
+		char d[PATH_MAX];
+		struct stat st;
+		if (home_dir(uids[u], d, sizeof(d)) != 0 || lstat(d, &st) != 0)
+			continue;
+		struct dirs ds;
+		dirs_of(-1, uids[u], &ds);
+		for (int i = 0; i < ds.n; i++)
+			if (strcmp(ds.d[i], d) == 0)
+				scan_dir(d, uids[u], pids, n, cap);
+	}
+	free(uids);
 	static const char *const roots[] = {"/tmp", "/run/user"};
 	for (int r = 0; r < 2; r++) {
 		DIR *dir = opendir(roots[r]);

@@ -89,6 +89,26 @@ def tmp_dir(uid: int) -> str:
     return f"/tmp/gpureclaim-{uid}"
 
 
+def home_dir(uid: int) -> Optional[str]:
+    """The folder of uid's sockets when another user holds tmp_dir(uid)
+    (anyone may make a folder of that name in /tmp first): HOME/.gpureclaim,
+    HOME being uid's home in the password database (never $HOME), a
+    directory of uid (or root) that nobody else may write, so that only
+    uid can make the folder. None where there is no such home.
+    cli/agent_client.c follows the same rule."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(uid).pw_dir
+        st = os.stat(home)
+    except (KeyError, OSError):
+        return None
+    if (not os.path.isabs(home) or not stat.S_ISDIR(st.st_mode)
+            or st.st_uid not in (uid, 0) or st.st_mode & 0o022):
+        return None
+    return os.path.join(home, ".gpureclaim")
+
+
 #: the variable naming one folder for the sockets instead of the rule (a
 #: sandbox, the tests): the agent serves there, discover() looks only there
 DIR_VARIABLE = "GPURECLAIM_AGENT_DIR"
@@ -107,16 +127,36 @@ def server_dir(env: Optional[dict] = None) -> str:
         d = os.path.join(xdg, "gpureclaim")
     else:
         d = tmp_dir(uid)
+    why = (f"{d} is not a directory of uid {uid} with mode 0700 (a link, a "
+           f"file, another user's or open to others)")
+    if _make_private(d, uid):
+        return d
+    if d != tmp_dir(uid):
+        raise PermissionError(f"{why}; not used: remove it, or set "
+                              f"XDG_RUNTIME_DIR to a private folder")
+    # someone else made /tmp/gpureclaim-UID first: uid's own folder
+    home = home_dir(uid)
+    if home is not None and _make_private(home, uid):
+        import sys
+
+        sys.stderr.write(f"gpureclaim: agent: {why}: someone else may have "
+                         f"made it; the socket is in {home} instead\n")
+        return home
+    raise PermissionError(
+        f"{why}, and {home or 'the home of uid ' + str(uid)} cannot hold "
+        f"the socket instead; not used: set XDG_RUNTIME_DIR (or "
+        f"{DIR_VARIABLE}) to a private folder")
+
+
+def _make_private(d: str, uid: int) -> bool:
+    """d made 0700 if missing; whether it is uid's private directory."""
     try:
         os.mkdir(d, 0o700)
     except FileExistsError:
         pass
-    if not _private_dir(d, uid):
-        raise PermissionError(
-            f"{d} is not a directory of uid {uid} with mode 0700 (a link, "
-            f"a file, another user's or open to others); not used: remove "
-            f"it, or set XDG_RUNTIME_DIR to a private folder")
-    return d
+    except OSError:
+        return False
+    return _private_dir(d, uid)
 
 
 def _proc_uid(pid: int) -> Optional[int]:
@@ -182,9 +222,9 @@ def _dirs_of(uid: int, pid: Optional[int] = None) -> list:
             d = os.path.join(x, "gpureclaim")
             if d not in out and _private_dir(d, uid):
                 out.append(d)
-    d = tmp_dir(uid)
-    if _private_dir(d, uid) and d not in out:
-        out.append(d)
+    for d in (tmp_dir(uid), home_dir(uid)):
+        if d and _private_dir(d, uid) and d not in out:
+            out.append(d)
     return out
 
 
@@ -480,8 +520,13 @@ def discover(pids: Optional[Any] = None) -> Iterator[tuple]:
         elif me == 0:
             import glob
 
+            import pwd
+
+            homes = {os.path.join(p.pw_dir, ".gpureclaim")
+                     for p in pwd.getpwall() if os.path.isabs(p.pw_dir)}
             for d in glob.glob("/tmp/gpureclaim-*") + glob.glob(
-                    "/run/user/*/gpureclaim"):
+                    "/run/user/*/gpureclaim") + sorted(
+                        h for h in homes if os.path.lexists(h)):
                 try:
                     uid = os.lstat(d).st_uid
                 except OSError:

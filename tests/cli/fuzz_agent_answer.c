@@ -42,7 +42,7 @@ static void safe(const char *s, size_t n, int lines, const char *what)
 	}
 }
 
-static const char *const kinds[] = {"no_agent", "refused", "timeout",
+static const char *const kinds[] = {"no_agent", "refused",    "timeout",
 				    "died",	"bad_answer", "error"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -458,3 +458,116 @@ def test_the_listening_thread_survives_a_thread_that_cannot_start(env):
         assert agent.ask(t.pid, "status", timeout=10)["pid"] == t.pid
         code, err = t.end()
         assert "Traceback" not in err, err
+
+
+# -- another user ------------------------------------------------------------
+
+def make_user(name, home=None):
+    if os.getuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("needs root and useradd to create another uid")
+    args = ["useradd", "-N", "-s", "/bin/false"]
+    args += ["-m", "-d", home] if home else ["-M"]
+    subprocess.run([*args, name], check=True, capture_output=True)
+    import pwd
+    return pwd.getpwnam(name)
+
+
+def drop_user(name):
+    subprocess.run(["userdel", "-r", name], capture_output=True)
+    subprocess.run(["userdel", name], capture_output=True)
+
+
+def as_user(u):
+    def become():
+        os.setgid(u.pw_gid)
+        os.setuid(u.pw_uid)
+    return become
+
+
+def public_copy(tmp_path):
+    """The built package and the fake frameworks copied where every user
+    may read them (the checkout may live under a folder only its owner
+    can enter): the PYTHONPATH another uid's Python uses."""
+    import shutil as sh
+
+    from agentkit import world_python
+    from conftest import FAKES
+
+    python = world_python()
+    if python is None:
+        pytest.skip("no Python interpreter that another user may run")
+    base = tmp_path.parent / f"public-{os.getpid()}"
+    if not base.exists():
+        base.mkdir()
+        sh.copytree(PY_PATH, base / "py", symlinks=False)
+        sh.copytree(FAKES, base / "fakes", symlinks=False)
+    for root, dirs, files in os.walk(base):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    p = base
+    while str(p) != "/":
+        os.chmod(p, os.stat(p).st_mode | 0o005)
+        p = p.parent
+    return python, os.pathsep.join([str(base / "py"), str(base / "fakes")])
+
+
+import shutil  # noqa: E402
+
+#: an agent started as the user would (GPURECLAIM_AGENT=1 through the
+#: startup hook), then waiting for stdin to close
+AGENT = """\
+import os, sys
+from gpureclaim import agent
+try:
+    print("path", agent.start(), flush=True)
+except OSError as e:
+    print("error", e, flush=True)
+sys.stdin.read()
+"""
+
+
+# -- finding 14: a squatted /tmp/gpureclaim-UID ------------------------------
+
+def test_a_squatted_tmp_folder_falls_back_to_the_users_own(tmp_path,
+                                                          monkeypatch):
+    """Another user made /tmp/gpureclaim-UID first: the victim's agent
+    (without XDG_RUNTIME_DIR) never started, told to "remove it", which
+    it cannot in sticky /tmp. It falls back to a folder only that user can
+    make (~/.gpureclaim, its home from the password database), says so in
+    one line, and both clients (root's C and Python) find it there."""
+    name = f"gprv{os.getpid() % 100000}"
+    home = f"/tmp/{name}-home"
+    u = make_user(name, home)
+    squat = f"/tmp/gpureclaim-{u.pw_uid}"
+    try:
+        python, path = public_copy(tmp_path)
+        os.mkdir(squat, 0o777)  # root's, open: not the victim's
+        e = sim_env(agent_dir=False)
+        e.pop("XDG_RUNTIME_DIR", None)
+        e.update(PYTHONPATH=path, HOME=home)
+        p = subprocess.Popen([python, "-c", AGENT], env=e, cwd="/",
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=as_user(u))
+        try:
+            said = p.stdout.readline().split(None, 1)
+            assert said[0] == "path", said
+            want = os.path.join(home, ".gpureclaim")
+            assert said[1].strip() == f"{want}/{p.pid}.sock"
+            err = p.stderr.readline()
+            assert squat in err and want in err and "instead" in err, err
+            monkeypatch.delenv("GPURECLAIM_AGENT_DIR", raising=False)
+            assert agent.ask(p.pid, "status")["pid"] == p.pid
+            assert p.pid in dict(agent.discover())
+            env = dict(e)
+            env.pop("PYTHONPATH")
+            r = gpr(env, "explain", "--pid", p.pid, "--json")
+            assert r.returncode == 0, r.stderr
+        finally:
+            p.stdin.close()
+            p.wait(30)
+    finally:
+        shutil.rmtree(squat, ignore_errors=True)
+        drop_user(name)
+        shutil.rmtree(home, ignore_errors=True)
