@@ -450,6 +450,14 @@ def exchange(pid: int, request: dict, timeout: float) -> dict:
             line = _read_line(s, pid, deadline, MAX_ANSWER)
     finally:
         s.close()
+    return answer_of(pid, line)
+
+
+def answer_of(pid: int, line: bytes) -> dict:
+    """An answer's line (without its newline) from pid's agent, checked to
+    be the protocol's: its whole document (ok or not), or AgentError
+    bad_answer, never another exception (tests/python/test_agent_fuzz.py
+    fuzzes it)."""
     try:
         doc = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -482,9 +490,19 @@ def ask_full(pid: int, op: str, *, timeout: float = 10.0,
                               "timeout": timeout,
                               "deadline": time.monotonic() + timeout},
                    timeout)
+    return result_of(int(pid), doc)
+
+
+def result_of(pid: int, doc: dict) -> dict:
+    """An answer's document (answer_of's) with its result, or the
+    AgentError it says (its error one line, terminal-safe: the process
+    wrote it)."""
     if not doc["ok"]:
-        err = " ".join(str(doc["error"]).split())[:500]
-        raise AgentError(str(doc.get("kind", "error")),
+        from ._proc import printable
+
+        err = printable(" ".join(doc["error"].split())[:500])
+        kind = doc.get("kind")
+        raise AgentError(kind if isinstance(kind, str) else "error",
                          f"process {pid}: {err}", pid)
     if "result" not in doc:
         raise AgentError("bad_answer", f"process {pid}'s agent answered "
