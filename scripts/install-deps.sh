@@ -12,10 +12,9 @@
 #              prometheus (a real server and promtool for tests/metrics),
 #              patchelf
 #         pip: meson-python, pytest, hypothesis, auditwheel; the cluster
-#              tests' engines
-#              (distributed, torch, ray); ipykernel and jupyter-client (a
-#              real kernel for the notebook tests); prometheus_client (the
-#              metrics' extra, gpureclaim[prometheus])
+#              tests' engines (distributed, torch, ray); ipykernel and
+#              jupyter-client (a real kernel for the notebook tests);
+#              prometheus_client (the metrics' extra, gpureclaim[prometheus])
 #         and a Python 3.14 with ipykernel, for the tests of `agent start
 #         --pid` (scripts/python-remote-exec.sh: Debian unstable's .debs)
 set -euo pipefail

@@ -92,9 +92,10 @@ def fuzz(test):
     if SECONDS <= 0:
         settings(max_examples=EXAMPLES, derandomize=True, **quiet)(test)()
         return
+    run = settings(max_examples=500, **quiet)(test)
     end, n = time.monotonic() + SECONDS, 0
     while time.monotonic() < end:
-        settings(max_examples=500, **quiet)(test)()
+        run()  # fresh random examples each time
         n += 500
     print(f"\nfuzzed {test.__name__}: {n} examples in {SECONDS:g} s")
 
