@@ -8,16 +8,16 @@ Python: gpureclaim/agent.py, `agent list`) must keep their sums exact and
 their output free of terminal escapes, and say a bad answer in one line."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from agentkit import GiB, MiB, Target, gpr, sim_env, wait_for
+from agentkit import GiB, Target, gpr, raw_answer, sim_env, wait_for
 from conftest import FAKES_BUILD, PY_PATH
 
 sys.path.insert(0, PY_PATH)
@@ -411,19 +411,9 @@ def test_a_deeply_nested_answer_is_a_bad_answer_and_a_deep_request_answered(
         rows = {int(x.split()[0]): x for x in r.stdout.splitlines()[1:]}
         assert "bad_answer" in rows[f.pid] and "torch" in rows[t.pid]
         for depth in (1000, 30000):
-            c = socket.socket(socket.AF_UNIX)
-            c.connect(agent.socket_path(t.pid))
-            c.settimeout(30)
-            c.sendall(b'{"v":1,"op":"status","args":' + b"[" * depth +
-                      b"]" * depth + b"}\n")
-            got = b""
-            while not got.endswith(b"\n"):
-                chunk = c.recv(4096)
-                if not chunk:
-                    break
-                got += chunk
-            c.close()
-            doc = json.loads(got)
+            doc = json.loads(raw_answer(
+                agent.socket_path(t.pid), b'{"v":1,"op":"status","args":' +
+                b"[" * depth + b"]" * depth + b"}\n"))
             assert doc["ok"] is False and doc["kind"] == "error", doc
         assert agent.ask(t.pid, "status")["pid"] == t.pid
 
@@ -484,11 +474,13 @@ def as_user(u):
     return become
 
 
-def public_copy(tmp_path):
+def public_copy():
     """The built package and the fake frameworks copied where every user
     may read them (the checkout may live under a folder only its owner
-    can enter): the PYTHONPATH another uid's Python uses."""
-    import shutil as sh
+    can enter; /tmp is open to all): (an interpreter every user may run,
+    the PYTHONPATH another uid's Python uses). Removed at the end."""
+    import atexit
+    import tempfile
 
     from agentkit import world_python
     from conftest import FAKES
@@ -496,23 +488,17 @@ def public_copy(tmp_path):
     python = world_python()
     if python is None:
         pytest.skip("no Python interpreter that another user may run")
-    base = tmp_path.parent / f"public-{os.getpid()}"
-    if not base.exists():
-        base.mkdir()
-        sh.copytree(PY_PATH, base / "py", symlinks=False)
-        sh.copytree(FAKES, base / "fakes", symlinks=False)
+    base = tempfile.mkdtemp(prefix="gpr-public-", dir="/tmp")
+    atexit.register(shutil.rmtree, base, True)
+    shutil.copytree(PY_PATH, os.path.join(base, "py"), symlinks=False)
+    shutil.copytree(FAKES, os.path.join(base, "fakes"), symlinks=False)
     for root, dirs, files in os.walk(base):
         os.chmod(root, 0o755)
         for f in files:
             os.chmod(os.path.join(root, f), 0o644)
-    p = base
-    while str(p) != "/":
-        os.chmod(p, os.stat(p).st_mode | 0o005)
-        p = p.parent
-    return python, os.pathsep.join([str(base / "py"), str(base / "fakes")])
+    return python, os.pathsep.join([os.path.join(base, "py"),
+                                    os.path.join(base, "fakes")])
 
-
-import shutil  # noqa: E402
 
 #: an agent started as the user would (GPURECLAIM_AGENT=1 through the
 #: startup hook), then waiting for stdin to close
@@ -529,8 +515,7 @@ sys.stdin.read()
 
 # -- finding 14: a squatted /tmp/gpureclaim-UID ------------------------------
 
-def test_a_squatted_tmp_folder_falls_back_to_the_users_own(tmp_path,
-                                                          monkeypatch):
+def test_a_squatted_tmp_folder_falls_back_to_the_users_own(monkeypatch):
     """Another user made /tmp/gpureclaim-UID first: the victim's agent
     (without XDG_RUNTIME_DIR) never started, told to "remove it", which
     it cannot in sticky /tmp. It falls back to a folder only that user can
@@ -541,7 +526,7 @@ def test_a_squatted_tmp_folder_falls_back_to_the_users_own(tmp_path,
     u = make_user(name, home)
     squat = f"/tmp/gpureclaim-{u.pw_uid}"
     try:
-        python, path = public_copy(tmp_path)
+        python, path = public_copy()
         os.mkdir(squat, 0o777)  # root's, open: not the victim's
         e = sim_env(agent_dir=False)
         e.pop("XDG_RUNTIME_DIR", None)
