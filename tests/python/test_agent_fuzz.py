@@ -1,7 +1,7 @@
 """Fuzzing (hypothesis) what the Python side reads from an agent, which may
 be any local user's process (issue 34): the client's checks of an answer
-(gpureclaim/agent.py answer_of, result_of), and the exporter's reading of
-an explain answer (gpureclaim/metrics.py check_explained, parts_rows,
+(gpureclaim/agent/ answer_of, result_of), and the exporter's reading of
+an explain answer (gpureclaim/metrics/ check_explained, parts_rows,
 check_rows, then the exposition prometheus_client writes). The client
 either returns a document or raises AgentError (a known kind, one line);
 the exporter's checks either pass or raise BadAnswer, and what passes is
@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, PY_PATH)
-from gpureclaim import _proc, agent, metrics  # noqa: E402
+from gpureclaim import agent, metrics  # noqa: E402
+from gpureclaim.agent import _protocol  # noqa: E402
 
 SECONDS = float(os.environ.get("GPR_FUZZ_SECONDS", "0"))
 EXAMPLES = int(os.environ.get("GPR_FUZZ_EXAMPLES", "300"))
@@ -146,6 +147,6 @@ def test_the_exporter_refuses_or_writes_every_explain_answer():
 def test_what_the_commands_print_of_an_agent_is_printable():
     @given(st.text())
     def printable(s):
-        out = _proc.printable(s)
+        out = _protocol.printable(s)
         assert len(out) == len(s) and out.isprintable()
     fuzz(printable)

@@ -4,7 +4,7 @@ process of this user serving its own pid's socket in the test's folder,
 holding fake-Torch memory on the sim so that the driver lists it) answers
 each operation with a line the test chooses; the commands (C:
 cli/agent_client.c, cli/cmd_reclaim.c, cli/ps_explain.c, cli/cmd_agent.c;
-Python: gpureclaim/agent.py, `agent list`) must keep their sums exact and
+Python: gpureclaim/agent/, `agent list`) must keep their sums exact and
 their output free of terminal escapes, and say a bad answer in one line."""
 import json
 import os
@@ -240,8 +240,11 @@ def test_an_agents_text_reaches_no_terminal_with_its_escapes(env):
     its escapes made harmless ('?'); the JSON escapes them."""
     text = f"report {EVIL}\nsecond line {EVIL}"
     good = {
-        "explain": ok(0, {"gpus": [], "note": EVIL + "\udc9b"}, text=text,
-                      groups=[]).replace("\\udc9b", "\udc9b"),
+        # raw in the line: U+009B and U+202E as UTF-8, not escaped
+        "explain": json.dumps({"v": 1, "ok": True, "pid": 0,
+                               "result": {"gpus": [], "note": EVIL},
+                               "text": text, "groups": []},
+                              ensure_ascii=False),
         "status": ok(0, {"pid": 0, "argv": ["x", EVIL],
                          "python": "3" + EVIL, "frameworks": [EVIL]}),
         "release": json.dumps({"v": 1, "ok": False, "pid": 0,
@@ -274,7 +277,7 @@ def test_an_agents_text_reaches_no_terminal_with_its_escapes(env):
         for cmd in ("explain", "release"):
             p = subprocess.run(
                 [sys.executable, "-c",
-                 "import sys; from gpureclaim import _agent_cli as c; "
+                 "import sys; from gpureclaim._commands import agent as c; "
                  "sys.exit(c.%s_main(sys.argv[1:]))" % cmd,
                  "--pid", str(f.pid)], env=env, capture_output=True,
                 text=True, timeout=60)

@@ -1,5 +1,5 @@
-"""Issue 34, `gpureclaim agent start --pid N` (gpureclaim/_remote_start.py)
-under attack: its script never acted on by path twice, a temporary folder
+"""Issue 34, `gpureclaim agent start --pid N`
+(gpureclaim/agent/_remote_start.py) under attack: its script never acted on by path twice, a temporary folder
 others can write refused (finding 1); a start that fails inside the
 process said in one line, at once, nothing in the program's output
 (finding 11); the kernel's wake-up only over tcp on loopback (finding
@@ -18,7 +18,7 @@ from test_agent_remote import (env, leftovers, needs_remote,  # noqa: F401
                                remote_target)
 
 sys.path.insert(0, PY_PATH)
-from gpureclaim import _remote_start  # noqa: E402
+from gpureclaim.agent import _remote_start  # noqa: E402
 
 
 # -- finding 1: the script, by its descriptor only -----------------------------
