@@ -118,6 +118,7 @@ PyObject *gpr_py_heap(PyObject *module, PyObject *args);
 PyObject *gpr_py_climb(PyObject *module, PyObject *args);
 PyObject *gpr_py_namespaces(PyObject *module, PyObject *args);
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj);
+PyObject *gpr_py_dict_items(PyObject *module, PyObject *d);
 PyObject *gpr_py_of_types(PyObject *module, PyObject *args);
 /* follow.c: a framework's graph outside the heap, through its descriptors */
 PyObject *gpr_py_follow(PyObject *module, PyObject *args);

@@ -83,6 +83,9 @@ static PyMethodDef methods[] = {
      "roots"},
     {"_instance_dict", gpr_py_instance_dict, METH_O,
      "_instance_dict(obj) -> its own __dict__, or None"},
+    {"_dict_items", gpr_py_dict_items, METH_O,
+     "_dict_items(d) -> [(key, value)] of a dict, read at once, hashing "
+     "nothing"},
     {"_of_types", gpr_py_of_types, METH_VARARGS,
      "_of_types(objects, types[, threads]) -> the objects of those types"},
     {"_paths", gpr_py_paths, METH_VARARGS,

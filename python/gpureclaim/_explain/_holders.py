@@ -55,6 +55,27 @@ _get_module = type.__dict__["__module__"].__get__
 _CO_OPTIMIZED = 1  # a function's frame: f_locals is a copy
 
 
+def _items(d: Any) -> list:
+    """A mapping's (key, value) pairs: a dict's (a subclass's too) read at
+    once in C (_dict_items: nothing hashed, no user code, and another
+    thread adding to it cannot make the walk fail); a class's read-only
+    proxy (a static type's namespace) through its own items()."""
+    if d is None:
+        return []
+    if issubclass(type(d), dict):
+        return _c._dict_items(d)
+    return list(d.items())
+
+
+def _get(d: Any, name: str) -> Any:
+    """d[name] for a string name, comparing only keys that are strings
+    (a lookup would hash the name and could call another key's __eq__)."""
+    for k, v in _items(d):
+        if type(k) is str and k == name:
+            return v
+    return None
+
+
 class _Root:
     """A root: what the chain starts with. kind "namespace" (a module's or
     IPython's globals: prefix "" for __main__), "locals" (a running
@@ -73,23 +94,23 @@ def _ipython() -> tuple:
     (read from its class, never by importing IPython), else (None, None)."""
     mod = sys.modules.get("IPython.core.interactiveshell")
     d = _c._instance_dict(mod) if mod is not None else None
-    cls = d.get("InteractiveShell") if d else None
+    cls = _get(d, "InteractiveShell")
     if not isinstance(cls, type):
         return None, None
     for k in _get_mro(cls):
-        inst = (_c._instance_dict(k) or {}).get("_instance")
+        inst = _get(_c._instance_dict(k), "_instance")
         if inst is not None:
-            ns = (_c._instance_dict(inst) or {}).get("user_ns")
+            ns = _get(_c._instance_dict(inst), "user_ns")
             return inst, ns if type(ns) is dict else None
     return None, None
 
 
 def _thread_names() -> dict:
     th = sys.modules.get("threading")
-    active = (_c._instance_dict(th) or {}).get("_active") if th else None
+    active = _get(_c._instance_dict(th), "_active") if th else None
     out = {}
-    for tid, t in dict(active or {}).items():
-        name = (_c._instance_dict(t) or {}).get("_name")
+    for tid, t in _items(active):
+        name = _get(_c._instance_dict(t), "_name")
         out[tid] = name if isinstance(name, str) else str(tid)
     return out
 
@@ -201,7 +222,7 @@ class _Namer:
 
     def dict_step(self, d: dict, child: Any, attrs: Any) -> list:
         out = []
-        for k, v in dict.items(d):
+        for k, v in _items(d):
             if v is child:
                 if attrs == "locals":
                     out.append(f" local {k!r}")
@@ -234,8 +255,9 @@ class _Namer:
         if issubclass(t, dict):
             names = self.dict_step(parent, child, mode)
             if mode and type(child) is dict:
-                for k, v in dict.items(parent):
-                    if v is child and k in self.attr_dicts:
+                for k, v in _items(parent):
+                    if v is child and type(k) is str and \
+                            k in self.attr_dicts:
                         return [""], "index"
             return names, False
         if t is list or t is tuple:
@@ -251,7 +273,7 @@ class _Namer:
                 loc = dict(loc)
             inner = (child.cell_contents if type(child) is types.CellType
                      and not _empty_cell(child) else child)
-            names = [f" local {k!r}" for k, v in dict.items(loc)
+            names = [f" local {k!r}" for k, v in _items(loc)
                      if v is inner]
             return names or [" (a local)"], False
         if t is types.CellType:
@@ -281,14 +303,14 @@ class _Namer:
                 return [""], True
             # its attributes, stored in the object itself (3.11's inline
             # values): the edge skips the dict
-            for k, v in dict.items(own):
-                if v is child and k in self.attr_dicts:
+            for k, v in _items(own):
+                if v is child and type(k) is str and k in self.attr_dicts:
                     return [""], "index"
             names = self.dict_step(own, child, True)
             if names:
                 return names, False
         for k in _get_mro(t):
-            for name, desc in (_c._instance_dict(k) or {}).items():
+            for name, desc in _items(_c._instance_dict(k)):
                 if type(desc) is _MemberType:
                     try:
                         if desc.__get__(parent, t) is child:
