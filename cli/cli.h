@@ -27,6 +27,10 @@ int gpr_cli_ps(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
+/* A whole process's GPU memory to host memory and back
+ * (cli/cmd_suspend.c; docs/suspend.md). */
+int gpr_cli_suspend(int argc, char **argv);
+int gpr_cli_resume(int argc, char **argv);
 /* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
 int gpr_cli_explain(int argc, char **argv);
 int gpr_cli_demo(int argc, char **argv);

@@ -10,6 +10,7 @@
 
 #include "out/json.h"
 #include "ps_explain.h"
+#include "suspend.h"
 
 static const char *const state_names[] = {
     [GPR_CLI_PID_ALIVE] = "alive",
@@ -17,8 +18,7 @@ static const char *const state_names[] = {
     [GPR_CLI_PID_OUTSIDE] = "not_in_namespace",
 };
 
-/* When: UTC ISO 8601 with milliseconds, and seconds since the epoch. */
-static void when(struct gpr__json *j, const struct timespec *ts)
+void gpr_cli_json_when(struct gpr__json *j, const struct timespec *ts)
 {
 	struct tm tm;
 	char iso[48];
@@ -71,7 +71,11 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 {
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "pid", r->pid);
-	gpr__json_kv_str(j, "state", state_names[r->state]);
+	/* a process gpureclaim suspended: the driver's state of it */
+	gpr__json_kv_str(j, "state",
+			 r->recorded && r->state == GPR_CLI_PID_ALIVE
+			     ? gpr__pstate_name(r->suspend)
+			     : state_names[r->state]);
 	gpr__json_kv_str(j, "user", r->user_known ? r->user : NULL);
 	gpr__json_kv_str(j, "command", r->cmd_known ? r->cmd : NULL);
 	gpr__json_key(j, "bytes");
@@ -96,6 +100,16 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	} else {
 		gpr__json_null(j);
 	}
+	gpr__json_key(j, "released");
+	if (r->recorded)
+		gpr__json_u64(j, r->released);
+	else
+		gpr__json_null(j);
+	gpr__json_key(j, "host_bytes");
+	if (r->recorded && r->host_known)
+		gpr__json_u64(j, r->host_bytes);
+	else
+		gpr__json_null(j);
 	if (s)
 		agent(j, g, r, s);
 	gpr__json_object_end(j);
@@ -113,7 +127,7 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 	struct gpr__json j;
 	gpr__json_init(&j, b);
 	gpr__json_object(&j);
-	when(&j, &r->when);
+	gpr_cli_json_when(&j, &r->when);
 	gpr__json_kv_str(&j, "host", r->host);
 	gpr__json_kv_str(&j, "driver_version", r->driver);
 	gpr__json_key(&j, "gpus");

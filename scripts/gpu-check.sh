@@ -7,6 +7,11 @@
 #           hw-oom hw-trace hw-cluster hw-agent docs bench-ps bench-release
 #           bench-explain bench-agent base bench-release-ab bench-explain-ab
 #           bench-trace bench-trace-ab
+# hw-suspend: tests/hardware/test_suspend.py (Torch, CuPy and JAX
+# processes suspended and resumed: docs/suspend.md). bench-suspend:
+# bench/suspend_bench.py (against the driver's bare checkpoint and the
+# link); bench-suspend-exp: its speed experiments. Neither is in the
+# default list: `bash scripts/gpu-check.sh build hw-suspend bench-suspend`.
 # hw-agent: tests/hardware/test_agent.py (Torch + CuPy processes with the
 # agent, released from outside, NVML's figure checked). bench-agent:
 # bench/agent_bench.py (release --pid against in-process, reclaim over 16
@@ -141,6 +146,25 @@ PY
 		# minute: the allocations are sized from the GPU's free memory)
 		log "$s"
 		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_oom.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
+	hw-suspend)
+		# -s: each suspend's and resume's JSON report, and the memory
+		# cgroup's growth beside the host bytes (sizes: GPR_SUSPEND_*)
+		log "$s"
+		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_suspend.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
+	bench-suspend)
+		# the case: 20 GiB live + 10 GiB cached, 3 rounds; then
+		# 2 + 1 GiB, 7 rounds (SUSPEND_LIVE, SUSPEND_CACHED, ROUNDS)
+		log "$s"
+		{ python3 bench/suspend_bench.py --live "${SUSPEND_LIVE:-20}" --cached "${SUSPEND_CACHED:-10}" \
+			${ROUNDS:+--rounds $ROUNDS} --json "$OUT/suspend-bench.json"
+		  python3 bench/suspend_bench.py --live 2 --cached 1 --json "$OUT/suspend-bench-small.json"
+		} 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-suspend-exp)
+		# the speed experiments: THP never/always, K processes at once,
+		# NUMA near/far (8 GiB, bare checkpoints)
+		log "$s"
+		python3 bench/suspend_bench.py --live 6 --cached 2 --rounds 3 \
+			--experiments thp,parallel,numa --json "$OUT/suspend-exp.json" 2>&1 | tee "$OUT/$s.txt" ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;

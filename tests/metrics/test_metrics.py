@@ -397,3 +397,39 @@ def test_a_hostile_agents_answer_is_its_bad_answer_never_the_exporters_end(
     assert q.poll() is None
     q.terminate()
     assert q.wait(HANG_S) == 0
+
+
+def test_suspended_processes_with_their_state_and_host_bytes(sim, tmp_path):  # noqa: F811
+    # the records of `gpureclaim suspend` in a folder of the test's own
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    os.chmod(run_dir, 0o700)
+    sim.env["GPURECLAIM_AGENT_DIR"] = str(run_dir)
+    p, r = sim.workload(1, 64, 0)
+    before = parse_exposition(exporter(sim, "--once").stdout)
+    assert series(before, "gpureclaim_process_suspended_bytes") == []
+    assert series(before, "gpureclaim_process_host_bytes") == []
+    s = sim.run("suspend", "--pid", str(r["pid"]), "--json")
+    assert s.returncode == 0, s.stderr
+    (done,) = json.loads(s.stdout)["processes"]
+    got = parse_exposition(exporter(sim, "--once").stdout)
+    # NVML lists it no more; the records and the driver say what it is
+    assert series(got, "gpureclaim_process_memory_bytes",
+                  pid=str(r["pid"])) == []
+    (lab, v), = series(got, "gpureclaim_process_suspended_bytes",
+                       pid=str(r["pid"]))
+    assert v == done["released"] == r["driver"]
+    assert (lab["gpu"], lab["state"]) == ("1", "suspended")
+    assert lab["user"] == getpass.getuser() and lab["uuid"].startswith("GPU-")
+    (lab, v), = series(got, "gpureclaim_process_host_bytes",
+                       pid=str(r["pid"]))
+    assert v == done["host_bytes"] and lab["state"] == "suspended"
+    j = json.loads(exporter(sim, "--once", "--json").stdout)
+    assert [x["pid"] for x in j["host"]] == [r["pid"]]
+    s = sim.run("resume", "--pid", str(r["pid"]))
+    assert s.returncode == 0, s.stderr
+    after = parse_exposition(exporter(sim, "--once").stdout)
+    assert series(after, "gpureclaim_process_suspended_bytes") == []
+    (_, v), = series(after, "gpureclaim_process_memory_bytes",
+                     pid=str(r["pid"]))
+    assert v == r["driver"]
