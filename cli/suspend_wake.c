@@ -279,31 +279,40 @@ static void say_error(struct gpr__buf *b, int pid, const char *err, int json)
 
 /* ---------------- the loop ---------------- */
 
-/* Waits one poll interval, or until the process asks. 1 when it asked. */
-static int wait_once(struct watch *w)
+/*
+ * Waits at most `seconds` (at most 1 s: the process's end and the record
+ * are looked at every second, whatever the poll interval), or until the
+ * process asks or exits. 1 when it asked.
+ */
+static int wait_once(struct watch *w, double seconds)
 {
+	if (seconds > 1)
+		seconds = 1;
+	if (seconds < 0.001)
+		seconds = 0.001;
 	if (w->inside)
-		return gpr__wake_wait(w->inside, w->poll);
+		return gpr__wake_wait(w->inside, seconds);
 	if (w->pidfd >= 0) {
 		struct pollfd p = {w->pidfd, POLLIN, 0};
-		poll(&p, 1, (int)(w->poll * 1000));
+		poll(&p, 1, (int)(seconds * 1000));
 	} else {
 		struct timespec ts = {
-		    (time_t)w->poll,
-		    (long)((w->poll - (double)(time_t)w->poll) * 1e9)};
+		    (time_t)seconds,
+		    (long)((seconds - (double)(time_t)seconds) * 1e9)};
 		nanosleep(&ts, NULL);
 	}
 	return 0;
 }
 
-/* Why the process needs the GPU now, into why; 0 when it does not. */
-static int demand(struct watch *w, int asked, char *why, size_t len)
+/* Why the process needs the GPU now, into why; 0 when it does not. Its
+ * threads are looked at only when `look` (once per poll interval). */
+static int demand(struct watch *w, int asked, int look, char *why, size_t len)
 {
 	if (asked) {
-		snprintf(why, len, "on demand: it asked at a driver call");
+		snprintf(why, len, "on demand: the process asked");
 		return 1;
 	}
-	if (!w->outside)
+	if (!w->outside || !look)
 		return 0;
 	struct gpr__wait_sig sig;
 	char e[320];
@@ -366,9 +375,12 @@ static int resume_now(struct watch *w, const char *why, int json,
 /* The loop; how it ended. */
 static int watch_loop(struct watch *w, int json, int background)
 {
-	double backoff = 0, retry_at = 0;
+	double backoff = 0, retry_at = 0, look_at = now() + w->poll;
 	for (;;) {
-		int asked = wait_once(w);
+		int asked = wait_once(w, look_at - now());
+		int look = now() >= look_at;
+		if (look)
+			look_at = now() + w->poll;
 		if (stopping)
 			return END_LEFT;
 		if (gone(w))
@@ -382,7 +394,7 @@ static int watch_loop(struct watch *w, int json, int background)
 			0 &&
 		    state == GPR__PS_RUNNING)
 			return END_ELSEWHERE;
-		if (!demand(w, asked, why, sizeof why)) {
+		if (!demand(w, asked, look, why, sizeof why)) {
 			if (!w->outside && !w->inside)
 				return END_LEFT;
 			continue;

@@ -441,12 +441,9 @@ void gpr__record_unlock(const char *dir, int pid, int fd)
 {
 	if (fd < 0)
 		return;
-	char path[PATH_MAX + 32], rec[PATH_MAX + 32];
+	char path[PATH_MAX + 32];
 	lock_path(path, sizeof path, dir, pid);
-	record_path(rec, sizeof rec, dir, pid);
-	struct stat st;
-	if (lstat(rec, &st) != 0 && errno == ENOENT)
-		unlink(path); /* under the lock: see gpr__record_lock */
+	unlink(path); /* under the lock; a waiter sees it (gpr__record_lock) */
 	close(fd);
 }
 

@@ -107,7 +107,7 @@ int gpr__record_read(const char *dir, int pid, struct gpr__record *r);
  * GPR_E_BUSY (another holds it still), GPR_E_IO.
  */
 int gpr__record_lock(const char *dir, int pid, double seconds);
-/* Lets it go; its file is removed when pid has no record. */
+/* Lets it go (its file removed: nothing is left between actions). */
 void gpr__record_unlock(const char *dir, int pid, int fd);
 
 /* Removes pid's record; 0 when it is gone (or was never there). */

@@ -44,7 +44,7 @@ static void adopt(gpr__wake *w, const char *path, int pid, uint64_t start)
 {
 	if (w->n == GPR__WAKE_PAGES)
 		return;
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	struct stat st;

@@ -137,5 +137,9 @@ PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
 /* suspended.c: _suspended() -> the processes gpureclaim suspended */
 PyObject *gpr_py_suspended(PyObject *module, PyObject *unused);
+/* resume on demand from inside (wake.c) */
+PyObject *gpr_py_wake_start(PyObject *module, PyObject *unused);
+PyObject *gpr_py_wake_state(PyObject *module, PyObject *unused);
+PyObject *gpr_py_wake_ask(PyObject *module, PyObject *arg);
 
 #endif /* GPR_PY_EXT_H */

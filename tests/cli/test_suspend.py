@@ -89,8 +89,10 @@ def rss(pid):
 
 
 def records(env):
+    """The records in the folder (its actions' log and locks are not)."""
     d = env.agent_dir / "suspended"
-    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+    return sorted(p.name for p in d.iterdir()
+                  if p.name.endswith(".suspended")) if d.exists() else []
 
 
 def ask(child, line):
@@ -130,7 +132,9 @@ def test_suspend_gives_back_the_exact_bytes_and_resume_takes_them_back(env):
     used = before["gpus"][0]["used"]
     rss0 = rss(child.pid)
 
-    s = ok(run(env, "suspend", "--pid", str(child.pid), "--json"))
+    # resumed by hand below, after a call that waits: no watcher
+    s = ok(run(env, "suspend", "--pid", str(child.pid), "--json",
+               "--resume", "manual"))
     # the GPU got back the drop of NVML's figure: all of it, the process
     # left the list, and the GPU's used memory fell by exactly that
     assert s["released"] == FIGURE and s["state"] == "suspended"
