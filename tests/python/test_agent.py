@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from agentkit import (GiB, MiB, Target, driver_bytes, sim_env, wait_for,
-                      world_python)
+from agentkit import (GiB, MiB, Target, driver_bytes, for_another_user,
+                      sim_env, wait_for)
 from conftest import PY_PATH
 
 sys.path.insert(0, PY_PATH)
@@ -561,22 +561,22 @@ except agent.AgentError as e:
 def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
                                                            other_user,
                                                            tmp_path):
-    env = rule_env
-    u = other_user
-    python = world_python()
-    if python is None:
-        pytest.skip("no Python interpreter that another user may run")
-    e = dict(env, HOME="/")
+    with for_another_user(dict(rule_env, HOME="/")) as world:
+        refused_both_ways_and_root_may_ask(world, other_user, tmp_path)
+
+
+def refused_both_ways_and_root_may_ask(world, u, tmp_path):
+    e, python = world.env, world.python
     # root's agent, asked by the other user: refused
     with Target(e) as mine:
-        p = subprocess.run([python, "-c", ASK, PY_PATH,
+        p = subprocess.run([python, "-c", ASK, world.py_path,
                             str(mine.pid)], env=e, capture_output=True,
                            text=True, preexec_fn=as_user(u), timeout=60)
         assert p.stdout.startswith("refused "), (p.stdout, p.stderr)
         assert "only that user and root" in p.stdout
-        from agentkit import GPR  # the command's client (C), the same
-        p = subprocess.run([GPR, "release", "--pid", str(mine.pid)], env=e,
-                           capture_output=True, text=True,
+        # the command's client (C), the same
+        p = subprocess.run([world.gpr, "release", "--pid", str(mine.pid)],
+                           env=e, capture_output=True, text=True,
                            preexec_fn=as_user(u), timeout=60)
         assert p.returncode == 1 and p.stderr == (
             f"gpureclaim release: process {mine.pid} belongs to uid 0; "
@@ -586,7 +586,8 @@ def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
     shared.mkdir()
     os.chmod(tmp_path, 0o755)
     os.chmod(shared, 0o777)  # the sim's state and a cwd the user can use
-    with Target(e, CACHE, preexec=as_user(u), python=python) as theirs:
+    with Target(e, CACHE, preexec=as_user(u), python=python,
+                boot=world.boot) as theirs:
         path = agent.socket_path(theirs.pid)
         assert path == f"/tmp/gpureclaim-{u.pw_uid}/{theirs.pid}.sock"
         assert os.lstat(path).st_uid == u.pw_uid
