@@ -41,6 +41,44 @@ def test_the_sim_environment_is_each_shells_own():
     assert len(states) == 2, states
 
 
+def test_the_sim_environment_needs_only_what_make_demo_builds(tmp_path):
+    """docs/sim.md's environment works after `make demo` alone (a build
+    set up as the Makefile's demo rule sets it up: no test suites): every
+    file and folder it names in build/ is made by that build, the fake
+    torch's stand-in libraries included (issue 33)."""
+    make = open(os.path.join(docs.ROOT, "Makefile")).read()
+    [opts] = re.findall(r"^demo: BUILD_SETUP = (.*)$", make, re.M)
+    build = tmp_path / "build"
+    subprocess.run(["bash", os.path.join(docs.ROOT, "scripts",
+                                         "meson-setup.sh"), str(build),
+                    os.environ.get("CC", "cc"), *opts.split()],
+                   cwd=docs.ROOT, check=True, capture_output=True)
+    p = subprocess.run(["meson", "introspect", str(build), "--targets"],
+                       capture_output=True, text=True, check=True)
+    made = {f for t in json.loads(p.stdout) for f in t["filename"]}
+    folders = {os.path.dirname(f) for f in made} | {
+        os.path.dirname(os.path.dirname(f)) for f in made}
+    [env_block] = [b for b in BLOCKS if b.where == "env"]
+    p = subprocess.run(["bash", "-c", env_block.body + "\nenv -0\n"],
+                       cwd=tmp_path, capture_output=True, check=True,
+                       env=os.environ.copy())
+    env = dict(kv.split("=", 1) for kv in p.stdout.decode().split("\0")
+               if "=" in kv)
+    named = []
+    for k in ("GPURECLAIM_CUDA_LIBRARY", "GPURECLAIM_NVML_LIBRARY"):
+        assert env[k] in made, (k, env[k])
+        named.append(k)
+    for k in ("LD_LIBRARY_PATH", "PYTHONPATH", "PATH", "GPR_FAKES_BUILD"):
+        for d in env[k].split(":"):
+            if d.startswith(str(build) + "/"):
+                assert d in folders, (k, d)
+                named.append(k)
+    fakes = env["GPR_FAKES_BUILD"]
+    for layout in ("2.11", "2.13"):  # the fake torch's FAKE_TORCH_LAYOUT
+        assert os.path.join(fakes, f"libtorch_cuda-{layout}.so") in made
+    assert len(set(named)) == 6, named
+
+
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.where == "sim"],
                          ids=lambda b: b.id)
 def test_block_runs_as_written(block):
