@@ -66,8 +66,8 @@ for s in $stages; do
 			-o "$B/tests/trace/libhook.so" tests/trace/hook_lib.c -ldl
 		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
 	installed)
-		# expect: the version; ps lists the GPUs; trace prints "interposer
-		# <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
+		# expect: the version; ps lists the GPUs; trace -v prints
+		# "interposer <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
 		# having found build/gpu-inst/.../libgpureclaim_trace.so (the
 		# program prints the LD_PRELOAD it got)
 		log "$s"
@@ -77,7 +77,7 @@ for s in $stages; do
 		  echo "installed: $inst"
 		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" --version
 		  "$inst" ps
-		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -v -o /tmp/gpr-installed.trace -- python3 -c \
 			'import os, torch; print("preload:", os.environ.get("LD_PRELOAD")); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
 		} 2>&1 | tee "$OUT/$s.txt" ;;
 	rmm)

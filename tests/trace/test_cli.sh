@@ -40,9 +40,13 @@ rc=$?
 check "trace: exit code 3 propagates" '[ $rc -eq 3 ]'
 check "trace: stdout untouched" '[ "$(cat o1)" = out ]'
 check "trace: stderr of the command kept" 'grep -qx err e1'
-check "trace: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $TRACER; CUPTI fallback $FAKE' e1"
+check "trace: which tracer and CUPTI only with --verbose" "! grep -q 'interposer\\|CUPTI' e1"
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -v -- true 2>e1v
+check "trace -v: the interposer by default, CUPTI as its fallback" "grep -q 'gpureclaim trace: interposer $TRACER; CUPTI fallback $FAKE' e1v"
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --backend cupti -- true 2>e1b
-check "trace --backend cupti: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1b"
+check "trace --backend cupti: silent on which CUPTI" "! grep -q 'gpureclaim trace: CUPTI' e1b"
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace --verbose --backend cupti -- true 2>e1b
+check "trace --verbose --backend cupti: says which CUPTI" "grep -q 'gpureclaim trace: CUPTI $FAKE' e1b"
 check "trace: no CUDA, no log, said so" 'grep -q "no trace was written" e1'
 
 # 2. killed by a signal: 128 + signal
@@ -60,7 +64,7 @@ check "trace: no CUPTI message" 'grep -q "no CUPTI library found" e3'
 GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace --backend cupti --allow-untraced -- sh -c 'exit 3' 2>/dev/null
 rc=$?
 check "trace: --allow-untraced runs it, exit 3" '[ $rc -eq 3 ]'
-GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -- sh -c 'exit 4' 2>e3b
+GPURECLAIM_CUPTI_LIBRARY=/nonexistent/libcupti.so "$GPR" trace -v -- sh -c 'exit 4' 2>e3b
 rc=$?
 check "trace: auto without CUPTI runs, interposer alone" '[ $rc -eq 4 ] && grep -q "no CUPTI found for a fallback" e3b'
 "$GPR" trace --backend nope -- true 2>e3c
@@ -77,7 +81,9 @@ check "trace: an earlier LD_PRELOAD is kept, after the tracer" "grep -q '$TRACER
 # a set-user-ID program ignores LD_PRELOAD: auto uses CUPTI, says so
 cp "$(type -P true)" ./suid-true && chmod u+s ./suid-true
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -- ./suid-true 2>e3e
-check "trace: a setuid program gets CUPTI" 'grep -q "set-user/group-ID.*using CUPTI" e3e && grep -q "gpureclaim trace: CUPTI" e3e'
+check "trace: a setuid program gets CUPTI, said without -v" 'grep -q "set-user/group-ID.*using CUPTI" e3e'
+GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -v -- ./suid-true 2>e3e
+check "trace -v: a setuid program gets CUPTI" 'grep -q "set-user/group-ID.*using CUPTI" e3e && grep -q "gpureclaim trace: CUPTI" e3e'
 
 # 4. command not found, usage errors
 GPURECLAIM_CUPTI_LIBRARY=$FAKE "$GPR" trace -q -- /nonexistent/cmd 2>/dev/null
