@@ -66,8 +66,7 @@ import torch, gpureclaim
 MiB = 1 << 20
 runs, mode, fake = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 def empty(n):
-    return torch.empty(n, device="cuda") if fake else \
-        torch.empty(n, dtype=torch.uint8, device="cuda")
+    return torch.empty(n, dtype=torch.uint8, device="cuda")
 keep = []
 if mode in ("plain", "scan"):
     big = [empty(12 * MiB) for _ in range(1000)]
@@ -76,7 +75,7 @@ if mode in ("plain", "scan"):
     for i in range(0, 1500, 2):
         blocks[i] = None
     if fake:
-        a = torch.empty(4 * MiB, device="cuda"); torch.matmul(a, a)
+        a = empty(4 * MiB); torch.matmul(a, a)
     else:
         a = torch.randn(1024, 1024, device="cuda"); b = a @ a
     if mode == "scan":
@@ -100,7 +99,7 @@ else:  # model
     built = "fake Torch tensors of Qwen2-0.5B's shapes"
     if fake:
         keep = [empty(2 * a * b) for a, b in shapes]    # bf16
-        a = torch.empty(4 * MiB, device="cuda"); torch.addmm(None, a, a)
+        a = empty(4 * MiB); torch.addmm(None, a, a)
     else:
         try:
             import transformers

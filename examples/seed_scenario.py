@@ -42,12 +42,8 @@ def main():
     gpureclaim.release()
     print(f"CUDA started: the driver holds {held(dev)} for this process "
           "(its CUDA context)")
-    if hasattr(torch, "uint8"):
-        t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
-        a = cupy.empty(GiB, dtype=cupy.uint8)
-    else:  # the test suite's fakes take a byte count
-        t = torch.empty(GiB, device="cuda")
-        a = cupy.empty(GiB)
+    t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
+    a = cupy.empty(GiB, dtype=cupy.uint8)
     cycle = [t]
     cycle.append(cycle)
     print(f"1 GiB in Torch (in a reference cycle) and 1 GiB in CuPy: "

@@ -123,8 +123,8 @@ def test_one_field_table_is_the_keys_of_every_form():
             [os.path.join(d, "build", "examples", "release_demo"),
              "--json"], env=env, capture_output=True, text=True, check=True)
         code = ("import json, torch, gpureclaim\n"
-                "t = torch.empty(1 << 20, device='cuda')\n"
-                "x = torch.empty(1 << 20, device='cuda'); del x\n"
+                "t = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')\n"
+                "x = torch.empty(1 << 20, dtype=torch.uint8, device='cuda'); del x\n"
                 "print(json.dumps(gpureclaim.release().to_dict()))\n")
         py = subprocess.run(["python3", "-c", code], env=env, check=True,
                             capture_output=True, text=True)

@@ -26,8 +26,8 @@ sys.path.insert(0, PY_PATH)
 from gpureclaim import agent  # noqa: E402
 
 CACHE = """\
-t = torch.empty(2 << 30, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 """
 
@@ -635,7 +635,7 @@ def test_gpureclaim_run_agent_starts_it_in_the_child(env):
     from agentkit import GPR
 
     code = ("import os, sys, torch\n"
-            "t = torch.empty(1 << 30, device='cuda'); del t\n"
+            "t = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); del t\n"
             "print('ready', flush=True); sys.stdin.read()")
     p = subprocess.Popen([GPR, "run", "--agent", "--", sys.executable, "-c",
                           code], env=env, stdin=subprocess.PIPE,

@@ -12,8 +12,8 @@ import pytest
 from agentkit import GiB, MiB, Target, driver_bytes, gpr, sim_env
 
 CACHE = """\
-t = torch.empty({cached} << 20, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty({cached} << 20, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 """
 
@@ -207,8 +207,8 @@ def test_reclaim_dry_run_releases_nothing_and_min_skips(env):
 
 def test_reclaim_gpu_releases_only_that_gpu(env):
     code = """\
-    a = torch.empty(1 << 30, device="cuda:0"); del a
-    b = torch.empty(2 << 30, device="cuda:1"); del b
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:0"); del a
+    b = torch.empty(2 << 30, dtype=torch.uint8, device="cuda:1"); del b
     """
     import textwrap
     with Target(env, textwrap.dedent(code)) as t:

@@ -31,8 +31,8 @@ needs_remote = pytest.mark.skipif(
 #: 2 GiB of cache and a live tensor; then the main thread runs Python (a
 #: training loop would) until stdin closes
 SPIN = """\
-t = torch.empty(2 << 30, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 import select
 print("ready", os.getpid(), flush=True)
@@ -194,8 +194,8 @@ def test_an_idle_jupyter_kernel_is_woken_and_its_namespace_untouched(
     argv = [REMOTE[0], "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     with kernel(kenv, tmp_path, argv) as (km, kc):
         out = execute(kc, "import torch\n"
-                          "t = torch.empty(3 << 30, device='cuda')\n"
-                          "keep = torch.empty(1 << 28, device='cuda')\n"
+                          "t = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
+                          "keep = torch.empty(1 << 28, dtype=torch.uint8, device='cuda')\n"
                           "del t\n")
         assert [k for k, _ in out if k == "error"] == [], out
         pid = km.provisioner.process.pid

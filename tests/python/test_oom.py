@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # free (8 - 0.5 context - 5), release() would return the 5 GiB.
 CUPY_STARVES_TORCH = """
 import torch, cupy
-a = cupy.empty(5 << 30); del a
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
 """
 
 
@@ -43,10 +43,10 @@ import gc, stat
 import gpureclaim._postmortem as pm_mod
 # without the watch: Torch's own error, to compare with
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError as e:
     plain = (type(e).__name__, str(e))
-a = cupy.empty(5 << 30); del a
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
 seen = []
 builder = pm_mod._build
 collections = []
@@ -65,14 +65,14 @@ gpureclaim.watch_oom(os.environ["OUT"])
 gpureclaim.watch_oom(os.environ["OUT"])  # idempotent: one observer
 observed = list(torch._C.oom_observers)
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError as e:
     watched = (type(e).__name__, str(e))
 gc.set_threshold(700)
 pm = gpureclaim.oom.last()
 # the advice, followed: release(), and the same allocation succeeds
 r = gpureclaim.release()
-t = torch.empty(4 << 30, device="cuda")
+t = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
           doc=pm.to_dict(), path=pm.path, released=r.bytes,
           mode=stat.S_IMODE(os.stat(pm.path).st_mode), short=pm.short(),
@@ -125,7 +125,7 @@ emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
 # Torch caches 5 GiB (a dropped tensor); CuPy then asks for 4 GiB.
 TORCH_STARVES_CUPY = """
 import torch, cupy
-t = torch.empty(5 << 30, device="cuda"); del t
+t = torch.empty(5 << 30, dtype=torch.uint8, device="cuda"); del t
 calls = []
 pool_malloc = cupy.get_default_memory_pool().malloc
 
@@ -141,7 +141,7 @@ def test_cupy_oom_is_caught_and_raised_unchanged(scenario, tmp_path):
     r = scenario(TORCH_STARVES_CUPY + """
 gpureclaim.watch_oom(os.environ["OUT"])
 try:
-    cupy.empty(4 << 30)
+    cupy.empty(4 << 30, dtype=cupy.uint8)
 except cupy.cuda.memory.OutOfMemoryError as e:
     err = (type(e).__module__, type(e).__name__, str(e))
 pm = gpureclaim.oom.last()
@@ -168,13 +168,13 @@ def test_cupy_rescue_retries_once_and_the_program_sees_no_error(
         scenario, tmp_path):
     r = scenario(TORCH_STARVES_CUPY + """
 gpureclaim.watch_oom(os.environ["OUT"], rescue=True)
-a = cupy.empty(4 << 30)  # no error
+a = cupy.empty(4 << 30, dtype=cupy.uint8)  # no error
 ok = dict(calls=len(calls), doc=gpureclaim.oom.last().to_dict(),
           nvml=gpureclaim.process_memory()[0])
 # too large for any release: the retry fails, the first error is raised
 calls.clear()
 try:
-    cupy.empty(9 << 30)
+    cupy.empty(9 << 30, dtype=cupy.uint8)
 except cupy.cuda.memory.OutOfMemoryError as e:
     err = str(e)
 emit(dict(ok=ok, err=err, calls=len(calls), doc=gpureclaim.oom.last().to_dict()))
@@ -202,7 +202,7 @@ import cupy
 cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
 gpureclaim.watch_oom(os.environ['OUT'])
 guarded = cupy.cuda.get_allocator().__name__
-a = cupy.empty(128 << 20)
+a = cupy.empty(128 << 20, dtype=cupy.uint8)
 e = gpureclaim.explain()
 parts = {p.kind + ":" + p.source: p.bytes for p in e.gpus[0].parts}
 del a
@@ -272,7 +272,7 @@ JAX_STARVES_TORCH = """
 import jax, torch
 jax.numpy_ones(256 << 20)
 try:
-    torch.empty(2 << 30, device="cuda")
+    torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
     ok = True
 except torch.OutOfMemoryError:
     ok = False
@@ -326,7 +326,7 @@ def step():
     calls.append(1)
     marker = Marker()  # a local of the failed call
     ref[0] = weakref.ref(marker)
-    return torch.empty(4 << 30, device="cuda")
+    return torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 
 t = step()
 files_after = sorted(os.listdir(os.environ["OUT"]))
@@ -351,7 +351,7 @@ n = []
 @gpureclaim.retry_on_oom(tries=3)
 def too_big():
     n.append(1)
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 
 @gpureclaim.retry_on_oom
 def other():
@@ -409,12 +409,12 @@ emit(dict(n=len(n), files=sorted(os.listdir(os.environ["OUT"]))))
 def test_largest_blocks_carry_their_stacks_when_history_is_on(scenario, tmp_path):
     r = scenario("""
 import torch
-keep = [torch.empty(n << 20, device="cuda") for n in (64, 256, 8, 128)]
+keep = [torch.empty(n << 20, dtype=torch.uint8, device="cuda") for n in (64, 256, 8, 128)]
 torch.cuda.memory._record_memory_history()
-big = torch.empty(512 << 20, device="cuda")
+big = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(8 << 30, device="cuda")
+    torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 pm = gpureclaim.oom.last()
@@ -436,7 +436,7 @@ import ctypes, torch
 _tracer = ctypes.CDLL(os.environ["TRACER"], mode=ctypes.RTLD_GLOBAL)
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(trace=gpureclaim.oom.last().to_dict()["trace"]))
@@ -456,7 +456,7 @@ def test_other_processes_are_listed_with_their_driver_figures(scenario, tmp_path
 import torch
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(5 << 30, device="cuda")
+    torch.empty(5 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(doc=gpureclaim.oom.last().to_dict()))
@@ -488,7 +488,7 @@ os.mkfifo(f"{out}/gpureclaim-oom-{pid}-3.json")
 gpureclaim.watch_oom(out)
 for _ in range(2):
     try:
-        torch.empty(4 << 30, device="cuda")
+        torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     except torch.OutOfMemoryError:
         pass
 emit(dict(pid=pid, path=gpureclaim.oom.last().path))
@@ -507,7 +507,7 @@ def test_a_named_file_is_never_replaced(scenario, tmp_path):
 import torch
 gpureclaim.watch_oom(os.path.join(os.environ["OUT"], "oom.json"))
 try:
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(path=gpureclaim.oom.last().path))
@@ -531,7 +531,7 @@ res = {}
 for name in ("OPEN", "STICKY"):
     gpureclaim.watch_oom(os.environ[name])
     try:
-        torch.empty(9 << 30, device="cuda")
+        torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
     except torch.OutOfMemoryError:
         pass
     pm = gpureclaim.oom.last()
@@ -582,7 +582,7 @@ after_import = dict(init=torch.cuda.is_initialized(), mapped=libcuda_mapped(),
                     observers=len(torch._C.oom_observers),
                     queued=len(torch.cuda._queued_calls),
                     loader=type(torch.__spec__.loader).__name__)
-t = torch.empty(1 << 20, device="cuda")  # CUDA starts: the observer attaches
+t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")  # CUDA starts: the observer attaches
 attached = len(torch._C.oom_observers)
 import cupy, jax
 emit(dict(before=before, after_import=after_import, attached=attached,
@@ -606,7 +606,7 @@ emit(dict(before=before, after_import=after_import, attached=attached,
 def test_torch_already_running_is_attached_at_once(scenario, tmp_path):
     r = scenario("""
 import torch
-t = torch.empty(1 << 20, device="cuda")
+t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
 gpureclaim.watch_oom(os.environ['OUT'])
 emit(dict(n=len(torch._C.oom_observers)))
 """, env={"OUT": str(tmp_path)})
@@ -617,7 +617,7 @@ def test_the_post_mortem_cli_report(scenario, tmp_path):
     scenario(CUPY_STARVES_TORCH + """
 gpureclaim.watch_oom(os.environ["OUT"])
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit({})

@@ -146,8 +146,8 @@ def test_the_bootstrap_starts_the_hook_then_the_users_sitecustomize(
 
 SCRIPT = """
 import sys, torch, cupy
-a = cupy.empty(5 << 30); del a
-torch.empty(4 << 30, device="cuda")
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
+torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 """
 
 

@@ -32,11 +32,11 @@ PAGE = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
 # A Release on two GPUs, a process outside this one holding memory on GPU 0.
 RELEASE = """
 import torch, cupy, gpureclaim
-keep = torch.empty(768 << 20, device="cuda:0")
-a = torch.empty(1 << 30, device="cuda:0")
+keep = torch.empty(768 << 20, dtype=torch.uint8, device="cuda:0")
+a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:0")
 cycle = [a]; cycle.append(cycle)
-b = cupy.empty(1 << 30)
-c = torch.empty(96 << 20, device="cuda:1")
+b = cupy.empty(1 << 30, dtype=cupy.uint8)
+c = torch.empty(96 << 20, dtype=torch.uint8, device="cuda:1")
 del a, b, c, cycle
 r = gpureclaim.release()
 d = r.to_dict()
@@ -51,16 +51,16 @@ OUT = dict(html=r._repr_html_(), text=repr(r), parts=parts)
 # An explanation with every kind of part, small ones beside big ones.
 EXPLAIN = """
 import torch, cupy, jax, gpureclaim
-t = torch.empty(256 << 20, device="cuda")
-big = torch.empty(64 << 20, device="cuda"); del big
-small = [torch.empty(16 << 20, device="cuda") for _ in range(4)]
+t = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+big = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del big
+small = [torch.empty(16 << 20, dtype=torch.uint8, device="cuda") for _ in range(4)]
 del small[2], small[0]
 gpureclaim.release()
-a = torch.empty(64 << 20, device="cuda"); c = torch.addmm(None, a, a); del a, c  # cuBLAS, cuBLASLt
-x = torch.empty(48 << 20, device="cuda"); del x
-ca = cupy.empty(128 << 20)
-cb = cupy.empty(8 << 20); del cb
-f = cupy.fft.fft2(cupy.empty(16 << 20)); del f
+a = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); c = torch.addmm(None, a, a); del a, c  # cuBLAS, cuBLASLt
+x = torch.empty(48 << 20, dtype=torch.uint8, device="cuda"); del x
+ca = cupy.empty(128 << 20, dtype=cupy.uint8)
+cb = cupy.empty(8 << 20, dtype=cupy.uint8); del cb
+f = cupy.fft.fft2(cupy.empty(16 << 20, dtype=cupy.uint8)); del f
 jax.numpy_ones(1000)
 e = gpureclaim.explain()
 parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
@@ -92,12 +92,12 @@ OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
 OOM = """
 import tempfile, torch, cupy, gpureclaim
 torch.cuda.memory._record_memory_history()
-weights = torch.empty(1536 << 20, device="cuda")
-a = cupy.empty(3 << 30); del a
+weights = torch.empty(1536 << 20, dtype=torch.uint8, device="cuda")
+a = cupy.empty(3 << 30, dtype=cupy.uint8); del a
 with tempfile.TemporaryDirectory() as folder:
     gpureclaim.watch_oom(folder)
     try:
-        torch.empty(5 << 29, device="cuda")
+        torch.empty(5 << 29, dtype=torch.uint8, device="cuda")
     except torch.OutOfMemoryError:
         pass
 pm = gpureclaim.oom.last()
@@ -122,11 +122,11 @@ def together(step):
         time.sleep(0.01)
 
 
-keep = torch.empty((256 + 128 * n) << 20, device="cuda:0")
-drop = torch.empty((64 << n) << 20, device="cuda:0"); del drop
+keep = torch.empty((256 + 128 * n) << 20, dtype=torch.uint8, device="cuda:0")
+drop = torch.empty((64 << n) << 20, dtype=torch.uint8, device="cuda:0"); del drop
 if n == 1:
-    on1 = torch.empty(512 << 20, device="cuda:1")
-    gone = cupy.empty(32 << 20); del gone
+    on1 = torch.empty(512 << 20, dtype=torch.uint8, device="cuda:1")
+    gone = cupy.empty(32 << 20, dtype=cupy.uint8); del gone
 together("allocated")
 recs = [_records.with_id(_records.run(k), f"worker-{n}")
         for k in ("explain", "release", "ps")]
