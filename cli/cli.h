@@ -111,6 +111,14 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
 
+/*
+ * After "NVIDIA driver not found": when this is a build folder's command
+ * (<build>/cli/gpureclaim) beside the simulated driver (<build>/sim) and
+ * the user named no NVML library, one line on stderr saying how to run
+ * ps on that driver, which `make demo` uses without a GPU.
+ */
+void gpr_cli_sim_hint(void);
+
 /* ---------------- ending a command (cli/util_exit.c) ---------------- */
 
 /* How a one-shot command ends once its output is written. */

@@ -231,6 +231,27 @@ def test_no_driver_at_all(sim):
         pytest.skip("this machine has an NVIDIA driver")
     r = sim.run("ps", env=env)
     assert_runtime_error(r, "NVIDIA driver not found", "libnvidia-ml.so.1")
+    # a build folder's command names its simulated driver, which `make
+    # demo` ran on, and how to run ps on it (issue 33); from /, whole paths
+    build = BIN.parent.parent.resolve()
+    r = subprocess.run([str(BIN), "ps"], env=env, capture_output=True,
+                       text=True, timeout=60, cwd="/")
+    first, hint, *rest = r.stderr.splitlines()
+    assert rest == [] and hint.startswith(
+        "gpureclaim: no GPU driver here; this build's simulated driver "
+        "(the one make demo runs on) lists its GPUs with: "), r.stderr
+    assert hint.endswith(" (docs/sim.md)")
+    cmd = hint.split("with: ", 1)[1][:-len(" (docs/sim.md)")]
+    assert f"LD_LIBRARY_PATH={build}/sim {build}/cli/gpureclaim ps" in cmd
+    p = subprocess.run(["bash", "-c", cmd.replace(
+        "GPURECLAIM_SIM='", f"GPURECLAIM_SIM='state={sim.state};")],
+        env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    assert p.returncode == 0 and p.stdout.startswith(
+        "GPU 0: Simulated GPU, "), (p.stdout, p.stderr)
+    # a library named by the user: no guess about what was meant
+    r = sim.run("ps", env=dict(env, GPURECLAIM_NVML_LIBRARY="/nonexistent/"
+                               "libnvidia-ml.so.1"))
+    assert len(r.err.splitlines()) == 1, r.err
 
 
 def test_malformed_sim_config(sim):
