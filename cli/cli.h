@@ -47,6 +47,13 @@ int gpr_cli_agent(int argc, char **argv);
  * (a command and its arguments) gives --pid before any `--`. */
 int gpr_cli_agent_ask(int argc, char **argv);
 int gpr_cli_has_pid(int argc, char **argv);
+/*
+ * The help of the subcommands the Python package runs (cli/help_python.c),
+ * so that no --help needs Python: argv, a command and its arguments, asking
+ * for it (-h or --help where that command reads its options) is answered
+ * on stdout (GPR_CLI_OK); -1 when argv asks no such help.
+ */
+int gpr_cli_python_help(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,

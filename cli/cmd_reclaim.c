@@ -729,8 +729,8 @@ int gpr_cli_reclaim(int argc, char **argv)
 	int help = 0, code = parse_args(argc, argv, &help);
 	if (code != GPR_CLI_OK)
 		return code;
-	if (help) /* one help, the Python side's (cmd_python.c) */
-		return gpr_cli_cluster(argc, argv);
+	if (help) /* one help, with the Python side's (help_python.c) */
+		return gpr_cli_python_help(argc, argv);
 	double t0 = now();
 	gpr_ctx *ctx = NULL;
 	struct gpr_cli_ps_start start = {0};
