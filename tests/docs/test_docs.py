@@ -79,6 +79,31 @@ def test_the_sim_environment_needs_only_what_make_demo_builds(tmp_path):
     assert len(set(named)) == 6, named
 
 
+def test_the_files_the_docs_cite_are_here():
+    """A path in backticks that begins with a folder of the checkout names
+    a file of the checkout or of the build folder (the build's outputs are
+    written as their paths there: `src/libgpureclaim.a`); a document a page
+    cites (.md, .txt) is in the checkout: a reader can open what is cited
+    (issue 33: explain.md cited a reference file the repository lacks)."""
+    top = {d for d in os.listdir(docs.ROOT)
+           if os.path.isdir(os.path.join(docs.ROOT, d)) and d != "build"
+           and not d.startswith(".")}
+    build = docs.build_dir()
+    missing = []
+    for page in docs.docs():
+        text = open(page, encoding="utf-8").read()
+        for p in re.findall(r"`([A-Za-z_][\w.-]*/[\w./-]*\.[A-Za-z]\w*)`",
+                            text):
+            first = p.split("/")[0]
+            if first not in top and not p.endswith((".md", ".txt")):
+                continue
+            here = [os.path.join(docs.ROOT, p), os.path.join(build, p),
+                    os.path.join(os.path.dirname(page), p)]
+            if not any(os.path.exists(h) for h in here):
+                missing.append((os.path.relpath(page, docs.ROOT), p))
+    assert missing == []
+
+
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.where == "sim"],
                          ids=lambda b: b.id)
 def test_block_runs_as_written(block):
