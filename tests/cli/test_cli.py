@@ -20,7 +20,7 @@ def round2m(n):
 
 
 def gpu_of(doc, index):
-    (gpu,) = [g for g in doc["gpus"] if g["index"] == index]
+    (gpu,) = [g for g in doc["gpus"] if g["gpu"] == index]
     return gpu
 
 
@@ -69,6 +69,8 @@ def test_ps_puts_each_process_on_its_gpu(sim):
     a = sim.spawn_alloc(1, 10 * MiB)
     b = sim.spawn_alloc(0, 2 * MiB)
     doc = sim.run("ps", "--json").json()
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
+    # "index", the key of the release before, beside it (docs/naming.md)
     assert [g["index"] for g in doc["gpus"]] == [0, 1]
     assert [p["pid"] for p in gpu_of(doc, 0)["processes"]] == [b.pid]
     assert [p["pid"] for p in gpu_of(doc, 1)["processes"]] == [a.pid]
@@ -141,7 +143,7 @@ def test_ps_json_is_one_complete_document(sim):
     doc = r.json()
     assert set(doc) == {"time", "unix_time", "host", "driver_version", "gpus"}
     for i, gpu in enumerate(doc["gpus"]):
-        assert gpu["index"] == i
+        assert gpu["gpu"] == i
         assert gpu["name"] == 'Test GPU "x"'
         assert re.fullmatch(r"GPU-[0-9a-f-]{36}", gpu["uuid"]), gpu
         assert gpu["pci_bus_id"]
@@ -173,7 +175,7 @@ def test_ps_gpu_filter(sim, args, expect):
     sim.configure("gpus=3")
     r = sim.run("ps", "--json", *args)
     assert r.rc == 0, r
-    assert [g["index"] for g in r.json()["gpus"]] == expect
+    assert [g["gpu"] for g in r.json()["gpus"]] == expect
     text = sim.run("ps", *args).out
     assert re.findall(r"^GPU (\d+):", text, re.M) == [str(i) for i in expect]
 
@@ -268,8 +270,8 @@ def test_fault_broken_gpu_lists_the_others(sim):
     r = sim.run("ps", "--json")
     assert r.rc == 1, r
     doc = r.json()  # complete, with the broken GPU as an error entry
-    assert [g["index"] for g in doc["gpus"]] == [0, 1, 2]
-    assert set(gpu_of(doc, 1)) == {"index", "error"}
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1, 2]
+    assert set(gpu_of(doc, 1)) == {"gpu", "index", "error"}
     assert "GPU_IS_LOST" in gpu_of(doc, 1)["error"]
     assert proc_of(gpu_of(doc, 2), child.pid)["bytes"] == CTX + 4 * MiB
     # the error is said once, where the GPU is listed: not on stderr too
@@ -316,7 +318,7 @@ def test_fault_process_list_quirks(sim, fault):
     r = sim.run("ps", "--json")
     assert r.rc == 0, r
     doc = r.json()
-    got = {g["index"]: {p["pid"]: p["bytes"] for p in g["processes"]}
+    got = {g["gpu"]: {p["pid"]: p["bytes"] for p in g["processes"]}
            for g in doc["gpus"]}
     assert got == {
         0: {b.pid: CTX + 2 * MiB},

@@ -20,7 +20,7 @@ CLEAR = "\x1b[H\x1b[2J"
 
 
 def gpu_of(doc, index):
-    (gpu,) = [g for g in doc["gpus"] if g["index"] == index]
+    (gpu,) = [g for g in doc["gpus"] if g["gpu"] == index]
     return gpu
 
 

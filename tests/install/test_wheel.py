@@ -178,7 +178,7 @@ def test_ps_on_the_simulator(venv, tmp_path):
     finally:
         drop_state(state)
     doc = json.loads(p.stdout)
-    assert [g["index"] for g in doc["gpus"]] == [0, 1]
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
     (proc,) = doc["gpus"][1]["processes"]
     assert proc["pid"] == 4242 and proc["bytes"] == 3 << 30
 

@@ -172,13 +172,13 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     got = parse_exposition(p.stdout)
     ps = json.loads(sim.run("ps", "--json").stdout)
     for g in ps["gpus"]:
-        lab = {"gpu": str(g["index"]), "uuid": g["uuid"], "name": g["name"]}
+        lab = {"gpu": str(g["gpu"]), "uuid": g["uuid"], "name": g["name"]}
         for key in ("total", "used", "free"):
             (s, v), = series(got, f"gpureclaim_gpu_memory_{key}_bytes", **lab)
             assert v == g[key] and s == lab
         for pr in g["processes"]:
             (s, v), = series(got, "gpureclaim_process_memory_bytes",
-                             pid=str(pr["pid"]), gpu=str(g["index"]))
+                             pid=str(pr["pid"]), gpu=str(g["gpu"]))
             assert v == pr["bytes"]
             assert s["user"] == pr["user"] == getpass.getuser()
             assert s["container"] == "" or len(s["container"]) >= 12

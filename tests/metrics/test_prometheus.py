@@ -211,7 +211,7 @@ def check_series(sim, prom, procs, agents, target):  # noqa: F811
     p = sim.run("reclaim", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr
     dry = json.loads(p.stdout)
-    assert releasable == {str(g["index"]): float(g["would_return"])
+    assert releasable == {str(g["gpu"]): float(g["releasable"])
                           for g in dry["gpus"]}
     assert sum(releasable.values()) == dry["total"]
     assert releasable == {"0": 96 * 2.0 ** 20, "1": 160 * 2.0 ** 20}

@@ -224,7 +224,7 @@ def driver_bytes(env, pid):
     for g in json.loads(p.stdout)["gpus"]:
         for q in g["processes"]:
             if q["pid"] == pid:
-                out[g["index"]] = q["bytes"]
+                out[g["gpu"]] = q["bytes"]
     return out
 
 
