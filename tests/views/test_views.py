@@ -109,8 +109,9 @@ def test_the_cluster_explain_bar_says_what_it_spans(rendered):
 def test_release_views_free_is_the_tables(rendered, name):
     """The GPU bar's free part is the free memory after the release, the
     table's figure (no "free before" beside a table's "free"); what was
-    given back is drawn at the process's own scale."""
+    released is drawn at the process's own scale."""
     out, _ = rendered
     html = (out / f"{name}.html").read_text()
     assert "free before" not in html
-    assert "given back" in html and "still held" in html
+    word = "released" if name == "release" else "given back"
+    assert word in html and "still held" in html
