@@ -35,7 +35,7 @@ def held(dev):
 
 def main():
     dev = torch.cuda.current_device()
-    # CUDA started (one tiny tensor, dropped and given back): the driver's
+    # CUDA started (one tiny tensor, dropped and released): the driver's
     # figure is the context alone before the scenario
     small = torch.empty(1, device="cuda")
     del small
@@ -54,7 +54,7 @@ def main():
     print(f"names deleted, empty_cache() + free_all_blocks(): {held(dev)}")
     r = gpureclaim.release()
     print(f"gpureclaim.release(): {held(dev)} "
-          f"({gpureclaim.format_bytes(r.bytes)} given back)")
+          f"({gpureclaim.format_bytes(r.bytes)} released)")
 
 
 if __name__ == "__main__":

@@ -536,7 +536,7 @@ if [ -d "$PY_PATH/gpureclaim" ]; then
 	env "${SIMENV[@]}" PYTHONPATH="$PY_PATH:$SRC/tests/python/fakes" \
 		"$GPR" trace -o seed.trace -- "$PY" "$SRC/examples/seed_scenario.py" >o11 2>e11
 	rc=$?
-	check "sim: the seed scenario traced, its output kept" '[ $rc -eq 0 ] && grep -q "^gpureclaim.release(): 512.0 MiB (1.0 GiB given back)$" o11'
+	check "sim: the seed scenario traced, its output kept" '[ $rc -eq 0 ] && grep -q "^gpureclaim.release(): 512.0 MiB (1.0 GiB released)$" o11'
 	check "sim: the seed scenario's summary" 'grep -q "Peak driver memory: 2.0 GiB" e11 && grep -q "held at the end: 0 B" e11'
 else
 	bad "sim: $PY_PATH not built"
