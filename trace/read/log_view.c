@@ -474,12 +474,7 @@ void gpr_trace_view_build(struct gpr_trace_view *v, const char *path,
 	v->unmatched_frees = s->unmatched_frees;
 	v->implied_frees = s->implied_frees;
 	v->duration_ns = s->t1 > s->t0 ? s->t1 - s->t0 : 0;
-	/* from the start of tracing, as every time shown: to its end when
-	   the log says, else to the last call's exit */
-	uint64_t end = s->t1;
-	if (t->complete && t->hdr.end_mono_ns > end)
-		end = t->hdr.end_mono_ns;
-	v->traced_ns = gpr_trace_since_start(t, end);
+	v->traced_ns = gpr_trace_traced_ns(t, s);
 	v->peak = s->peak;
 	v->peak_at = gpr_trace_since_start(t, s->peak_t);
 	v->held_end = s->held_end;
