@@ -185,12 +185,13 @@ def _trace_bars(d):
     """What the trace view's bars must show, from its JSON: the bytes each
     library allocated (9 by name, the rest as one part), and on the same
     scale what each held at the end and the rest, freed; with one library
-    one bar: what it held at the end, and what it freed."""
+    one bar, what it held at the end and what it freed, when it did both
+    (a bar of one part would say only what the headline says)."""
     libs = [x["allocated_bytes"] for x in d["libraries"]]
     held = [x["held_at_end_bytes"] for x in d["libraries"]]
     freed = sum(libs) - sum(held)
     if sum(1 for b in libs if b) == 1:
-        return [[b for b in (sum(held), freed) if b]]
+        return [[sum(held), freed]] if sum(held) and freed else []
     return [[b for b in libs[:9] if b] + ([sum(libs[9:])] if sum(libs[9:]) else []),
             [b for b in held[:9] if b] + ([sum(held[9:])] if sum(held[9:]) else [])
             + ([freed] if freed else [])]

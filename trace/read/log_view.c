@@ -389,7 +389,8 @@ static void tables(struct gpr_trace_view *v, int top)
  * MiB held draws a tenth as long as 6 GiB allocated. Colours are the
  * libraries' places, as in the plot. With one library a bar of it alone
  * would say nothing: its one bar splits what it allocated into held at
- * the end and freed.
+ * the end and freed, and there is none when it freed all or nothing (a
+ * bar of one part: the headline's "held at the end" says it).
  */
 static void bars(struct gpr_trace_view *v)
 {
@@ -409,6 +410,8 @@ static void bars(struct gpr_trace_view *v)
 	char a[32], f[32];
 	uint64_t freed = held < alloc ? alloc - held : 0;
 	if (libs == 1) {
+		if (!held || !freed)
+			return;
 		struct gpr_trace_vbar *b = &v->bars[v->n_bars++];
 		snprintf(b->caption, sizeof b->caption,
 			 "Allocated by %.64s: what it held at the end and "
