@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const char explain_help[] =
-    "USAGE: gpureclaim explain [--holders] SCRIPT [ARGS...]\n"
+    "USAGE: gpureclaim explain [--holders] [--json] SCRIPT [ARGS...]\n"
     "       gpureclaim explain --pid N [--json] [--holders] [--timeout "
     "SECONDS]\n"
     "       gpureclaim explain --dask ADDRESS [--workers ADDR...]\n"
@@ -30,6 +30,8 @@ static const char explain_help[] =
     "    --holders           also name who holds the largest live arrays\n"
     "                        (explain(holders=True): the script's globals,\n"
     "                        its traceback's frames, threads)\n"
+    "    --json              the explanation as one JSON document (exact\n"
+    "                        bytes), after what the script printed\n"
     "    --pid N             a process running the agent (with it: --json,\n"
     "                        --holders, --timeout)\n"
     "    --dask ADDRESS      a Dask scheduler, e.g. tcp://host:8786 (with it:\n"
@@ -40,6 +42,7 @@ static const char explain_help[] =
     "EXAMPLES:\n"
     "    gpureclaim explain train.py --epochs 1\n"
     "    gpureclaim explain --holders train.py\n"
+    "    gpureclaim explain --json train.py | tail -1 | jq '.gpus[0].parts'\n"
     "    kill -USR1 <pid>            # an explanation now, the script goes on\n"
     "    gpureclaim explain --pid 4242\n"
     "    gpureclaim explain --dask tcp://10.0.0.5:8786 --timeout 10\n"
@@ -383,9 +386,12 @@ int gpr_cli_python_help(int argc, char **argv)
 			return help ? say(explain_pid_help) : -1;
 		if (argc > 1 && strncmp(argv[1], "--dask", 6) == 0)
 			return help ? dask_help(c) : -1;
-		/* the script form: only before SCRIPT, whose own options
-		 * follow it */
-		int i = argc > 1 && strcmp(argv[1], "--holders") == 0 ? 2 : 1;
+		/* the script form: its options (--holders, --json) before
+		 * SCRIPT, whose own options follow it */
+		int i = 1;
+		while (i < argc && (strcmp(argv[i], "--holders") == 0 ||
+				    strcmp(argv[i], "--json") == 0))
+			i++;
 		return i < argc && is_help(argv[i]) ? say(explain_help) : -1;
 	}
 	if (strcmp(c, "release") == 0) {

@@ -90,16 +90,16 @@ OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
 # arrays starve Torch on an 8 GiB GPU that another process shares, with
 # Torch's allocator history on (its largest blocks carry their stacks).
 OOM = """
-import tempfile, torch, cupy, gpureclaim
+import os, torch, cupy, gpureclaim
 torch.cuda.memory._record_memory_history()
 weights = torch.empty(1536 << 20, dtype=torch.uint8, device="cuda")
 a = cupy.empty(3 << 30, dtype=cupy.uint8); del a
-with tempfile.TemporaryDirectory() as folder:
-    gpureclaim.watch_oom(folder)
-    try:
-        torch.empty(5 << 29, dtype=torch.uint8, device="cuda")
-    except torch.OutOfMemoryError:
-        pass
+os.makedirs("oom", exist_ok=True)
+gpureclaim.watch_oom("oom")
+try:
+    torch.empty(5 << 29, dtype=torch.uint8, device="cuda")
+except torch.OutOfMemoryError:
+    pass
 pm = gpureclaim.oom.last()
 parts = [[b for _, b, _ in pm_bar[2] if b > 0]
          for pm_bar in [gpureclaim._postmortem._bar(pm.doc)]]
@@ -135,11 +135,20 @@ OUT = dict(records=base64.b64encode(pickle.dumps(recs)).decode())
 """
 
 
-def run(code, argv=(), env=None):
-    """Runs a scenario in a fresh interpreter; its OUT dict."""
+def run(code, argv=(), env=None, script=None):
+    """Runs a scenario in a fresh interpreter; its OUT dict. script: a
+    folder to run it from as `python3 train.py` (what a view shows of the
+    process's command and its files is then what a user's run shows, not
+    this machine's paths)."""
     src = code + "\nimport json, sys\nprint('VIEW ' + json.dumps(OUT))\n"
-    p = subprocess.run([sys.executable, "-c", src, *argv], capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, **(env or {})))
+    cmd, cwd = [sys.executable, "-c", src, *argv], None
+    if script:
+        with open(os.path.join(script, "train.py"), "w") as f:
+            f.write(src)
+        cmd, cwd = ["python3", "train.py", *argv], script
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})), cwd=cwd,
+                       executable=sys.executable)
     if p.returncode != 0:
         sys.exit(f"views: a scenario failed:\n{p.stdout}\n{p.stderr}")
     [line] = [ln for ln in p.stdout.splitlines() if ln.startswith("VIEW ")]
@@ -240,10 +249,22 @@ def main(out):
         "explain": run(EXPLAIN, env={"FAKE_JAX_POOL": str(2 * GiB)}),
         "explain-holders": run(EXPLAIN_HOLDERS),
         # the other process: this one (a real command line to show)
-        "oom": run(OOM, env={"GPURECLAIM_SIM":
-                             sim + f";gpus=1;memory=8GiB;extra=0:"
-                                   f"{os.getpid()}:1GiB"}),
     }
+    # the other process on the GPU: a server as a user starts it
+    serve = os.path.join(out, "oom-run")
+    os.makedirs(serve, exist_ok=True)
+    with open(os.path.join(serve, "serve.py"), "w") as f:
+        f.write("import sys\nsys.stdin.read()\n")
+    other = subprocess.Popen(["python3", "serve.py"], cwd=serve,
+                             executable=sys.executable,
+                             stdin=subprocess.PIPE)
+    try:
+        views["oom"] = run(OOM, script=serve, env={
+            "GPURECLAIM_SIM": sim + f";gpus=1;memory=8GiB;extra=0:"
+                                    f"{other.pid}:1GiB"})
+    finally:
+        other.stdin.close()
+        other.wait()
     views.update(cluster(out))
     views.update(trace(out))
     expect = {}
