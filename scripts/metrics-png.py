@@ -87,15 +87,18 @@ def main(argv):
         a.bar(xs, [v / GiB for v in vs], 0.36, color=colours[kind],
               label=kind)
         for x, v in zip(xs, vs):
-            a.text(x, v / GiB, format_bytes(v), ha="center", va="bottom",
+            a.text(x, v / GiB, format_bytes(int(v)), ha="center", va="bottom",
                    color="#ccccdc", fontsize=7)
     a.set_xticks(range(len(gpus)))
     a.set_xticklabels([f"GPU {g}" for g in gpus])
     a.set_title("Used vs releasable per GPU (last scrape)", color="#ccccdc",
                 fontsize=10, loc="left")
     a.set_ylabel("GiB", color="#ccccdc", fontsize=8)
+    # room above the bars for the legend, which then hides none of them
+    a.set_ylim(top=max(v for (_, k), v in last.items()
+                       if k in colours) / GiB * 1.35)
     a.legend(fontsize=7, facecolor="#181b1f", labelcolor="#ccccdc",
-             edgecolor="#2c3235")
+             edgecolor="#2c3235", loc="upper center", ncol=2)
 
     (_, _, rows), = top
     rows = sorted(rows, key=lambda r: r[1])
@@ -108,7 +111,7 @@ def main(argv):
                 loc="left")
     b.set_xlabel("GiB", color="#ccccdc", fontsize=8)
     for i, (_, v) in enumerate(rows):
-        b.text(v / GiB, i, f" {format_bytes(v)}", va="center",
+        b.text(v / GiB, i, f" {format_bytes(int(v))}", va="center",
                color="#ccccdc", fontsize=7)
     b.set_xlim(right=max(v for _, v in rows) / GiB * 1.25)
     # the dashboard's own title (docs/grafana-gpureclaim.json), the words
