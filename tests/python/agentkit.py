@@ -20,7 +20,7 @@ from conftest import FAKES, FAKES_BUILD, PY_PATH, SAN_PRELOAD, SIM_DIR
 
 GiB = 1 << 30
 MiB = 1 << 20
-BOOT = os.path.join(PY_PATH, "gpureclaim", "_bootstrap")
+BOOT = os.path.join(PY_PATH, "gpureclaim", "_startup", "_bootstrap")
 GPR = os.environ.get("GPURECLAIM_BIN", os.path.join(
     os.path.dirname(PY_PATH), "cli", "gpureclaim"))
 
