@@ -285,8 +285,9 @@ class Release:
 
     def verbose_lines(self) -> list[str]:
         """The lines ``verbose=True`` prints: one per visited GPU, then
-        the total, with the figure :func:`release_cached_memory` returns
-        (units of 1e9 bytes, the one figure not in binary units)."""
+        the total (:func:`release_cached_memory` adds the figure it
+        returns, in units of 1e9 bytes, the one figure not in binary
+        units; release() says only what it released)."""
         out = []
         for g in self.gpus:
             line = f"GPU {g.device}: released {format_bytes(g.released)}"
@@ -300,8 +301,7 @@ class Release:
             why = self.notes[0] if self.notes else "no GPU in use"
             return [f"gpureclaim: released nothing: {why}"]
         out.append(f"released {format_bytes(self.bytes)} "
-                   f"({self.bytes} bytes); release_cached_memory() returns "
-                   f"{self.gb!r} (units of 1e9 bytes)")
+                   f"({self.bytes} bytes)")
         return out
 
 
@@ -392,7 +392,13 @@ def release_cached_memory(verbose: bool = False) -> float:
     """
     global _warned_nothing
     _check_bool("release_cached_memory", "verbose", verbose)
-    r = release(verbose=verbose)
+    r = release()
+    if verbose:
+        lines = r.verbose_lines()
+        if r.gpus:  # its own figure, after what it released
+            lines[-1] += (f"; release_cached_memory() returns {r.gb!r} "
+                          f"(units of 1e9 bytes)")
+        print("\n".join(lines))
     if r.source == "none" and not verbose and not _warned_nothing:
         _warned_nothing = True
         why = "; ".join(r.notes) or "no GPU in use by this process"

@@ -489,14 +489,26 @@ import io, contextlib
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     r = gpureclaim.release(verbose=True)
+again = io.StringIO()
+with contextlib.redirect_stdout(again):
+    gpureclaim.release(verbose=True)      # nothing left to release
+    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del x
+    gpureclaim.release_cached_memory(verbose=True)
 emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
-          keys=sorted(r.to_dict()), float=float(r)))
+          keys=sorted(r.to_dict()), float=float(r), again=again.getvalue()))
 """)
-    # binary units, and the one figure in units of 1e9 bytes says so
+    # binary units; release() says what it released, never what another
+    # function returns (issue 33)
     assert r["out"] == (
         "GPU 0: released 2.0 GiB, 512.0 MiB in use, 79.5 GiB free\n"
-        "released 2.0 GiB (2147483648 bytes); release_cached_memory() "
-        "returns 2.147483648 (units of 1e9 bytes)\n")
+        "released 2.0 GiB (2147483648 bytes)\n")
+    # release_cached_memory() says its own figure, in units of 1e9 bytes
+    assert r["again"] == (
+        "GPU 0: released 0 B, 512.0 MiB in use, 79.5 GiB free\n"
+        "released 0 B (0 bytes)\n"
+        "GPU 0: released 2.0 MiB, 512.0 MiB in use, 79.5 GiB free\n"
+        "released 2.0 MiB (2097152 bytes); release_cached_memory() "
+        "returns 0.002097152 (units of 1e9 bytes)\n")
     assert "2147483648 bytes" in r["repr"] and "torch" in r["repr"]
     assert r["html"].startswith('<div class="gpr">')
     assert '<table class="gpr-tab">' in r["html"]
