@@ -110,6 +110,20 @@ def __dir__() -> list:
     return sorted(set(globals()) | set(_LAZY))
 
 
+def _start_from_environment() -> None:
+    """The features the environment asks for (GPURECLAIM_OOM,
+    GPURECLAIM_AGENT), from this import on, where no startup hook started
+    them as the interpreter started: a build tree (PYTHONPATH=build/python),
+    a package copied without its .pth. Where the hook ran, nothing (each
+    starts once). Without such a variable set, nothing is imported."""
+    import os
+
+    if any(k.startswith("GPURECLAIM_") for k in os.environ):
+        import importlib
+
+        importlib.import_module("._startup", __name__).start()
+
+
 __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
@@ -560,3 +574,6 @@ def explain(devices: Optional[Iterable[int]] = None, *,
              "max_objects": holders_max_objects} if holders else None)
     return Explanation(_parts.explain(devices, measure_context,
                                       holders=walk))
+
+
+_start_from_environment()

@@ -122,6 +122,15 @@ def main(argv: list) -> int:
     if found is None or not os.path.exists(found):
         sys.stderr.write(f"gpureclaim run: {cmd[0]}: command not found\n")
         return 127
+    if not os.path.isdir(found) and not os.access(found, os.X_OK):
+        # the real reason, before any guess at what the file is (a shell
+        # says "Permission denied", 126)
+        opts = " ".join(argv[:len(argv) - len(cmd)]).replace(" --", "")
+        sys.stderr.write(f"gpureclaim run: {cmd[0]} is not executable "
+                         f"(chmod +x {cmd[0]}, or run it with its "
+                         f"interpreter: gpureclaim run {opts.strip()} -- "
+                         f"python3 {' '.join(cmd)})\n")
+        return 126
     if not _is_python(found):
         names = " and ".join(v for v, on in (("GPURECLAIM_OOM", oom),
                                              ("GPURECLAIM_AGENT", agent))
