@@ -124,5 +124,9 @@ PyObject *gpr_py_of_types(PyObject *module, PyObject *args);
 PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);
 /* ctxprobe.c: _context_probe(uuid) -> int, in the probe process only */
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
+/* agent_signal.c: _agent_signals(path, dev, ino) arms the removal of the
+ * agent's socket on SIGTERM/SIGHUP at their default action;
+ * _agent_signals() disarms it */
+PyObject *gpr_py_agent_signals(PyObject *module, PyObject *args);
 
 #endif /* GPR_PY_EXT_H */

@@ -650,6 +650,33 @@ def test_gpureclaim_run_agent_starts_it_in_the_child(env):
     assert p.returncode == 0 and p.stderr.read() == ""
 
 
+def test_sigterm_removes_the_socket(env):
+    """A process with the agent ended by SIGTERM (its default action) takes
+    its socket with it, as at a normal exit: only SIGKILL leaves one
+    (issue 33); started by `gpureclaim run --agent` and by the variable."""
+    from agentkit import GPR
+
+    code = ("import sys, torch\n"
+            "print('ready', flush=True); sys.stdin.read()")
+    for argv in ([GPR, "run", "--agent", "--", sys.executable, "-c", code],
+                 [sys.executable, "-c", "import gpureclaim.agent as a; "
+                  "a.start(); " + code.replace("\n", "; ")]):
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+            path = agent.socket_path(p.pid)
+            assert os.path.exists(path)
+            p.send_signal(signal.SIGTERM)
+            p.wait(30)
+        finally:
+            p.kill()
+            p.wait()
+        assert p.returncode == -signal.SIGTERM  # still ended by it
+        assert not os.path.exists(path), argv[:2]
+
+
 PTH_PROBE = """
 import os, sys, site
 sys.path.insert(0, {py!r})
