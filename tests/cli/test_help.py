@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, ROOT
 
 COMMANDS = ["ps", "trace", "report", "version"]
 # handed to `python3 -m gpureclaim`
@@ -179,7 +179,7 @@ def test_explain_of_a_missing_script_is_one_line(sim, tmp_path):
 # the help of every form the Python package runs, and the words that pick
 # the form (issue 33: none may need Python)
 PYTHON_HELPS = [
-    (["explain", "--help"], "USAGE: gpureclaim explain [--holders] SCRIPT"),
+    (["explain", "--help"], "USAGE: gpureclaim explain [--holders] [--json] SCRIPT"),
     (["explain", "--holders", "-h"], "USAGE: gpureclaim explain [--holders]"),
     (["explain", "--pid", "1", "--help"], "USAGE: gpureclaim explain --pid N"),
     (["explain", "--dask", "x", "-h"], "USAGE: gpureclaim explain --dask"),
@@ -194,7 +194,7 @@ PYTHON_HELPS = [
     (["demo", "--help"], "USAGE: gpureclaim demo"),
     (["run", "--oom", "--help"], "USAGE: gpureclaim run"),
     (["exporter", "--help"], "USAGE: gpureclaim exporter"),
-    (["help", "explain"], "USAGE: gpureclaim explain [--holders] SCRIPT"),
+    (["help", "explain"], "USAGE: gpureclaim explain [--holders] [--json] SCRIPT"),
     (["--help", "release"], "USAGE: gpureclaim release --pid N"),
 ]
 
@@ -249,3 +249,28 @@ def test_the_build_folder_s_command_runs_the_build_folder_s_package(sim,
     assert p.returncode == 0, p.stderr
     where = BIN.parent.parent.resolve() / "python" / "gpureclaim"
     assert f"from {where}/__init__.py" in p.stdout, p.stdout
+
+
+@pytest.mark.skipif(SANITIZED, reason="python -m gpureclaim cannot import a "
+                    "sanitized build's extension")
+@pytest.mark.parametrize("args, head", PYTHON_HELPS,
+                         ids=[" ".join(a) for a, _ in PYTHON_HELPS])
+def test_python_m_gpureclaim_says_the_same_help(sim, args, head):
+    """One text, kept in C: `python -m gpureclaim ... --help` prints what the
+    command prints (the package keeps none of its own)."""
+    env = sim.env(GPURECLAIM_BIN=str(BIN))
+    p = subprocess.run([SYS_PYTHON, "-m", "gpureclaim", *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    want = sim.run(*args)
+    assert (p.returncode, p.stdout, p.stderr) == (0, want.out, ""), args
+
+
+def test_the_package_keeps_no_help_text():
+    """The Python side hands every help to the command: no USAGE text of
+    its own to drift from the C one (issue 33)."""
+    import glob
+
+    pkg = ROOT / "python" / "gpureclaim"
+    found = [f for f in glob.glob(str(pkg / "**" / "*.py"), recursive=True)
+             if "USAGE: gpureclaim" in open(f).read()]
+    assert found == []
