@@ -157,7 +157,7 @@ else:
     ex = timed(gpureclaim.explain)
 sn = timed(torch.cuda.memory_snapshot)
 e = gpureclaim.explain()
-frag = [p for p in e.gpus[0].parts if p.kind == "fragmented"][0]
+frag = [p for p in e.gpus[0].parts if p.kind == "not_releasable"][0]
 scans = [p.detail["scan"] for p in e.gpus[0].parts
          if p.kind in ("graph_pool", "unattributed") and p.detail.get("scan")]
 print(json.dumps(dict(segments=segs, explain=ex, snapshot=sn, objects=len(gc.get_objects()),

@@ -106,7 +106,7 @@ static const char release_help[] =
     "\n"
     "EXAMPLES:\n"
     "    gpureclaim release --pid 4242\n"
-    "    gpureclaim release --pid 4242 --workspaces --json | jq .bytes\n"
+    "    gpureclaim release --pid 4242 --workspaces --json | jq .released\n"
     "    gpureclaim release --dask tcp://10.0.0.5:8786\n"
     "\n"
     "Exit status: 0 answered, 1 the process could not be asked or its request\n"

@@ -164,6 +164,7 @@ class GPU:
     """
 
     device: Union[int, str]
+    gpu: int  # NVML's index (-1: not matched); nvml_index, its name before
     nvml_index: int
     known: bool
     released: int

@@ -4,6 +4,7 @@ with the environment docs/sim.md tells a user to set; each other block is
 marked (GPU-only: scripts/gpu-check.sh docs; cluster engines:
 tests/cluster/test_docs.py; not code). And the report's field table,
 printed in docs/c-api.md and docs/python.md, is the keys the code emits."""
+import glob
 import json
 import os
 import re
@@ -102,6 +103,29 @@ def test_the_files_the_docs_cite_are_here():
             if not any(os.path.exists(h) for h in here):
                 missing.append((os.path.relpath(page, docs.ROOT), p))
     assert missing == []
+
+
+# the words docs/naming.md retired ("Words"): one word for one thing
+RETIRED = re.compile(r"returnable|reclaimable|given back|gave back|"
+                     r"came back|RETURNED|WOULD RETURN")
+
+
+def test_no_page_says_a_retired_word():
+    """README, docs/ and the dashboard say the words of docs/naming.md's
+    "Words"; a retired one stands only there, and as a key (in backticks)
+    where a page names the old keys still written for one release."""
+    pages = docs.docs() + sorted(glob.glob(os.path.join(docs.ROOT, "docs",
+                                                        "*.json")))
+    found = []
+    for page in pages:
+        if page.endswith("naming.md"):
+            continue
+        for n, line in enumerate(open(page, encoding="utf-8"), 1):
+            prose = re.sub(r"`[^`]*`", "", line)
+            if RETIRED.search(prose):
+                found.append(f"{os.path.relpath(page, docs.ROOT)}:{n}: "
+                             f"{line.strip()[:100]}")
+    assert found == []
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.where == "sim"],

@@ -5,6 +5,7 @@ processes with agents, and gpureclaim.metrics.register() in a process."""
 import getpass
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -202,6 +203,14 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     j = json.loads(exporter(sim, "--once", "--json").stdout)
     assert {p["pid"] for p in j["processes"]} >= set(mine)
     assert j["nvml_error"] is None and len(j["gpus"]) == 2
+    # the words of every JSON output (docs/naming.md): a GPU's index an
+    # integer, the time "time" (ISO, UTC) and "unix_time"; "at" of the
+    # release before beside them
+    assert [g["gpu"] for g in j["gpus"]] == [0, 1]
+    assert {p["gpu"] for p in j["processes"]} <= {0, 1}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
+                        j["time"]), j["time"]
+    assert j["at"] == j["unix_time"] > 0
 
 
 def test_nvml_absent_is_counted_not_fatal(tmp_path):

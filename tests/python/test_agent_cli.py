@@ -41,7 +41,7 @@ def test_explain_pid_prints_the_processs_own_report(env):
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("gpureclaim.explain(): where this "
                                    "process's GPU memory goes\n")
-        assert "cached, returnable  torch" in r.stdout
+        assert "cached, releasable  torch" in r.stdout
         j = gpr(env, "explain", "--pid", t.pid, "--json")
         doc = json.loads(j.stdout)
         parts = {p["kind"]: p["bytes"] for p in doc["gpus"][0]["parts"]}

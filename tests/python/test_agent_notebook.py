@@ -26,7 +26,7 @@ def test_a_kernels_cache_is_released_from_outside(tmp_path):
 
         r = gpr(env, "explain", "--pid", pid)
         assert r.returncode == 0, r.stderr
-        assert "cached, returnable  torch" in r.stdout
+        assert "cached, releasable  torch" in r.stdout
 
         before = driver_bytes(env, pid)[0]
         r = gpr(env, "release", "--pid", pid, "--json")

@@ -43,7 +43,7 @@ emit(dict(parts=parts(e), driver=g.driver, rest=g.rest, source=g.source,
     p = r["parts"]
     assert p["live:torch"] == 256 * MiB
     assert p["releasable:torch"] == 64 * MiB
-    assert p["fragmented:torch"] == 0
+    assert p["not_releasable:torch"] == 0
     assert p["live:cupy"] == 128 * MiB
     assert p["releasable:cupy"] == 32 * MiB
     assert p["live:jax"] == 1000
@@ -58,7 +58,7 @@ emit(dict(parts=parts(e), driver=g.driver, rest=g.rest, source=g.source,
             assert part["advice"] or part["hint"], part
         assert part["exact"] is True, part
     assert "GPU 0: " in r["text"] and "rest" in r["text"]
-    assert "gpureclaim.release() returns it" in r["text"]
+    assert "gpureclaim.release() releases it" in r["text"]
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in r["text"]
 
 
@@ -102,7 +102,7 @@ small = [torch.empty(16 << 20, dtype=torch.uint8, device="cuda") for _ in range(
 del small[2], small[0]
 gpureclaim.release()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 stats = torch.cuda.memory_stats(0)
 addrs = sorted(t.nbytes for t in small)
 del small
@@ -124,10 +124,10 @@ emit(dict(frag=frag.bytes, detail=frag.detail, text=str(e),
     assert "1 segment(s) hold live and free blocks" in r["text"]
     assert "pinned by 2 live block(s) (0 workspace), the largest 16.0 MiB" in r["text"]
     # the small tensors gone, the segments return
-    assert r["after"].get("fragmented:torch", 0) == 0
+    assert r["after"].get("not_releasable:torch", 0) == 0
     assert r["after"] == {"rest:context, modules, unreported": CONTEXT,
                           "live:torch": 0, "releasable:torch": 0,
-                          "fragmented:torch": 0}
+                          "not_releasable:torch": 0}
 
 
 def test_cublas_workspace_from_torchs_map_and_freed_by_workspaces_true(scenario):
@@ -230,12 +230,12 @@ c = torch.matmul(a, a)
 del a, c
 gpureclaim.release()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 emit(dict(p=parts(e), advice=frag.advice, detail=frag.detail))
 """, env={"FAKE_SM": "8.9"})
     ws = 4096 * 1024 * 2 + 16 * 1024 * 8
     assert r["p"]["workspace:cuBLAS"] == ws
-    assert r["p"]["fragmented:torch"] == 20 * MiB - ws
+    assert r["p"]["not_releasable:torch"] == 20 * MiB - ws
     assert r["detail"]["pinned"][0]["workspace_blocks"] == 1
     assert "release(workspaces=True)" in r["advice"]
 
@@ -483,7 +483,7 @@ small = [torch.empty(2 << 20, dtype=torch.uint8, device="cuda") for _ in range(1
 half = small[::2]; del small  # every other segment keeps a live block
 torch.cuda.calls.clear()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 emit(dict(frag=frag.bytes, detail=frag.detail, p=parts(e),
           snapshots=[c for c in torch.cuda.calls if c == ("memory_snapshot",)],
           split=torch.cuda.memory_stats(0)["inactive_split_bytes.all.current"]))
@@ -586,7 +586,7 @@ def test_cli_runs_the_script_and_passes_its_exit_code(tmp_path):
         assert "ended" in p.stdout and "GPU 0: " in p.stdout
         # the script's globals were kept: its tensor shows as live
         assert re.search(r"live\s+torch\s+64\.0", p.stdout), p.stdout
-        assert re.search(r"cached, returnable\s+torch\s+32\.0", p.stdout), p.stdout
+        assert re.search(r"cached, releasable\s+torch\s+32\.0", p.stdout), p.stdout
 
 
 def test_cli_prints_traceback_then_explanation_and_exits_1(tmp_path):

@@ -101,15 +101,16 @@ emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
                      ("rest", "context, modules, unreported"): CONTEXT}
     assert sum(x["bytes"] for x in p["parts"] if x["known"]) == p["driver"]
     rel = d["release"]
-    assert rel["returnable"] == 5 * GiB
+    # releasable, and its key before beside it (docs/naming.md)
+    assert rel["releasable"] == rel["returnable"] == 5 * GiB
     assert rel["by"] == [{"source": "cupy", "bytes": 5 * GiB}]
     assert rel["free_after"] == free + 5 * GiB and rel["fits"] is True
     assert rel["short"] == 0
     assert [a["key"] for a in d["advice"]] == ["release"]
     assert d["others"] == [] and d["unlisted"] == 0
     assert d["rescue"] == [] and d["trace"] is None
-    assert "release() returns 5.0 GiB (CuPy's cache); 4.0 GiB would then " \
-           "fit (7.5 GiB free)" in r["short"]
+    assert "release() would release 5.0 GiB (CuPy's cache); 4.0 GiB would " \
+           "then fit (7.5 GiB free)" in r["short"]
     assert r["released"] == 5 * GiB  # and then the allocation succeeded
     # the file: exact bytes, private, named gpureclaim-oom-<pid>-1.json
     path, raw, doc = pm_of(r, tmp_path)
@@ -181,6 +182,13 @@ emit(dict(ok=ok, err=err, calls=len(calls), doc=gpureclaim.oom.last().to_dict())
 """, sim=SIM, env={"OUT": str(tmp_path)})
     ok = r["ok"]
     assert ok["calls"] == 2  # the failed call and one retry
+    # the rescued one in a line; the one it could not rescue in full
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(
+        "gpureclaim: cupy ran out of GPU memory; watch_oom(rescue=True) "
+        "released 5.0 GiB and the allocation succeeded on its second try "
+        f"(post-mortem: {tmp_path}/"), lines
+    assert lines[1] == "gpureclaim: out of memory", lines
     assert ok["doc"]["rescue"] == [{"how": "allocator", "released": 5 * GiB,
                                     "ok": True, "why": ""}]
     assert ok["nvml"] == CONTEXT + 4 * GiB
@@ -336,6 +344,13 @@ emit(dict(calls=len(calls), frames_gone=frames_gone[:1],
 """, sim=SIM, env={"OUT": str(tmp_path)})
     assert r["calls"] == 2 and r["name"] == "step"
     assert r["frames_gone"] == [True]
+    # rescued: one line that says so, not the post-mortem's "out of
+    # memory" and its advice to decorate what is decorated (issue 33)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("gpureclaim: step() ran out of GPU memory; "
+                           "@retry_on_oom released 5.0 GiB and the next "
+                           "call succeeded (post-mortem: "), line
+    assert "decorate" not in r.stderr
     [resc] = r["doc"]["rescue"]
     assert resc == {"how": "retry_on_oom", "released": 5 * GiB, "ok": True,
                     "why": ""}
@@ -636,11 +651,19 @@ emit({})
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("gpureclaim: out-of-memory post-mortem\n")
     assert "torch asked for 4.0 GiB (4294967296 bytes) on GPU 0" in p.stdout
-    assert "release() returns 5.0 GiB (CuPy's cache)" in p.stdout
+    assert "release() would release 5.0 GiB (CuPy's cache)" in p.stdout
     p = report(path, "--json")
     assert p.returncode == 0 and json.loads(p.stdout) == doc
     p = report(path, "--html", "page.html")
     assert p.returncode == 0, p.stderr
+    # as a trace's exports: the file it wrote said, the report printed
+    # only when asked (issue 33)
+    assert p.stdout == "" and p.stderr == (
+        "gpureclaim report: wrote page.html (the post-mortem as a page)\n")
+    p = report(path, "--html", "page.html", "--text")
+    assert p.stdout.startswith("gpureclaim: out-of-memory post-mortem\n")
+    p = report(path, "--html", "page.html", "--json")
+    assert json.loads(p.stdout) == doc
     page = (tmp_path / "page.html").read_text()
     assert page.startswith("<!DOCTYPE html>\n<!-- gpureclaim -->\n")
     assert f"{5 * GiB} bytes" in page

@@ -92,8 +92,8 @@ def test_a_cells_out_of_memory_shows_the_post_mortem_in_the_cell(tmp_path):
         assert html.startswith('<div class="gpr"><style>')
         assert "gpureclaim: out-of-memory post-mortem" in html
         assert f"{5 * GiB} bytes" in html  # CuPy's cache, exact, in the bar
-        assert "release() returns 5.0 GiB (CuPy&#39;s cache)" in html or \
-            "release() returns 5.0 GiB (CuPy's cache)" in html
+        assert "release() would release 5.0 GiB (CuPy&#39;s cache)" in html or \
+            "release() would release 5.0 GiB (CuPy's cache)" in html
         assert shown["data"]["text/plain"].startswith(
             "gpureclaim: out of memory\n")
         [err] = [c for k, c in cell if k == "error"]

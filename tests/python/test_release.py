@@ -512,7 +512,8 @@ emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
     assert "2147483648 bytes" in r["repr"] and "torch" in r["repr"]
     assert r["html"].startswith('<div class="gpr">')
     assert '<table class="gpr-tab">' in r["html"]
-    assert r["keys"] == sorted(["bytes", "gb", "source", "seconds", "collected",
+    assert r["keys"] == sorted(["released", "bytes", "gb", "source",
+                                "seconds", "collected",
                                 "collect_seconds", "gpus", "releasers", "notes"])
     assert r["float"] == 2.147483648
 

@@ -48,7 +48,7 @@ emit(dict(b=parts(before), b_rel=b_rel, a=parts(after), bytes=rel.bytes,
     # the trim returns exactly the two freed chunks
     assert r["gpu0"] == [128 * MiB]
     assert r["a"]["live:rmm"] == 64 * MiB
-    assert r["a"]["fragmented:rmm (CUDA async pool)"] == 0
+    assert r["a"]["not_releasable:rmm (CUDA async pool)"] == 0
     assert r["a"]["rest:context, modules, unreported"] == CONTEXT
     [row] = r["row"]
     assert row["known"] and row["ac"] == 0 and row["al"] == 64 * MiB

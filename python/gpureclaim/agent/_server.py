@@ -311,8 +311,8 @@ def op_explain(args: dict) -> tuple:
 #: policy of what a group is stays here; the C command reads numbers)
 GROUPS = (
     ("live", ("live", "unattributed")),
-    ("returnable", ("releasable",)),
-    ("not returnable", ("fragmented",)),
+    ("releasable", ("releasable",)),
+    ("not releasable", ("not_releasable",)),
     ("workspaces", ("workspace",)),
     ("pools", ("pool", "graph_pool")),
     ("rest", ("rest", "unreported", "context")),
@@ -335,7 +335,7 @@ def groups(gpu: dict) -> dict:
 
 def flat_groups(result: dict, nvml_index: dict) -> list:
     """The explain answer's "groups": per explained GPU, in order, nine
-    integers: [CUDA ordinal, NVML index, live, returnable, not returnable,
+    integers: [CUDA ordinal, NVML index, live, releasable, not releasable,
     workspaces, pools, rest, driver], -1 where unknown, one GPU after
     another: what the C command (cli/ps_explain.c, cli/cmd_reclaim.c)
     reads without a JSON parser."""
