@@ -15,7 +15,7 @@ gpureclaim/_commands/ or a wing's own:
 explain SCRIPT: gpureclaim/_commands/explain.py.
 demo: the design record's scenario, before and after
 (gpureclaim/_commands/demo.py).
-agent, and the --pid forms and help of the agent's commands:
+agent, and the --pid forms of the agent's commands:
 gpureclaim/_commands/agent.py.
 run: CMD with the startup hook's features on (gpureclaim/_commands/run.py).
 exporter: Prometheus metrics of the host's GPU memory

@@ -1,7 +1,8 @@
 """The subcommands the C command hands to Python (cli/cmd_python.c), one
 module each: demo.py, explain.py (explain SCRIPT), agent.py (agent
-start|list, the help of the agent's C commands, the --pid forms where the
-C command is missing), run.py. ``python -m gpureclaim`` (__main__.py)
+start|list, the --pid forms where the C command is missing), run.py; their
+help is the C command's (cli/help_python.c), which __main__.py hands it
+to. ``python -m gpureclaim`` (__main__.py)
 dispatches to them, and to the wings' own commands: the exporter
 (gpureclaim/metrics/_exporter.py), a post-mortem's report
 (gpureclaim/oom/_postmortem.py) and a Dask cluster's reports
