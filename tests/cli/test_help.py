@@ -263,6 +263,11 @@ def test_python_m_gpureclaim_says_the_same_help(sim, args, head):
                        capture_output=True, text=True, timeout=60)
     want = sim.run(*args)
     assert (p.returncode, p.stdout, p.stderr) == (0, want.out, ""), args
+    # the build folder's package finds the build folder's command itself
+    del env["GPURECLAIM_BIN"]
+    p = subprocess.run([SYS_PYTHON, "-m", "gpureclaim", *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, want.out), (args, p.stderr)
 
 
 def test_the_package_keeps_no_help_text():

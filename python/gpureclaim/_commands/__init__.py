@@ -26,7 +26,8 @@ def _command():
     """The installed `gpureclaim` command: $GPURECLAIM_BIN, else the scripts
     folder of the installation scheme this package lies in (a virtual
     environment's bin, ~/.local/bin, /usr/local/bin), else bin/ beside the
-    package (pip install --target), else the PATH."""
+    package (pip install --target), else a build folder's (<build>/cli
+    beside <build>/python), else the PATH."""
     env = os.environ.get("GPURECLAIM_BIN")
     if env:
         return env
@@ -42,6 +43,9 @@ def _command():
                     os.path.realpath(paths.get("purelib", ""))):
             dirs.append(paths["scripts"])
     dirs.append(os.path.join(site, "bin"))
+    # a build folder's package (<build>/python) and its command
+    # (<build>/cli), as the command finds the package (cli/cmd_python.c)
+    dirs.append(os.path.join(os.path.dirname(site), "cli"))
     for d in dirs:
         p = os.path.join(d, "gpureclaim")
         if os.path.isfile(p) and os.access(p, os.X_OK):
