@@ -368,6 +368,7 @@ int gpr_cli_ps(int argc, char **argv)
 		if (env.explain) {
 			double t1 = gpr_cli_prof_clock();
 			gpr_cli_ps_agents_wait(&agents);
+			gpr_cli_ps_agents_check(&agents, &round);
 			gpr_cli_prof_step(t1, "agents answered");
 		}
 		if (env.json)
