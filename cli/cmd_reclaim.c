@@ -217,7 +217,7 @@ static int check_figures(struct target *t)
 			    "bytes), more than the %s the driver counts for "
 			    "it there; not counted",
 			    t->pid, gpu_index(g),
-			    env.dry_run ? "would give back" : "gave back",
+			    env.dry_run ? "has releasable" : "released",
 			    fb(g->bytes, a, sizeof(a)), g->bytes,
 			    fb(cap, b, sizeof(b)));
 		}
@@ -273,7 +273,7 @@ static void reclaim_one(struct target *t)
 			struct rgpu *g = &t->gpus[t->n_gpus++];
 			g->device = n[i];
 			g->nvml = n[i + 1];
-			g->bytes = n[i + 3]; /* returnable */
+			g->bytes = n[i + 3]; /* releasable */
 			g->known = 1;
 		}
 		if (check_figures(t) != 0)

@@ -200,7 +200,7 @@ static const char demo_help[] =
     "Drop a 1 GiB Torch tensor held in a reference cycle and a 1 GiB CuPy "
     "array,\n"
     "then compare torch.cuda.empty_cache() + CuPy's free_all_blocks() with\n"
-    "gpureclaim.release_cached_memory(): what each gives back to the driver.\n"
+    "gpureclaim.release_cached_memory(): what each releases to the driver.\n"
     "Needs Torch and CuPy on a CUDA GPU (`make demo` in a source checkout runs "
     "it\n"
     "on the simulated driver).\n"

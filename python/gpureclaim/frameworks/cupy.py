@@ -319,6 +319,6 @@ FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
                                  "cuDNN workspaces) or an extension keeps "
                                  "in C is not followed",
                           release_note="cupy: free_plan() counts a freed "
-                                       "array's bytes as given back: CuPy's "
+                                       "array's bytes as released: CuPy's "
                                        "pool chunks (which free_all_blocks() "
                                        "returns whole) are not read"))
