@@ -31,7 +31,7 @@ EXPECTED = {
     *(f"gpureclaim/_commands/{m}.py" for m in (
         "__init__", "agent", "demo", "explain", "run")),
     *(f"gpureclaim/_explain/{m}.py" for m in (
-        "__init__", "_holders", "_parts", "_views")),
+        "__init__", "_free", "_holders", "_parts", "_views")),
     *(f"gpureclaim/_startup/{m}.py" for m in (
         "__init__", "_imports", "_bootstrap/sitecustomize")),
     *(f"gpureclaim/agent/{m}.py" for m in (
