@@ -137,5 +137,9 @@ PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
 /* suspended.c: _suspended() -> the processes gpureclaim suspended */
 PyObject *gpr_py_suspended(PyObject *module, PyObject *unused);
+/* agent_signal.c: _agent_signals(path, dev, ino) arms the removal of the
+ * agent's socket on SIGTERM/SIGHUP at their default action;
+ * _agent_signals() disarms it */
+PyObject *gpr_py_agent_signals(PyObject *module, PyObject *args);
 
 #endif /* GPR_PY_EXT_H */
