@@ -51,6 +51,13 @@ int gpr_cli_agent(int argc, char **argv);
  * (a command and its arguments) gives --pid before any `--`. */
 int gpr_cli_agent_ask(int argc, char **argv);
 int gpr_cli_has_pid(int argc, char **argv);
+/*
+ * The help of the subcommands the Python package runs (cli/help_python.c),
+ * so that no --help needs Python: argv, a command and its arguments, asking
+ * for it (-h or --help where that command reads its options) is answered
+ * on stdout (GPR_CLI_OK); -1 when argv asks no such help.
+ */
+int gpr_cli_python_help(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,
@@ -114,6 +121,14 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
  * cuInit and opens no context; unloaded unless p->keep.
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
+
+/*
+ * After "NVIDIA driver not found": when this is a build folder's command
+ * (<build>/cli/gpureclaim) beside the simulated driver (<build>/sim) and
+ * the user named no NVML library, one line on stderr saying how to run
+ * ps on that driver, which `make demo` uses without a GPU.
+ */
+void gpr_cli_sim_hint(void);
 
 /* ---------------- ending a command (cli/util_exit.c) ---------------- */
 

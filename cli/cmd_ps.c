@@ -164,6 +164,12 @@ static int parse_args(int argc, char **argv, int *help)
 			env.timeout_given = 1;
 			break;
 		case OPT_COLOR:
+			/* `--color never` as `--color=never`: the next word
+			 * is the value when it is one (getopt gives an
+			 * optional value only after '=') */
+			if (!optarg && optind < argc &&
+			    gpr_cli_color(argv[optind], -1) >= 0)
+				optarg = argv[optind++];
 			env.color = optarg ? optarg : "always";
 			if (gpr_cli_color(env.color, STDOUT_FILENO) < 0)
 				return usage_error(

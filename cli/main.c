@@ -200,7 +200,8 @@ static int command_help(const char *name)
 	if (!c)
 		return unknown_command(name);
 	char *hargv[] = {(char *)c->name, "--help", NULL};
-	return c->run(2, hargv);
+	int rc = gpr_cli_python_help(2, hargv);
+	return rc >= 0 ? rc : c->run(2, hargv);
 }
 
 int main(int argc, char **argv)
@@ -239,6 +240,11 @@ int main(int argc, char **argv)
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}
+	/* the help of the subcommands Python runs, said here: no --help
+	 * needs Python (cli/help_python.c) */
+	int help = gpr_cli_python_help(argc - 1, argv + 1);
+	if (help >= 0)
+		return help;
 	/* one process's agent, asked from here: no interpreter's start in
 	 * front of it (cli/cmd_agent.c) */
 	if ((strcmp(cmd, "release") == 0 || strcmp(cmd, "explain") == 0) &&

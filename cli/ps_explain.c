@@ -24,7 +24,11 @@
 
 /* The groups' names, in the order of the answer's numbers. */
 const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS] = {
-    "live", "returnable", "not returnable", "workspaces", "pools", "rest"};
+    "live", "releasable", "not releasable", "workspaces", "pools", "rest"};
+const char *const gpr_cli_ps_group_keys[GPR_CLI_PS_GROUPS] = {
+    "live", "releasable", "not_releasable", "workspaces", "pools", "rest"};
+const char *const gpr_cli_ps_group_old_keys[GPR_CLI_PS_GROUPS] = {
+    NULL, "returnable", "not returnable", NULL, NULL, NULL};
 
 static const char *fb(uint64_t v, char *out, size_t len);
 
@@ -171,9 +175,9 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 
 void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
 			     const struct gpr_cli_ps_gpu *g,
-			     uint64_t *returnable, int *with_agent, int *silent)
+			     uint64_t *releasable, int *with_agent, int *silent)
 {
-	*returnable = 0;
+	*releasable = 0;
 	*with_agent = *silent = 0;
 	for (size_t p = 0; p < g->n; p++) {
 		const struct gpr_cli_ps_agent *a =
@@ -186,7 +190,7 @@ void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
 		}
 		long long parts[GPR_CLI_PS_GROUPS], driver;
 		gpr_cli_ps_agent_parts(a, g->index, parts, &driver);
-		*returnable += parts[1] > 0 ? (uint64_t)parts[1] : 0;
+		*releasable += parts[1] > 0 ? (uint64_t)parts[1] : 0;
 		(*with_agent)++;
 	}
 }
@@ -317,20 +321,20 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 				       sizeof(x)));
 			gpr__buf_puts(b, "\n");
 		}
-		uint64_t returnable;
+		uint64_t releasable;
 		int with, silent;
-		gpr_cli_ps_agents_tally(s, g, &returnable, &with, &silent);
+		gpr_cli_ps_agents_tally(s, g, &releasable, &with, &silent);
 		if (with) {
-			gpr__buf_printf(
-			    b,
-			    "  a release of every process would return %s (%d "
-			    "with an agent",
-			    fb(returnable, x, sizeof(x)), with);
+			gpr__buf_printf(b,
+					"  releasable by the %d process%s with "
+					"an agent: %s",
+					with, with != 1 ? "es" : "",
+					fb(releasable, x, sizeof(x)));
 			if (silent)
 				gpr__buf_printf(b,
 						"; %d agent%s did not answer",
 						silent, silent != 1 ? "s" : "");
-			gpr__buf_puts(b, ")\n");
+			gpr__buf_puts(b, "\n");
 		} else if (silent) {
 			gpr__buf_printf(
 			    b, "  no agent here answered (%d asked)\n", silent);

@@ -55,7 +55,11 @@ static void agent(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	gpr__json_key(j, "parts");
 	gpr__json_object(j);
 	for (int i = 0; i < GPR_CLI_PS_GROUPS; i++)
-		gpr__json_kv_i64(j, gpr_cli_ps_group_names[i], parts[i]);
+		gpr__json_kv_i64(j, gpr_cli_ps_group_keys[i], parts[i]);
+	for (int i = 0; i < GPR_CLI_PS_GROUPS; i++) /* deprecated */
+		if (gpr_cli_ps_group_old_keys[i])
+			gpr__json_kv_i64(j, gpr_cli_ps_group_old_keys[i],
+					 parts[i]);
 	gpr__json_object_end(j);
 	gpr__json_key(j, "driver");
 	if (found && driver >= 0)
@@ -151,7 +155,8 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
 		const struct gpr_gpu *i = &g->info;
 		gpr__json_object(&j);
-		gpr__json_kv_i64(&j, "index", g->index);
+		gpr__json_kv_i64(&j, "gpu", g->index);
+		gpr__json_kv_i64(&j, "index", g->index); /* deprecated */
 		if (g->err) {
 			char msg[768];
 			gpr_cli_ps_describe(g->err, g->detail, msg,
@@ -175,11 +180,13 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 			process(&j, g, &g->rows[p], s);
 		gpr__json_array_end(&j);
 		if (s) {
-			uint64_t returnable;
+			uint64_t releasable;
 			int with, silent;
-			gpr_cli_ps_agents_tally(s, g, &returnable, &with,
+			gpr_cli_ps_agents_tally(s, g, &releasable, &with,
 						&silent);
-			gpr__json_kv_u64(&j, "returnable", returnable);
+			gpr__json_kv_u64(&j, "releasable", releasable);
+			gpr__json_kv_u64(&j, "returnable", /* deprecated */
+					 releasable);
 			gpr__json_kv_i64(&j, "agents", with);
 			gpr__json_kv_i64(&j, "agents_silent", silent);
 		}

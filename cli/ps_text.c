@@ -170,7 +170,7 @@ static void suspended_marker(struct out *o, const struct gpr_cli_ps_row *r)
 	sgr(o, SGR_YELLOW);
 	switch (r->suspend) {
 	case GPR__PS_CHECKPOINTED:
-		gpr__buf_printf(&o->line, "<suspended: %s given back", back);
+		gpr__buf_printf(&o->line, "<suspended: %s released", back);
 		if (r->host_known)
 			gpr__buf_printf(
 			    &o->line, ", %s in host memory",

@@ -164,7 +164,7 @@ static void suspended(struct gpr__buf *b,
 				 "read)\n");
 	if (r->released_known) {
 		gpr__buf_printf(
-		    b, "  the GPU got back %s: ",
+		    b, "  released %s on the GPU: ",
 		    fb((uint64_t)(r->released > 0 ? r->released : 0), v,
 		       sizeof v));
 		per_gpu(b, r);
@@ -173,7 +173,7 @@ static void suspended(struct gpr__buf *b,
 				     : "; NVML no longer lists the process\n");
 	} else {
 		gpr__buf_puts(b,
-			      "  what the GPU got back is unknown (NVML's "
+			      "  what the GPU released is unknown (NVML's "
 			      "figure could not be read before and after)\n");
 	}
 	double gibs = rate(res);

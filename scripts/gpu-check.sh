@@ -64,17 +64,15 @@ for s in $stages; do
 		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
 			>"$OUT/build.txt" 2>&1 &&
 			ninja -C "$B" >>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-		# the test stand-ins the hardware tests load (tests=false
-		# builds none): hw-ps holds ps's detached end with one
-		mkdir -p "$B/tests/fixtures" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
-			-o "$B/tests/fixtures/libexit_hold.so" tests/fixtures/exit_hold.c
-		# and hw-trace's stand-in of HAMi-core
+		# the test stand-ins of tests/fixtures are built by every build
+		# (hw-ps holds ps's detached end with libexit_hold.so); hw-trace's
+		# stand-in of HAMi-core is not
 		mkdir -p "$B/tests/trace" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
 			-o "$B/tests/trace/libhook.so" tests/trace/hook_lib.c -ldl
 		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
 	installed)
-		# expect: the version; ps lists the GPUs; trace prints "interposer
-		# <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
+		# expect: the version; ps lists the GPUs; trace -v prints
+		# "interposer <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
 		# having found build/gpu-inst/.../libgpureclaim_trace.so (the
 		# program prints the LD_PRELOAD it got)
 		log "$s"
@@ -84,7 +82,7 @@ for s in $stages; do
 		  echo "installed: $inst"
 		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" --version
 		  "$inst" ps
-		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -v -o /tmp/gpr-installed.trace -- python3 -c \
 			'import os, torch; print("preload:", os.environ.get("LD_PRELOAD")); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
 		} 2>&1 | tee "$OUT/$s.txt" ;;
 	rmm)

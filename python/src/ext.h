@@ -141,5 +141,9 @@ PyObject *gpr_py_suspended(PyObject *module, PyObject *unused);
 PyObject *gpr_py_wake_start(PyObject *module, PyObject *unused);
 PyObject *gpr_py_wake_state(PyObject *module, PyObject *unused);
 PyObject *gpr_py_wake_ask(PyObject *module, PyObject *arg);
+/* agent_signal.c: _agent_signals(path, dev, ino) arms the removal of the
+ * agent's socket on SIGTERM/SIGHUP at their default action;
+ * _agent_signals() disarms it */
+PyObject *gpr_py_agent_signals(PyObject *module, PyObject *args);
 
 #endif /* GPR_PY_EXT_H */

@@ -7,7 +7,8 @@
  * explain() needs C for in torch_wsmap.c, tensor_scan.c, referrers.c
  * follow.c and paths.c (the holders' walk), trace_live.c and ctxprobe.c,
  * tracing from inside in trace.c, the processes gpureclaim suspended in
- * suspended.c; the documented API is
+ * suspended.c, the agent's socket on a fatal signal in agent_signal.c; the
+ * documented API is
  * __init__.py, the frameworks' policy gpureclaim/frameworks/. No file
  * calls back into this one: the method files sit below it, the helpers
  * (pyutil.c) below them.
@@ -99,6 +100,9 @@ static PyMethodDef methods[] = {
      "max_nodes, state, todo) -> (heads, pending, stopped)"},
     {"_trace_live", gpr_py_trace_live, METH_NOARGS,
      "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
+    {"_agent_signals", gpr_py_agent_signals, METH_VARARGS,
+     "_agent_signals(path=None, dev=0, ino=0): the agent's socket removed "
+     "on SIGTERM and SIGHUP at their default action (None: not)"},
     {"_context_probe", gpr_py_context_probe, METH_O,
      "_context_probe(uuid) -> int: the probe process of "
      "explain(measure_context=True); never call it in a program"},

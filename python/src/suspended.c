@@ -11,7 +11,7 @@
  *
  * -> [{"pid": int, "uid": int, "time": float, "state": str ("suspended",
  *      "locked", "failed", "unknown"), "host_bytes": int or None,
- *      "gpus": [(nvml_index, uuid, bytes given back)]}]
+ *      "gpus": [(nvml_index, uuid, bytes released)]}]
  */
 #include "ext.h"
 

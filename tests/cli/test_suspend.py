@@ -154,7 +154,7 @@ def test_suspend_gives_back_the_exact_bytes_and_resume_takes_them_back(env):
     assert p["released"] == FIGURE and p["host_bytes"] == s["host_bytes"]
     assert during["gpus"][0]["used"] == used - FIGURE
     text = run(env, "ps", "--color=never").out
-    assert re.search(r"<suspended: 80\.0 MiB given back, 64\.\d MiB in host "
+    assert re.search(r"<suspended: 80\.0 MiB released, 64\.\d MiB in host "
                      r"memory>", text), text
 
     # a CUDA call made while it is suspended waits, then goes on
@@ -182,7 +182,7 @@ def test_the_text_says_what_moved_where_and_how_fast(env):
     assert r.rc == 0, r
     assert f"Suspended process {child.pid} (" in r.out
     assert re.search(r"moved 64\.\d MiB of data to host memory", r.out), r
-    assert "the GPU got back 80.0 MiB: GPU 0 80.0 MiB" in r.out
+    assert "released 80.0 MiB on the GPU: GPU 0 80.0 MiB" in r.out
     assert "NVML no longer lists the process" in r.out
     assert f"gpureclaim resume --pid {child.pid} brings it back" in r.out
     assert "has no agent" in r.out  # a note, not an error

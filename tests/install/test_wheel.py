@@ -175,15 +175,15 @@ def test_ps_on_the_simulator(venv, tmp_path):
     finally:
         drop_state(state)
     doc = json.loads(p.stdout)
-    assert [g["index"] for g in doc["gpus"]] == [0, 1]
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
     (proc,) = doc["gpus"][1]["processes"]
     assert proc["pid"] == 4242 and proc["bytes"] == 3 << 30
 
 
 def test_trace_finds_the_installed_tracer(venv, tmp_path):
     env = clean_env(GPURECLAIM_CUPTI_LIBRARY=FAKE_CUPTI)
-    p = run([venv / "bin/gpureclaim", "trace", "-o", tmp_path / "t.trace",
-             "--", "sh", "-c",
+    p = run([venv / "bin/gpureclaim", "trace", "-v", "-o",
+             tmp_path / "t.trace", "--", "sh", "-c",
              'echo "$LD_PRELOAD"; echo "$CUDA_INJECTION64_PATH"'],
             env=env, cwd=tmp_path)
     (site,) = (venv / "lib").glob("python3*/site-packages")

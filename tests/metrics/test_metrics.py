@@ -5,6 +5,7 @@ processes with agents, and gpureclaim.metrics.register() in a process."""
 import getpass
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -173,13 +174,13 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     got = parse_exposition(p.stdout)
     ps = json.loads(sim.run("ps", "--json").stdout)
     for g in ps["gpus"]:
-        lab = {"gpu": str(g["index"]), "uuid": g["uuid"], "name": g["name"]}
+        lab = {"gpu": str(g["gpu"]), "uuid": g["uuid"], "name": g["name"]}
         for key in ("total", "used", "free"):
             (s, v), = series(got, f"gpureclaim_gpu_memory_{key}_bytes", **lab)
             assert v == g[key] and s == lab
         for pr in g["processes"]:
             (s, v), = series(got, "gpureclaim_process_memory_bytes",
-                             pid=str(pr["pid"]), gpu=str(g["index"]))
+                             pid=str(pr["pid"]), gpu=str(g["gpu"]))
             assert v == pr["bytes"]
             assert s["user"] == pr["user"] == getpass.getuser()
             assert s["container"] == "" or len(s["container"]) >= 12
@@ -202,6 +203,14 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     j = json.loads(exporter(sim, "--once", "--json").stdout)
     assert {p["pid"] for p in j["processes"]} >= set(mine)
     assert j["nvml_error"] is None and len(j["gpus"]) == 2
+    # the words of every JSON output (docs/naming.md): a GPU's index an
+    # integer, the time "time" (ISO, UTC) and "unix_time"; "at" of the
+    # release before beside them
+    assert [g["gpu"] for g in j["gpus"]] == [0, 1]
+    assert {p["gpu"] for p in j["processes"]} <= {0, 1}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
+                        j["time"]), j["time"]
+    assert j["at"] == j["unix_time"] > 0
 
 
 def test_nvml_absent_is_counted_not_fatal(tmp_path):

@@ -1,5 +1,5 @@
 """GPU memory as Prometheus metrics: per GPU, per process, and the parts
-of the processes that run an agent, cached bytes that could be given back
+of the processes that run an agent, cached bytes a release would give back
 included (docs/metrics.md lists every metric).
 
 Two collectors of ``prometheus_client`` (the optional extra
@@ -40,7 +40,7 @@ PART_LABELS = ("gpu", "uuid", "pid", "kind", "source")
 SUSPENDED_LABELS = PROCESS_LABELS + ("state",)
 HOST_LABELS = ("pid", "user", "command", "container", "pod_uid", "state")
 #: the part kinds of explain(), each a value of the `kind` label
-PART_KINDS = ("live", "releasable", "fragmented", "workspace",
+PART_KINDS = ("live", "releasable", "not_releasable", "workspace",
               "unattributed", "graph_pool", "pool", "unreported", "context",
               "rest")
 #: why an agent gave no parts (gpureclaim.agent.AgentError's kinds, and
@@ -80,9 +80,25 @@ class Reading:
     nvml_error: Optional[str] = None
 
     def to_dict(self) -> dict:
+        """Plain values, in the JSON words of every output (docs/naming.md,
+        "Words"): a GPU's index, ``gpu``, an integer (a label's text in the
+        metrics); the reading's time as ``time`` (UTC, ISO 8601, as `ps
+        --json`) and ``unix_time``; ``at``, the key of the release before,
+        still beside them."""
+        import datetime
         from dataclasses import asdict
 
-        return asdict(self)
+        d = asdict(self)
+        for key in ("gpus", "processes", "parts"):
+            for row in d[key]:
+                g = row.get("gpu")
+                row["gpu"] = int(g) if isinstance(g, str) and g.isdigit() \
+                    else None
+        at = d.pop("at")
+        when = datetime.datetime.fromtimestamp(at, datetime.timezone.utc)
+        return {"time": when.strftime("%Y-%m-%dT%H:%M:%S.") +
+                f"{when.microsecond // 1000:03d}Z", "unix_time": at, **d,
+                "at": at}
 
 
 def _nvml_gpus(gpus: list) -> tuple[list, list, dict]:
