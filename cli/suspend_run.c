@@ -9,6 +9,7 @@
  */
 #include "suspend_run.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -275,6 +276,16 @@ static void forget(int pid)
 		gpr__record_remove(dir, pid);
 }
 
+/* A resume that is not its watcher's ends the watcher (it would notice
+ * the record gone at its next look, an interval later): SIGTERM, once
+ * its pid is seen to be that watcher still. */
+static void dismiss_watcher(const struct gpr__record *rec)
+{
+	if (rec->watcher > 0 && rec->watcher != (int)getpid() &&
+	    gpr__proc_start(rec->watcher) == rec->watcher_start)
+		kill(rec->watcher, SIGTERM);
+}
+
 /* After a failed restore: what each GPU it held needs, and has. */
 static void needs(const struct gpr__record *rec, const struct gpr__look *now,
 		  struct gpr_cli_suspend_result *res)
@@ -325,9 +336,11 @@ int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
 	if (lock == GPR_E_BUSY)
 		return busy(pid, "resume", res);
 	int rc = gpr__resume(c->s, pid, &so, &res->r);
-	if (rc == 0 && !o->dry_run)
+	if (rc == 0 && !o->dry_run) {
 		forget(pid);
-	else if (rc == GPR_E_STATE && res->r.state_before == GPR__PS_RUNNING)
+		if (have)
+			dismiss_watcher(&rec);
+	} else if (rc == GPR_E_STATE && res->r.state_before == GPR__PS_RUNNING)
 		forget(pid); /* running again: nothing to list */
 	else if (rc && res->r.step == GPR__STEP_RESTORE && have)
 		needs(&rec, &res->r.after, res);

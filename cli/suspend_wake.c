@@ -134,9 +134,10 @@ static void set_error(struct gpr__record *rec, const void *arg)
 static int gone(const struct watch *w)
 {
 	if (w->pidfd >= 0) {
+		/* while it has not exited its pid is its own: no other
+		 * process can have it */
 		struct pollfd p = {w->pidfd, POLLIN, 0};
-		if (poll(&p, 1, 0) > 0)
-			return 1;
+		return poll(&p, 1, 0) != 0;
 	}
 	struct gpr__proc pr;
 	char e[128];
@@ -379,12 +380,14 @@ static int watch_loop(struct watch *w, int json, int background)
 	for (;;) {
 		int asked = wait_once(w, look_at - now());
 		int look = now() >= look_at;
-		if (look)
-			look_at = now() + w->poll;
 		if (stopping)
 			return END_LEFT;
 		if (gone(w))
 			return END_EXITED;
+		if (!asked && !look)
+			continue; /* each second: its end only */
+		if (look)
+			look_at = now() + w->poll;
 		struct gpr__record rec;
 		if (!read_record(w, &rec) || rec.watcher != (int)getpid())
 			return END_LEFT; /* resumed by hand, or watched anew */

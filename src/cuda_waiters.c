@@ -19,19 +19,22 @@
 #include <unistd.h>
 
 #include "gpureclaim.h"
-#include "procfs.h"
 
 struct range {
 	uint64_t lo, hi;
 };
 
 /* A thread as the last look saw it, so an unchanged wait is not read
- * again. */
+ * again, and its syscall file kept open (read again with pread: the
+ * kernel writes it anew), as many as KEPT of them. */
 struct seen {
 	int tid;
+	int fd;		/* -1: not kept */
 	char line[160]; /* its syscall line */
 	unsigned returns;
 };
+
+#define KEPT 512
 
 #define CALLS 1024 /* cached code addresses: verdict of "after a call" */
 #define IGNORED 256
@@ -49,6 +52,7 @@ struct gpr__waiters {
 	unsigned char *stack; /* window bytes */
 	struct seen *seen, *next;
 	size_t n_seen, n_next, cap; /* both hold cap */
+	size_t kept;		    /* syscall files open */
 	struct {
 		uint64_t addr;
 		unsigned char verdict; /* 1 after a call, 2 not */
@@ -269,6 +273,9 @@ void gpr__waiters_close(gpr__waiters *w)
 	free(w->maps);
 	free(w->code);
 	free(w->stack);
+	for (size_t i = 0; w->seen && i < w->n_seen; i++)
+		if (w->seen[i].fd >= 0)
+			close(w->seen[i].fd);
 	free(w->seen);
 	free(w->next);
 	free(w);
@@ -407,12 +414,48 @@ static int parse_syscall(const char *line, struct gpr__wait_sig *s)
 	return 1;
 }
 
-static const struct seen *seen_before(const gpr__waiters *w, int tid)
+/* The last look's entry of tid; the threads come in the same order each
+ * look, so the search starts after the last one found (*hint). */
+static struct seen *seen_before(gpr__waiters *w, int tid, size_t *hint)
 {
-	for (size_t i = 0; i < w->n_seen; i++)
-		if (w->seen[i].tid == tid)
+	for (size_t k = 0; k < w->n_seen; k++) {
+		size_t i = (*hint + k) % w->n_seen;
+		if (w->seen[i].tid == tid) {
+			*hint = i + 1;
 			return &w->seen[i];
+		}
+	}
 	return NULL;
+}
+
+/* tid's syscall line into line, from its kept file or a new one (*fd:
+ * kept, or -1). 0; -1 when the thread is gone; GPR_E_PERM. */
+static int syscall_line(gpr__waiters *w, long tid, int *fd, char *line,
+			size_t len)
+{
+	if (*fd < 0) {
+		char path[96];
+		snprintf(path, sizeof path, "/proc/%d/task/%ld/syscall", w->pid,
+			 tid);
+		*fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (*fd < 0)
+			return errno == EACCES || errno == EPERM ? GPR_E_PERM
+								 : -1;
+		w->kept++;
+	}
+	ssize_t n;
+	do
+		n = pread(*fd, line, len - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		int e = errno;
+		close(*fd);
+		*fd = -1;
+		w->kept--;
+		return e == EACCES || e == EPERM ? GPR_E_PERM : -1;
+	}
+	line[n] = '\0';
+	return 0;
 }
 
 /* Room for one more thread in both arrays of looks. */
@@ -445,7 +488,7 @@ static int look(gpr__waiters *w, int all, struct gpr__wait_sig *sigs,
 	w->stats.looks++;
 	w->n_next = 0;
 	int found = 0, rc = 0;
-	size_t threads = 0;
+	size_t threads = 0, hint = 0;
 	for (struct dirent *e;
 	     (e = readdir(d)) && threads < GPR__WAITERS_THREADS;) {
 		char *end;
@@ -456,26 +499,34 @@ static int look(gpr__waiters *w, int all, struct gpr__wait_sig *sigs,
 			rc = GPR_E_NOMEM;
 			break;
 		}
-		char sp[96], line[160];
-		snprintf(sp, sizeof sp, "/proc/%d/task/%ld/syscall", w->pid,
-			 tid);
-		if (gpr__read_small(sp, line, sizeof line) < 0) {
-			if (errno == EACCES || errno == EPERM) {
-				rc = perm_error(w->pid, "threads' system calls",
-						errno, err, errlen);
-				break;
-			}
+		struct seen *was = seen_before(w, (int)tid, &hint);
+		int fd = was ? was->fd : -1;
+		if (was)
+			was->fd = -1; /* carried over */
+		char line[160];
+		int r = syscall_line(w, tid, &fd, line, sizeof line);
+		if (r == GPR_E_PERM) {
+			rc = perm_error(w->pid, "threads' system calls", EACCES,
+					err, errlen);
+			break;
+		}
+		if (r < 0)
 			continue; /* it ended */
+		if (fd >= 0 && w->kept > KEPT) {
+			close(fd);
+			fd = -1;
+			w->kept--;
 		}
 		w->stats.threads++;
 		threads++;
+		struct seen *now = &w->next[w->n_next++];
+		now->tid = (int)tid;
+		now->fd = fd;
+		now->returns = 0;
+		snprintf(now->line, sizeof now->line, "%s", line);
 		struct gpr__wait_sig s = {.tid = (int)tid};
 		if (!parse_syscall(line, &s))
 			continue;
-		struct seen *now = &w->next[w->n_next++];
-		now->tid = (int)tid;
-		snprintf(now->line, sizeof now->line, "%s", line);
-		const struct seen *was = seen_before(w, (int)tid);
 		now->returns = was && strcmp(was->line, line) == 0
 				   ? was->returns
 				   : returns_on(w, s.sp);
@@ -487,6 +538,11 @@ static int look(gpr__waiters *w, int all, struct gpr__wait_sig *sigs,
 		found++;
 	}
 	closedir(d);
+	for (size_t i = 0; i < w->n_seen; i++) /* threads gone since */
+		if (w->seen[i].fd >= 0) {
+			close(w->seen[i].fd);
+			w->kept--;
+		}
 	struct seen *t = w->seen;
 	w->seen = w->next;
 	w->n_seen = w->n_next;

@@ -164,6 +164,14 @@ def test_the_text_says_how_it_comes_back(env):
     ok(run(env, "resume", "--pid", str(child.pid), "--json"))
 
 
+def test_a_resume_by_hand_ends_the_watcher_whatever_its_interval(env):
+    child = env.spawn_alloc(0, LIVE)
+    watcher = suspend(env, child, NEVER)["resume_on_demand"]["watcher"]
+    ok(run(env, "resume", "--pid", str(child.pid), "--json"))
+    wait_for(lambda: gone(watcher), "the watcher ends at the resume")
+    assert ask(child, f"alloc {2 * MiB}") == "alloc 0 blocked=0"
+
+
 def test_the_watcher_ends_with_the_process_and_leaves_nothing(env):
     child = env.spawn_alloc(0, LIVE)
     watcher = suspend(env, child, NEVER)["resume_on_demand"]["watcher"]

@@ -232,8 +232,7 @@ static void test_a_call_waiting_for_the_unlock_is_seen(void **state)
 	gpr_close(c.ctx);
 }
 
-static void test_a_narrow_window_or_another_library_sees_nothing(
-    void **state)
+static void test_a_narrow_window_or_another_library_sees_nothing(void **state)
 {
 	(void)state;
 	sim_setup("context=16MiB");
@@ -246,8 +245,7 @@ static void test_a_narrow_window_or_another_library_sees_nothing(
 	struct gpr__wait_sig sig;
 	gpr__waiters *w = NULL;
 	struct gpr__waiters_opts o = {.window = 0, .min_returns = 1000};
-	assert_int_equal(gpr__waiters_open(t.pid, &o, &w, err, sizeof err),
-			 0);
+	assert_int_equal(gpr__waiters_open(t.pid, &o, &w, err, sizeof err), 0);
 	gpr__waiters *other = NULL;
 	struct gpr__waiters_opts libc = {.library = "libnvidia-ml.so"};
 	assert_int_equal(
@@ -299,8 +297,9 @@ static void test_looking_at_what_is_not_there(void **state)
 			 GPR_E_NOT_FOUND);
 	if (geteuid() != 0) {
 		/* pid 1 is root's: not ours to read */
-		assert_int_equal(gpr__waiters_open(1, NULL, &w, err, sizeof err),
-				 GPR_E_PERM);
+		assert_int_equal(
+		    gpr__waiters_open(1, NULL, &w, err, sizeof err),
+		    GPR_E_PERM);
 		assert_non_null(strstr(err, "only its user"));
 	}
 }
@@ -398,7 +397,7 @@ static void test_an_ask_whose_watcher_is_gone_goes_on(void **state)
 	assert_int_equal(waitpid(watcher, &st, 0), watcher);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(answer(&t), 'N'); /* within a second of its end */
-	say(&t, 'k'); /* and the page no longer asks */
+	say(&t, 'k');			   /* and the page no longer asks */
 	assert_int_equal(answer(&t), '0');
 	stop(&t);
 }
