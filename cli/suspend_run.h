@@ -96,7 +96,7 @@ void gpr_cli_suspend_text(struct gpr__buf *b,
 void gpr_cli_suspend_json(struct gpr__json *j,
 			  const struct gpr_cli_suspend_result *res);
 
-/* ---------------- resume on demand (cli/suspend_wake.c) ---------------- */
+/* -------- resume on demand (cli/wake_start.c, cli/wake_watch.c) -------- */
 
 /*
  * Starts pid's watcher (`gpureclaim resume --pid N --on-demand

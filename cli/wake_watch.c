@@ -1,7 +1,7 @@
 /*
  * Resume on demand (docs/suspend.md): the watcher of one suspended
- * process, `gpureclaim resume --pid N --on-demand`, and its start by
- * `gpureclaim suspend`.
+ * process, `gpureclaim resume --pid N --on-demand` (`gpureclaim suspend`
+ * starts it: cli/wake_start.c).
  *
  * One watcher per suspended process, its life the suspension's: it ends
  * when it has resumed the process, when the process runs again (resumed
@@ -32,7 +32,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +50,6 @@
 #endif
 
 #define BACKOFF_MAX_S 60.0
-#define START_WAIT_S 60.0
-
-extern char **environ;
 
 struct watch {
 	int pid;
@@ -554,82 +550,4 @@ int gpr_cli_wake_run(int pid, double interval, int background, int json)
 	}
 	watch_close(&w);
 	return code;
-}
-
-/* ---------------- started by suspend ---------------- */
-
-int gpr_cli_wake_start(int pid, double interval,
-		       struct gpr_cli_suspend_result *res)
-{
-	res->on_demand = -1;
-	res->on_demand_poll = interval > 0 ? interval : GPR_CLI_POLL_S;
-	char self[PATH_MAX], pids[24], polls[32];
-	ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (k <= 0) {
-		snprintf(res->on_demand_line, sizeof res->on_demand_line,
-			 "gpureclaim's own program cannot be found "
-			 "(/proc/self/exe)");
-		return -1;
-	}
-	self[k] = '\0';
-	snprintf(pids, sizeof pids, "%d", pid);
-	snprintf(polls, sizeof polls, "%g",
-		 interval > 0 ? interval : GPR_CLI_POLL_S);
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		return -1;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-	char *argv[] = {"gpureclaim", "resume",	      "--pid",
-			pids,	      "--on-demand",  "--poll",
-			polls,	      "--background", NULL};
-	pid_t child = -1;
-	int e = posix_spawn(&child, self, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
-	char buf[1024];
-	size_t n = 0;
-	double end = now() + START_WAIT_S;
-	while (e == 0 && n < sizeof buf - 1) {
-		struct pollfd p = {fds[0], POLLIN, 0};
-		int left = (int)((end - now()) * 1000);
-		if (left <= 0 || poll(&p, 1, left) <= 0)
-			break;
-		ssize_t r = read(fds[0], buf + n, sizeof buf - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fds[0]);
-	buf[n] = '\0';
-	int status = -1;
-	if (e == 0 && waitpid(child, &status, 0) < 0)
-		status = -1;
-	char *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = '\0';
-	const char *line = buf;
-	if (strncmp(line, "gpureclaim resume: ", 19) == 0)
-		line += 19;
-	if (e != 0)
-		snprintf(res->on_demand_line, sizeof res->on_demand_line,
-			 "the watcher could not be started: %s", strerror(e));
-	else
-		snprintf(res->on_demand_line, sizeof res->on_demand_line,
-			 "%.*s", (int)sizeof res->on_demand_line - 1,
-			 n ? line : "the watcher said nothing");
-	if (e == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		char dir[4096], err[256];
-		struct gpr__record rec;
-		res->on_demand = 1;
-		if (gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) == 0 &&
-		    gpr__record_read(dir, pid, &rec) == 0)
-			res->watcher = rec.watcher;
-		return 0;
-	}
-	return -1;
 }
