@@ -24,6 +24,7 @@
 
 /* Subcommands (cli/cmd_<name>.c). */
 int gpr_cli_ps(int argc, char **argv);
+int gpr_cli_top(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
@@ -81,6 +82,10 @@ void gpr_cli_term_size(int fd, int *width, int *height);
  * (no-color.org) and TERM is not "dumb". 1 or 0; -1 for an unknown MODE.
  */
 int gpr_cli_color(const char *mode, int fd);
+
+/* Columns code point cp takes on a terminal: 2 for the wide East Asian
+ * ranges and emoji, else 1. */
+int gpr_cli_term_columns(uint32_t cp);
 
 /* ---------------- the NVIDIA libraries (cli/util_driver.c) ---------------- */
 

@@ -361,6 +361,9 @@ int gpr_cli_ps(int argc, char **argv)
 			gpr__buf_puts(&out, "\033[H\033[2J");
 		if (env.explain) {
 			double t1 = gpr_cli_prof_clock();
+			gpr_cli_ps_work(ctx, &round, NULL);
+			gpr_cli_prof_step(t1, "GPU work (NVML's samples)");
+			t1 = gpr_cli_prof_clock();
 			gpr_cli_ps_agents_wait(&agents);
 			gpr_cli_prof_step(t1, "agents answered");
 		}

@@ -37,7 +37,18 @@ static void *ask_one(void *arg)
 		snprintf(a->error, sizeof(a->error), "%s", r.error);
 	}
 	gpr_cli_agent_reply_free(&r);
+	if (a->answered)
+		a->answered(a->answered_arg);
 	return NULL;
+}
+
+void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a)
+{
+	a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
+	if (!a->started) { /* no thread to be had: here, now */
+		ask_one(a);
+		a->done = 1;
+	}
 }
 
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
@@ -58,6 +69,7 @@ void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 		a->pid = pids[i];
 		a->timeout = timeout;
 		a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
+		/* no thread to be had: asked in turn by agents_wait */
 	}
 	free(pids);
 }

@@ -35,6 +35,10 @@ struct gpr_cli_ps_agent {
 	/* the answer's "groups", GPR_CLI_PS_GPU_INTS per explained GPU */
 	long long groups[GPR_CLI_PS_GPU_INTS * 64];
 	size_t n_groups;
+	/* called by the asking thread once a is answered or failed (top
+	 * shows each answer as it comes); NULL: nobody is told */
+	void (*answered)(void *arg);
+	void *answered_arg;
 };
 
 struct gpr_cli_ps_agents {
@@ -44,6 +48,9 @@ struct gpr_cli_ps_agents {
 
 /* Finds the agents this user may ask and asks each, a thread each. */
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout);
+/* Asks a->pid's agent in a thread of its own (a->started), bounded by
+ * a->timeout; without a thread, at once, here. */
+void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a);
 /* Waits for every answer (each bounded by the timeout). */
 void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s);
 void gpr_cli_ps_agents_free(struct gpr_cli_ps_agents *s);

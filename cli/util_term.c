@@ -1,4 +1,5 @@
-/* The terminal the tool writes to: its size, and whether to colour. */
+/* The terminal the tool writes to: its size, whether to colour, and how
+ * wide a character shows. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -28,4 +29,20 @@ int gpr_cli_color(const char *mode, int fd)
 	const char *term = getenv("TERM");
 	return isatty(fd) && !(no && *no) &&
 	       !(term && strcmp(term, "dumb") == 0);
+}
+
+int gpr_cli_term_columns(uint32_t cp)
+{
+	return (cp >= 0x1100 && cp <= 0x115f) ||
+		       (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
+		       (cp >= 0xac00 && cp <= 0xd7a3) ||
+		       (cp >= 0xf900 && cp <= 0xfaff) ||
+		       (cp >= 0xfe30 && cp <= 0xfe4f) ||
+		       (cp >= 0xff00 && cp <= 0xff60) ||
+		       (cp >= 0xffe0 && cp <= 0xffe6) ||
+		       (cp >= 0x1f300 && cp <= 0x1f64f) ||
+		       (cp >= 0x1f900 && cp <= 0x1f9ff) ||
+		       (cp >= 0x20000 && cp <= 0x3fffd)
+		   ? 2
+		   : 1;
 }
