@@ -82,7 +82,8 @@ static struct seen *remember(struct gpr_cli_ps_memo *m, int gpu,
 }
 
 /* Forgets the processes of GPU g that its rows no longer list. */
-static void forget_gone(struct gpr_cli_ps_memo *m, const struct gpr_cli_ps_gpu *g)
+static void forget_gone(struct gpr_cli_ps_memo *m,
+			const struct gpr_cli_ps_gpu *g)
 {
 	size_t w = 0;
 	for (size_t i = 0; i < m->n; i++) {

@@ -35,8 +35,8 @@ struct gpr_cli_top_reading {
 	double watched; /* seconds since the first reading (idle times
 			 * known to be at least this long) */
 	double interval;
-	int failed;	  /* the round could not be read */
-	char error[768];  /* why */
+	int failed;	 /* the round could not be read */
+	char error[768]; /* why */
 };
 
 void gpr_cli_top_reading_free(struct gpr_cli_top_reading *r);
@@ -61,11 +61,9 @@ int gpr_cli_top_read_once(gpr_ctx *ctx, const int *select, int n_select,
  * when an agent answers; each publication writes a byte to wake_fd.
  */
 struct gpr_cli_top_reader;
-struct gpr_cli_top_reader *gpr_cli_top_reader_start(gpr_ctx *ctx,
-						    const int *select,
-						    int n_select,
-						    double interval,
-						    double timeout, int wake_fd);
+struct gpr_cli_top_reader *
+gpr_cli_top_reader_start(gpr_ctx *ctx, const int *select, int n_select,
+			 double interval, double timeout, int wake_fd);
 /* The newest reading published since the last take (the caller owns it),
  * or NULL. */
 struct gpr_cli_top_reading *
@@ -132,11 +130,11 @@ struct gpr_cli_top_ui {
 	int selected; /* a process is selected: sel_pid on sel_gpu */
 	uint32_t sel_pid;
 	int sel_gpu;
-	int first;	   /* the first process row shown */
-	int list_rows; /* how many rows the list had (PgUp, PgDn) */
-	char bottom[640];  /* the bottom line; "" for the keys */
-	int bottom_role;   /* its role (STATUS, WARN, ERROR) */
-	int paging;	   /* a text fills the screen (the holders) */
+	int first;	  /* the first process row shown */
+	int list_rows;	  /* how many rows the list had (PgUp, PgDn) */
+	char bottom[640]; /* the bottom line; "" for the keys */
+	int bottom_role;  /* its role (STATUS, WARN, ERROR) */
+	int paging;	  /* a text fills the screen (the holders) */
 	char page_title[160];
 	struct gpr__buf page; /* that text, terminal-safe when drawn */
 	int page_first;	      /* its first line shown */
@@ -192,11 +190,11 @@ struct gpr_cli_top_done {
 	int kind;
 	long pid;
 	int ok;
-	long long bytes;	 /* released, or releasable (dry run) */
-	int processes, failed;	 /* reclaim: answered, did not */
-	double seconds;		 /* the agent's own (release) */
-	char line[640];		 /* what to show */
-	struct gpr__buf text;	 /* holders: the report */
+	long long bytes;       /* released, or releasable (dry run) */
+	int processes, failed; /* reclaim: answered, did not */
+	double seconds;	       /* the agent's own (release) */
+	char line[640];	       /* what to show */
+	struct gpr__buf text;  /* holders: the report */
 };
 
 /*

@@ -69,8 +69,8 @@ static void release(const struct job *j, struct gpr_cli_top_done *d)
 	d->ok = 1;
 	d->bytes = n[0];
 	char secs[24];
-	snprintf(d->line, sizeof(d->line),
-		 "%ld released %s (%lld bytes) in %s", j->pid,
+	snprintf(d->line, sizeof(d->line), "%ld released %s (%lld bytes) in %s",
+		 j->pid,
 		 gpr__fmt_bytes(n[0] > 0 ? (uint64_t)n[0] : 0, x, sizeof(x)),
 		 n[0], gpr__fmt_secs(d->seconds, secs, sizeof(secs)));
 }
@@ -237,14 +237,13 @@ static void reclaim(const struct job *j, struct gpr_cli_top_done *d)
 	if (d->failed)
 		snprintf(silent, sizeof(silent), "; %d did not answer",
 			 d->failed);
-	snprintf(d->line, sizeof(d->line),
-		 dry ? "reclaim would give back %s (%lld bytes) from %d "
-		       "process%s%s"
-		     : "reclaim released %s (%lld bytes) from %d process%s%s",
-		 gpr__fmt_bytes(d->bytes > 0 ? (uint64_t)d->bytes : 0, x,
-				sizeof(x)),
-		 d->bytes, d->processes, d->processes != 1 ? "es" : "",
-		 silent);
+	snprintf(
+	    d->line, sizeof(d->line),
+	    dry ? "reclaim would give back %s (%lld bytes) from %d "
+		  "process%s%s"
+		: "reclaim released %s (%lld bytes) from %d process%s%s",
+	    gpr__fmt_bytes(d->bytes > 0 ? (uint64_t)d->bytes : 0, x, sizeof(x)),
+	    d->bytes, d->processes, d->processes != 1 ? "es" : "", silent);
 }
 
 /* ---------------- the thread ---------------- */

@@ -37,7 +37,8 @@ void gpr_cli_top_reading_free(struct gpr_cli_top_reading *r)
 int gpr_cli_top_asking(const struct gpr_cli_top_reading *r,
 		       const struct gpr_cli_ps_agent *a)
 {
-	if (!r->asking || !a || a < r->agents.a || a >= r->agents.a + r->agents.n)
+	if (!r->asking || !a || a < r->agents.a ||
+	    a >= r->agents.a + r->agents.n)
 		return 0;
 	return r->asking[a - r->agents.a];
 }
@@ -76,8 +77,15 @@ struct tagent {
 	int in_flight; /* req is being asked */
 	int finished;  /* req's asking is done (set under the lock) */
 	int seen;      /* found in this round's look-up */
+	double retry;  /* not asked again before (after a failure) */
 	struct gpr_cli_top_reader *owner;
 };
+
+/* After a failure an agent is asked again this much later at the
+ * soonest (and at least 4 timeouts later): a stopped or stuck process
+ * would otherwise get a connection it never takes every interval, which
+ * fill its queue of connections until it runs again. */
+#define RETRY_S 10.0
 
 struct gpr_cli_top_reader {
 	gpr_ctx *ctx;
@@ -89,7 +97,7 @@ struct gpr_cli_top_reader {
 	int running;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop, poke, answered; /* under the lock */
+	int stop, poke, answered;	       /* under the lock */
 	struct gpr_cli_top_reading *published; /* under the lock */
 	/* the thread's own */
 	struct tagent **agents;
@@ -142,8 +150,8 @@ static void ask_agents(struct gpr_cli_top_reader *r)
 		struct tagent *t = find_agent(r, pids[i]);
 		if (!t) {
 			if (r->n_agents == r->cap_agents) {
-				size_t cap = r->cap_agents ? 2 * r->cap_agents
-							   : 16;
+				size_t cap =
+				    r->cap_agents ? 2 * r->cap_agents : 16;
 				struct tagent **g =
 				    realloc(r->agents, cap * sizeof(*g));
 				if (!g)
@@ -170,9 +178,10 @@ static void ask_agents(struct gpr_cli_top_reader *r)
 		r->agents[w++] = t;
 	}
 	r->n_agents = w;
+	double now = mono();
 	for (size_t i = 0; i < r->n_agents; i++) {
 		struct tagent *t = r->agents[i];
-		if (!t->seen || t->in_flight)
+		if (!t->seen || t->in_flight || now < t->retry)
 			continue;
 		long pid = t->req.pid;
 		memset(&t->req, 0, sizeof(t->req));
@@ -202,6 +211,9 @@ static void collect(struct gpr_cli_top_reader *r)
 		t->shown = t->req;
 		t->has_shown = 1;
 		t->in_flight = 0;
+		double wait =
+		    4 * r->timeout > RETRY_S ? 4 * r->timeout : RETRY_S;
+		t->retry = t->req.ok ? 0 : mono() + wait;
 	}
 }
 
@@ -341,11 +353,9 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-struct gpr_cli_top_reader *gpr_cli_top_reader_start(gpr_ctx *ctx,
-						    const int *select,
-						    int n_select,
-						    double interval,
-						    double timeout, int wake_fd)
+struct gpr_cli_top_reader *
+gpr_cli_top_reader_start(gpr_ctx *ctx, const int *select, int n_select,
+			 double interval, double timeout, int wake_fd)
 {
 	struct gpr_cli_top_reader *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -363,8 +373,7 @@ struct gpr_cli_top_reader *gpr_cli_top_reader_start(gpr_ctx *ctx,
 		r->host[0] = '\0';
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
-	if (!r->memo ||
-	    pthread_create(&r->thread, NULL, reader_main, r) != 0) {
+	if (!r->memo || pthread_create(&r->thread, NULL, reader_main, r) != 0) {
 		gpr_cli_ps_memo_free(r->memo);
 		pthread_mutex_destroy(&r->lock);
 		pthread_cond_destroy(&r->cond);

@@ -52,14 +52,14 @@
 
 static struct {
 	SCREEN *scr;
-	int tty;		/* the terminal's descriptor (stdout) */
-	struct termios saved;	/* its modes before ncurses */
+	int tty;	      /* the terminal's descriptor (stdout) */
+	struct termios saved; /* its modes before ncurses */
 	int have_saved;
-	char leave[256];	/* rmcup cnorm sgr0, from terminfo */
+	char leave[256]; /* rmcup cnorm sgr0, from terminfo */
 	size_t leave_len;
-	int wake[2];		/* read end polled; written by everyone */
-	int err_pipe[2];	/* stderr while the screen is up */
-	int stderr_fd;		/* the real stderr, kept */
+	int wake[2];	 /* read end polled; written by everyone */
+	int err_pipe[2]; /* stderr while the screen is up */
+	int stderr_fd;	 /* the real stderr, kept */
 	volatile sig_atomic_t quit;
 } T = {.wake = {-1, -1}, .err_pipe = {-1, -1}, .stderr_fd = -1};
 
@@ -196,7 +196,7 @@ struct state {
 	struct gpr_cli_top_reader *reader;
 	struct gpr_cli_top_reading *reading;
 	struct gpr_cli_top_ui ui;
-	int confirm;	     /* the action a 'y' starts (0: none) */
+	int confirm; /* the action a 'y' starts (0: none) */
 	long confirm_pid;
 	char stderr_line[512]; /* the last line written to stderr */
 	struct gpr__buf stderr_all;
@@ -216,12 +216,10 @@ static void say(struct state *s, int role, const char *fmt, ...)
 
 /* The selected process's entry in a fresh list (free *all after). */
 static const struct gpr_cli_top_entry *
-selected(struct state *s, struct gpr_cli_top_entry **all, size_t *n,
-	 size_t *at)
+selected(struct state *s, struct gpr_cli_top_entry **all, size_t *n, size_t *at)
 {
 	*all = NULL;
-	*n = s->reading ? gpr_cli_top_entries(s->reading, s->ui.sort, all)
-			: 0;
+	*n = s->reading ? gpr_cli_top_entries(s->reading, s->ui.sort, all) : 0;
 	for (size_t i = 0; i < *n; i++)
 		if (s->ui.selected && (*all)[i].row->pid == s->ui.sel_pid &&
 		    (*all)[i].gpu->index == s->ui.sel_gpu) {
@@ -348,8 +346,8 @@ static void ended(struct state *s)
 		say(s, d.ok ? GPR_CLI_TOP_STATUS : GPR_CLI_TOP_ERROR, "%s",
 		    d.line);
 	}
-	if (d.ok && (d.kind == GPR_CLI_TOP_RELEASE ||
-		     d.kind == GPR_CLI_TOP_RECLAIM))
+	if (d.ok &&
+	    (d.kind == GPR_CLI_TOP_RELEASE || d.kind == GPR_CLI_TOP_RECLAIM))
 		gpr_cli_top_reader_poke(s->reader);
 	gpr__buf_free(&d.text);
 }
@@ -372,13 +370,13 @@ static int key(struct state *s, int ch)
 			return 0;
 		}
 		int page = LINES > 3 ? LINES - 3 : 1;
-		s->ui.page_first += ch == KEY_DOWN || ch == 'j'	  ? 1
-				    : ch == KEY_UP || ch == 'k'	  ? -1
+		s->ui.page_first += ch == KEY_DOWN || ch == 'j'	   ? 1
+				    : ch == KEY_UP || ch == 'k'	   ? -1
 				    : ch == KEY_NPAGE || ch == ' ' ? page
-				    : ch == KEY_PPAGE		  ? -page
-				    : ch == KEY_HOME || ch == 'g' ? -1000000
-				    : ch == KEY_END || ch == 'G'  ? 1000000
-								  : 0;
+				    : ch == KEY_PPAGE		   ? -page
+				    : ch == KEY_HOME || ch == 'g'  ? -1000000
+				    : ch == KEY_END || ch == 'G'   ? 1000000
+								   : 0;
 		return 0;
 	}
 	int page = s->ui.list_rows > 1 ? s->ui.list_rows - 1 : 1;
@@ -502,8 +500,7 @@ static int setup(int color, int *ascii)
 	keep_cap("rmcup");
 	keep_cap("cnorm");
 	keep_cap("sgr0");
-	static const int crashes[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-				      SIGABRT};
+	static const int crashes[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 	for (size_t i = 0; i < sizeof(crashes) / sizeof(*crashes); i++)
 		handle(crashes[i], on_crash, SA_RESETHAND);
 	cbreak();
@@ -531,7 +528,7 @@ static void teardown(struct state *s)
 		delscreen(T.scr);
 		T.scr = NULL;
 	}
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+	static const int sigs[] = {SIGSEGV, SIGBUS,  SIGFPE, SIGILL,  SIGABRT,
 				   SIGINT,  SIGTERM, SIGHUP, SIGWINCH};
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(*sigs); i++)
 		signal(sigs[i], SIG_DFL);
@@ -568,8 +565,7 @@ int gpr_cli_top_screen(const struct gpr_cli_top_opts *o)
 		return GPR_CLI_ERROR;
 	}
 	s.reader = gpr_cli_top_reader_start(o->ctx, o->select, o->n_select,
-					    o->interval, o->timeout,
-					    T.wake[1]);
+					    o->interval, o->timeout, T.wake[1]);
 	if (!s.reader) {
 		teardown(&s);
 		fprintf(stderr, "gpureclaim top: out of memory\n");
@@ -577,7 +573,8 @@ int gpr_cli_top_screen(const struct gpr_cli_top_opts *o)
 	}
 	struct gpr_cli_top_screen screen = {0};
 	for (;;) {
-		struct gpr_cli_top_reading *r = gpr_cli_top_reader_take(s.reader);
+		struct gpr_cli_top_reading *r =
+		    gpr_cli_top_reader_take(s.reader);
 		if (r) {
 			gpr_cli_top_reading_free(s.reading);
 			free(s.reading);

@@ -111,7 +111,8 @@ static void put(struct lay *l, int role, const char *s, int max)
 		size_t n = gpr__utf8_len(p, &cp);
 		const char *show = p;
 		size_t len = n;
-		if (n == 0 || gpr__text_unsafe(cp) || (l->ascii && cp >= 0x80)) {
+		if (n == 0 || gpr__text_unsafe(cp) ||
+		    (l->ascii && cp >= 0x80)) {
 			show = "?";
 			len = 1;
 			cp = '?';
@@ -231,7 +232,8 @@ static int entry_cmp(const void *a, const void *b)
 		return x->row->bytes < y->row->bytes ? 1 : -1;
 	if (x->row->pid != y->row->pid)
 		return x->row->pid < y->row->pid ? -1 : 1;
-	return (x->gpu->index > y->gpu->index) - (x->gpu->index < y->gpu->index);
+	return (x->gpu->index > y->gpu->index) -
+	       (x->gpu->index < y->gpu->index);
 }
 
 static char key_for(size_t i)
@@ -288,8 +290,7 @@ size_t gpr_cli_top_entries(const struct gpr_cli_top_reading *r, int sort,
 
 /* ---------------- the header and the GPUs ---------------- */
 
-static void header(struct lay *l, const struct gpr_cli_top_reading *r,
-		   int live)
+static void header(struct lay *l, const struct gpr_cli_top_reading *r, int live)
 {
 	new_line(l);
 	struct tm tm;
@@ -368,8 +369,8 @@ static void bar(struct lay *l, const struct stretch *s, size_t n,
 	put(l, GPR_CLI_TOP_DIM, "[", 1);
 	for (size_t i = 0; i < n && total > 0; i++) {
 		sum += s[i].bytes > 0 ? s[i].bytes : 0;
-		long long upto = (long long)((double)sum / (double)total * cells +
-					     0.5);
+		long long upto =
+		    (long long)((double)sum / (double)total * cells + 0.5);
 		if (upto > cells)
 			upto = cells;
 		fill(l, s[i].role, s[i].ch, (int)upto - done);
@@ -413,7 +414,7 @@ static void gpu_error(struct lay *l, const struct gpr_cli_ps_gpu *g)
 	char msg[768];
 	gpr_cli_ps_describe(g->err, g->detail, msg, sizeof(msg));
 	new_line(l);
-	putf(l, GPR_CLI_TOP_ERROR, "GPU %d: ", g->index);
+	putf(l, GPR_CLI_TOP_ERROR, "GPU %d: error: ", g->index);
 	put(l, GPR_CLI_TOP_ERROR, msg, 0);
 }
 
@@ -481,8 +482,8 @@ static void gpus(struct lay *l, const struct gpr_cli_top_reading *r,
 		const struct gpr_cli_ps_gpu *g = &r->round.gpus[k];
 		if (shown == max_gpus) {
 			new_line(l);
-			putf(l, GPR_CLI_TOP_DIM, "+%zu more GPU%s", r->round.n - k,
-			     r->round.n - k != 1 ? "s" : "");
+			putf(l, GPR_CLI_TOP_DIM, "+%zu more GPU%s",
+			     r->round.n - k, r->round.n - k != 1 ? "s" : "");
 			return;
 		}
 		shown++;
@@ -495,15 +496,13 @@ static void gpus(struct lay *l, const struct gpr_cli_top_reading *r,
 		gpu_kinds(g, e, n, by, &releasable, &answered);
 		if (lines == 1) {
 			char used[24], total[24], rel[24], tail[96];
-			snprintf(tail, sizeof(tail), " %s/%s",
-				 fb((long long)g->info.used, used,
-				    sizeof(used)),
-				 fb((long long)g->info.total, total,
-				    sizeof(total)));
+			snprintf(
+			    tail, sizeof(tail), " %s/%s",
+			    fb((long long)g->info.used, used, sizeof(used)),
+			    fb((long long)g->info.total, total, sizeof(total)));
 			if (answered)
 				snprintf(tail + strlen(tail),
-					 sizeof(tail) - strlen(tail),
-					 " rel %s",
+					 sizeof(tail) - strlen(tail), " rel %s",
 					 fb(releasable, rel, sizeof(rel)));
 			new_line(l);
 			putf(l, GPR_CLI_TOP_TITLE, "GPU %-2d ", g->index);
@@ -648,7 +647,7 @@ static void process_row(struct lay *l, const struct gpr_cli_top_reading *r,
 		putf(l, selected ? base : GPR_CLI_TOP_WARN,
 		     "<stray: works on GPU %d> ", row->stray_of);
 	char cmd[sizeof(row->cmd)];
-	one_line(row->cmd_known && row->cmd[0] ? row->cmd
+	one_line(row->cmd_known && row->cmd[0]	    ? row->cmd
 		 : row->state == GPR_CLI_PID_EXITED ? "<exited>"
 						    : "?",
 		 cmd, sizeof(cmd));
@@ -681,8 +680,8 @@ static void details(struct lay *l, const struct gpr_cli_top_entry *e,
 			     fb(e->parts[k], x, sizeof(x)));
 		}
 		if (!any)
-			put(l, GPR_CLI_TOP_DIM, "its agent counts no bytes here",
-			    0);
+			put(l, GPR_CLI_TOP_DIM,
+			    "its agent counts no bytes here", 0);
 		return;
 	}
 	if (!e->agent) {
@@ -702,8 +701,8 @@ static void details(struct lay *l, const struct gpr_cli_top_entry *e,
 	const char *why = e->agent->error;
 	if (strncmp(why, p, (size_t)k) == 0)
 		why += k;
-	putf(l, GPR_CLI_TOP_WARN, "agent: %s: ",
-	     e->agent->kind ? e->agent->kind : "error");
+	putf(l, GPR_CLI_TOP_WARN,
+	     "agent: %s: ", e->agent->kind ? e->agent->kind : "error");
 	put(l, GPR_CLI_TOP_WARN, why, 0);
 }
 
@@ -746,10 +745,10 @@ static void page(struct lay *l, struct gpr_cli_top_ui *ui, int height)
 		size_t len = nl ? (size_t)(nl - c) : strlen(c);
 		if (at >= ui->page_first) {
 			char buf[1024];
-			snprintf(buf, sizeof(buf), "%.*s",
-				 (int)(len < sizeof(buf) ? len
-							 : sizeof(buf) - 1),
-				 c);
+			snprintf(
+			    buf, sizeof(buf), "%.*s",
+			    (int)(len < sizeof(buf) ? len : sizeof(buf) - 1),
+			    c);
 			new_line(l);
 			put(l, GPR_CLI_TOP_PLAIN, buf, 0);
 		}

@@ -1,0 +1,446 @@
+"""`gpureclaim top` in a real terminal (tmux, 80x24 unless said) on the
+simulated driver, with processes that run the agent (fake Torch holding
+cache) and one that does not: the screen's figures are
+`ps --explain --json`'s, each key does what its question says (the bytes
+released are the drop of the driver's figure), the window resizes, the
+terminal is given back on q, Ctrl-C, SIGTERM and a crash, NO_COLOR turns
+colours off, and without a terminal it prints one reading. Every wait is
+for what the screen shows (tmuxkit.py); none measures time."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from agentkit import GPR, GiB, MiB, Target, driver_bytes, gpr, sim_env
+from conftest import PY_PATH
+from tmuxkit import Tmux
+
+sys.path.insert(0, PY_PATH)
+from gpureclaim import format_bytes  # noqa: E402  the screen's one rule
+
+#: a target: `cached` MiB of Torch cache, 256 MiB live, and its GPU busy
+#: at `busy` percent (the sim's samples: gprsim_busy), or busy then idle
+HOLD = """\
+import ctypes
+t = torch.empty({cached} << 20, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+del t
+sim = ctypes.CDLL(os.environ["GPURECLAIM_CUDA_LIBRARY"])
+assert sim.gprsim_busy(0, {busy}) == 0
+if {then_idle}:
+    assert sim.gprsim_busy(0, 0) == 0
+"""
+
+
+def hold(cached, busy=0, then_idle=False):
+    return HOLD.format(cached=cached, busy=busy, then_idle=then_idle)
+
+
+@pytest.fixture
+def env():
+    e = sim_env(gpus=2)
+    e.pop("NO_COLOR", None)
+    return e
+
+
+@pytest.fixture
+def three(env):
+    """A busy agent with 2 GiB of cache, an idle one with 512 MiB (busy
+    once), one without an agent."""
+    ts = [Target(env, hold(2048, busy=80)),
+          Target(env, hold(512, busy=30, then_idle=True)),
+          Target(env, hold(1024), agent=None)]
+    yield ts
+    for t in ts:
+        t.end()
+
+
+def top(tmp_path, env, *args, cols=80, rows=24, **extra):
+    e = dict(env, **{k: str(v) for k, v in extra.items()})
+    return Tmux(tmp_path, [GPR, "top", *args], e, cols=cols, rows=rows)
+
+
+# ---------------- reading the screen ----------------
+
+ROW = re.compile(r"^(\S) +(\d+) (.{8}) +(\d+) (.{10}) (.{10}) (.{10}) "
+                 r"(.{11}) ?(.*)$")
+
+
+def rows(lines):
+    """{pid: {key, gpu, memory, releasable, live, state, command}} of the
+    process list (the 80-column layout)."""
+    out = {}
+    for line in lines:
+        m = ROW.match(line)
+        if m:
+            out[int(m[2])] = dict(
+                key=m[1], user=m[3].strip(), gpu=int(m[4]),
+                memory=m[5].strip(), releasable=m[6].strip(),
+                live=m[7].strip(), state=m[8].strip(), command=m[9])
+    return out
+
+
+def answered(*pids):
+    """The screen shows each pid's parts (its agent answered)."""
+    def test(lines):
+        r = rows(lines)
+        return all(p in r and r[p]["live"] not in ("...", "?", "-")
+                   for p in pids)
+    return test
+
+
+def explain_json(env):
+    r = gpr(env, "ps", "--explain", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def select(t, pid):
+    """Moves the selection to pid's row (the details line names it)."""
+    for _ in range(30):
+        if any(line.startswith(f"{pid} on GPU") for line in t.screen()):
+            return
+        t.keys("j")
+        t.wait(lambda lines: True, "")
+    t.wait(lambda lines: any(x.startswith(f"{pid} on GPU") for x in lines),
+           f"{pid} selected")
+
+
+def bottom(t):
+    return t.screen()[-1].strip()
+
+
+# ---------------- the figures ----------------
+
+def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three):
+    busy, idle, plain = three
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid, idle.pid), "both agents' parts")
+        # idle once its last work is older than a sample's few seconds
+        lines = t.wait(lambda ls: rows(ls)[idle.pid]["state"].startswith(
+            "idle "), "the idle one idle")
+        doc = explain_json(env)
+        shown = rows(lines)
+        g0 = doc["gpus"][0]
+        for p in g0["processes"]:
+            r = shown[p["pid"]]
+            assert r["gpu"] == 0
+            assert r["memory"] == format_bytes(p["bytes"])
+            if p["agent"] is None:
+                assert r["releasable"] == r["live"] == "-"
+                continue
+            parts = p["agent"]["parts"]
+            assert r["releasable"] == format_bytes(parts["returnable"])
+            assert r["live"] == format_bytes(parts["live"])
+        assert shown[busy.pid]["state"] == "running 80%"
+        assert shown[idle.pid]["state"].startswith("idle ")
+        assert set(shown) == {p["pid"] for p in g0["processes"]}
+        # the GPU's line: its figures and what a release would return
+        title = next(x for x in lines if x.startswith("GPU 0 "))
+        assert (f"{format_bytes(g0['used'])} / {format_bytes(g0['total'])}"
+                f" used, {format_bytes(g0['free'])} free, "
+                f"{format_bytes(g0['returnable'])} releasable") in title
+        # and the JSON's activity: the busy one's samples, the other's end
+        act = {p["pid"]: p["activity"] for p in g0["processes"]}
+        assert act[busy.pid]["sm_util"] == 80
+        assert act[idle.pid]["sm_util"] == 30
+        assert act[idle.pid]["idle_seconds"] >= 0
+        assert act[plain.pid] == {"time": None, "sm_util": None,
+                                  "idle_seconds": None}
+        # both bars fill 80 columns and no line is longer
+        assert all(len(x) <= 80 for x in lines)
+        parts = next(x for x in lines if x.startswith(" parts ["))
+        assert len(parts) == 80 and "R" in parts and "?" in parts
+        procs = next(x for x in lines if x.startswith(" procs ["))
+        for p in (busy, idle, plain):
+            assert shown[p.pid]["key"] in procs
+
+
+def test_a_process_never_busy_is_idle_since_top_began(tmp_path, env):
+    with Target(env, hold(64)) as t_, top(tmp_path, env) as t:
+        lines = t.wait(lambda ls: rows(ls).get(t_.pid, {}).get(
+            "state", "").startswith("idle >"), "idle >N")
+        assert rows(lines)[t_.pid]["state"].startswith("idle >")
+
+
+# ---------------- the keys ----------------
+
+def test_release_key_gives_back_the_drop_of_the_drivers_figure(
+        tmp_path, env, three):
+    busy, idle, plain = three
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid, idle.pid), "both agents' parts")
+        select(t, busy.pid)
+        releasable = next(
+            p["agent"]["parts"]["returnable"]
+            for p in explain_json(env)["gpus"][0]["processes"]
+            if p["pid"] == busy.pid)
+        before = driver_bytes(env, busy.pid)[0]
+        t.keys("r")
+        t.wait_text("y/n")
+        q = bottom(t)
+        assert q.startswith(f"Release {busy.pid}'s caches: "
+                            f"{format_bytes(releasable)} ({releasable} "
+                            "bytes)"), q
+        assert driver_bytes(env, busy.pid)[0] == before  # asked, not done
+        t.keys("y")
+        lines = t.wait_text("released")
+        m = re.search(rf"{busy.pid} released (\S+ \S+) \((\d+) bytes\)",
+                      lines[-1])
+        assert m, lines[-1]
+        after = driver_bytes(env, busy.pid)[0]
+        assert int(m[2]) == before - after == releasable == 2 * GiB
+        assert m[1] == format_bytes(int(m[2]))
+        # the list follows: a reading after the release shows it
+        t.wait(lambda ls: rows(ls).get(busy.pid, {}).get("releasable")
+               == "0 B", "the release in the list")
+
+
+def test_a_question_answered_no_does_nothing(tmp_path, env, three):
+    busy = three[0]
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid), "the agent's parts")
+        select(t, busy.pid)
+        before = driver_bytes(env, busy.pid)[0]
+        t.keys("r")
+        t.wait_text("y/n")
+        t.keys("n")
+        t.wait_text("nothing done")
+        assert driver_bytes(env, busy.pid)[0] == before
+
+
+def test_holders_key_shows_who_holds_the_live_memory(tmp_path, env, three):
+    busy = three[0]
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid), "the agent's parts")
+        select(t, busy.pid)
+        t.keys("h")
+        t.wait_text("y/n")
+        assert f"Walk {busy.pid}'s heap for who holds its 256.0 MiB live" \
+            in bottom(t)
+        t.keys("y")
+        lines = t.wait_text("Who holds")
+        assert lines[0].startswith(
+            f"gpureclaim explain --pid {busy.pid} --holders")
+        assert any("del keep" in x for x in lines)
+        t.keys("q")  # back to the list, top still runs
+        t.wait(answered(busy.pid), "the list again")
+        assert not os.path.exists(tmp_path / "rc")
+
+
+def test_a_process_without_an_agent_is_said_so(tmp_path, env, three):
+    plain = three[2]
+    with top(tmp_path, env) as t:
+        t.wait(lambda ls: plain.pid in rows(ls), "the process")
+        select(t, plain.pid)
+        t.keys("r")
+        t.wait_text("runs no agent")
+
+
+def test_reclaim_key_asks_its_dry_run_first(tmp_path, env, three):
+    busy, idle, plain = three
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid, idle.pid), "both agents' parts")
+        before = {p.pid: driver_bytes(env, p.pid)[0] for p in three}
+        t.keys("R")
+        t.wait_text("y/n")
+        want = 2 * GiB + 512 * MiB
+        assert bottom(t).startswith(
+            f"Reclaim {format_bytes(want)} ({want} bytes) from 2 "
+            "processes? y/n"), bottom(t)
+        # the dry run released nothing
+        assert {p.pid: driver_bytes(env, p.pid)[0] for p in three} == before
+        t.keys("y")
+        lines = t.wait_text("reclaim released")
+        assert (f"reclaim released {format_bytes(want)} ({want} bytes) "
+                "from 2 processes") in lines[-1]
+        after = {p.pid: driver_bytes(env, p.pid)[0] for p in three}
+        assert sum(before.values()) - sum(after.values()) == want
+        assert after[plain.pid] == before[plain.pid]
+
+
+def test_sort_by_what_would_come_back(tmp_path, env, three):
+    busy, idle, plain = three
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid, idle.pid), "both agents' parts")
+        order = [int(ROW.match(x)[2]) for x in t.screen() if ROW.match(x)]
+        # by memory: the process without an agent (1.75 GiB) before the
+        # idle one (1.25 GiB) ...
+        assert order == [busy.pid, plain.pid, idle.pid]
+        t.keys("s")
+        t.wait_text("sort: releasable")
+        order = [int(ROW.match(x)[2]) for x in t.screen() if ROW.match(x)]
+        # ... by what a release would give back: it goes last
+        assert order == [busy.pid, idle.pid, plain.pid]
+
+
+# ---------------- a slow agent ----------------
+
+def test_the_screen_never_waits_for_a_slow_agent(tmp_path, env, three):
+    busy, idle, plain = three
+    os.kill(idle.pid, signal.SIGSTOP)
+    try:
+        with top(tmp_path, env, "--timeout", "600") as t:
+            # the other agent's parts are shown while the stopped one is
+            # still being asked (its request ends at the timeout only)
+            lines = t.wait(answered(busy.pid), "the answering agent")
+            assert rows(lines)[idle.pid]["live"] == "..."
+            select(t, idle.pid)
+            t.wait_text("asking its agent...")
+            t.keys("q")
+            assert t.exit_status() == 0
+    finally:
+        os.kill(idle.pid, signal.SIGCONT)
+
+
+def test_an_agent_that_does_not_answer_in_time_says_why(tmp_path, env,
+                                                         three):
+    idle = three[1]
+    os.kill(idle.pid, signal.SIGSTOP)
+    try:
+        with top(tmp_path, env, "--timeout", "0.5") as t:
+            t.wait(lambda ls: rows(ls).get(idle.pid, {}).get("live") == "?",
+                   "the timeout")
+            select(t, idle.pid)
+            t.wait_text("agent: timeout: ")
+    finally:
+        os.kill(idle.pid, signal.SIGCONT)
+
+
+# ---------------- the terminal ----------------
+
+def test_resizes_to_the_window(tmp_path, env, three):
+    busy = three[0]
+    with top(tmp_path, env) as t:
+        t.wait(answered(busy.pid), "the agent's parts")
+        t.resize(132, 40)
+        lines = t.wait_text("NOT REL.")  # every part a column
+        assert len(lines) == 40 and max(map(len, lines)) <= 132
+        assert len(next(x for x in lines if x.startswith(" parts ["))) == 132
+        t.resize(60, 12)
+        lines = t.wait(lambda ls: len(ls) == 12 and any(
+            x.startswith("GPU 0  [") for x in ls), "a line a GPU")
+        assert max(map(len, lines)) <= 60
+        assert lines[-1].startswith("r release")
+        t.keys("q")
+        assert t.exit_status() == 0
+
+
+@pytest.mark.parametrize("how", ["q", "C-c", "SIGTERM", "SIGHUP"])
+def test_every_way_out_gives_the_terminal_back(tmp_path, env, how):
+    with top(tmp_path, env) as t:
+        t.wait_text("r release")
+        assert t.flag("alternate_on") == "1"
+        if how.startswith("SIG"):
+            t.signal(getattr(signal, how))
+        else:
+            t.keys(how)
+        assert t.exit_status() == 0
+        assert t.modes_restored() == (True, "0", "1")
+        assert t.stderr() == ""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT])
+def test_a_crash_gives_the_terminal_back(tmp_path, env, sig):
+    with top(tmp_path, env) as t:
+        t.wait_text("r release")
+        t.signal(sig)
+        assert t.exit_status() == 128 + sig  # it died of the signal
+        assert t.modes_restored() == (True, "0", "1")
+
+
+SGR_COLOR = re.compile(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;|48;)")
+
+
+def test_colours_and_no_color(tmp_path, env, three):
+    busy = three[0]
+    for name, extra, coloured in (("a", {}, True),
+                                  ("b", {"NO_COLOR": "1"}, False)):
+        (tmp_path / name).mkdir()
+        with top(tmp_path / name, env, **extra) as t:
+            lines = t.wait(answered(busy.pid), "the agent's parts")
+            shown = "\n".join(t.screen(escapes=True))
+            assert bool(SGR_COLOR.search(shown)) == coloured, shown
+            # the bars are told apart by their letters either way
+            parts = next(x for x in lines if x.startswith(" parts ["))
+            assert "L" in parts and "R" in parts and "C" in parts
+
+
+def test_a_gpu_that_cannot_be_read_is_shown_in_place(tmp_path, env):
+    e = dict(env, GPURECLAIM_SIM=env["GPURECLAIM_SIM"] + ";fault=broken:1")
+    with top(tmp_path, e) as t:
+        t.wait_text("GPU 1: error: NVML call failed")
+        assert any(x.startswith("GPU 0 Simulated GPU") for x in t.screen())
+        t.keys("q")
+        assert t.exit_status() == 0
+
+
+# ---------------- without a terminal ----------------
+
+def test_not_a_terminal_prints_one_reading(env, three):
+    busy, idle, plain = three
+    p = subprocess.run([GPR, "top"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("gpureclaim top  ")
+    shown = rows(lines)
+    assert set(shown) == {busy.pid, idle.pid, plain.pid}
+    # one reading waits for every agent (each bounded by --timeout)
+    assert shown[busy.pid]["releasable"] == format_bytes(2 * GiB)
+    assert "no agent: its parts are unknown" in p.stdout
+    assert "r release" not in p.stdout and "\x1b" not in p.stdout
+    assert all(len(x) <= 80 for x in lines)
+
+
+def test_json_is_ps_explain_jsons_document(env, three):
+    a = json.loads(gpr(env, "top", "--json").stdout)
+    b = explain_json(env)
+    for d in (a, b):
+        d.pop("time"), d.pop("unix_time")
+        for g in d["gpus"]:
+            for p in g["processes"]:
+                p["activity"].pop("idle_seconds")
+                if p["activity"]["time"] and p["activity"]["sm_util"] == 80:
+                    p["activity"].pop("time")  # busy: stamped now
+    assert a == b
+
+
+def test_no_driver_is_one_line(tmp_path, env):
+    e = dict(env, GPURECLAIM_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
+    r = gpr(e, "top")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("gpureclaim: NVIDIA driver not found")
+    with top(tmp_path, e) as t:
+        assert t.exit_status() == 1
+        assert t.stderr().startswith("gpureclaim: NVIDIA driver not found")
+        assert t.modes_restored() == (True, "0", "1")
+
+
+@pytest.mark.parametrize("args,says", [
+    (["-d", "0"], "--interval needs a number of seconds"),
+    (["--interval", "1e3"], "--interval needs a number of seconds"),
+    (["-i", "x"], "-i/--gpu needs GPU indexes"),
+    (["--color=pink"], "--color takes always, never or auto"),
+    (["extra"], "unexpected argument 'extra'"),
+    (["--bogus"], "unknown option '--bogus'"),
+])
+def test_usage_errors(env, args, says):
+    r = gpr(env, "top", *args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"gpureclaim top: {says}")
+    assert r.stderr.endswith("Run 'gpureclaim top --help' for the "
+                             "options.\n")
+
+
+def test_help(env):
+    a = gpr(env, "top", "--help")
+    b = gpr(env, "help", "top")
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout and a.stdout.startswith("USAGE: gpureclaim "
+                                                        "top")
+    assert "top" in gpr(env, "--help").stdout
