@@ -523,7 +523,10 @@ static void gpus(struct lay *l, const struct gpr_cli_top_reading *r,
 
 /* ---------------- the processes ---------------- */
 
-/* The widest layout: every part a column. */
+/* How many parts get a column: at 80 columns what a release would give
+ * back (the rest in the selected process's details line); from MEDIUM
+ * the live bytes too; from WIDE every part. */
+#define MEDIUM 100
 #define WIDE 124
 
 static void state_of(const struct gpr_cli_top_reading *r,
@@ -576,12 +579,14 @@ static void part_cell(const struct gpr_cli_top_entry *e, int k, char *out,
 		snprintf(out, len, "?");
 }
 
-static void columns_head(struct lay *l, int wide)
+static void columns_head(struct lay *l, int level)
 {
 	new_line(l);
-	putf(l, GPR_CLI_TOP_HEAD, "  %7s %-8s %3s %10s %10s %10s ", "PID",
-	     "USER", "GPU", "MEMORY", "RELEASABLE", "LIVE");
-	if (wide)
+	putf(l, GPR_CLI_TOP_HEAD, "  %7s %-8s %3s %10s %10s ", "PID", "USER",
+	     "GPU", "MEMORY", "RELEASABLE");
+	if (level >= 1)
+		putf(l, GPR_CLI_TOP_HEAD, "%10s ", "LIVE");
+	if (level >= 2)
 		putf(l, GPR_CLI_TOP_HEAD, "%10s %10s %10s %10s ", "NOT REL.",
 		     "WORKSPACES", "POOLS", "REST");
 	putf(l, GPR_CLI_TOP_HEAD, "%-11s COMMAND", "STATE");
@@ -612,7 +617,7 @@ static void one_line(const char *cmd, char *out, size_t len)
 }
 
 static void process_row(struct lay *l, const struct gpr_cli_top_reading *r,
-			const struct gpr_cli_top_entry *e, int wide,
+			const struct gpr_cli_top_entry *e, int level,
 			int selected)
 {
 	const struct gpr_cli_ps_row *row = e->row;
@@ -635,8 +640,10 @@ static void process_row(struct lay *l, const struct gpr_cli_top_reading *r,
 	snprintf(user, sizeof(user), "%-8.8s",
 		 row->user_known && row->user[0] ? row->user : "-");
 	put(l, base, user, 8);
-	putf(l, base, " %3s %10s %10s %10s ", gpu, mem, cells[1], cells[0]);
-	if (wide)
+	putf(l, base, " %3s %10s %10s ", gpu, mem, cells[1]);
+	if (level >= 1)
+		putf(l, base, "%10s ", cells[0]);
+	if (level >= 2)
 		putf(l, base, "%10s %10s %10s %10s ", cells[2], cells[3],
 		     cells[4], cells[5]);
 	char st[16];
@@ -807,7 +814,7 @@ void gpr_cli_top_view(const struct gpr_cli_top_reading *r,
 	}
 	struct gpr_cli_top_entry *e = NULL;
 	size_t n = gpr_cli_top_entries(r, ui->sort, &e);
-	int wide = lo->width >= WIDE;
+	int level = lo->width >= WIDE ? 2 : lo->width >= MEDIUM ? 1 : 0;
 	header(&l, r, live);
 	if (r->failed) {
 		new_line(&l);
@@ -830,11 +837,11 @@ void gpr_cli_top_view(const struct gpr_cli_top_reading *r,
 	}
 	gpus(&l, r, e, n, lines, max_gpus);
 	legend(&l);
-	columns_head(&l, wide);
+	columns_head(&l, level);
 	if (!live) {
 		for (size_t i = 0; i < n; i++) {
-			process_row(&l, r, &e[i], wide, 0);
-			if (!wide || !e[i].parts_known)
+			process_row(&l, r, &e[i], level, 0);
+			if (level < 2 || !e[i].parts_known)
 				details(&l, &e[i], 1);
 		}
 		if (!n) {
@@ -850,7 +857,7 @@ void gpr_cli_top_view(const struct gpr_cli_top_reading *r,
 	for (int i = 0; i < rows; i++) {
 		size_t k = (size_t)ui->first + (size_t)i;
 		if (k < n)
-			process_row(&l, r, &e[k], wide, k == at);
+			process_row(&l, r, &e[k], level, k == at);
 		else {
 			new_line(&l);
 			if (k == 0)

@@ -66,29 +66,51 @@ def top(tmp_path, env, *args, cols=80, rows=24, **extra):
 
 # ---------------- reading the screen ----------------
 
-ROW = re.compile(r"^(\S) +(\d+) (.{8}) +(\d+) (.{10}) (.{10}) (.{10}) "
-                 r"(.{11}) ?(.*)$")
+#: the byte columns, as the header names them, and their keys here
+COLUMNS = {"MEMORY": "memory", "RELEASABLE": "releasable", "LIVE": "live",
+           "NOT REL.": "not releasable", "WORKSPACES": "workspaces",
+           "POOLS": "pools", "REST": "rest"}
+ROW = re.compile(r"^\S +\d+ ")
 
 
 def rows(lines):
-    """{pid: {key, gpu, memory, releasable, live, state, command}} of the
-    process list (the 80-column layout)."""
+    """{pid: {key, user, gpu, memory, releasable, ..., state, command}}
+    of the process list: a key, then PID (7), USER (8), GPU (3), a byte
+    column of 10 for each the header names, STATE (11), COMMAND."""
+    head = next((x for x in lines if x.strip().startswith("PID USER")), "")
+    names = [n for n in COLUMNS if f" {n}" in head]
+    names.sort(key=head.index)
     out = {}
     for line in lines:
-        m = ROW.match(line)
-        if m:
-            out[int(m[2])] = dict(
-                key=m[1], user=m[3].strip(), gpu=int(m[4]),
-                memory=m[5].strip(), releasable=m[6].strip(),
-                live=m[7].strip(), state=m[8].strip(), command=m[9])
+        if not ROW.match(line):
+            continue
+        r = dict(key=line[0], user=line[10:18].strip(),
+                 gpu=int(line[19:22]))
+        at = 23
+        for n in names:
+            r[COLUMNS[n]] = line[at:at + 10].strip()
+            at += 11
+        r["state"] = line[at:at + 11].strip()
+        r["command"] = line[at + 12:]
+        out[int(line[2:9])] = r
     return out
+
+
+def order(lines):
+    return [int(x[2:9]) for x in lines if ROW.match(x)]
+
+
+def details(lines):
+    """The selected process's details line: (pid, its text)."""
+    m = re.match(r"^(\d+) on GPU \d+: (.*)$", lines[-2])
+    return (int(m[1]), m[2]) if m else (None, "")
 
 
 def answered(*pids):
     """The screen shows each pid's parts (its agent answered)."""
     def test(lines):
         r = rows(lines)
-        return all(p in r and r[p]["live"] not in ("...", "?", "-")
+        return all(p in r and r[p]["releasable"] not in ("...", "?", "-")
                    for p in pids)
     return test
 
@@ -100,14 +122,18 @@ def explain_json(env):
 
 
 def select(t, pid):
-    """Moves the selection to pid's row (the details line names it)."""
-    for _ in range(30):
-        if any(line.startswith(f"{pid} on GPU") for line in t.screen()):
+    """Moves the selection to pid's row: to the first row, then down one
+    row at a time, each move waited for (the details line names it)."""
+    t.keys("g")
+    seen = t.wait(lambda ls: order(ls) and details(ls)[0] == order(ls)[0],
+                  "the first row selected")
+    for _ in range(len(rows(seen))):
+        now = details(t.screen())[0]
+        if now == pid:
             return
         t.keys("j")
-        t.wait(lambda lines: True, "")
-    t.wait(lambda lines: any(x.startswith(f"{pid} on GPU") for x in lines),
-           f"{pid} selected")
+        t.wait(lambda ls: details(ls)[0] != now, "the next row")
+    assert details(t.screen())[0] == pid, t.text()
 
 
 def bottom(t):
@@ -116,9 +142,11 @@ def bottom(t):
 
 # ---------------- the figures ----------------
 
-def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three):
+@pytest.mark.parametrize("cols", [80, 132])
+def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three,
+                                                  cols):
     busy, idle, plain = three
-    with top(tmp_path, env) as t:
+    with top(tmp_path, env, cols=cols) as t:
         t.wait(answered(busy.pid, idle.pid), "both agents' parts")
         # idle once its last work is older than a sample's few seconds
         lines = t.wait(lambda ls: rows(ls)[idle.pid]["state"].startswith(
@@ -126,19 +154,32 @@ def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three):
         doc = explain_json(env)
         shown = rows(lines)
         g0 = doc["gpus"][0]
+        names = {"live": "live", "releasable": "returnable",
+                 "not releasable": "not returnable",
+                 "workspaces": "workspaces", "pools": "pools",
+                 "rest": "rest"}
         for p in g0["processes"]:
             r = shown[p["pid"]]
             assert r["gpu"] == 0
             assert r["memory"] == format_bytes(p["bytes"])
-            if p["agent"] is None:
-                assert r["releasable"] == r["live"] == "-"
-                continue
-            parts = p["agent"]["parts"]
-            assert r["releasable"] == format_bytes(parts["returnable"])
-            assert r["live"] == format_bytes(parts["live"])
+            cells = [k for k in names if k in r]
+            assert cells == (list(names) if cols >= 124
+                             else ["releasable"])
+            for k in cells:
+                if p["agent"] is None:
+                    assert r[k] == "-"
+                else:
+                    assert r[k] == format_bytes(
+                        p["agent"]["parts"][names[k]])
         assert shown[busy.pid]["state"] == "running 80%"
         assert shown[idle.pid]["state"].startswith("idle ")
         assert set(shown) == {p["pid"] for p in g0["processes"]}
+        # the selected process's details line: its parts, by name
+        pid, text = details(lines)
+        parts = next(p for p in g0["processes"] if p["pid"] == pid)
+        assert text == ", ".join(
+            f"{k} {format_bytes(parts['agent']['parts'][v])}"
+            for k, v in names.items() if parts["agent"]["parts"][v] > 0)
         # the GPU's line: its figures and what a release would return
         title = next(x for x in lines if x.startswith("GPU 0 "))
         assert (f"{format_bytes(g0['used'])} / {format_bytes(g0['total'])}"
@@ -151,10 +192,10 @@ def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three):
         assert act[idle.pid]["idle_seconds"] >= 0
         assert act[plain.pid] == {"time": None, "sm_util": None,
                                   "idle_seconds": None}
-        # both bars fill 80 columns and no line is longer
-        assert all(len(x) <= 80 for x in lines)
-        parts = next(x for x in lines if x.startswith(" parts ["))
-        assert len(parts) == 80 and "R" in parts and "?" in parts
+        # both bars fill the width and no line is longer
+        assert all(len(x) <= cols for x in lines)
+        bar = next(x for x in lines if x.startswith(" parts ["))
+        assert len(bar) == cols and "R" in bar and "?" in bar
         procs = next(x for x in lines if x.startswith(" procs ["))
         for p in (busy, idle, plain):
             assert shown[p.pid]["key"] in procs
@@ -267,15 +308,13 @@ def test_sort_by_what_would_come_back(tmp_path, env, three):
     busy, idle, plain = three
     with top(tmp_path, env) as t:
         t.wait(answered(busy.pid, idle.pid), "both agents' parts")
-        order = [int(ROW.match(x)[2]) for x in t.screen() if ROW.match(x)]
         # by memory: the process without an agent (1.75 GiB) before the
         # idle one (1.25 GiB) ...
-        assert order == [busy.pid, plain.pid, idle.pid]
+        assert order(t.screen()) == [busy.pid, plain.pid, idle.pid]
         t.keys("s")
         t.wait_text("sort: releasable")
-        order = [int(ROW.match(x)[2]) for x in t.screen() if ROW.match(x)]
         # ... by what a release would give back: it goes last
-        assert order == [busy.pid, idle.pid, plain.pid]
+        assert order(t.screen()) == [busy.pid, idle.pid, plain.pid]
 
 
 # ---------------- a slow agent ----------------
@@ -288,7 +327,7 @@ def test_the_screen_never_waits_for_a_slow_agent(tmp_path, env, three):
             # the other agent's parts are shown while the stopped one is
             # still being asked (its request ends at the timeout only)
             lines = t.wait(answered(busy.pid), "the answering agent")
-            assert rows(lines)[idle.pid]["live"] == "..."
+            assert rows(lines)[idle.pid]["releasable"] == "..."
             select(t, idle.pid)
             t.wait_text("asking its agent...")
             t.keys("q")
@@ -303,7 +342,8 @@ def test_an_agent_that_does_not_answer_in_time_says_why(tmp_path, env,
     os.kill(idle.pid, signal.SIGSTOP)
     try:
         with top(tmp_path, env, "--timeout", "0.5") as t:
-            t.wait(lambda ls: rows(ls).get(idle.pid, {}).get("live") == "?",
+            t.wait(lambda ls: rows(ls).get(idle.pid, {}).get("releasable")
+                   == "?",
                    "the timeout")
             select(t, idle.pid)
             t.wait_text("agent: timeout: ")
