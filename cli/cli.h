@@ -211,6 +211,11 @@ enum gpr_cli_pid_state {
  * (PROC_PID_INIT_INO, 0xEFFFFFFC).
  */
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid);
+/* The same, and for a process alive here its start time (clock ticks
+ * after boot, /proc/PID/stat field 22: with the pid, it names one
+ * process, never a later one given the same pid); 0 when unknown. */
+enum gpr_cli_pid_state gpr_cli_proc_state_at(uint32_t pid,
+					     unsigned long long *start);
 
 /*
  * Does once what the first look-ups of gpr_cli_proc_state and

@@ -54,7 +54,26 @@ struct gpr_cli_ps_round {
 	const char *driver;   /* the NVIDIA driver's version; NULL: unknown */
 	struct gpr_cli_ps_gpu *gpus;
 	size_t n;
+	/* who each process is, kept across rounds (top); NULL: each row
+	 * read from /proc (set by the caller, kept by the query) */
+	struct gpr_cli_ps_ids *ids;
 };
+
+/*
+ * Who the processes are, kept from round to round by a watching top
+ * (cli/ps_ids.c): a process's user and command are read from /proc once
+ * per process (its pid and start time), not once per round and GPU; its
+ * state is read every round. Thread-safe (a round's GPUs are read in
+ * threads). gpr_cli_ps_ids_done, after each round, forgets the
+ * processes that round did not list.
+ */
+struct gpr_cli_ps_ids;
+struct gpr_cli_ps_ids *gpr_cli_ps_ids_new(void);
+void gpr_cli_ps_ids_free(struct gpr_cli_ps_ids *c);
+/* Fills row's user and command, from c when it knows the process. */
+void gpr_cli_ps_ids_fill(struct gpr_cli_ps_ids *c, struct gpr_cli_ps_row *row,
+			 unsigned long long start);
+void gpr_cli_ps_ids_done(struct gpr_cli_ps_ids *c);
 
 /*
  * Reads a round: the GPUs in select[0..n_select) (every GPU when

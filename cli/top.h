@@ -156,6 +156,7 @@ struct gpr_cli_top_entry {
 	int parts_known;		      /* agent answered */
 	long long parts[GPR_CLI_PS_GROUPS];   /* on this GPU */
 	char key;			      /* its letter in the bars */
+	int shade; /* its colour in its GPU's bar by process (0..PROCS-1) */
 };
 
 /* The processes of r sorted as ui->sort says, largest first (malloc'd

@@ -87,6 +87,11 @@ struct tagent {
  * fill its queue of connections until it runs again. */
 #define RETRY_S 10.0
 
+/* Answers that come this close together make one screen: the agents are
+ * asked at once and answer together, and each screen is a copy of the
+ * round (a thousand rows on a big node) and a view. */
+#define COALESCE_S 0.02
+
 struct gpr_cli_top_reader {
 	gpr_ctx *ctx;
 	int select[64];
@@ -103,11 +108,17 @@ struct gpr_cli_top_reader {
 	struct tagent **agents;
 	size_t n_agents, cap_agents;
 	struct gpr_cli_ps_memo *memo;
+	struct gpr_cli_ps_ids *ids;
 	struct gpr_cli_ps_round round;
 	int have_round, failed;
 	char error[768];
 	char host[256];
 	double t0, when;
+	/* GPURECLAIM_TOP_PROFILE (docs/top.md, Benchmarks): each round's
+	 * reading (NVML, /proc, the GPU work) in ms, the publications */
+	int profile;
+	double *round_ms;
+	size_t n_rounds, cap_rounds, publishes;
 };
 
 static double mono(void)
@@ -221,6 +232,7 @@ static int copy_round(const struct gpr_cli_ps_round *from,
 		      struct gpr_cli_ps_round *to)
 {
 	*to = *from;
+	to->ids = NULL; /* the reader's */
 	to->gpus = from->n ? calloc(from->n, sizeof(*to->gpus)) : NULL;
 	if (from->n && !to->gpus) {
 		to->n = 0;
@@ -296,6 +308,7 @@ static void publish(struct gpr_cli_top_reader *r)
 		gpr_cli_top_reading_free(old);
 		free(old);
 	}
+	r->publishes++;
 	char c = 'r';
 	if (write(r->wake_fd, &c, 1) < 0) {
 		/* a full pipe has a wake-up waiting already */
@@ -304,7 +317,7 @@ static void publish(struct gpr_cli_top_reader *r)
 
 static void read_round(struct gpr_cli_top_reader *r)
 {
-	struct gpr_cli_ps_round next = {.host = r->host};
+	struct gpr_cli_ps_round next = {.host = r->host, .ids = r->ids};
 	int code = 0;
 	r->when = mono();
 	if (gpr_cli_ps_query(r->ctx, r->n_select ? r->select : NULL,
@@ -314,12 +327,38 @@ static void read_round(struct gpr_cli_top_reader *r)
 			 "the GPUs could not be read (the message above)");
 		return;
 	}
+	if (r->ids)
+		gpr_cli_ps_ids_done(r->ids);
 	gpr_cli_ps_work(r->ctx, &next, r->memo);
+	if (r->profile) {
+		if (r->n_rounds == r->cap_rounds) {
+			size_t cap = r->cap_rounds ? 2 * r->cap_rounds : 256;
+			double *g = realloc(r->round_ms, cap * sizeof(*g));
+			if (g) {
+				r->round_ms = g;
+				r->cap_rounds = cap;
+			}
+		}
+		if (r->n_rounds < r->cap_rounds)
+			r->round_ms[r->n_rounds++] = (mono() - r->when) * 1e3;
+	}
 	gpr_cli_ps_round_free(&r->round);
 	r->round = next;
 	r->have_round = 1;
 	r->failed = 0;
 	r->error[0] = '\0';
+}
+
+/* Under the lock: waits for a signal, or until `at` (mono()). */
+static void wait_until(struct gpr_cli_top_reader *r, double at)
+{
+	double left = at - mono();
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	long long ns = (long long)(left * 1e9) + ts.tv_nsec;
+	ts.tv_sec += (time_t)(ns / 1000000000LL);
+	ts.tv_nsec = (long)(ns % 1000000000LL);
+	pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 }
 
 static void *reader_main(void *arg)
@@ -328,16 +367,20 @@ static void *reader_main(void *arg)
 	double next = mono();
 	for (;;) {
 		pthread_mutex_lock(&r->lock);
-		while (!r->stop && !r->poke && !r->answered && mono() < next) {
-			double at = next - mono();
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			long long ns = (long long)(at * 1e9) + ts.tv_nsec;
-			ts.tv_sec += (time_t)(ns / 1000000000LL);
-			ts.tv_nsec = (long)(ns % 1000000000LL);
-			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-		}
+		while (!r->stop && !r->poke && !r->answered && mono() < next)
+			wait_until(r, next);
 		int stop = r->stop, round = r->poke || mono() >= next;
+		if (!stop && !round) {
+			/* an agent answered: the others asked with it answer
+			 * about now; one screen for them all */
+			double until = mono() + COALESCE_S;
+			if (until > next)
+				until = next;
+			while (!r->stop && !r->poke && mono() < until)
+				wait_until(r, until);
+			stop = r->stop;
+			round = r->poke;
+		}
 		r->poke = r->answered = 0;
 		pthread_mutex_unlock(&r->lock);
 		if (stop)
@@ -368,13 +411,17 @@ gpr_cli_top_reader_start(gpr_ctx *ctx, const int *select, int n_select,
 	r->timeout = timeout;
 	r->wake_fd = wake_fd;
 	r->memo = gpr_cli_ps_memo_new();
+	r->ids = gpr_cli_ps_ids_new(); /* NULL: each round reads /proc */
 	r->t0 = mono();
+	const char *prof = getenv("GPURECLAIM_TOP_PROFILE");
+	r->profile = prof && *prof && strcmp(prof, "0") != 0;
 	if (gethostname(r->host, sizeof(r->host) - 1) != 0)
 		r->host[0] = '\0';
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	if (!r->memo || pthread_create(&r->thread, NULL, reader_main, r) != 0) {
 		gpr_cli_ps_memo_free(r->memo);
+		gpr_cli_ps_ids_free(r->ids);
 		pthread_mutex_destroy(&r->lock);
 		pthread_cond_destroy(&r->cond);
 		free(r);
@@ -412,6 +459,16 @@ void gpr_cli_top_reader_stop(struct gpr_cli_top_reader *r)
 	pthread_mutex_unlock(&r->lock);
 	if (r->running)
 		pthread_join(r->thread, NULL);
+	if (r->profile) {
+		fprintf(stderr, "top-profile rounds %zu publishes %zu\n",
+			r->n_rounds, r->publishes);
+		fprintf(stderr, "top-profile round_ms");
+		for (size_t i = 0; i < r->n_rounds; i++)
+			fprintf(stderr, " %.3f", r->round_ms[i]);
+		fprintf(stderr, "\n");
+	}
+	free(r->round_ms);
+	r->round_ms = NULL;
 	/* an agent still being asked is not waited for (up to the timeout
 	 * after the person pressed q): its thread keeps its record and the
 	 * reader's lock, so both are left for the exit to end */
@@ -440,6 +497,8 @@ void gpr_cli_top_reader_stop(struct gpr_cli_top_reader *r)
 	gpr_cli_ps_round_free(&r->round);
 	gpr_cli_ps_memo_free(r->memo);
 	r->memo = NULL;
+	gpr_cli_ps_ids_free(r->ids);
+	r->ids = NULL;
 	if (left)
 		return;
 	pthread_mutex_destroy(&r->lock);

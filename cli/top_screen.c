@@ -44,6 +44,7 @@
 #undef lines
 #undef columns
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "out/fmt.h"
@@ -200,6 +201,13 @@ struct state {
 	long confirm_pid;
 	char stderr_line[512]; /* the last line written to stderr */
 	struct gpr__buf stderr_all;
+	/* the profile's: when the running action was asked for (its 'y'),
+	 * and its outcome, once on the screen: "kind ms agent_seconds" */
+	double act_t0;
+	int act_shown; /* an outcome to time at the next draw */
+	int act_kind;
+	double act_agent_s;
+	struct gpr__buf acts;
 };
 
 static void say(struct state *s, int role, const char *fmt, ...)
@@ -294,8 +302,11 @@ static void ask_holders(struct state *s, const struct gpr_cli_top_entry *e)
 	    e->row->pid, x, e->gpu->index);
 }
 
+static double wall_seconds(void);
+
 static void start(struct state *s, int kind, long pid)
 {
+	s->act_t0 = wall_seconds();
 	if (gpr_cli_top_act_start(kind, pid, s->o->timeout, T.wake[1]) != 0) {
 		say(s, GPR_CLI_TOP_WARN, "an action runs still: wait for it");
 		return;
@@ -349,6 +360,9 @@ static void ended(struct state *s)
 	if (d.ok &&
 	    (d.kind == GPR_CLI_TOP_RELEASE || d.kind == GPR_CLI_TOP_RECLAIM))
 		gpr_cli_top_reader_poke(s->reader);
+	s->act_shown = 1;
+	s->act_kind = d.kind;
+	s->act_agent_s = d.seconds;
 	gpr__buf_free(&d.text);
 }
 
@@ -476,6 +490,26 @@ static void resize(void)
 		resizeterm(ws.ws_row, ws.ws_col);
 }
 
+/* ---------------- the profile (GPURECLAIM_TOP_PROFILE) ---------------- */
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* every thread's CPU time, the agents' and the reader's included */
+static double cpu_seconds(void)
+{
+	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+static double wall_seconds(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
+}
+
 /* ---------------- setting up, and the loop ---------------- */
 
 static int setup(int color, int *ascii)
@@ -572,6 +606,11 @@ int gpr_cli_top_screen(const struct gpr_cli_top_opts *o)
 		return GPR_CLI_ERROR;
 	}
 	struct gpr_cli_top_screen screen = {0};
+	const char *prof = getenv("GPURECLAIM_TOP_PROFILE");
+	int profile = prof && *prof && strcmp(prof, "0") != 0;
+	struct gpr__buf draws = {0}; /* each view and draw, in ms */
+	size_t n_draws = 0;
+	double cpu0 = cpu_seconds();
 	for (;;) {
 		struct gpr_cli_top_reading *r =
 		    gpr_cli_top_reader_take(s.reader);
@@ -585,9 +624,23 @@ int gpr_cli_top_screen(const struct gpr_cli_top_opts *o)
 		if (T.quit)
 			break;
 		if (s.reading) {
+			double t0 = profile ? wall_seconds() : 0;
 			struct gpr_cli_top_layout l = {COLS, LINES, ascii};
 			gpr_cli_top_view(s.reading, &s.ui, &l, &screen);
 			draw(&screen);
+			if (profile) {
+				double t1 = wall_seconds();
+				gpr__buf_printf(&draws, " %.3f",
+						(t1 - t0) * 1e3);
+				n_draws++;
+				if (s.act_shown)
+					gpr__buf_printf(
+					    &s.acts,
+					    "top-profile act %d %.3f %.6f\n",
+					    s.act_kind, (t1 - s.act_t0) * 1e3,
+					    s.act_agent_s);
+			}
+			s.act_shown = 0;
 		}
 		struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
 				      {.fd = T.wake[0], .events = POLLIN}};
@@ -613,6 +666,14 @@ int gpr_cli_top_screen(const struct gpr_cli_top_opts *o)
 	teardown(&s);
 	int left = gpr_cli_top_act_leave();
 	gpr_cli_top_reader_stop(s.reader);
+	if (profile) /* after the reader's own lines (its rounds) */
+		fprintf(stderr,
+			"top-profile draws %zu cpu_ms %.3f\n"
+			"top-profile draw_ms%s\n%s",
+			n_draws, (cpu_seconds() - cpu0) * 1e3,
+			gpr__buf_str(&draws), gpr__buf_str(&s.acts));
+	gpr__buf_free(&draws);
+	gpr__buf_free(&s.acts);
 	gpr_cli_top_screen_free(&screen);
 	gpr_cli_top_reading_free(s.reading);
 	free(s.reading);

@@ -211,17 +211,15 @@ static const struct {
 
 /* ---------------- the list ---------------- */
 
-static int sort_by;
-
 static long long releasable_of(const struct gpr_cli_top_entry *e)
 {
 	return e->parts_known ? e->parts[1] : -1;
 }
 
-static int entry_cmp(const void *a, const void *b)
+static int entry_cmp(const void *a, const void *b, void *sort)
 {
 	const struct gpr_cli_top_entry *x = a, *y = b;
-	if (sort_by == GPR_CLI_TOP_BY_RELEASABLE) {
+	if (*(const int *)sort == GPR_CLI_TOP_BY_RELEASABLE) {
 		long long p = releasable_of(x), q = releasable_of(y);
 		if (p != q)
 			return p < q ? 1 : -1;
@@ -243,6 +241,51 @@ static char key_for(size_t i)
 	return i < sizeof(keys) - 1 ? keys[i] : '*';
 }
 
+/* The list's indexes sorted by pid, then by place. */
+static int by_pid(const void *a, const void *b, void *list)
+{
+	const struct gpr_cli_top_entry *e = list;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	uint32_t p = e[x].row->pid, q = e[y].row->pid;
+	if (p != q)
+		return p < q ? -1 : 1;
+	return (x > y) - (x < y);
+}
+
+/* A letter a process, in the order of the list: each of its rows (one a
+ * GPU it holds memory on) gets its first row's. */
+static void letters(struct gpr_cli_top_entry *e, size_t m)
+{
+	size_t *idx = malloc(m * sizeof(*idx));
+	size_t *group = malloc(m * sizeof(*group));
+	char *key = calloc(m, 1);
+	if (!idx || !group || !key) {
+		for (size_t i = 0; i < m; i++)
+			e[i].key = key_for(i);
+		goto out;
+	}
+	for (size_t i = 0; i < m; i++)
+		idx[i] = i;
+	qsort_r(idx, m, sizeof(*idx), by_pid, e);
+	for (size_t k = 0, first = 0; k < m; k++) {
+		if (k && e[idx[k]].row->pid != e[idx[k - 1]].row->pid)
+			first = idx[k];
+		else if (!k)
+			first = idx[0];
+		group[idx[k]] = first; /* the process's first row */
+	}
+	size_t next = 0;
+	for (size_t i = 0; i < m; i++) {
+		if (!key[group[i]])
+			key[group[i]] = key_for(next++);
+		e[i].key = key[group[i]];
+	}
+out:
+	free(idx);
+	free(group);
+	free(key);
+}
+
 size_t gpr_cli_top_entries(const struct gpr_cli_top_reading *r, int sort,
 			   struct gpr_cli_top_entry **out)
 {
@@ -262,6 +305,7 @@ size_t gpr_cli_top_entries(const struct gpr_cli_top_reading *r, int sort,
 			struct gpr_cli_top_entry *x = &e[m++];
 			x->gpu = g;
 			x->row = &g->rows[p];
+			x->shade = (int)(p % GPR_CLI_TOP_PROCS);
 			x->agent = gpr_cli_ps_agent_of(&r->agents, x->row->pid);
 			x->asking = gpr_cli_top_asking(r, x->agent);
 			if (x->agent && x->agent->ok) {
@@ -272,18 +316,8 @@ size_t gpr_cli_top_entries(const struct gpr_cli_top_reading *r, int sort,
 			}
 		}
 	}
-	sort_by = sort;
-	qsort(e, m, sizeof(*e), entry_cmp);
-	/* a letter a process, in the order of the list */
-	size_t letters = 0;
-	for (size_t i = 0; i < m; i++) {
-		e[i].key = 0;
-		for (size_t j = 0; j < i && !e[i].key; j++)
-			if (e[j].row->pid == e[i].row->pid)
-				e[i].key = e[j].key;
-		if (!e[i].key)
-			e[i].key = key_for(letters++);
-	}
+	qsort_r(e, m, sizeof(*e), entry_cmp, &sort);
+	letters(e, m);
 	*out = e;
 	return m;
 }
@@ -351,8 +385,12 @@ static void gpu_kinds(const struct gpr_cli_ps_gpu *g,
 	out[K_FREE] = (long long)g->info.free;
 }
 
-/* A bar of `cells` cells over `total` bytes: each stretch as many cells
- * as its share rounds to (cumulative, so the cells add up). */
+/* A bar of `cells` cells over `total` bytes: the stretches take as many
+ * cells as their bytes' share rounds to, and every stretch that holds a
+ * byte at least one (as the HTML bar gives a small part its minimum
+ * width): the cells go to the stretches by their exact shares, the
+ * largest remainders first, then the ones below one cell take theirs from
+ * the largest. */
 struct stretch {
 	long long bytes;
 	int role;
@@ -364,19 +402,61 @@ static void bar(struct lay *l, const struct stretch *s, size_t n,
 {
 	if (cells <= 0)
 		return;
-	long long sum = 0;
-	int done = 0;
 	put(l, GPR_CLI_TOP_DIM, "[", 1);
-	for (size_t i = 0; i < n && total > 0; i++) {
-		sum += s[i].bytes > 0 ? s[i].bytes : 0;
-		long long upto =
-		    (long long)((double)sum / (double)total * cells + 0.5);
-		if (upto > cells)
-			upto = cells;
-		fill(l, s[i].role, s[i].ch, (int)upto - done);
-		if (upto > done)
-			done = (int)upto;
+	double sum = 0;
+	int nonzero = 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i].bytes > 0) {
+			sum += (double)s[i].bytes;
+			nonzero++;
+		}
+	int used = total > 0 ? (int)(sum / (double)total * cells + 0.5) : 0;
+	if (used < nonzero)
+		used = nonzero;
+	if (used > cells)
+		used = cells;
+	int *c = calloc(n ? n : 1, sizeof(*c));
+	double *left = calloc(n ? n : 1, sizeof(*left));
+	int given = 0;
+	for (size_t i = 0; c && left && i < n && sum > 0; i++) {
+		if (s[i].bytes <= 0)
+			continue;
+		double exact = (double)s[i].bytes / sum * used;
+		c[i] = (int)exact;
+		left[i] = exact - c[i];
+		given += c[i];
 	}
+	while (c && left && given < used) { /* largest remainders */
+		size_t best = n;
+		for (size_t i = 0; i < n; i++)
+			if (s[i].bytes > 0 &&
+			    (best == n || left[i] > left[best]))
+				best = i;
+		if (best == n)
+			break;
+		c[best]++;
+		left[best] = -1;
+		given++;
+	}
+	for (size_t i = 0; c && i < n; i++) { /* a cell for every part */
+		if (s[i].bytes <= 0 || c[i] > 0)
+			continue;
+		size_t big = 0;
+		for (size_t k = 1; k < n; k++)
+			if (c[k] > c[big])
+				big = k;
+		if (c[big] <= 1)
+			break;
+		c[big]--;
+		c[i] = 1;
+	}
+	int done = 0;
+	for (size_t i = 0; c && i < n; i++) {
+		fill(l, s[i].role, s[i].ch, c[i]);
+		done += c[i];
+	}
+	free(c);
+	free(left);
 	fill(l, GPR_CLI_TOP_FREE, '.', cells - done);
 	put(l, GPR_CLI_TOP_DIM, "]", 1);
 }
@@ -439,17 +519,15 @@ static void procs_bar(struct lay *l, const struct gpr_cli_ps_gpu *g,
 	if (!s)
 		return;
 	size_t m = 0;
-	/* the entries are sorted; the bar goes largest first regardless */
-	for (size_t p = 0; p < g->n; p++) {
-		const struct gpr_cli_ps_row *row = &g->rows[p];
-		char key = '*';
-		for (size_t i = 0; i < n; i++)
-			if (e[i].row == row)
-				key = e[i].key;
-		s[m++] = (struct stretch){
-		    row->bytes_known ? (long long)row->bytes : 0,
-		    GPR_CLI_TOP_PROC0 + (int)(p % GPR_CLI_TOP_PROCS), key};
-	}
+	/* in the GPU's order (largest first), whatever the list's */
+	for (size_t p = 0; p < g->n; p++)
+		s[p] = (struct stretch){
+		    g->rows[p].bytes_known ? (long long)g->rows[p].bytes : 0,
+		    GPR_CLI_TOP_PROC0 + (int)(p % GPR_CLI_TOP_PROCS), '*'};
+	for (size_t i = 0; i < n; i++)
+		if (e[i].gpu == g)
+			s[e[i].row - g->rows].ch = e[i].key;
+	m = g->n;
 	s[m++] = (struct stretch){others, GPR_CLI_TOP_OTHERS, 'O'};
 	bar(l, s, m, (long long)g->info.total, cells);
 	free(s);
@@ -634,7 +712,7 @@ static void process_row(struct lay *l, const struct gpr_cli_top_reading *r,
 	snprintf(gpu, sizeof(gpu), "%d", e->gpu->index);
 	new_line(l);
 	char key[2] = {e->key, '\0'};
-	put(l, selected ? base : GPR_CLI_TOP_PROC0, key, 0);
+	put(l, GPR_CLI_TOP_PROC0 + e->shade, key, 0);
 	putf(l, base, " %7u ", row->pid);
 	char user[16];
 	snprintf(user, sizeof(user), "%-8.8s",

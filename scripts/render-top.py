@@ -111,8 +111,9 @@ class Window:
                               text=True, check=True).stdout
 
     def lines(self, escapes=False):
-        args = ["capture-pane", "-p", "-t", "t"] + (["-e"] if escapes
-                                                     else [])
+        # with its attributes, trailing blanks kept (a reverse bar's)
+        args = ["capture-pane", "-p", "-t", "t"] + (["-e", "-N"]
+                                                     if escapes else [])
         return self.run(*args).split("\n")[:ROWS]
 
     def wait(self, test, what):
@@ -130,9 +131,9 @@ class Window:
 
 def ready(lines):
     """Every agent answered and the notebook shows as idle."""
-    text = "\n".join(lines)
     rows = [x for x in lines if re.match(r"^\S +\d+ ", x)]
-    return (len(rows) == len(SCENE) and "..." not in text
+    return (len(rows) == len(SCENE)
+            and not any(" ... " in x for x in rows)
             and any("idle " in x and "notebook" in x for x in rows))
 
 
