@@ -82,7 +82,8 @@ void gpr_cli_ps_ids_fill(struct gpr_cli_ps_ids *c, struct gpr_cli_ps_row *row,
 		row->user_known = e->user_known;
 		row->cmd_known = e->cmd_known;
 		memcpy(row->user, e->user, sizeof(row->user));
-		snprintf(row->cmd, sizeof(row->cmd), "%s", e->cmd ? e->cmd : "");
+		snprintf(row->cmd, sizeof(row->cmd), "%s",
+			 e->cmd ? e->cmd : "");
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
