@@ -128,7 +128,7 @@ def us(xs):
 class Target:
     def __init__(self, env, wait=True):
         e = dict(env, GPURECLAIM_AGENT="1")
-        boot = os.path.join(PKG, "gpureclaim", "_bootstrap")
+        boot = os.path.join(PKG, "gpureclaim", "_startup", "_bootstrap")
         e["PYTHONPATH"] = os.pathsep.join([boot, e["PYTHONPATH"]])
         self.p = subprocess.Popen([sys.executable, "-c", TARGET], env=e,
                                   stdin=subprocess.PIPE,

@@ -1,6 +1,6 @@
 /*
  * The agent's client in C (docs/agent.md; the protocol and the checks are
- * python/gpureclaim/agent.py's): connect, ask, read the answer. Used by
+ * python/gpureclaim/agent/'s): connect, ask, read the answer. Used by
  * `release --pid`/`explain --pid` (cli/cmd_agent.c) and `ps --explain`
  * (cli/ps_explain.c), which asks every agent at once, a thread each: so
  * nothing here prints or keeps state between requests; a failure is
@@ -31,6 +31,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "out/text.h"
 
 #define MAX_ANSWER (16u << 20)
 #define MAX_DIRS 8
@@ -85,7 +87,7 @@ static int alive(long pid)
 }
 
 /* Whether pid has ended, looking again for a moment: the kernel closes a
- * dying process's files before it shows it as ended (agent.py _ended). */
+ * dying process's files before it shows it as ended (agent/ _ended). */
 static int ended(long pid, double deadline)
 {
 	double end = now() + 0.5;
@@ -143,7 +145,7 @@ static int proc_env(long pid, const char *name, char *out, size_t len)
 	return found;
 }
 
-/* ---------------- the folders (agent.py _dirs_of) ---------------- */
+/* ---------------- the folders (agent/ _dirs_of) ---------------- */
 
 /* A real directory (not a link) of uid, mode 0700. */
 static int private_dir(const char *d, long uid)
@@ -253,7 +255,7 @@ static int fail(const char *kind, const char *fmt, ...)
 	return GPR_CLI_ERROR;
 }
 
-/* ---------------- connecting (agent.py _connect) ---------------- */
+/* ---------------- connecting (agent/ _connect) ---------------- */
 
 static int connect_agent(long pid, double deadline, int *fd_out)
 {
@@ -412,6 +414,15 @@ static const char *jstring(const char *p, const char *e, struct gpr__buf *o)
 			return p + 1;
 		if (c < 0x20)
 			return NULL;
+		if (c >= 0x80) { /* UTF-8 only, as JSON is (and Python reads) */
+			size_t n = gpr__utf8_len(p, NULL);
+			if (n == 0 || n > (size_t)(e - p))
+				return NULL;
+			if (o)
+				gpr__buf_putn(o, p, n);
+			p += n - 1;
+			continue;
+		}
 		if (c != '\\') {
 			if (o)
 				gpr__buf_putn(o, p, 1);
@@ -445,6 +456,35 @@ static const char *jstring(const char *p, const char *e, struct gpr__buf *o)
 			put_utf8(o, u);
 	}
 	return NULL;
+}
+
+static const char *digits(const char *p, const char *e)
+{
+	const char *s = p;
+	while (p < e && *p >= '0' && *p <= '9')
+		p++;
+	return p > s ? p : NULL;
+}
+
+/* A number at p by JSON's grammar (-?(0|[1-9][0-9]*)(.[0-9]+)?
+ * ([eE][+-]?[0-9]+)?, what Python's json reads); its end, or NULL. */
+static const char *jnumber(const char *p, const char *e)
+{
+	if (p < e && *p == '-')
+		p++;
+	if (p < e && *p == '0')
+		p++;
+	else if (!(p = digits(p, e)))
+		return NULL;
+	if (p < e && *p == '.' && !(p = digits(p + 1, e)))
+		return NULL;
+	if (p < e && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (p < e && (*p == '+' || *p == '-'))
+			p++;
+		p = digits(p, e);
+	}
+	return p;
 }
 
 /* Any value at p; its end, or NULL. depth bounds the nesting. */
@@ -483,12 +523,7 @@ static const char *jvalue(const char *p, const char *e, int depth)
 		if ((size_t)(e - p) >= n && memcmp(p, words[i], n) == 0)
 			return p + n;
 	}
-	const char *s = p;
-	if (p < e && *p == '-')
-		p++;
-	while (p < e && strchr("0123456789.eE+-", *p) && *p)
-		p++;
-	return p > s ? p : NULL;
+	return jnumber(p, e);
 }
 
 /* The top-level members of the answer the command reads. */
@@ -530,14 +565,17 @@ static int parse_answer(const char *line, size_t n, struct answer *a)
 				a->ok = v, a->ok_end = p;
 			else if (strcmp(name, "result") == 0)
 				a->result = v, a->result_end = p;
-			else if (strcmp(name, "groups") == 0 && *v == '[')
-				a->groups = v, a->groups_end = p;
-			else if (strcmp(name, "text") == 0 && *v == '"')
-				a->text = v;
-			else if (strcmp(name, "error") == 0 && *v == '"')
-				a->error = v;
-			else if (strcmp(name, "kind") == 0 && *v == '"')
-				a->kind = v;
+			/* a member named twice: the last one counts (as in
+			 * Python's dict), of whatever type it is */
+			else if (strcmp(name, "groups") == 0)
+				a->groups = *v == '[' ? v : NULL,
+				a->groups_end = p;
+			else if (strcmp(name, "text") == 0)
+				a->text = *v == '"' ? v : NULL;
+			else if (strcmp(name, "error") == 0)
+				a->error = *v == '"' ? v : NULL;
+			else if (strcmp(name, "kind") == 0)
+				a->kind = *v == '"' ? v : NULL;
 		}
 		gpr__buf_free(&key);
 		if (!p || (p = ws(p, e)) >= e)
@@ -556,7 +594,7 @@ static int is(const char *v, const char *end, const char *word)
 	       memcmp(v, word, strlen(word)) == 0;
 }
 
-/* ---------------- the exchange (agent.py exchange, ask_full) -------- */
+/* ---------------- the exchange (agent/ exchange, ask_full) -------- */
 
 static int send_all(int fd, const char *s, size_t n, double deadline)
 {
@@ -621,6 +659,31 @@ static int read_line(int fd, long pid, double deadline, struct gpr__buf *b)
 	}
 }
 
+/* An agent's error as its clients say it (agent/_protocol.py one_line):
+ * each run of ASCII white space one blank, none at the ends, at most 500
+ * characters. */
+static void one_line(const char *s, struct gpr__buf *o)
+{
+	static const char blank[] = " \t\n\v\f\r";
+	size_t chars = 0;
+	while (*s && chars < 500) {
+		if (strchr(blank, *s)) {
+			while (*s && strchr(blank, *s))
+				s++;
+			if (o->len && *s) {
+				gpr__buf_putn(o, " ", 1);
+				chars++;
+			}
+			continue;
+		}
+		size_t n = gpr__utf8_len(s, NULL);
+		n = n ? n : 1;
+		gpr__buf_putn(o, s, n);
+		s += n;
+		chars++;
+	}
+}
+
 static const char *const kinds[] = {K_NO_AGENT, K_REFUSED, K_TIMEOUT,
 				    K_DIED,	K_BAD,	   K_ERROR};
 
@@ -630,6 +693,12 @@ static int check_answer(long pid, struct gpr_cli_agent_reply *r)
 	struct answer a;
 	const char *text = gpr__buf_str(&r->line);
 	if (parse_answer(text, r->line.len, &a) != 0) {
+		const char *e = text + r->line.len, *v = jvalue(text, e, 0);
+		if (v && ws(v, e) == e) /* JSON, but not an object */
+			return fail(K_BAD,
+				    "process %ld's agent answered JSON that is "
+				    "not protocol version 1's",
+				    pid);
 		char head[48];
 		size_t n = r->line.len < 40 ? r->line.len : 40;
 		for (size_t i = 0; i < n; i++)
@@ -653,22 +722,19 @@ static int check_answer(long pid, struct gpr_cli_agent_reply *r)
 				    "process %ld's agent failed without saying "
 				    "why",
 				    pid);
-		struct gpr__buf err = {0}, kind = {0};
+		struct gpr__buf err = {0}, kind = {0}, m = {0};
 		jstring(a.error, a.end, &err);
-		/* one line: white space runs as one blank */
-		char *m = err.data ? err.data : "";
-		for (char *c = m; *c; c++)
-			if (*c == '\n' || *c == '\r' || *c == '\t')
-				*c = ' ';
+		one_line(gpr__buf_str(&err), &m);
 		const char *k = K_ERROR;
 		if (a.kind && jstring(a.kind, a.end, &kind))
 			for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds);
 			     i++)
 				if (strcmp(gpr__buf_str(&kind), kinds[i]) == 0)
 					k = kinds[i];
-		fail(k, "process %ld: %.500s", pid, m);
+		fail(k, "process %ld: %s", pid, gpr__buf_str(&m));
 		gpr__buf_free(&err);
 		gpr__buf_free(&kind);
+		gpr__buf_free(&m);
 		return GPR_CLI_ERROR;
 	}
 	if (!a.result)
@@ -770,7 +836,7 @@ size_t gpr_cli_agent_ints(const char *v, const char *end, long long *out,
 	return n;
 }
 
-/* ---------------- discovery (agent.py discover) ---------------- */
+/* ---------------- discovery (agent/ discover) ---------------- */
 
 static int cmp_long(const void *a, const void *b)
 {

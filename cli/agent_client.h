@@ -1,6 +1,6 @@
 /*
  * The agent's client (cli/agent_client.c): one request to one process's
- * agent, checked as python/gpureclaim/agent.py checks it, and the agents
+ * agent, checked as python/gpureclaim/agent/ checks it, and the agents
  * this user may ask. Thread-safe: `ps --explain` asks every agent at once.
  */
 #ifndef GPR_CLI_AGENT_CLIENT_H
@@ -13,8 +13,8 @@
 
 struct gpr_cli_agent_reply {
 	/* on failure: no_agent, refused, timeout, died, bad_answer or error
-	 * (agent.py KINDS), and the one line that says why ("process N
-	 * ...") */
+	 * (agent/_protocol.py KINDS), and the one line that says why
+	 * ("process N ...") */
 	const char *kind;
 	char error[640];
 	/* on success: the answer's line, and in it the members read */

@@ -33,7 +33,7 @@ int gpr_cli_explain(int argc, char **argv);
 int gpr_cli_demo(int argc, char **argv);
 int gpr_cli_run(int argc, char **argv);
 int gpr_cli_exporter(int argc, char **argv);
-/* `report` of an out-of-memory post-mortem (gpureclaim/_postmortem.py). */
+/* `report` of an out-of-memory post-mortem (gpureclaim/oom/_postmortem.py). */
 int gpr_cli_oom_report(int argc, char **argv);
 /* A Dask cluster's reports: `ps --dask`, `explain --dask`, `release
  * --dask` (python/gpureclaim/cluster/_cli.py, docs/cluster.md). */

@@ -1,7 +1,7 @@
 /*
  * `gpureclaim release --pid N` and `gpureclaim explain --pid N`: one
  * request through the agent's client in C (cli/agent_client.c, which
- * `ps --explain` uses too; the protocol is python/gpureclaim/agent.py's).
+ * `ps --explain` uses too; the protocol is python/gpureclaim/agent/'s).
  *
  * Why in C: the issue's target is the in-process release plus 5 ms, and a
  * Python interpreter's start with the package's import costs more than

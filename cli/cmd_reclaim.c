@@ -9,7 +9,7 @@
  * the slowest release. The agents are asked a thread each, started before
  * the GPUs are read (with --gpu, once the GPU's rows say who is on it),
  * each bounded by --timeout (cli/agent_client.c). The agent's server adds
- * flat integer fields to its answers (python/gpureclaim/_agent_server.py:
+ * flat integer fields to its answers (python/gpureclaim/agent/_server.py:
  * "ordinals", "groups", "returned"): what a part is stays Python's policy,
  * this file adds numbers. The help is the Python side's (cmd_python.c).
  */
@@ -600,7 +600,7 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 /* "2GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; -1 if not a size
- * (_agent_cli.py parse_size's forms). */
+ * (the forms the Python reclaim took before it moved here). */
 static long long parse_size(const char *s)
 {
 	static const struct {

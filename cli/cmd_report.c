@@ -257,7 +257,7 @@ static int parse_args(int argc, char **argv, int *help)
 
 /*
  * An out-of-memory post-mortem of gpureclaim.watch_oom() (a JSON file that
- * begins with these bytes: SIGNATURE in python/gpureclaim/_postmortem.py)
+ * begins with these bytes: SIGNATURE in python/gpureclaim/oom/_postmortem.py)
  * is the Python package's to show: handed over as `explain` is.
  */
 static int is_oom_postmortem(const char *path)

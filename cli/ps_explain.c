@@ -5,7 +5,7 @@
  * (cli/cmd_ps.c), so the agents' time overlaps ps's own; each request is
  * bounded by --timeout (cli/agent_client.c). The agent's server adds to
  * its explain answer a flat "groups" array (python/gpureclaim/
- * _agent_server.py flat_groups): Python keeps the policy of what a group
+ * agent/_server.py flat_groups): Python keeps the policy of what a group
  * is, this file reads numbers.
  */
 #include "ps.h"
@@ -108,7 +108,7 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 {
 	memset(parts, 0, sizeof(long long) * GPR_CLI_PS_GROUPS);
 	*driver = -1;
-	/* the first explained GPU that NVML index is (as _agent_cli did) */
+	/* the first explained GPU that NVML index is (as the Python one did) */
 	for (size_t i = 0; i + GPR_CLI_PS_GPU_INTS <= a->n_groups;
 	     i += GPR_CLI_PS_GPU_INTS) {
 		if (a->groups[i + 1] != index)

@@ -16,7 +16,7 @@ struct gpr_cli_ps_gpu;
 
 /* live, returnable, not returnable, workspaces, pools, rest */
 #define GPR_CLI_PS_GROUPS 6
-/* per explained GPU in an explain answer's "groups" (_agent_server.py
+/* per explained GPU in an explain answer's "groups" (agent/_server.py
  * flat_groups): its CUDA ordinal, NVML index, the groups, the driver's
  * figure; -1 where unknown */
 #define GPR_CLI_PS_GPU_INTS (GPR_CLI_PS_GROUPS + 3)
@@ -30,7 +30,7 @@ struct gpr_cli_ps_agent {
 	int started;
 	int done;	  /* answered or failed: never asked again */
 	int ok;		  /* answered; else kind and error say why not */
-	const char *kind; /* agent.py's kinds */
+	const char *kind; /* agent/_protocol.py's kinds */
 	char error[640];
 	/* the answer's "groups", GPR_CLI_PS_GPU_INTS per explained GPU */
 	long long groups[GPR_CLI_PS_GPU_INTS * 64];

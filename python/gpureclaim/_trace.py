@@ -176,27 +176,3 @@ def trace(path: Optional[str] = None, *, backend: str = "auto") -> Trace:
     "interpose" or "cupti". An old trace log at ``path`` is replaced;
     any other file there raises."""
     return Trace(path, backend=backend)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext gpureclaim``: the cell magic ``%%gpureclaim [FILE]``
-    runs the cell traced and shows its report; and the agent starts
-    (gpureclaim/agent.py), so that the kernel's memory can be explained
-    and released from outside (``gpureclaim release --pid N``,
-    ``gpureclaim reclaim``: docs/agent.md). An agent that cannot start is
-    one line on stderr; the magic is there anyway."""
-
-    def gpureclaim(line: str, cell: str) -> TraceReport:
-        t = Trace(line.strip() or None)
-        with t:
-            ipython.run_cell(cell)
-        return t.report()
-
-    ipython.register_magic_function(gpureclaim, "cell", "gpureclaim")
-    try:
-        from . import agent
-
-        agent.start()
-    except Exception as e:
-        _sys.stderr.write(f"gpureclaim: the agent did not start: "
-                          f"{type(e).__name__}: {e}\n")

@@ -1,6 +1,6 @@
 /*
  * _context_probe(uuid): the probe process's side of measuring a bare
- * context (gpureclaim/_explain.py starts it for
+ * context (gpureclaim/_explain/_parts.py starts it for
  * explain(measure_context=True)). Only ever called in that child, never in
  * a user's process: it loads the driver, calls cuInit and opens the
  * primary context of the GPU with that UUID, which is why it resolves its

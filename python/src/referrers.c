@@ -1,5 +1,5 @@
 /*
- * The heap walk of explain(holders=True) (gpureclaim/_holders.py): who
+ * The heap walk of explain(holders=True) (gpureclaim/_explain/_holders.py): who
  * refers to a set of arrays, and who refers to those, up to the roots.
  *
  * heap(objects, stops, skips, budget_s, max_objects, groups[, threads])

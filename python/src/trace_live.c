@@ -5,7 +5,7 @@
  * allocated through the driver and not freed, as plain tuples
  * (device, kind, library or None, bytes, count); None when the tracer is
  * not here or not recording. What the rows mean for explain() (which
- * library is whose) is gpureclaim/_explain.py's.
+ * library is whose) is gpureclaim/_explain/_parts.py's.
  */
 #include "ext.h"
 #include "gpureclaim_trace.h"

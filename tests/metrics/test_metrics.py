@@ -14,7 +14,8 @@ from metricsenv import (BIN, HANG_S, PY_PATH, MiB, parse_exposition,
                         read_line, series, sim)  # noqa: F401 (sim: a fixture)
 
 sys.path.insert(0, PY_PATH)
-from gpureclaim import _exporter, _proc, metrics  # noqa: E402
+from gpureclaim import metrics  # noqa: E402
+from gpureclaim.metrics import _exporter, _proc  # noqa: E402
 
 HOSTILE = ['line\nbreak', 'quote"}', 'back\\slash', '"} 1\nfake_metric 1',
            '\x1b[31mred\x07', 'sep\u2028x', 'x' * 500]

@@ -19,7 +19,7 @@ from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
 
 GiB = 1 << 30
 MiB = 1 << 20
-BOOT = os.path.join(PY_PATH, "gpureclaim", "_bootstrap")
+BOOT = os.path.join(PY_PATH, "gpureclaim", "_startup", "_bootstrap")
 GPR = os.environ.get("GPURECLAIM_BIN", os.path.join(
     os.path.dirname(PY_PATH), "cli", "gpureclaim"))
 

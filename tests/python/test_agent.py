@@ -1,4 +1,4 @@
-"""The agent (gpureclaim/agent.py, gpureclaim/_agent_server.py) on the
+"""The agent (gpureclaim/agent/) on the
 simulated driver: processes holding fake-Torch cache, started with
 GPURECLAIM_AGENT=1, asked from this process (the client) about their
 memory and told to give it back; the paths and who may ask; a socket that

@@ -1,4 +1,4 @@
-"""The agent's commands (gpureclaim/_agent_cli.py) on the simulated driver:
+"""The agent's commands (gpureclaim/_commands/agent.py) on the simulated driver:
 `explain --pid`, `release --pid` with exact bytes, `reclaim` over several
 processes (one stopped, one that dies while asked, one without an agent),
 `ps --explain`, `agent list|start`, and the usage errors."""
@@ -80,7 +80,7 @@ def test_release_pid_returns_the_drop_of_the_driver_figure(env):
 
 def test_release_pid_passes_workspaces_and_collect(env):
     code = """\
-    import gpureclaim._agent_server as srv
+    import gpureclaim.agent._server as srv
     real = srv.OPS["release"]
     def spy(args):
         print("ARGS", json.dumps(args), file=sys.stderr, flush=True)
@@ -379,7 +379,7 @@ def test_the_commands_python_never_imports_from_the_current_folder(
     """Root running `gpureclaim agent start` in a user's folder must not
     run that user's files: the current folder is not on the path of the
     command's Python (cli/cmd_python.c), nor of the process's own
-    interpreter when it sends the start (gpureclaim/_remote_start.py)."""
+    interpreter when it sends the start (gpureclaim/agent/_remote_start.py)."""
     planted = tmp_path / "gpureclaim"
     planted.mkdir()
     (planted / "__init__.py").write_text(

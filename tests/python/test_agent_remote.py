@@ -1,4 +1,4 @@
-"""`gpureclaim agent start --pid N` (gpureclaim/_remote_start.py): the agent
+"""`gpureclaim agent start --pid N` (gpureclaim/agent/_remote_start.py): the agent
 started through sys.remote_exec in a process that never opted in, on the
 simulated driver, then asked from outside with exact bytes.
 

@@ -220,3 +220,51 @@ emit(dict(out=out, ok=ok))
     assert all(v == "TypeError" for k, v in r["out"].items() if k != "form"), r["out"]
     assert r["ok"] == ("t\nc:\n  n        b      s\n  x  1.5 KiB  50.0%\n"
                        "      under\n  y        -      -")
+
+
+def test_the_documented_submodules_are_attributes_of_the_package(scenario):
+    """`import gpureclaim; gpureclaim.agent.start()` as docs/agent.md writes
+    it (issue 33): each documented submodule is an attribute of the
+    package, loaded on first use (not by `import gpureclaim`, which stays
+    quick), and loading it imports no framework; so are the names of
+    theirs the package offers (watch_oom, retry_on_oom, IPython's
+    load_ipython_extension)."""
+    r = scenario("""
+OTHERS = ("torch", "cupy", "jax", "numba", "mlx", "rmm", "prometheus_client",
+          "distributed", "dask", "ray", "IPython")
+loaded = lambda: sorted(m for m in sys.modules if m.startswith("gpureclaim."))
+before = loaded()
+mods = {n: getattr(gpureclaim, n).__name__
+        for n in ("agent", "oom", "metrics", "cluster", "frameworks")}
+names = dict(
+    start=gpureclaim.agent.start.__module__,
+    last=gpureclaim.oom.last.__module__,
+    register=gpureclaim.metrics.register.__module__,
+    dask=gpureclaim.cluster.dask.__name__,
+    watch=gpureclaim.watch_oom is gpureclaim.oom.watch_oom,
+    retry=gpureclaim.retry_on_oom is gpureclaim.oom.retry_on_oom,
+    ipython=gpureclaim.load_ipython_extension.__name__)
+try:
+    gpureclaim.no_such_thing
+    missing = None
+except AttributeError as e:
+    missing = str(e)
+emit(dict(before=before, mods=mods, names=names, missing=missing,
+          listed=[n for n in ("agent", "oom", "metrics", "cluster",
+                              "watch_oom") if n in dir(gpureclaim)],
+          others=[m for m in OTHERS if m in sys.modules]))
+""")
+    for m in ("agent", "oom", "metrics", "cluster"):
+        assert not [x for x in r["before"]
+                    if x == f"gpureclaim.{m}" or
+                    x.startswith(f"gpureclaim.{m}.")], r["before"]
+    assert r["mods"] == {n: f"gpureclaim.{n}" for n in (
+        "agent", "oom", "metrics", "cluster", "frameworks")}
+    assert r["names"] == dict(
+        start="gpureclaim.agent", last="gpureclaim.oom",
+        register="gpureclaim.metrics", dask="gpureclaim.cluster.dask",
+        watch=True, retry=True, ipython="load_ipython_extension")
+    assert r["missing"] == ("module 'gpureclaim' has no attribute "
+                            "'no_such_thing'")
+    assert r["listed"] == ["agent", "oom", "metrics", "cluster", "watch_oom"]
+    assert r["others"] == []

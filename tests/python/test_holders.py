@@ -347,7 +347,8 @@ def test_the_walks_threads_make_the_graph_one_thread_makes(scenario):
     gives, every object traversed."""
     r = run(scenario, """
 import collections, functools, itertools
-from gpureclaim import _gpureclaim as _c, _holders as H
+from gpureclaim import _gpureclaim as _c
+from gpureclaim._explain import _holders as H
 class Holder:
     cache = torch.empty(2 << 20, device="cuda")
 def make():

@@ -40,7 +40,7 @@ def pm_of(r, d):
 def test_torch_oom_post_mortem_has_the_exact_figures(scenario, tmp_path):
     r = scenario(CUPY_STARVES_TORCH + """
 import gc, stat
-import gpureclaim._postmortem as pm_mod
+import gpureclaim.oom._postmortem as pm_mod
 # without the watch: Torch's own error, to compare with
 try:
     torch.empty(4 << 30, device="cuda")
@@ -572,7 +572,7 @@ emit(dict(out=out, on=gpureclaim.oom.status()["on"]))
 
 def test_watching_imports_nothing_and_attaches_on_import(scenario, tmp_path):
     r = scenario("""
-import gpureclaim._imports as imports
+import gpureclaim._startup._imports as imports
 gpureclaim.watch_oom(os.environ['OUT'])
 before = dict(modules=[m for m in ("torch", "cupy", "jax") if m in sys.modules],
               mapped=libcuda_mapped(), waiting=imports.waiting(),
@@ -673,7 +673,7 @@ emit({})
 def test_the_command_and_the_package_check_the_same_first_bytes():
     sys.path.insert(0, os.environ.get("GPR_PY_PATH", "build/python"))
     try:
-        from gpureclaim._postmortem import SIGNATURE
+        from gpureclaim.oom._postmortem import SIGNATURE
     finally:
         sys.path.pop(0)
     src = open(os.path.join(ROOT, "cli", "cmd_report.c")).read()

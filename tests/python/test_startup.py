@@ -1,4 +1,4 @@
-"""The startup hook (gpureclaim/_startup.py) and `gpureclaim run`: the .pth
+"""The startup hook (gpureclaim/_startup/) and `gpureclaim run`: the .pth
 the wheel installs, the bootstrap sitecustomize `run` puts on PYTHONPATH,
 both inert without their variable; `run` in a build tree, beside the
 user's own sitecustomize, and into a child that could not import the
@@ -19,14 +19,15 @@ from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PTH = os.path.join(ROOT, "python", "gpureclaim-startup.pth")
-BOOT = os.path.join(PY_PATH, "gpureclaim", "_bootstrap")
+BOOT = os.path.join(PY_PATH, "gpureclaim", "_startup", "_bootstrap")
 GPR = os.environ.get("GPURECLAIM_BIN",
                      os.path.join(ROOT, "build", "cli", "gpureclaim"))
 
 
 def starters():
     """_STARTERS' variables, read from the source (not imported here)."""
-    src = open(os.path.join(ROOT, "python", "gpureclaim", "_startup.py")).read()
+    src = open(os.path.join(ROOT, "python", "gpureclaim", "_startup",
+                            "__init__.py")).read()
     node = next(n for n in ast.parse(src).body if isinstance(n, ast.Assign)
                 and getattr(n.targets[0], "id", "") == "_STARTERS")
     return [row.elts[0].value for row in node.value.elts]
@@ -61,8 +62,8 @@ def test_the_pth_and_the_bootstrap_test_the_starters_variables():
     assert line.count("\n") == 1 and line.startswith("import os;")
     assert re.findall(r"'(GPURECLAIM_[A-Z_]+)' ?in os\.environ", line) == \
         starters()
-    src = open(os.path.join(ROOT, "python", "gpureclaim", "_bootstrap",
-                            "sitecustomize.py")).read()
+    src = open(os.path.join(ROOT, "python", "gpureclaim", "_startup",
+                            "_bootstrap", "sitecustomize.py")).read()
     node = next(n for n in ast.parse(src).body if isinstance(n, ast.Assign)
                 and getattr(n.targets[0], "id", "") == "VARIABLES")
     assert list(ast.literal_eval(node.value)) == starters()

@@ -102,7 +102,7 @@ with tempfile.TemporaryDirectory() as folder:
         pass
 pm = gpureclaim.oom.last()
 parts = [[b for _, b, _ in pm_bar[2] if b > 0]
-         for pm_bar in [gpureclaim._postmortem._bar(pm.doc)]]
+         for pm_bar in [gpureclaim.oom._postmortem._bar(pm.doc)]]
 OUT = dict(html=pm._repr_html_(), text=str(pm), parts=parts)
 """
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Optional
 
-from .. import _c, _kind, _kind_order, format_bytes
+from .. import _c, format_bytes
+from .._explain._views import _kind, _kind_order
 from ._records import Worker, WorkerGPU
 
 #: this many bars are drawn at most (the tables list every GPU)

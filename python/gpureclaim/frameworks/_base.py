@@ -65,7 +65,8 @@ class Framework:
 @dataclass(frozen=True)
 class Holders:
     """A framework's part of ``explain(holders=True)``
-    (gpureclaim/_holders.py walks the heap; this says what an array is).
+    (gpureclaim/_explain/_holders.py walks the heap; this says what an
+    array is).
 
     - ``arrays(call, objects) -> (arrays, blocks, odd)``: ``arrays`` the
       framework's GPU arrays among ``objects`` (``gc.get_objects()``) as
@@ -95,7 +96,7 @@ class Holders:
 
 @dataclass(frozen=True)
 class OOMHook:
-    """A framework's out-of-memory hook (gpureclaim/oom.py runs it).
+    """A framework's out-of-memory hook (gpureclaim/oom/ runs it).
 
     - ``module``: the module whose import attaches it ("torch"); the
       startup hook waits for the user to import it and never imports it.
@@ -104,7 +105,7 @@ class OOMHook:
       program replaced since), or says why it cannot (yet). It must not
       initialise CUDA. The hook reports an out-of-memory error with
       ``watch.capture(...)`` and ``watch.done(post_mortem)``
-      (gpureclaim/oom.py, ``_Watch``).
+      (gpureclaim/oom/, ``_Watch``).
     - ``request(exc) -> None | Request``: the request that failed, when
       ``exc`` is this framework's out-of-memory error (what
       ``@retry_on_oom`` catches, and what reaches the top).

@@ -1,0 +1,141 @@
+"""`gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]`: runs CMD
+with gpureclaim's features started in its Python processes (docs/oom.md,
+"In a program you did not write"; docs/agent.md).
+
+It sets each feature's variable (GPURECLAIM_OOM: 1, or PATH;
+GPURECLAIM_AGENT: 1) and puts the
+package's bootstrap folder (gpureclaim/_startup/_bootstrap, whose
+sitecustomize calls the startup hook, gpureclaim/_startup/) first on
+PYTHONPATH, so
+that the hook runs in a build tree or an environment without the wheel's
+.pth too, then execs CMD. The variables reach every Python process CMD
+starts; a program that is not Python is run as it is, and `run` says so.
+The command (C) hands `run` to this module, as it hands `explain`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Optional
+
+USAGE = """\
+USAGE: gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]
+
+Run CMD with gpureclaim started in each of its Python processes, through
+the environment (GPURECLAIM_OOM, GPURECLAIM_AGENT) and a startup hook,
+with no change to its code.
+
+OPTIONS:
+    --oom[=PATH]    on every out-of-memory error of Torch, CuPy or JAX, a
+                    post-mortem: a short text on stderr and a JSON file,
+                    gpureclaim-oom-<pid>-<n>.json in the current folder,
+                    or in PATH when it is a folder, else PATH itself (then
+                    PATH-2, ...); never replacing a file
+    --agent         the agent in each Python process: this user (and root)
+                    may then ask it from outside, `gpureclaim explain --pid
+                    N`, `release --pid N`, `reclaim` (docs/agent.md)
+    -h, --help      show this help
+
+EXAMPLES:
+    gpureclaim run --oom -- python train.py --epochs 3
+    gpureclaim run --agent -- python serve.py
+    gpureclaim run --oom=/tmp/oom/ -- torchrun --nproc-per-node 8 train.py
+    gpureclaim report gpureclaim-oom-1234-1.json
+
+Exit status: CMD's; 127 when CMD cannot be run, 2 bad usage.
+"""
+
+
+def bootstrap_dir() -> str:
+    """The folder whose sitecustomize.py starts gpureclaim in a child."""
+    return os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "_startup", "_bootstrap")
+
+
+def _usage_error(msg: str) -> int:
+    sys.stderr.write(f"gpureclaim run: {msg}\n"
+                     "Run 'gpureclaim run --help' for the options.\n")
+    return 2
+
+
+def _is_python(path: str) -> bool:
+    """CMD is a Python interpreter, or a script whose #! line names one."""
+    if os.path.basename(path).startswith("python"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def environment(oom: Optional[str], base: dict,
+                agent: Optional[str] = None) -> dict:
+    """base with the variables of the features asked for and the
+    bootstrap folder first on PYTHONPATH (once)."""
+    env = dict(base)
+    if oom is not None:
+        env["GPURECLAIM_OOM"] = oom
+    if agent is not None:
+        env["GPURECLAIM_AGENT"] = agent
+    boot = bootstrap_dir()
+    old = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([boot] + [p for p in old
+                                                  if p != boot])
+    return env
+
+
+def main(argv: list) -> int:
+    oom = agent = None
+    args = list(argv)
+    while args:
+        a = args[0]
+        if a == "--":
+            args.pop(0)
+            break
+        if not a.startswith("-"):
+            break
+        args.pop(0)
+        if a in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            return 0
+        if a == "--agent":
+            agent = "1"
+        elif a == "--oom":
+            oom = "1"
+        elif a.startswith("--oom="):
+            oom = a[len("--oom="):]
+            if not oom:
+                return _usage_error("--oom= needs a path (or give --oom "
+                                    "alone for the current folder)")
+        else:
+            return _usage_error(f"unknown option '{a}'")
+    if not args:
+        return _usage_error("expected a command after the options (-- CMD "
+                            "ARGS...)")
+    if oom is None and agent is None:
+        return _usage_error("nothing to start: give --oom or --agent")
+    cmd = args
+    found = shutil.which(cmd[0]) if os.sep not in cmd[0] else cmd[0]
+    if found is None or not os.path.exists(found):
+        sys.stderr.write(f"gpureclaim run: {cmd[0]}: command not found\n")
+        return 127
+    if not _is_python(found):
+        names = " and ".join(v for v, on in (("GPURECLAIM_OOM", oom),
+                                             ("GPURECLAIM_AGENT", agent))
+                             if on is not None)
+        sys.stderr.write(f"gpureclaim run: {cmd[0]} is not a Python "
+                         f"program: {names} reach"
+                         f"{'' if ' and ' in names else 'es'} only the "
+                         f"Python processes it starts\n")
+    env = environment(oom, os.environ, agent)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(cmd[0], cmd, env)
+    except OSError as e:
+        sys.stderr.write(f"gpureclaim run: cannot run {cmd[0]}: "
+                         f"{e.strerror}\n")
+        return 127

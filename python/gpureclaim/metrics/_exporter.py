@@ -1,0 +1,265 @@
+"""`gpureclaim exporter`: the host's GPU memory as a Prometheus endpoint
+(gpureclaim/metrics.py's HostCollector, docs/metrics.md). The command (C)
+hands it to this module, as it hands `run`.
+
+A reading (NVML, /proc, the agents) is taken every --interval seconds in
+the main thread and encoded once by prometheus_client (plain and
+gzipped); a scrape sends those bytes. So a slow agent, a slow NVML or a
+host of a thousand processes never makes a scrape slow, and scrapes from
+several servers do not multiply the readings.
+"""
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import json
+import signal
+import socket
+import sys
+import threading
+
+USAGE = """\
+USAGE: gpureclaim exporter [--listen HOST:PORT] [--interval SECONDS]
+                           [--agent-timeout SECONDS] [--once [--json]]
+
+Serve the GPU memory of this host as Prometheus metrics on
+http://HOST:PORT/metrics: per GPU its total, used and free bytes; per
+process on it its driver bytes, user, command and container; for each
+process with an agent its parts as its own explain() splits them, what
+release() would give back included (kind="releasable"). Needs
+prometheus_client: pip install 'gpureclaim[prometheus]'.
+
+OPTIONS:
+    --listen HOST:PORT  where to serve (default 127.0.0.1:9835, this
+                        machine only; [::1]:9835 for IPv6; port 0: any
+                        free port). Another address is printed at start
+    --interval SECONDS  take a reading every SECONDS (default 10); a
+                        scrape serves the latest
+    --agent-timeout SECONDS
+                        how long one agent may take to answer (default 2)
+    --once              print one reading's metrics and exit
+    --json              with --once: the reading as JSON instead
+    -h, --help          show this help
+
+EXAMPLES:
+    gpureclaim exporter
+    gpureclaim exporter --listen 0.0.0.0:9835 --interval 15
+    gpureclaim exporter --once | promtool check metrics
+
+Exit status: 0 ok (stopped by SIGTERM or SIGINT), 1 cannot serve or
+prometheus_client missing, 2 bad usage.
+"""
+
+DEFAULT_LISTEN = "127.0.0.1:9835"
+
+
+def _usage_error(msg: str) -> int:
+    sys.stderr.write(f"gpureclaim exporter: {msg}\n"
+                     "Run 'gpureclaim exporter --help' for the options.\n")
+    return 2
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT or [V6]:PORT -> (host, port); ValueError saying why."""
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError(f"'{text}' is not [ADDRESS]:PORT")
+        port = rest[1:]
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep or ":" in host:
+            raise ValueError(f"'{text}' is not HOST:PORT (an IPv6 address "
+                             f"goes in brackets: [::1]:9835)")
+    if not host:
+        raise ValueError(f"'{text}' names no host (0.0.0.0 for every "
+                         f"interface, 127.0.0.1 for this machine only)")
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"bad port '{port}' (0 to 65535)")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Every address the host name resolves to is a loopback one."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addrs = {i[4][0] for i in infos}
+    return bool(addrs) and all(
+        ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def _seconds(opt: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not v > 0 or v != v or v == float("inf"):
+        raise ValueError(f"{opt} needs a positive number of seconds, not "
+                         f"'{text}'")
+    return v
+
+
+def _parse(argv: list) -> dict:
+    opts = {"listen": DEFAULT_LISTEN, "interval": 10.0, "agent_timeout": 2.0,
+            "once": False, "json": False, "help": False}
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        name, eq, val = a.partition("=")
+        if a in ("-h", "--help"):
+            opts["help"] = True
+        elif a == "--once":
+            opts["once"] = True
+        elif a == "--json":
+            opts["json"] = True
+        elif name in ("--listen", "--interval", "--agent-timeout"):
+            if not eq:
+                if not args:
+                    raise ValueError(f"{name} needs a value")
+                val = args.pop(0)
+            key = name[2:].replace("-", "_")
+            opts[key] = val if key == "listen" else _seconds(name, val)
+        elif a.startswith("-"):
+            raise ValueError(f"unknown option '{a}'")
+        else:
+            raise ValueError(f"unexpected argument '{a}'")
+    if opts["json"] and not opts["once"]:
+        raise ValueError("--json needs --once (the endpoint serves the "
+                         "Prometheus text format)")
+    opts["host"], opts["port"] = parse_listen(opts["listen"])
+    return opts
+
+
+def main(argv: list) -> int:
+    try:
+        opts = _parse(argv)
+    except ValueError as e:
+        if "-h" in argv or "--help" in argv:
+            sys.stdout.write(USAGE)
+            return 0
+        return _usage_error(str(e))
+    if opts["help"]:
+        sys.stdout.write(USAGE)
+        return 0
+    from .. import metrics
+
+    try:
+        prometheus_client, _ = metrics._prometheus()
+    except ImportError as e:
+        sys.stderr.write(f"gpureclaim exporter: {e}\n")
+        return 1
+    collector = metrics.HostCollector(agent_timeout=opts["agent_timeout"])
+    if opts["once"]:
+        r = collector.read()
+        if opts["json"]:
+            sys.stdout.write(json.dumps(r.to_dict(), indent=1) + "\n")
+        else:
+            sys.stdout.buffer.write(metrics.exposition(collector))
+        collector.close()
+        return 0
+    return _serve(opts, collector, prometheus_client)
+
+
+class Latest:
+    """The latest reading's exposition, encoded once per reading."""
+
+    def __init__(self, collector, prometheus_client):
+        self.collector = collector
+        self.registry = prometheus_client.CollectorRegistry(
+            auto_describe=False)
+        self.registry.register(collector)
+        self.generate = prometheus_client.generate_latest
+        self.type = getattr(prometheus_client.exposition,
+                            "CONTENT_TYPE_PLAIN_0_0_4",
+                            "text/plain; version=0.0.4; charset=utf-8")
+        self.body = self.gz = b""
+        self.lock = threading.Lock()
+
+    def refresh(self) -> None:
+        self.collector.read()
+        body = self.generate(self.registry)
+        gz = gzip.compress(body, compresslevel=1)
+        with self.lock:
+            self.body, self.gz = body, gz
+
+    def app(self, environ, start_response):
+        """The WSGI app: /metrics (and /) send the latest exposition,
+        gzipped when the scraper accepts it (Prometheus does)."""
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"gpureclaim exporter: the metrics are at /metrics\n"]
+        with self.lock:
+            body, gz = self.body, self.gz
+        headers = [("Content-Type", self.type)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gz
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(body))))
+        start_response("200 OK", headers)
+        return [body]
+
+
+def _server(host: str, port: int, app):
+    """A threading WSGI server of `app` on host:port, IPv4 or IPv6 as host
+    is; quiet (no line per request)."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, \
+        make_server
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format, *args):
+            pass
+
+    return make_server(host, port, app, Server, handler_class=Quiet)
+
+
+def _serve(opts: dict, collector, prometheus_client) -> int:
+    host, port = opts["host"], opts["port"]
+    latest = Latest(collector, prometheus_client)
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    latest.refresh()  # the first scrape finds a reading
+    try:
+        server = _server(host, port, latest.app)
+    except OSError as e:
+        sys.stderr.write(f"gpureclaim exporter: cannot listen on "
+                         f"{opts['listen']}: {e.strerror or e}\n")
+        return 1
+    threading.Thread(target=server.serve_forever, daemon=True,
+                     name="gpureclaim-exporter-http").start()
+    bound = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/metrics"
+    if is_loopback(host):
+        print(f"gpureclaim exporter: serving {url} (loopback: this machine "
+              f"only), a reading every {opts['interval']:g} s", flush=True)
+    else:
+        print(f"gpureclaim exporter: serving {url} on a non-loopback "
+              f"address, as asked: other machines can read the GPU "
+              f"processes' users and commands; a reading every "
+              f"{opts['interval']:g} s", flush=True)
+    try:
+        while not stop.wait(opts["interval"]):
+            latest.refresh()
+    finally:
+        server.shutdown()
+        server.server_close()
+        collector.close()
+    return 0
