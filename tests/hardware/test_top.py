@@ -75,7 +75,7 @@ stop = True
 
 def env():
     e = dict(os.environ)
-    boot = os.path.join(PKG, "gpureclaim", "_bootstrap")
+    boot = os.path.join(PKG, "gpureclaim", "_startup", "_bootstrap")
     e["PYTHONPATH"] = os.pathsep.join(
         [boot, PKG] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
     e["GPURECLAIM_AGENT"] = "1"
