@@ -71,6 +71,30 @@ int gpr_cli_parse_seconds(const char *s, double *out);
  */
 int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap);
 
+/*
+ * The two lines of a getopt_long error of subcommand cmd (c is ':', a
+ * value missing, or '?', an unknown option; the option string started
+ * with ':'): "gpureclaim CMD: option '--x' needs a value" or "unknown
+ * option '-x'", then where the options are. GPR_CLI_USAGE.
+ */
+int gpr_cli_option_error(const char *cmd, int c, char **argv);
+
+/* "gpureclaim CMD: " and fmt with arg (one %s) on stderr, then where the
+ * options are ("Run 'gpureclaim CMD --help' ..."): GPR_CLI_USAGE. */
+int gpr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
+
+/*
+ * Options several subcommands take, each read with one message for its
+ * mistakes (the two lines above): GPR_CLI_OK, or GPR_CLI_USAGE said.
+ * seconds: opt's value by gpr_cli_parse_seconds; gpus: -i/--gpu's list
+ * by gpr_cli_parse_index_list; color: --color[=WHEN] (NULL: "always").
+ */
+int gpr_cli_opt_seconds(const char *cmd, const char *opt, const char *arg,
+			double *out);
+int gpr_cli_opt_gpus(const char *cmd, const char *arg, int *list, int *n,
+		     int cap);
+int gpr_cli_opt_color(const char *cmd, const char *arg, const char **color);
+
 /* ---------------- the terminal (cli/util_term.c) ---------------- */
 
 /* Columns and rows of the terminal on fd; both 0 when fd is not one. */

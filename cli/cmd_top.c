@@ -86,14 +86,6 @@ static const char usage_text[] =
     "Exit status: 0 ok; 1 NVML or the terminal cannot be used (or, for one\n"
     "reading, a GPU could not be read); 2 bad usage.\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "gpureclaim top: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nRun 'gpureclaim top --help' for the options.\n");
-	return GPR_CLI_USAGE;
-}
-
 static int parse_args(int argc, char **argv, int *help)
 {
 	enum { OPT_JSON = 256, OPT_COLOR, OPT_TIMEOUT };
@@ -109,39 +101,24 @@ static int parse_args(int argc, char **argv, int *help)
 	env = (struct env){.interval = 1, .timeout = 5, .color = "auto"};
 	opterr = 0;
 	optind = 1;
-	int c;
-	while ((c = getopt_long(argc, argv, ":hd:i:", longopts, NULL)) != -1) {
+	int c, code = GPR_CLI_OK;
+	while (code == GPR_CLI_OK &&
+	       (c = getopt_long(argc, argv, ":hd:i:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			if (gpr_cli_parse_seconds(optarg, &env.interval) != 0)
-				return usage_error(
-				    "--interval needs a number of seconds "
-				    "from 0.1 to 86400, digits with an "
-				    "optional fraction (0.5, 2), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_seconds("top", "--interval", optarg,
+						   &env.interval);
 			break;
 		case 'i':
-			if (gpr_cli_parse_index_list(optarg, env.select,
-						     &env.n_select,
-						     MAX_SELECT) != 0)
-				return usage_error(
-				    "-i/--gpu needs GPU indexes (0, 1, "
-				    "0,2), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_gpus("top", optarg, env.select,
+						&env.n_select, MAX_SELECT);
 			break;
 		case OPT_TIMEOUT:
-			if (gpr_cli_parse_seconds(optarg, &env.timeout) != 0)
-				return usage_error(
-				    "--timeout needs a number of seconds "
-				    "from 0.1 to 86400 (0.5, 5), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_seconds("top", "--timeout", optarg,
+						   &env.timeout);
 			break;
 		case OPT_COLOR:
-			env.color = optarg ? optarg : "always";
-			if (gpr_cli_color(env.color, STDOUT_FILENO) < 0)
-				return usage_error("--color takes always, "
-						   "never or auto, not '%s'",
-						   optarg);
+			code = gpr_cli_opt_color("top", optarg, &env.color);
 			break;
 		case OPT_JSON:
 			env.json = 1;
@@ -149,21 +126,14 @@ static int parse_args(int argc, char **argv, int *help)
 		case 'h':
 			*help = 1;
 			return GPR_CLI_OK;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			if (optopt) {
-				char opt[3] = {'-', (char)optopt, '\0'};
-				return usage_error("unknown option '%s'", opt);
-			}
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+		default: /* ':' or '?' */
+			return gpr_cli_option_error("top", c, argv);
 		}
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
-	return GPR_CLI_OK;
+	if (code == GPR_CLI_OK && optind < argc)
+		return gpr_cli_usage_error("top", "unexpected argument '%s'",
+					   argv[optind]);
+	return code;
 }
 
 /* The width of the one-shot text: $COLUMNS when it is a number from 40

@@ -192,9 +192,20 @@ def colour256(n):
     return v, v, v
 
 
+#: SGR parameters that set one attribute: (name, value)
+SGR = {0: None, 1: ("bold", True), 2: ("dim", True), 7: ("rev", True),
+       22: ("bold", False), 27: ("rev", False), 39: ("fg", None),
+       49: ("bg", None)}
+SGR.update({30 + i: ("fg", c) for i, c in enumerate(PALETTE[:8])})
+SGR.update({90 + i: ("fg", c) for i, c in enumerate(PALETTE[8:])})
+SGR.update({40 + i: ("bg", c) for i, c in enumerate(PALETTE[:8])})
+SGR.update({100 + i: ("bg", c) for i, c in enumerate(PALETTE[8:])})
+PLAIN = dict(fg=None, bg=None, bold=False, dim=False, rev=False)
+
+
 def cells(line):
     """(char, fg, bg, bold, dim, reverse) per cell of a captured line."""
-    st = dict(fg=None, bg=None, bold=False, dim=False, rev=False)
+    st = dict(PLAIN)
     out = []
     for m in re.finditer(r"\x1b\[([0-9;]*)m|([^\x1b])", line):
         if m[2] is not None:
@@ -205,36 +216,19 @@ def cells(line):
         i = 0
         while i < len(ps):
             p = ps[i]
-            if p == 0:
-                st.update(fg=None, bg=None, bold=False, dim=False, rev=False)
-            elif p == 1:
-                st["bold"] = True
-            elif p == 2:
-                st["dim"] = True
-            elif p == 22:
-                st["bold"] = st["dim"] = False
-            elif p == 7:
-                st["rev"] = True
-            elif p == 27:
-                st["rev"] = False
-            elif 30 <= p <= 37:
-                st["fg"] = PALETTE[p - 30]
-            elif 90 <= p <= 97:
-                st["fg"] = PALETTE[p - 90 + 8]
-            elif p == 39:
-                st["fg"] = None
-            elif 40 <= p <= 47:
-                st["bg"] = PALETTE[p - 40]
-            elif 100 <= p <= 107:
-                st["bg"] = PALETTE[p - 100 + 8]
-            elif p == 49:
-                st["bg"] = None
-            elif p in (38, 48) and i + 2 < len(ps) and ps[i + 1] == 5:
+            if p in (38, 48) and ps[i + 1:i + 2] == [5]:  # 256 colours
                 st["fg" if p == 38 else "bg"] = colour256(ps[i + 2])
                 i += 2
-            elif p in (38, 48) and i + 4 < len(ps) and ps[i + 1] == 2:
+            elif p in (38, 48) and ps[i + 1:i + 2] == [2]:  # RGB
                 st["fg" if p == 38 else "bg"] = tuple(ps[i + 2:i + 5])
                 i += 4
+            elif p in SGR:
+                if SGR[p] is None:
+                    st = dict(PLAIN)
+                else:
+                    st[SGR[p][0]] = SGR[p][1]
+                if p == 22:
+                    st["dim"] = False
             i += 1
     return out
 

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from gpu_machine import GPR, PKG, ROOT, needs
+from gpu_machine import GPR, ROOT, agent_env, needs
 
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 from tmuxkit import HANG_S, Tmux  # noqa: E402
@@ -74,12 +74,7 @@ stop = True
 
 
 def env():
-    e = dict(os.environ)
-    boot = os.path.join(PKG, "gpureclaim", "_startup", "_bootstrap")
-    e["PYTHONPATH"] = os.pathsep.join(
-        [boot, PKG] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
-    e["GPURECLAIM_AGENT"] = "1"
-    e["GPURECLAIM_BIN"] = GPR
+    e = agent_env()
     e.pop("NO_COLOR", None)
     return e
 
