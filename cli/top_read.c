@@ -323,8 +323,10 @@ static void read_round(struct gpr_cli_top_reader *r)
 	if (gpr_cli_ps_query(r->ctx, r->n_select ? r->select : NULL,
 			     r->n_select, 0, &next, &code) < 0) {
 		r->failed = 1;
-		snprintf(r->error, sizeof(r->error),
-			 "the GPUs could not be read (the message above)");
+		snprintf(
+		    r->error, sizeof(r->error),
+		    "the GPUs could not be read (the bottom line says why); "
+		    "the last reading shown");
 		return;
 	}
 	if (r->ids)

@@ -345,6 +345,10 @@ static void ended(struct state *s)
 		snprintf(s->ui.page_title, sizeof(s->ui.page_title),
 			 "gpureclaim explain --pid %ld --holders", d.pid);
 		s->ui.bottom[0] = '\0';
+	} else if (d.kind == GPR_CLI_TOP_RECLAIM_DRY && d.ok &&
+		   d.processes + d.failed == 0) {
+		say(s, GPR_CLI_TOP_WARN,
+		    "reclaim: no process with an agent to ask (docs/agent.md)");
 	} else if (d.kind == GPR_CLI_TOP_RECLAIM_DRY && d.ok) {
 		char x[24];
 		s->confirm = GPR_CLI_TOP_RECLAIM;

@@ -304,6 +304,13 @@ def test_reclaim_key_asks_its_dry_run_first(tmp_path, env, three):
         assert after[plain.pid] == before[plain.pid]
 
 
+def test_reclaim_without_agents_asks_nothing(tmp_path, env):
+    with Target(env, hold(64), agent=None) as plain, top(tmp_path, env) as t:
+        t.wait(lambda ls: plain.pid in rows(ls), "the process")
+        t.keys("R")
+        t.wait_text("reclaim: no process with an agent to ask")
+
+
 def test_sort_by_what_would_come_back(tmp_path, env, three):
     busy, idle, plain = three
     with top(tmp_path, env) as t:
@@ -448,6 +455,31 @@ def test_json_is_ps_explain_jsons_document(env, three):
                 if p["activity"]["time"] and p["activity"]["sm_util"] == 80:
                     p["activity"].pop("time")  # busy: stamped now
     assert a == b
+
+
+def test_where_nvml_cannot_sample_processes_they_are_running(env):
+    """MIG: NVML has no per-process utilization; the state says only that
+    the process runs, the JSON's activity is null."""
+    e = dict(env, GPURECLAIM_SIM=env["GPURECLAIM_SIM"] + ";fault=mig")
+    with Target(e, hold(64)) as t_:
+        a = json.loads(gpr(e, "top", "--json").stdout)
+        [p] = [p for g in a["gpus"] for p in g["processes"]
+               if p["pid"] == t_.pid]
+        assert p["activity"] is None
+        text = gpr(e, "top").stdout.splitlines()
+        assert rows(text)[t_.pid]["state"] == "running"
+
+
+def test_an_unknown_terminal_is_one_line(tmp_path, env):
+    # tmux sets the pane's TERM: set it after
+    argv = ["env", "TERM=no-such-terminal", GPR, "top"]
+    with Tmux(tmp_path, argv, env) as t:
+        assert t.exit_status() == 1
+        err = t.stderr()
+        assert err.startswith("gpureclaim top: cannot use this terminal "
+                              "(TERM=no-such-terminal)"), err
+        assert err.count("\n") == 1
+        assert t.modes_restored()[0]
 
 
 def test_no_driver_is_one_line(tmp_path, env):
