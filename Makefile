@@ -113,7 +113,7 @@ install: $(BUILD)/build.ninja
 	@echo "installed under $(DESTDIR)$(abspath $(PREFIX))"
 
 # The libFuzzer targets (build/clang; scripts/fuzz-long.sh runs them).
-FUZZ_TARGETS := tests/trace/fuzz_trace_read tests/unit/fuzz_sim_config
+FUZZ_TARGETS := tests/trace/fuzz_trace_read tests/unit/fuzz_sim_config tests/cli/fuzz_agent_answer
 fuzz-targets: $(CLANG_BUILD)/build.ninja
 	$(call build,$(CLANG_BUILD),$(FUZZ_TARGETS))
 

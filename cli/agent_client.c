@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "out/json.h"
 #include "out/text.h"
 
 #define MAX_ANSWER (16u << 20)
@@ -188,6 +190,24 @@ static void add_xdg(struct dirs *ds, const char *x, long uid)
 	add_dir(ds, d, uid);
 }
 
+/* The folder of uid's sockets when another user holds /tmp/gpureclaim-UID
+ * (agent/_protocol.py home_dir, the same rule): HOME/.gpureclaim, HOME uid's
+ * home in the password database, a directory of uid or root nobody else may
+ * write. 0 with it in out, or -1. */
+static int home_dir(long uid, char *out, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	struct stat st;
+	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) != 0 || !res ||
+	    !pw.pw_dir || pw.pw_dir[0] != '/' || stat(pw.pw_dir, &st) != 0 ||
+	    !S_ISDIR(st.st_mode) ||
+	    ((long)st.st_uid != uid && st.st_uid != 0) || (st.st_mode & 022))
+		return -1;
+	int n = snprintf(out, len, "%s/.gpureclaim", pw.pw_dir);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
 static void dirs_of(long pid, long uid, struct dirs *ds)
 {
 	char v[PATH_MAX];
@@ -203,6 +223,8 @@ static void dirs_of(long pid, long uid, struct dirs *ds)
 	add_xdg(ds, v, uid);
 	snprintf(v, sizeof(v), "/tmp/gpureclaim-%ld", uid);
 	add_dir(ds, v, uid);
+	if (home_dir(uid, v, sizeof(v)) == 0)
+		add_dir(ds, v, uid);
 }
 
 /* NULL if path is a socket of uid (not a link); else why not, or
@@ -244,18 +266,52 @@ static _Thread_local struct gpr_cli_agent_reply *cur;
 static int fail(const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* "process N...": the one line of a failed request, into its reply. */
+/* "process N...": the one line of a failed request, into its reply,
+ * terminal-safe (src/out/text.h): it may quote what another user's
+ * process chose (its error, a folder named in its environment), and every
+ * command prints it. */
 static int fail(const char *kind, const char *fmt, ...)
 {
+	char raw[sizeof(cur->error)];
+	struct gpr__buf safe = {0};
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(cur->error, sizeof(cur->error), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	gpr__text_put(&safe, raw, 0, 0);
+	snprintf(cur->error, sizeof(cur->error), "%s",
+		 safe.oom ? "(out of memory)" : gpr__buf_str(&safe));
+	gpr__buf_free(&safe);
 	cur->kind = kind;
 	return GPR_CLI_ERROR;
 }
 
 /* ---------------- connecting (agent/ _connect) ---------------- */
+
+/* connect() of a non-blocking Unix socket: done at once, or EAGAIN when
+ * the listener's queue of connections is full (a stopped or busy agent;
+ * never "in progress", as for TCP), tried again until the deadline. 0 or
+ * the errno. */
+static int connect_unix(int fd, const struct sockaddr_un *sa, double deadline)
+{
+	long wait_ns = 1000000; /* 1 ms, doubled up to 50 ms */
+	for (;;) {
+		if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+			return 0;
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if (e != EAGAIN || now() >= deadline)
+			return e;
+		double left = deadline - now();
+		struct timespec ts = {0, wait_ns};
+		if (left < (double)wait_ns / 1e9)
+			ts.tv_nsec = left > 0 ? (long)(left * 1e9) : 0;
+		nanosleep(&ts, NULL);
+		if (wait_ns < 50000000)
+			wait_ns *= 2;
+	}
+}
 
 static int connect_agent(long pid, double deadline, int *fd_out)
 {
@@ -304,9 +360,17 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 	if (fd < 0)
 		return fail(K_ERROR, "cannot make a socket: %s",
 			    strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
-	    errno != EINPROGRESS && errno != EAGAIN) {
-		int e = errno;
+	int e = connect_unix(fd, &sa, deadline);
+	if (e == EAGAIN) {
+		close(fd);
+		return fail(
+		    K_TIMEOUT,
+		    "process %ld's agent did not take the connection "
+		    "in time: it is busy or not answering, its queue of "
+		    "connections full%s",
+		    pid, why_silent(pid));
+	}
+	if (e) {
 		close(fd);
 		if (e == ECONNREFUSED || e == ENOENT) {
 			if (!alive(pid))
@@ -320,20 +384,6 @@ static int connect_agent(long pid, double deadline, int *fd_out)
 			return fail(K_REFUSED, "%s: %s", path, strerror(e));
 		return fail(K_ERROR, "cannot connect to %s: %s", path,
 			    strerror(e));
-	}
-	struct pollfd p = {.fd = fd, .events = POLLOUT};
-	int err = 0;
-	socklen_t el = sizeof(err);
-	if (poll(&p, 1, ms_left(deadline)) != 1 ||
-	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
-		close(fd);
-		if (err)
-			return fail(K_ERROR, "cannot connect to %s: %s", path,
-				    strerror(err));
-		return fail(K_TIMEOUT,
-			    "process %ld's agent did not accept the "
-			    "connection in time%s",
-			    pid, why_silent(pid));
 	}
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
@@ -750,20 +800,56 @@ static int check_answer(long pid, struct gpr_cli_agent_reply *r)
 	return GPR_CLI_OK;
 }
 
+static int request(long pid, const char *op, const char *args, double timeout,
+		   double deadline, struct gpr_cli_agent_reply *r);
+
 int gpr_cli_agent_request(long pid, const char *op, const char *args,
 			  double timeout, struct gpr_cli_agent_reply *r)
 {
+	return request(pid, op, args, timeout, now() + timeout, r);
+}
+
+double gpr_cli_agent_now(void)
+{
+	return now();
+}
+
+int gpr_cli_agent_request_by(long pid, const char *op, const char *args,
+			     double deadline, struct gpr_cli_agent_reply *r)
+{
+	double timeout = deadline - now();
+	if (timeout > 0)
+		return request(pid, op, args, timeout, deadline, r);
 	memset(r, 0, sizeof(*r));
 	cur = r;
-	double deadline = now() + timeout;
+	fail(K_TIMEOUT,
+	     "process %ld was not asked: the command's time (its --timeout) "
+	     "was spent before its turn came",
+	     pid);
+	cur = NULL;
+	return GPR_CLI_ERROR;
+}
+
+/* One request: "timeout" the request's field, deadline when this client
+ * stops waiting. */
+static int request(long pid, const char *op, const char *args, double timeout,
+		   double deadline, struct gpr_cli_agent_reply *r)
+{
+	memset(r, 0, sizeof(*r));
+	cur = r;
 	int fd = -1, rc = connect_agent(pid, deadline, &fd);
-	if (rc != GPR_CLI_OK)
+	if (rc != GPR_CLI_OK) {
+		cur = NULL;
 		return rc;
+	}
+	/* "deadline": when this client stops waiting, on the machine's
+	 * CLOCK_MONOTONIC (docs/agent.md, The protocol): an agent that reads
+	 * the request later (it was stopped) runs nothing */
 	struct gpr__buf req = {0};
 	gpr__buf_printf(&req,
-			"{\"v\":1,\"op\":\"%s\",\"args\":{%s},\"timeout\":%.6g}"
-			"\n",
-			op, args ? args : "", timeout);
+			"{\"v\":1,\"op\":\"%s\",\"args\":{%s},\"timeout\":%.6g,"
+			"\"deadline\":%.6f}\n",
+			op, args ? args : "", timeout, deadline);
 	int s = req.oom ? -1 : send_all(fd, req.data, req.len, deadline);
 	gpr__buf_free(&req);
 	if (s == -2)
@@ -794,6 +880,76 @@ int gpr_cli_agent_request(long pid, const char *op, const char *args,
 	}
 	cur = NULL;
 	return rc;
+}
+
+int gpr_cli_agent_answer(long pid, const char *line, size_t n,
+			 struct gpr_cli_agent_reply *r)
+{
+	memset(r, 0, sizeof(*r));
+	cur = r;
+	gpr__buf_putn(&r->line, line, n);
+	int rc =
+	    r->line.oom ? fail(K_ERROR, "out of memory") : check_answer(pid, r);
+	if (rc != GPR_CLI_OK) {
+		gpr__buf_free(&r->line);
+		r->result = r->text = r->groups = NULL;
+	}
+	cur = NULL;
+	return rc;
+}
+
+void gpr_cli_agent_text_put(struct gpr__buf *o, const char *s, const char *end)
+{
+	struct gpr__buf t = {0};
+	if (gpr_cli_agent_string(s, end, &t) != 0 || t.oom) {
+		gpr__buf_free(&t);
+		return;
+	}
+	/* line by line, each by the terminal-safe rule (a NUL the string
+	 * held ends it) */
+	const char *p = gpr__buf_str(&t);
+	for (;;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		char *line = strndup(p, len);
+		if (line)
+			gpr__text_put(o, line, 0, 0);
+		free(line);
+		if (!nl)
+			break;
+		gpr__buf_puts(o, "\n");
+		p = nl + 1;
+	}
+	gpr__buf_free(&t);
+}
+
+void gpr_cli_agent_json_put(struct gpr__buf *o, const char *v, const char *end)
+{
+	/* v is a value check_answer read whole: outside its strings, only
+	 * JSON's own characters and white space (dropped: one line, as the
+	 * Python client writes it); each string written again by the JSON
+	 * writer, which escapes what a terminal would obey */
+	while (v < end) {
+		if (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') {
+			v++;
+			continue;
+		}
+		if (*v != '"') {
+			gpr__buf_putn(o, v++, 1);
+			continue;
+		}
+		struct gpr__buf str = {0};
+		const char *after = jstring(v, end, &str);
+		if (!after) {
+			gpr__buf_free(&str);
+			return;
+		}
+		struct gpr__json j;
+		gpr__json_init(&j, o);
+		gpr__json_str(&j, gpr__buf_str(&str));
+		gpr__buf_free(&str);
+		v = after;
+	}
 }
 
 void gpr_cli_agent_reply_free(struct gpr_cli_agent_reply *r)
@@ -887,9 +1043,40 @@ static void scan_dir(const char *d, long uid, long **pids, size_t *n,
 	closedir(dir);
 }
 
-/* Root's folders of every user: /tmp/gpureclaim-UID, /run/user/UID. */
+/* Root's folders of every user: /tmp/gpureclaim-UID, /run/user/UID,
+ * and each user's HOME/.gpureclaim (home_dir). */
 static void scan_all(long **pids, size_t *n, size_t *cap)
 {
+	/* the users first, then their folders (home_dir reads the password
+	 * database too) */
+	struct passwd *pw;
+	long *uids = NULL;
+	size_t nu = 0, cu = 0;
+	setpwent();
+	while ((pw = getpwent()) != NULL) {
+		if (nu == cu) {
+			size_t c = cu ? cu * 2 : 64;
+			long *m = realloc(uids, c * sizeof(*m));
+			if (!m)
+				break;
+			uids = m;
+			cu = c;
+		}
+		uids[nu++] = (long)pw->pw_uid;
+	}
+	endpwent();
+	for (size_t u = 0; u < nu; u++) {
+		char d[PATH_MAX];
+		struct stat st;
+		if (home_dir(uids[u], d, sizeof(d)) != 0 || lstat(d, &st) != 0)
+			continue;
+		struct dirs ds;
+		dirs_of(-1, uids[u], &ds);
+		for (int i = 0; i < ds.n; i++)
+			if (strcmp(ds.d[i], d) == 0)
+				scan_dir(d, uids[u], pids, n, cap);
+	}
+	free(uids);
 	static const char *const roots[] = {"/tmp", "/run/user"};
 	for (int r = 0; r < 2; r++) {
 		DIR *dir = opendir(roots[r]);

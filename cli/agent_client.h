@@ -14,7 +14,7 @@
 struct gpr_cli_agent_reply {
 	/* on failure: no_agent, refused, timeout, died, bad_answer or error
 	 * (agent/_protocol.py KINDS), and the one line that says why
-	 * ("process N ...") */
+	 * ("process N ..."), terminal-safe (src/out/text.h) */
 	const char *kind;
 	char error[640];
 	/* on success: the answer's line, and in it the members read */
@@ -31,6 +31,26 @@ struct gpr_cli_agent_reply {
 int gpr_cli_agent_request(long pid, const char *op, const char *args,
 			  double timeout, struct gpr_cli_agent_reply *r);
 void gpr_cli_agent_reply_free(struct gpr_cli_agent_reply *r);
+/* The same, bounded by deadline (gpr_cli_agent_now's clock) rather than a
+ * timeout: the bound of a whole command that asks several agents. Past
+ * it, a timeout that says the process was not asked. */
+int gpr_cli_agent_request_by(long pid, const char *op, const char *args,
+			     double deadline, struct gpr_cli_agent_reply *r);
+double gpr_cli_agent_now(void);
+
+/* The checks of gpr_cli_agent_request on an answer's line (n bytes, no
+ * newline) from pid, as if it had come from the socket: for the fuzz
+ * target (tests/cli/fuzz_agent_answer.c). */
+int gpr_cli_agent_answer(long pid, const char *line, size_t n,
+			 struct gpr_cli_agent_reply *r);
+
+/* The JSON string opening at s (an answer's "text"), onto o, line by
+ * line by the terminal-safe rule (src/out/text.h). */
+void gpr_cli_agent_text_put(struct gpr__buf *o, const char *s, const char *end);
+/* The JSON value [v, end) of a checked answer onto o, its strings written
+ * again by the JSON writer (src/out/json.h): no raw terminal control,
+ * C1 or bidi character, no invalid UTF-8. */
+void gpr_cli_agent_json_put(struct gpr__buf *o, const char *v, const char *end);
 
 /* The JSON string opening at s, decoded onto o; 0, or -1 if malformed. */
 int gpr_cli_agent_string(const char *s, const char *end, struct gpr__buf *o);

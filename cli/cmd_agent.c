@@ -64,12 +64,13 @@ static int ask(void)
 		gpr_cli_agent_reply_free(&r);
 		return rc;
 	}
+	/* what the process wrote, as the terminal may safely show it
+	 * (agent_client.h) */
 	struct gpr__buf out = {0};
 	if (env.json || !r.text) {
-		gpr__buf_putn(&out, r.result,
-			      (size_t)(r.result_end - r.result));
+		gpr_cli_agent_json_put(&out, r.result, r.result_end);
 	} else {
-		gpr_cli_agent_string(r.text, r.end, &out);
+		gpr_cli_agent_text_put(&out, r.text, r.end);
 		while (out.len && out.data[out.len - 1] == '\n')
 			out.len--;
 	}

@@ -340,6 +340,7 @@ int gpr_cli_ps(int argc, char **argv)
 			gpr_cli_prof_step(t1, "GPU work (NVML's samples)");
 			t1 = gpr_cli_prof_clock();
 			gpr_cli_ps_agents_wait(&agents);
+			gpr_cli_ps_agents_check(&agents, &round);
 			gpr_cli_prof_step(t1, "agents answered");
 		}
 		if (env.json)

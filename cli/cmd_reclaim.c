@@ -12,6 +12,15 @@
  * flat integer fields to its answers (python/gpureclaim/agent/_server.py:
  * "ordinals", "groups", "returned"): what a part is stays Python's policy,
  * this file adds numbers. The help is the Python side's (cmd_python.c).
+ *
+ * The numbers are another user's process's word, so each is checked
+ * (issue 34): a GPU's figure above what the driver counts for that
+ * process there (its ps row, read before any release is sent) makes the
+ * answer a bad one; a negative figure (a process that allocated while it
+ * released) counts as 0; a process's row is the sum of its GPUs', the
+ * total the sum of the rows, every sum checked for overflow. One deadline
+ * (--timeout from the command's start) bounds every request, asked in
+ * threads or, where none can be started, in turn.
  */
 #include "agent_client.h"
 #include "ps.h"
@@ -21,6 +30,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +40,7 @@
 
 #include "out/fmt.h"
 #include "out/json.h"
+#include "out/text.h"
 
 #define MAX_GPUS 64
 
@@ -40,6 +51,18 @@ static struct env {
 	int json;	/* --json */
 	double timeout; /* --timeout SECONDS */
 } env;
+
+/* The command's one deadline (gpr_cli_agent_now's clock). */
+static double deadline;
+
+/* The GPUs' rows, once read: the driver's figures the answers are checked
+ * against. The threads wait for them before they ask for a release. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int ready;
+	const struct gpr_cli_ps_round *round; /* NULL: none could be read */
+} rows = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL};
 
 /* A GPU of a process's answer. */
 struct rgpu {
@@ -85,12 +108,10 @@ static char *fb(long long v, char *out, size_t len)
 /* ---------------- one process ---------------- */
 
 static int ask(struct target *t, const char *op, const char *args,
-	       double deadline, struct gpr_cli_agent_reply *r)
+	       struct gpr_cli_agent_reply *r)
 {
-	double left = deadline - now();
-	if (left < 0.01)
-		left = 0.01;
-	if (gpr_cli_agent_request(t->pid, op, args, left, r) == GPR_CLI_OK)
+	if (gpr_cli_agent_request_by(t->pid, op, args, deadline, r) ==
+	    GPR_CLI_OK)
 		return 0;
 	t->kind = r->kind;
 	snprintf(t->error, sizeof(t->error), "%s", r->error);
@@ -108,15 +129,117 @@ static size_t ints(const struct gpr_cli_agent_reply *r, const char *name,
 	return gpr_cli_agent_ints(v, e, out, cap);
 }
 
+static void rows_set(const struct gpr_cli_ps_round *round)
+{
+	pthread_mutex_lock(&rows.lock);
+	rows.round = round;
+	rows.ready = 1;
+	pthread_cond_broadcast(&rows.cond);
+	pthread_mutex_unlock(&rows.lock);
+}
+
+/* Waits for the GPUs' rows (at most until the deadline): the round, or
+ * NULL when none could be read in time. */
+static const struct gpr_cli_ps_round *rows_wait(void)
+{
+	pthread_mutex_lock(&rows.lock);
+	while (!rows.ready) {
+		double left = deadline - now();
+		if (left <= 0)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		long long ns = (long long)ts.tv_nsec + (long long)(left * 1e9);
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		pthread_cond_timedwait(&rows.cond, &rows.lock, &ts);
+	}
+	const struct gpr_cli_ps_round *round = rows.ready ? rows.round : NULL;
+	pthread_mutex_unlock(&rows.lock);
+	return round;
+}
+
+/* The driver's figure for pid on GPU index, from the round: its row's
+ * bytes, the GPU's total where NVML withholds the figure, 0 where the
+ * driver lists no such process there; -1 where the round did not read
+ * that GPU (nothing to check against). */
+static long long driver_figure(const struct gpr_cli_ps_round *round, long pid,
+			       long long index)
+{
+	for (size_t k = 0; round && k < round->n; k++) {
+		const struct gpr_cli_ps_gpu *g = &round->gpus[k];
+		if (g->index != index || g->err)
+			continue;
+		for (size_t p = 0; p < g->n; p++)
+			if (g->rows[p].pid == (uint32_t)pid)
+				return g->rows[p].bytes_known
+					   ? (long long)g->rows[p].bytes
+					   : (long long)g->info.total;
+		return 0;
+	}
+	return -1;
+}
+
+static long long gpu_index(const struct rgpu *g);
+
+static int refuse(struct target *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The answer of t becomes a bad one, said in one line. */
+static int refuse(struct target *t, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(t->error, sizeof(t->error), fmt, ap);
+	va_end(ap);
+	t->kind = "bad_answer";
+	t->n_gpus = 0;
+	t->value = 0;
+	return -1;
+}
+
+/* t's figures checked against the driver's (the file's comment), its row
+ * their sum: 0, or -1 with t's answer made a bad one. */
+static int check_figures(struct target *t)
+{
+	const struct gpr_cli_ps_round *round = rows_wait();
+	long long sum = 0;
+	for (int k = 0; k < t->n_gpus; k++) {
+		struct rgpu *g = &t->gpus[k];
+		if (g->bytes < 0)
+			g->bytes = 0;
+		long long cap = driver_figure(round, t->pid, gpu_index(g));
+		if (cap >= 0 && g->bytes > cap) {
+			char a[32], b[32];
+			return refuse(
+			    t,
+			    "process %ld's agent says GPU %lld %s %s (%lld "
+			    "bytes), more than the %s the driver counts for "
+			    "it there; not counted",
+			    t->pid, gpu_index(g),
+			    env.dry_run ? "would give back" : "gave back",
+			    fb(g->bytes, a, sizeof(a)), g->bytes,
+			    fb(cap, b, sizeof(b)));
+		}
+		if (__builtin_add_overflow(sum, g->bytes, &sum))
+			return refuse(t,
+				      "process %ld's agent answered figures "
+				      "too large to add; not counted",
+				      t->pid);
+	}
+	t->value = sum;
+	return 0;
+}
+
 static void reclaim_one(struct target *t)
 {
-	double t0 = now(), deadline = t0 + env.timeout;
+	double t0 = now();
 	struct gpr_cli_agent_reply r;
 	long long n[GPR_CLI_PS_GPU_INTS * MAX_GPUS];
 	char args[512] = "";
 	t->ok = 0;
 	if (env.gpu >= 0) { /* the CUDA ordinals it knows that GPU by */
-		if (ask(t, "status", "", deadline, &r) != 0)
+		if (ask(t, "status", "", &r) != 0)
 			goto out;
 		size_t k = ints(&r, "ordinals", n, 2 * MAX_GPUS);
 		gpr_cli_agent_reply_free(&r);
@@ -139,11 +262,10 @@ static void reclaim_one(struct target *t)
 		snprintf(args + len, sizeof(args) - len, "]");
 	}
 	if (env.dry_run || env.min >= 0) {
-		if (ask(t, "explain", args, deadline, &r) != 0)
+		if (ask(t, "explain", args, &r) != 0)
 			goto out;
 		size_t k = ints(&r, "groups", n, sizeof(n) / sizeof(*n));
 		gpr_cli_agent_reply_free(&r);
-		long long would = 0;
 		t->n_gpus = 0;
 		for (size_t i = 0;
 		     i + GPR_CLI_PS_GPU_INTS <= k && t->n_gpus < MAX_GPUS;
@@ -153,17 +275,19 @@ static void reclaim_one(struct target *t)
 			g->nvml = n[i + 1];
 			g->bytes = n[i + 3]; /* returnable */
 			g->known = 1;
-			would += g->bytes;
 		}
+		if (check_figures(t) != 0)
+			goto out;
+		long long would = t->value;
 		if (env.dry_run) {
 			t->ok = 1;
-			t->value = would;
 			goto out;
 		}
 		if (would < env.min) {
 			char a[32], b[32];
 			t->ok = 1;
 			t->n_gpus = 0;
+			t->value = 0;
 			snprintf(t->skipped, sizeof(t->skipped),
 				 "would return %s, less than --min %s",
 				 fb(would, a, sizeof(a)),
@@ -171,7 +295,9 @@ static void reclaim_one(struct target *t)
 			goto out;
 		}
 	}
-	if (ask(t, "release", args, deadline, &r) != 0)
+	/* what it held is read before it is asked to give any back */
+	rows_wait();
+	if (ask(t, "release", args, &r) != 0)
 		goto out;
 	size_t k = ints(&r, "returned", n, 1 + 4 * MAX_GPUS);
 	const char *v, *e;
@@ -181,8 +307,8 @@ static void reclaim_one(struct target *t)
 		t->has_release_seconds = 1;
 	}
 	gpr_cli_agent_reply_free(&r);
-	t->ok = 1;
-	t->value = k ? n[0] : 0;
+	/* its row is the sum of its GPUs' (n[0], the process's own total,
+	 * is not read: it could differ) */
 	t->n_gpus = 0;
 	for (size_t i = 1; i + 4 <= k && t->n_gpus < MAX_GPUS; i += 4) {
 		struct rgpu *g = &t->gpus[t->n_gpus++];
@@ -191,6 +317,7 @@ static void reclaim_one(struct target *t)
 		g->bytes = n[i + 2];
 		g->known = n[i + 3];
 	}
+	t->ok = check_figures(t) == 0;
 out:
 	t->seconds = now() - t0;
 	t->done = 1;
@@ -268,8 +395,9 @@ static size_t totals(struct target *const *ts, size_t n, struct total *out,
 					 "%lld", ix);
 				m++;
 			}
-			out[j].bytes +=
-			    t->gpus[k].bytes > 0 ? t->gpus[k].bytes : 0;
+			/* each >= 0 (check_figures) and the total of all of
+			 * them did not overflow: neither does this */
+			out[j].bytes += t->gpus[k].bytes;
 			out[j].processes++;
 		}
 	}
@@ -467,15 +595,21 @@ static void short_cmd(struct gpr__buf *b, const struct target *t)
 		s[len++] = *c;
 	}
 	s[len] = '\0';
-	if (len <= 60)
-		gpr__buf_puts(b, s);
-	else
-		gpr__buf_printf(b, "%.57s...", s);
+	/* another user's command line: terminal-safe, as ps shows it */
+	if (gpr__text_len(s) <= 60) {
+		gpr__text_put(b, s, 0, 0);
+	} else {
+		gpr__text_put(b, s, 57, 0);
+		gpr__buf_puts(b, "...");
+	}
 }
 
-static const char *user_of(const struct target *t)
+/* "  PID USER " of a row: the user's name terminal-safe, 10 columns. */
+static void who(struct gpr__buf *b, const struct target *t)
 {
-	return t->user_known && t->user[0] ? t->user : "-";
+	gpr__buf_printf(b, "  %7ld ", t->pid);
+	gpr__text_put(b, t->user_known && t->user[0] ? t->user : "-", 10, 1);
+	gpr__buf_puts(b, " ");
 }
 
 static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
@@ -504,8 +638,8 @@ static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
 		const struct target *t = ts[i];
 		if (!t->agent || !t->ok)
 			continue;
-		gpr__buf_printf(b, "  %7ld %-10.10s %14s  ", t->pid, user_of(t),
-				fb(t->value, x, sizeof(x)));
+		who(b, t);
+		gpr__buf_printf(b, "%14s  ", fb(t->value, x, sizeof(x)));
 		for (int k = 0; k < t->n_gpus; k++)
 			gpr__buf_printf(b, "%sGPU %lld %s", k ? ", " : "",
 					gpu_index(&t->gpus[k]),
@@ -532,10 +666,12 @@ static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
 		gpr__buf_puts(b, "Did not answer:\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct target *t = ts[i];
-		if (t->agent && !t->ok)
-			gpr__buf_printf(b, "  %7ld %-10.10s %s: %s\n", t->pid,
-					user_of(t), t->kind,
-					drop_pid(t->error, t->pid));
+		if (t->agent && !t->ok) {
+			who(b, t);
+			gpr__buf_printf(b, "%s: ", t->kind);
+			gpr__text_put(b, drop_pid(t->error, t->pid), 0, 0);
+			gpr__buf_puts(b, "\n");
+		}
 	}
 	if (none)
 		gpr__buf_puts(b, "No agent (not asked):\n");
@@ -543,8 +679,8 @@ static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
 		const struct target *t = ts[i];
 		if (t->agent)
 			continue;
-		gpr__buf_printf(b, "  %7ld %-10.10s holds ", t->pid,
-				user_of(t));
+		who(b, t);
+		gpr__buf_puts(b, "holds ");
 		for (int k = 0; k < t->n_held; k++) {
 			if (t->held_bytes[k] >= 0)
 				fb(t->held_bytes[k], x, sizeof(x));
@@ -732,6 +868,7 @@ int gpr_cli_reclaim(int argc, char **argv)
 	if (help) /* one help, the Python side's (cmd_python.c) */
 		return gpr_cli_cluster(argc, argv);
 	double t0 = now();
+	deadline = gpr_cli_agent_now() + env.timeout;
 	gpr_ctx *ctx = NULL;
 	struct gpr_cli_ps_start start = {0};
 	struct gpr_cli_ps_variant variant = {0};
@@ -771,6 +908,7 @@ int gpr_cli_reclaim(int argc, char **argv)
 		got = gpr_cli_ps_query(ctx, env.gpu >= 0 ? &env.gpu : NULL,
 				       env.gpu >= 0, 0, &round, &rc) == 0;
 	}
+	rows_set(got ? &round : NULL);
 	if (!got && rc == GPR_CLI_USAGE) { /* a GPU index no GPU has */
 		wait_all(ts, n);
 		code = GPR_CLI_USAGE;
@@ -835,8 +973,17 @@ int gpr_cli_reclaim(int argc, char **argv)
 	long long total = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct target *t = ts[i];
-		if (t->agent && t->ok)
-			total += t->value;
+		long long sum;
+		if (t->agent && t->ok &&
+		    !__builtin_add_overflow(total, t->value, &sum))
+			total = sum;
+		else if (t->agent && t->ok) {
+			t->ok = 0;
+			refuse(t,
+			       "process %ld's agent answered figures too "
+			       "large to add to the others'; not counted",
+			       t->pid);
+		}
 		if (!t->listed) { /* an agent on no GPU of the list */
 			char v[1024];
 			t->cmd_known = gpr_cli_proc_cmdline((pid_t)t->pid, v,

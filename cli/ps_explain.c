@@ -6,7 +6,10 @@
  * bounded by --timeout (cli/agent_client.c). The agent's server adds to
  * its explain answer a flat "groups" array (python/gpureclaim/
  * agent/_server.py flat_groups): Python keeps the policy of what a group
- * is, this file reads numbers.
+ * is, this file reads numbers, and checks them against the driver's
+ * figure for the process (issue 34: another user's process's word). One
+ * deadline bounds every request, in threads or, where none can be
+ * started, in turn. Text from the agents and /proc is terminal-safe.
  */
 #include "ps.h"
 #include "ps_explain.h"
@@ -17,16 +20,19 @@
 
 #include "agent_client.h"
 #include "out/fmt.h"
+#include "out/text.h"
 
 /* The groups' names, in the order of the answer's numbers. */
 const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS] = {
     "live", "returnable", "not returnable", "workspaces", "pools", "rest"};
 
+static const char *fb(uint64_t v, char *out, size_t len);
+
 static void *ask_one(void *arg)
 {
 	struct gpr_cli_ps_agent *a = arg;
 	struct gpr_cli_agent_reply r;
-	if (gpr_cli_agent_request(a->pid, "explain", "", a->timeout, &r) ==
+	if (gpr_cli_agent_request_by(a->pid, "explain", "", a->deadline, &r) ==
 	    GPR_CLI_OK) {
 		a->ok = 1;
 		a->n_groups =
@@ -64,10 +70,11 @@ void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 		return;
 	}
 	s->n = n;
+	double deadline = gpr_cli_agent_now() + timeout;
 	for (size_t i = 0; i < n; i++) {
 		struct gpr_cli_ps_agent *a = &s->a[i];
 		a->pid = pids[i];
-		a->timeout = timeout;
+		a->deadline = deadline;
 		a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
 		/* no thread to be had: asked in turn by agents_wait */
 	}
@@ -91,6 +98,59 @@ void gpr_cli_ps_agents_free(struct gpr_cli_ps_agents *s)
 {
 	free(s->a);
 	memset(s, 0, sizeof(*s));
+}
+
+/* The driver's figure for pid on g: its row's bytes, the GPU's total
+ * where NVML withholds it, 0 where the driver does not list pid. */
+static uint64_t driver_figure(const struct gpr_cli_ps_gpu *g, long pid)
+{
+	for (size_t p = 0; p < g->n; p++)
+		if (g->rows[p].pid == (uint32_t)pid)
+			return g->rows[p].bytes_known ? g->rows[p].bytes
+						      : g->info.total;
+	return 0;
+}
+
+void gpr_cli_ps_agents_check(struct gpr_cli_ps_agents *s,
+			     const struct gpr_cli_ps_round *r)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct gpr_cli_ps_agent *a = &s->a[i];
+		for (size_t k = 0; a->ok && k < r->n; k++) {
+			const struct gpr_cli_ps_gpu *g = &r->gpus[k];
+			if (g->err)
+				continue;
+			uint64_t cap = driver_figure(g, a->pid);
+			for (size_t j = 0;
+			     j + GPR_CLI_PS_GPU_INTS <= a->n_groups;
+			     j += GPR_CLI_PS_GPU_INTS) {
+				long long *v = &a->groups[j + 2];
+				if (a->groups[j + 1] != g->index)
+					continue;
+				for (int p = 0; a->ok && p < GPR_CLI_PS_GROUPS;
+				     p++) {
+					if (v[p] < 0)
+						v[p] = 0;
+					if ((uint64_t)v[p] <= cap)
+						continue;
+					char x[32], y[32];
+					a->ok = 0;
+					a->kind = "bad_answer";
+					snprintf(
+					    a->error, sizeof(a->error),
+					    "process %ld's agent says %s "
+					    "%s (%lld bytes) on GPU %d, "
+					    "more than the %s the driver "
+					    "counts for it there; not "
+					    "shown",
+					    a->pid, gpr_cli_ps_group_names[p],
+					    fb((uint64_t)v[p], x, sizeof(x)),
+					    v[p], g->index,
+					    fb(cap, y, sizeof(y)));
+				}
+			}
+		}
+	}
 }
 
 const struct gpr_cli_ps_agent *
@@ -167,10 +227,12 @@ static void short_cmd(struct gpr__buf *b, const char *cmd, size_t n)
 		blank = 0;
 		gpr__buf_putn(&t, c, 1);
 	}
-	if (t.len <= n)
-		gpr__buf_putn(b, t.data ? t.data : "", t.len);
-	else {
-		gpr__buf_putn(b, t.data, n - 3);
+	/* another user's command line: terminal-safe, as ps shows it */
+	const char *c = gpr__buf_str(&t);
+	if (gpr__text_len(c) <= (int)n) {
+		gpr__text_put(b, c, 0, 0);
+	} else {
+		gpr__text_put(b, c, (int)n - 3, 0);
 		gpr__buf_puts(b, "...");
 	}
 	gpr__buf_free(&t);
@@ -217,12 +279,17 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 					 gpr_cli_ps_share(g, row));
 			else
 				snprintf(share, sizeof(share), "n/a");
-			gpr__buf_printf(
-			    b, "  %7u %-8.16s %10s %6s  ", row->pid,
-			    row->user_known && row->user[0] ? row->user : "-",
-			    row->bytes_known ? fb(row->bytes, x, sizeof(x))
-					     : "n/a",
-			    share);
+			const char *user =
+			    row->user_known && row->user[0] ? row->user : "-";
+			gpr__buf_printf(b, "  %7u ", row->pid);
+			gpr__text_put(b, user, 16, 0);
+			for (int w = gpr__text_len(user); w < 8; w++)
+				gpr__buf_puts(b, " ");
+			gpr__buf_printf(b, " %10s %6s  ",
+					row->bytes_known
+					    ? fb(row->bytes, x, sizeof(x))
+					    : "n/a",
+					share);
 			if (row->state == GPR_CLI_PID_EXITED)
 				gpr__buf_puts(b, "<exited> ");
 			else if (row->state != GPR_CLI_PID_ALIVE)
@@ -244,9 +311,11 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 			if (!a)
 				continue;
 			if (!a->ok) {
-				gpr__buf_printf(b, "  %7s agent: %s: %s\n", "",
-						a->kind,
-						drop_pid(a->error, a->pid));
+				gpr__buf_printf(b, "  %7s agent: %s: ", "",
+						a->kind);
+				gpr__text_put(b, drop_pid(a->error, a->pid), 0,
+					      0);
+				gpr__buf_puts(b, "\n");
 				continue;
 			}
 			long long parts[GPR_CLI_PS_GROUPS], driver;

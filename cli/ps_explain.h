@@ -25,7 +25,7 @@ extern const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS];
 /* One agent's explain(), asked in a thread of its own. */
 struct gpr_cli_ps_agent {
 	long pid;
-	double timeout;
+	double deadline; /* the command's (gpr_cli_agent_now's clock) */
 	pthread_t thread;
 	int started;
 	int done;	  /* answered or failed: never asked again */
@@ -49,10 +49,17 @@ struct gpr_cli_ps_agents {
 /* Finds the agents this user may ask and asks each, a thread each. */
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout);
 /* Asks a->pid's agent in a thread of its own (a->started), bounded by
- * a->timeout; without a thread, at once, here. */
+ * a->deadline; without a thread, at once, here. */
 void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a);
-/* Waits for every answer (each bounded by the timeout). */
+/* Waits for every answer: all of them within the timeout from the start
+ * (where no thread can be started, the rest are asked in turn within
+ * it). */
 void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s);
+/* Each answer's parts checked against the driver's figure for that
+ * process in r (a negative part is 0; a part above the figure makes the
+ * answer a bad one, said in one line): what the renderers show. */
+void gpr_cli_ps_agents_check(struct gpr_cli_ps_agents *s,
+			     const struct gpr_cli_ps_round *r);
 void gpr_cli_ps_agents_free(struct gpr_cli_ps_agents *s);
 
 /* The agent of pid, or NULL. */

@@ -64,6 +64,7 @@ int gpr_cli_top_read_once(gpr_ctx *ctx, const int *select, int n_select,
 	}
 	gpr_cli_ps_work(ctx, &out->round, NULL);
 	gpr_cli_ps_agents_wait(&out->agents);
+	gpr_cli_ps_agents_check(&out->agents, &out->round);
 	return 0;
 }
 
@@ -74,6 +75,7 @@ struct tagent {
 	struct gpr_cli_ps_agent req;   /* being asked, or the last asked */
 	struct gpr_cli_ps_agent shown; /* its latest answer or failure */
 	int has_shown;
+	int checked;   /* shown checked against a round's figures */
 	int in_flight; /* req is being asked */
 	int finished;  /* req's asking is done (set under the lock) */
 	int seen;      /* found in this round's look-up */
@@ -197,12 +199,31 @@ static void ask_agents(struct gpr_cli_top_reader *r)
 		long pid = t->req.pid;
 		memset(&t->req, 0, sizeof(t->req));
 		t->req.pid = pid;
-		t->req.timeout = r->timeout;
+		t->req.deadline = gpr_cli_agent_now() + r->timeout;
 		t->req.answered = on_answer;
 		t->req.answered_arg = t;
 		t->finished = 0;
 		t->in_flight = 1;
 		gpr_cli_ps_agent_ask(&t->req);
+	}
+}
+
+/*
+ * Each new answer checked as ps --explain checks it (every part at most
+ * the driver's figure for the process, none negative), against the round
+ * read right after it was asked: the figure of its own moment, so an
+ * answer that a release or a free has since made too large is not taken
+ * for a lie; it is replaced by the next.
+ */
+static void check(struct gpr_cli_top_reader *r)
+{
+	for (size_t i = 0; r->have_round && i < r->n_agents; i++) {
+		struct tagent *t = r->agents[i];
+		if (!t->has_shown || t->checked)
+			continue;
+		struct gpr_cli_ps_agents one = {&t->shown, 1};
+		gpr_cli_ps_agents_check(&one, &r->round);
+		t->checked = 1;
 	}
 }
 
@@ -222,10 +243,12 @@ static void collect(struct gpr_cli_top_reader *r)
 		t->shown = t->req;
 		t->has_shown = 1;
 		t->in_flight = 0;
+		t->checked = 0;
 		double wait =
 		    4 * r->timeout > RETRY_S ? 4 * r->timeout : RETRY_S;
 		t->retry = t->req.ok ? 0 : mono() + wait;
 	}
+	check(r);
 }
 
 static int copy_round(const struct gpr_cli_ps_round *from,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The longer fuzz run: every libFuzzer target of the tree for SECONDS each
+# (and the Python fuzz tests of the agent's answers, hypothesis, as long)
 # (default 600, the ten minutes issue 16 asks for), starting from its
 # committed corpus, with inputs allowed to grow to 1 MiB (large logs: what
 # `make check`'s short runs, capped at 16 KiB, never reach). New inputs go
@@ -20,6 +21,7 @@ make --no-print-directory fuzz-targets  # in build/clang (Makefile)
 targets=(
 	"build/clang/tests/trace/fuzz_trace_read tests/trace/corpus trace-read"
 	"build/clang/tests/unit/fuzz_sim_config tests/unit/corpus_sim sim-config"
+	"build/clang/tests/cli/fuzz_agent_answer tests/cli/corpus_agent agent-answer"
 )
 fail=0
 for t in "${targets[@]}"; do
@@ -41,4 +43,21 @@ for t in "${targets[@]}"; do
 		tail -n 20 "$work/log"
 	fi
 done
+
+# The Python side's readers of an agent's answers (the client, the
+# exporter): hypothesis, fresh examples for SECONDS each
+# (tests/python/test_agent_fuzz.py), against the default build.
+make --no-print-directory all
+echo "== agent-answer (Python): ${SECONDS_EACH}s per test"
+if GPR_FUZZ_SECONDS="$SECONDS_EACH" GPR_SIM_DIR=build/sim \
+	GPR_PY_PATH=build/python GPR_FAKES_BUILD=build/tests/fixtures \
+	python3 -m pytest -q -s -p no:cacheprovider \
+	tests/python/test_agent_fuzz.py >build/fuzz-long-python.log 2>&1; then
+	grep "^fuzzed" build/fuzz-long-python.log || true
+	echo "   agent-answer (Python): no failure"
+else
+	fail=1
+	echo "   agent-answer (Python): FAILED; see build/fuzz-long-python.log"
+	tail -n 30 build/fuzz-long-python.log
+fi
 exit $fail

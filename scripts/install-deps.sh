@@ -13,10 +13,10 @@
 #              patchelf, libncurses-dev (`top`'s terminal view; a build
 #              without it has none and says so) and tmux (its tests drive
 #              it in a real terminal)
-#         pip: meson-python, pytest, auditwheel; the cluster tests' engines
-#              (distributed, torch, ray); ipykernel and jupyter-client (a
-#              real kernel for the notebook tests); prometheus_client (the
-#              metrics' extra, gpureclaim[prometheus])
+#         pip: meson-python, pytest, hypothesis, auditwheel; the cluster
+#              tests' engines (distributed, torch, ray); ipykernel and
+#              jupyter-client (a real kernel for the notebook tests);
+#              prometheus_client (the metrics' extra, gpureclaim[prometheus])
 #         and a Python 3.14 with ipykernel, for the tests of `agent start
 #         --pid` (scripts/python-remote-exec.sh: Debian unstable's .debs)
 set -euo pipefail
@@ -95,6 +95,8 @@ fi
 need_pip=()
 if [ "$what" = check ]; then
 	"$PYTHON" -c 'import pytest' >/dev/null 2>&1 || need_pip+=(pytest)
+	# the Python fuzz tests of the agent's answers
+	"$PYTHON" -c 'import hypothesis' >/dev/null 2>&1 || need_pip+=(hypothesis)
 	"$PYTHON" -c 'import mesonpy' >/dev/null 2>&1 || need_pip+=('meson-python>=0.16')
 	"$PYTHON" -c 'import auditwheel' >/dev/null 2>&1 || need_pip+=(auditwheel)
 fi

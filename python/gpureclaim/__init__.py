@@ -30,6 +30,12 @@ whether the request would fit after a release), and the rescue::
     @gpureclaim.retry_on_oom          # release(), then call it again
     def step(batch): ...
 
+Free the live arrays the program no longer needs, by the statements a
+user would type, with the bytes each gives back::
+
+    plan = gpureclaim.free_plan()   # del total (the autograd graph of total)...
+    gpureclaim.free(plan)           # runs them; what the driver got back
+
 Where the driver's allocations come from, from inside the program::
 
     with gpureclaim.trace("cell.trace") as t:
@@ -51,6 +57,9 @@ from ._trace import Trace, TraceReport, trace
 __all__ = [
     "Error",
     "Explanation",
+    "FreePlan",
+    "FreeReport",
+    "FreeStep",
     "GPU",
     "GPUExplanation",
     "Held",
@@ -64,6 +73,8 @@ __all__ = [
     "devices_in_use",
     "explain",
     "format_bytes",
+    "free",
+    "free_plan",
     "process_memory",
     "register",
     "release",
@@ -89,6 +100,11 @@ _LAZY = {
     "retry_on_oom": (".oom", "retry_on_oom"),
     "watch_oom": (".oom", "watch_oom"),
     "load_ipython_extension": ("._ipython", "load_ipython_extension"),
+    "free_plan": ("._explain._free", "free_plan"),
+    "free": ("._explain._free", "free"),
+    "FreePlan": ("._explain._free", "FreePlan"),
+    "FreeStep": ("._explain._free", "FreeStep"),
+    "FreeReport": ("._explain._free", "FreeReport"),
 }
 
 

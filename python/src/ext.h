@@ -118,7 +118,12 @@ PyObject *gpr_py_heap(PyObject *module, PyObject *args);
 PyObject *gpr_py_climb(PyObject *module, PyObject *args);
 PyObject *gpr_py_namespaces(PyObject *module, PyObject *args);
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj);
+PyObject *gpr_py_dict_items(PyObject *module, PyObject *d);
 PyObject *gpr_py_of_types(PyObject *module, PyObject *args);
+/* follow.c: a framework's graph outside the heap, through its descriptors */
+PyObject *gpr_py_follow(PyObject *module, PyObject *args);
+/* paths.c: the search up the holders' graph that names chains */
+PyObject *gpr_py_paths(PyObject *module, PyObject *args);
 /* trace_live.c: trace_live() -> None or [(device, kind, library, bytes,
  * count)] */
 PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);

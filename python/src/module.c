@@ -5,8 +5,8 @@
  * through which gpureclaim/frameworks/ and users register), query.c and
  * pools.c (what the core knows), gpus.c, view.c (renderings), the parts
  * explain() needs C for in torch_wsmap.c, tensor_scan.c, referrers.c
- * (the holders' walk), trace_live.c and ctxprobe.c, tracing from inside in
- * trace.c; the documented API is
+ * follow.c and paths.c (the holders' walk), trace_live.c and ctxprobe.c,
+ * tracing from inside in trace.c; the documented API is
  * __init__.py, the frameworks' policy gpureclaim/frameworks/. No file
  * calls back into this one: the method files sit below it, the helpers
  * (pyutil.c) below them.
@@ -83,8 +83,17 @@ static PyMethodDef methods[] = {
      "roots"},
     {"_instance_dict", gpr_py_instance_dict, METH_O,
      "_instance_dict(obj) -> its own __dict__, or None"},
+    {"_dict_items", gpr_py_dict_items, METH_O,
+     "_dict_items(d) -> [(key, value)] of a dict, read at once, hashing "
+     "nothing"},
     {"_of_types", gpr_py_of_types, METH_VARARGS,
      "_of_types(objects, types[, threads]) -> the objects of those types"},
+    {"_paths", gpr_py_paths, METH_VARARGS,
+     "_paths(graph, roots, starts, max_nodes, max_found) -> (via, found, "
+     "outside, left)"},
+    {"_follow", gpr_py_follow, METH_VARARGS,
+     "_follow(starts, first, leaf, kinds, bases, guard, budget_s, "
+     "max_nodes, state, todo) -> (heads, pending, stopped)"},
     {"_trace_live", gpr_py_trace_live, METH_NOARGS,
      "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
     {"_context_probe", gpr_py_context_probe, METH_O,

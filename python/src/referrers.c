@@ -1114,6 +1114,44 @@ PyObject *gpr_py_namespaces(PyObject *module, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/*
+ * A dict's entries as a list of (key, value) pairs, read in one go under
+ * the GIL (issue 34): the naming of the chains (gpureclaim/_holders.py)
+ * iterated dicts in Python, where another thread adding to one made the
+ * walk fail ("dictionary changed size during iteration"), and looked keys
+ * up, which hashes them (a key's own __hash__ and __eq__: user code).
+ * PyDict_Next reads the table, hashing nothing, and works on a subclass's
+ * table too, whatever its methods. Each pair's objects are held before
+ * anything is allocated.
+ */
+PyObject *gpr_py_dict_items(PyObject *module, PyObject *d)
+{
+	(void)module;
+	if (!PyDict_Check(d)) {
+		PyErr_SetString(PyExc_TypeError, "_dict_items: a dict");
+		return NULL;
+	}
+	PyObject *out = PyList_New(0), *k, *v;
+	Py_ssize_t pos = 0;
+	while (out && PyDict_Next(d, &pos, &k, &v)) {
+		Py_INCREF(k);
+		Py_INCREF(v);
+		PyObject *pair = PyTuple_New(2);
+		if (!pair) {
+			Py_DECREF(k);
+			Py_DECREF(v);
+			Py_CLEAR(out);
+			break;
+		}
+		PyTuple_SetItem(pair, 0, k); /* stolen */
+		PyTuple_SetItem(pair, 1, v);
+		if (PyList_Append(out, pair))
+			Py_CLEAR(out);
+		Py_DECREF(pair);
+	}
+	return out;
+}
+
 PyObject *gpr_py_instance_dict(PyObject *module, PyObject *obj)
 {
 	(void)module;

@@ -9,7 +9,9 @@ One exchange a file, NAME.json:
 - "what": what it shows, in words;
 - "ask": {"op", "args", "timeout"}: what the client is asked;
 - "request": the bytes the client must send (its JSON line), or "" where
-  it must send none;
+  it must send none; its "deadline" (the moment the client stops waiting,
+  on CLOCK_MONOTONIC: a time) is recorded as D, the request's number put
+  there before the comparison (normal());
 - "agent": how the fake serves (default "answers"): "answers" binds the
   socket of its own pid; "none" binds nothing; "stale" binds and closes
   it (a socket nobody serves); "link" puts a symbolic link there;
@@ -33,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import re
 import tempfile
 import time
 
@@ -79,12 +82,24 @@ def check(x, pid, got):
     assert got == ("ok", want), str(got)[:200]
 
 
-def request_line(x):
-    """The request as the clients write it (what "request" records)."""
+def request_line(x, deadline=None):
+    """The request as the clients write it: what "request" records (its
+    deadline D), or with a deadline the line to send."""
     a = x["ask"]
-    return json.dumps({"v": 1, "op": a["op"], "args": a["args"],
-                       "timeout": a["timeout"]},
+    line = json.dumps({"v": 1, "op": a["op"], "args": a["args"],
+                       "timeout": a["timeout"], "deadline": 0},
                       separators=(",", ":")) + "\n"
+    return line.replace('"deadline":0}',
+                        f'"deadline":{"D" if deadline is None else deadline}}}')
+
+
+_DEADLINE = re.compile(rb'"deadline":-?[0-9][0-9.eE+-]*}\n\Z')
+
+
+def normal(request):
+    """A request's bytes with its deadline's number as D (the recorded
+    form): the rest is compared byte for byte."""
+    return _DEADLINE.sub(b'"deadline":D}\n', request)
 
 
 def args_members(x):

@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -62,7 +63,7 @@ def main():
             x = {"what": what,
                  "ask": {"op": op, "args": args, "timeout": 10}}
             x["request"] = request_line(x)
-            answer = ask(path, x["request"])
+            answer = ask(path, request_line(x, time.monotonic() + 10))
             x["answer"] = [answer]
             doc = json.loads(answer)
             x["expect"] = ({"ok": True} if doc["ok"] else

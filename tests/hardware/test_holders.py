@@ -151,3 +151,138 @@ print(json.dumps(dict(paths=paths, advice=advice,
     assert "Out[4]" in r["paths"], r
     assert "%reset -f out" in r["advice"]
     assert r["left"] is False, r
+
+
+# --- the autograd graph, and free() (issue 36): each scenario's promise
+# is checked against the drop of the driver's per-process figure
+
+AUTOGRAD = """
+ACT = 2048 * 4096 * 4  # a float32 (2048, 4096) activation: 32 MiB
+lin = torch.nn.Linear(4096, 4096, bias=False, device="cuda")
+x = torch.randn(2048, 4096, device="cuda")
+def paths(b):
+    return [c["path"] for c in b["chains"]]
+"""
+
+
+def test_a_loops_history_named_and_freed_as_promised():
+    r = run(AUTOGRAD + """
+forwards = []
+def block(h):  # checkpointed: its recompute must not run in explain()
+    forwards.append(1)
+    return torch.relu(lin(h))
+from torch.utils.checkpoint import checkpoint
+kept = checkpoint(block, x, use_reentrant=False).sum()
+total = 0
+for _ in range(6):
+    total = total + torch.relu(lin(x)).pow(2).sum()
+torch.cuda.synchronize()
+calls = len(forwards)
+e = gpureclaim.explain(holders=True, holders_budget=30.0)
+show("total = total + loss, six times", e)
+plan = gpureclaim.free_plan(budget=30.0)
+show("its plan", plan)
+first = plan[0]
+rep = gpureclaim.free(plan[:1], budget=30.0)
+show("del total", rep)
+print(json.dumps(dict(graphs=e.holders["graphs"], notes=e.holders["notes"],
+                      first=[first.statement, first.releasable],
+                      promised=rep.releasable, released=rep.released,
+                      recomputed=len(forwards) - calls,
+                      walk=e.holders["walk"])))
+""")
+    g = r["graphs"][0]
+    assert g["tensor"] == "total" and g["saved"] == 6, r["graphs"]
+    assert g["bytes"] == 6 * 2048 * 4096 * 4
+    assert g["path"].startswith("total: the autograd graph of `total` "
+                                "(AddBackward0 <- "), g
+    assert g["advice"].startswith("`total += loss.item()`, or `.detach()`")
+    # the checkpointed block's saved tensors were not read: its unpack
+    # (a recompute) never ran
+    assert r["recomputed"] == 0
+    assert any("saved-tensor hook packed them" in n for n in r["notes"])
+    assert r["first"][0] == "del total" and r["first"][1] >= 5 * (32 << 20)
+    assert r["promised"] == r["released"] == r["first"][1], r
+
+
+def test_a_grad_and_a_hook_named_and_freed_as_promised():
+    r = run(AUTOGRAD + """
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+def attach(t):
+    scale = torch.randn(1024, 4096, device="cuda")  # 16 MiB
+    return t.register_hook(lambda g: g * scale)
+handle = attach(lin.weight)
+torch.relu(lin(x)).pow(2).sum().backward()
+torch.cuda.synchronize()
+e = gpureclaim.explain(holders=True, holders_budget=30.0)
+show(".grad and a hook", e)
+blocks = e.holders["blocks"]
+grad = [b for b in blocks if "lin.weight.grad" in paths(b)]
+hook = [b for b in blocks if b["bytes"] == 16 << 20]
+plan = gpureclaim.free_plan(budget=30.0)
+show("its plan", plan)
+step = [s for s in plan if s.statement == "opt.zero_grad(set_to_none=True)"]
+rep = gpureclaim.free(step, budget=30.0)
+show("zero_grad", rep)
+print(json.dumps(dict(grad=[(b["advice"], paths(b)) for b in grad],
+                      hook=[paths(b) for b in hook], step=len(step),
+                      promised=rep.releasable, released=rep.released,
+                      left=lin.weight.grad is None)))
+""")
+    [(advice, paths)] = r["grad"]
+    assert advice == "opt.zero_grad(set_to_none=True)"
+    assert paths[0] == "lin.weight.grad", paths
+    [hook] = r["hook"]
+    assert hook[0].startswith("lin.weight._backward_hooks["), hook
+    assert hook[0].endswith(".cell_contents (closure variable 'scale')")
+    assert r["step"] == 1 and r["left"] is True
+    assert r["promised"] == r["released"] == 4096 * 4096 * 4, r
+
+
+def test_an_optimizer_whose_model_is_gone_freed_as_promised():
+    r = run(AUTOGRAD + """
+opt = torch.optim.AdamW(lin.parameters())  # lin is the model
+for _ in range(2):
+    lin(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+del lin
+torch.cuda.synchronize()
+e = gpureclaim.explain(holders=True, holders_budget=30.0)
+show("an optimizer whose model is gone", e)
+plan = gpureclaim.free_plan(budget=30.0)
+show("its plan", plan)
+rep = gpureclaim.free([s for s in plan if s.statement == "del opt"],
+                      budget=30.0)
+show("del opt", rep)
+print(json.dumps(dict(paths=[p for b in e.holders["blocks"] for p in paths(b)],
+                      promised=rep.releasable, released=rep.released)))
+""")
+    assert ("opt.state[...]['exp_avg'] (the state of a parameter no model "
+            "holds any more)") in r["paths"], r["paths"]
+    assert r["promised"] == r["released"] >= 3 * 4096 * 4096 * 4, r
+
+
+def test_a_notebooks_out_and_last_traceback_freed_with_one_call():
+    pytest.importorskip("IPython")
+    r = run("""
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+for cell in ["import torch, gpureclaim", "%load_ext gpureclaim",
+             "torch.randn(2048, 4096, device='cuda')",  # shown: Out[3]
+             "def train(batch):\\n    raise RuntimeError('loss is nan')",
+             "train(torch.randn(1024, 4096, device='cuda'))",
+             "rep = %gpureclaim free --yes"]:
+    shell.run_cell(cell, store_history=True)
+rep = shell.user_ns["rep"]
+show("%gpureclaim free --yes", rep)
+torch.cuda.synchronize()
+print(json.dumps(dict(promised=rep.releasable, released=rep.released,
+                      errors=[s["error"] for s in rep.steps if s["error"]],
+                      ran=[s["statement"] for s in rep.steps],
+                      left=torch.cuda.memory_allocated())))
+""")
+    assert r["errors"] == [], r
+    assert "%reset -f out" in r["ran"], r
+    assert any(s.startswith("sys.last_traceback = ") for s in r["ran"]), r
+    assert r["promised"] == r["released"] >= 48 << 20, r

@@ -58,13 +58,18 @@ class Sim:
         self.env = sim_env(self.state, sim)
         self.procs = []
 
-    def workload(self, gpu, keep_mib, cached_mib, agent=False, argv=()):
+    def workload(self, gpu, keep_mib, cached_mib, agent=False, argv=(),
+                 answer=None):
         """A process holding keep_mib live and cached_mib cached on GPU
-        `gpu`, with an agent if asked; returns (Popen, its ready line's
-        JSON: pid, and the figures it saw itself)."""
+        `gpu`, with an agent if asked (`answer`: a stand-in answering that
+        line instead); returns (Popen, its ready line's JSON: pid, and the
+        figures it saw itself)."""
+        env = self.env
+        if answer is not None:
+            agent, env = 4, dict(env, GPR_WORKLOAD_ANSWER=answer)
         cmd = [sys.executable, WORKLOAD, str(gpu), str(keep_mib),
                str(cached_mib), str(int(agent)), *argv]
-        p = subprocess.Popen(cmd, env=self.env, stdin=subprocess.PIPE,
+        p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         self.procs.append(p)

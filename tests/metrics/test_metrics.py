@@ -350,3 +350,50 @@ def test_a_hostile_agents_parts_are_bounded():
     (kind, source), = [k for k in sums if k[0].startswith("live")]
     assert kind == "live?" and len(source) == 64 and source.endswith("...")
     assert metrics.part_sums({"parts": "junk", "rest_part": 3}) == {}
+
+
+def test_a_hostile_agents_answer_is_its_bad_answer_never_the_exporters_end(
+        sim):  # noqa: F811
+    """Any local user's process may answer as an agent: "gpus": 5 (a
+    TypeError in the parts' rows) or a part of 10**400 bytes (an
+    OverflowError in prometheus_client) ended root's exporter at its next
+    reading, or before it first served. Every field is checked (type,
+    range: 0 <= bytes <= the GPU's total); a bad one is that agent's
+    bad_answer."""
+    def explain_answer(gpus):
+        return json.dumps({"v": 1, "ok": True, "pid": 1,
+                           "result": {"gpus": gpus}}).replace(
+            '"BIG"', "1" + "0" * 400)
+
+    def part(b, **kw):
+        return [{"device": 0, "parts": [dict({"kind": "live", "source":
+                                              "torch", "bytes": b,
+                                              "known": True}, **kw)]}]
+    answers = [explain_answer(5), explain_answer(part("BIG")),
+               explain_answer(part(-5)), explain_answer(part(1 << 62)),
+               explain_answer(part(7, known="yes")),
+               explain_answer(part(7, kind=["x"])),
+               explain_answer([{"device": 0, "parts": 3}]),
+               explain_answer([7])]
+    good = sim.workload(0, 8, 8, agent=True)[1]
+    for a in answers:
+        sim.workload(0, 8, 0, answer=a)
+    p = exporter(sim, "--once")
+    assert p.returncode == 0, p.stderr
+    got = parse_exposition(p.stdout)
+    fails = {s["reason"]: v for s, v in
+             series(got, "gpureclaim_exporter_agent_failures_total")}
+    assert fails["bad_answer"] == len(answers), fails
+    assert series(got, "gpureclaim_exporter_agents", state="answered")[0][1] == 1
+    assert series(got, "gpureclaim_process_part_bytes", pid=str(good["pid"]))
+    p = exporter(sim, "--once", "--json")
+    assert p.returncode == 0, p.stderr
+    # and served: the first reading does not end it
+    q, line = serve(sim, "--listen", "127.0.0.1:0", "--interval", "0.2")
+    url = line.split("serving ", 1)[1].split()[0]
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=HANG_S) as r:
+        assert b"gpureclaim_exporter_agent_failures_total" in r.read()
+    assert q.poll() is None
+    q.terminate()
+    assert q.wait(HANG_S) == 0

@@ -1,7 +1,9 @@
 """A process on the simulated driver for the metrics tests: GPU argv[1],
 argv[2] MiB live and argv[3] MiB cached in the fake torch, an agent when
 argv[4] is 1 (gpureclaim.agent.start()), a stand-in at the agent's socket
-that never answers when it is 2, one that answers garbage when 3; then one line READY {json} (its
+that never answers when it is 2, one that answers garbage when 3, one that
+answers every request with the line in GPR_WORKLOAD_ANSWER when 4; then one
+line READY {json} (its
 pid and its own figures) and it waits until its stdin closes. Any further
 arguments are only there to be in its command line."""
 import json
@@ -24,7 +26,7 @@ if agent == 1:
     from gpureclaim import agent as _agent
 
     path = _agent.start()
-elif agent in (2, 3):
+elif agent in (2, 3, 4):
     import socket
     import threading
 
@@ -44,6 +46,10 @@ elif agent in (2, 3):
             if agent == 3:
                 c.recv(65536)
                 c.sendall(b'{"v": 1, "ok": true, "pid": 1, "res\x00\n')
+                c.close()
+            elif agent == 4:
+                c.recv(65536)
+                c.sendall(os.environ["GPR_WORKLOAD_ANSWER"].encode() + b"\n")
                 c.close()
 
     threading.Thread(target=serve, daemon=True).start()

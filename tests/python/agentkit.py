@@ -172,3 +172,27 @@ def remote_exec_python():
         return None
     python = p.stdout.strip()
     return python, os.path.join(os.path.dirname(python), "site")
+
+
+def raw_answer(path, data, timeout=30):
+    """data sent as is to the agent's socket at path; its answer's line
+    (bytes, what came before the end of the connection)."""
+    import socket
+
+    c = socket.socket(socket.AF_UNIX)
+    c.settimeout(timeout)
+    try:
+        c.connect(path)
+        try:
+            c.sendall(data)
+        except OSError:
+            pass
+        got = b""
+        while not got.endswith(b"\n"):
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        return got
+    finally:
+        c.close()

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from agentkit import (GiB, MiB, Target, driver_bytes, sim_env, wait_for,
-                      world_python)
+from agentkit import (GiB, MiB, Target, driver_bytes, raw_answer, sim_env,
+                      wait_for, world_python)
 from conftest import PY_PATH
 
 sys.path.insert(0, PY_PATH)
@@ -453,21 +453,8 @@ def test_a_request_never_sent_holds_nothing(env):
 
 def test_the_server_refuses_a_request_too_large(env):
     with Target(env) as t:
-        c = socket.socket(socket.AF_UNIX)
-        c.connect(agent.socket_path(t.pid))
-        c.settimeout(10)
-        try:
-            c.sendall(b"{" + b" " * (80 << 10))
-        except OSError:
-            pass
-        got = b""
-        while not got.endswith(b"\n"):
-            chunk = c.recv(4096)
-            if not chunk:
-                break
-            got += chunk
-        c.close()
-        doc = json.loads(got)
+        doc = json.loads(raw_answer(agent.socket_path(t.pid),
+                                    b"{" + b" " * (80 << 10), timeout=10))
         assert doc["ok"] is False and "larger than 64 KiB" in doc["error"]
 
 

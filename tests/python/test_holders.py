@@ -76,7 +76,7 @@ emit(dict(out=out, torch_after=torch.cuda.memory_allocated(),
     assert r["torch_after"] == 0 and r["cupy_after"] == 0
     w = r["walk"]
     assert w["stopped"] is None and w["examined"] == w["objects"] > 1000
-    assert r["keys"] == ["blocks", "notes", "walk"]
+    assert r["keys"] == ["blocks", "graphs", "notes", "walk"]
     assert "Who holds the largest live allocations" in r["text"]
     assert "lst[1]['k']" in r["text"]
     assert "2 arrays share it" in r["text"]
@@ -513,3 +513,81 @@ emit(dict(grew=rss_bytes() - before, objects=len(gc.get_objects()),
 """)
     assert r["paths"] == ["t"]
     assert r["grew"] < 4 * MiB, r
+
+
+def test_keys_that_are_not_strings_run_no_code(scenario):
+    """Issue 34, finding 9: a key of another type in a global namespace or
+    an instance's __dict__, beside the array: naming the edge hashed it
+    (its __hash__, then its __eq__, ran: raising, they made explain()
+    raise, "explain failed: RuntimeError" through the agent)."""
+    r = run(scenario, """
+class Evil:
+    armed = False
+    def __hash__(self):
+        if Evil.armed:
+            raise RuntimeError("__hash__ ran")
+        return 7
+    def __eq__(self, o):
+        if Evil.armed:
+            raise RuntimeError("__eq__ ran")
+        return self is o
+class Box:
+    pass
+box = Box()
+box.__dict__[Evil()] = {"inner": torch.empty(8 << 20, device="cuda")}
+globals()[Evil()] = {"inner": torch.empty(4 << 20, device="cuda")}
+Evil.armed = True
+try:
+    e, blocks = holders()
+    b1, p1 = chains(blocks, 8 << 20)
+    b2, p2 = chains(blocks, 4 << 20)
+    emit(dict(p1=p1, p2=p2, s1=b1["state"], s2=b2["state"]))
+except Exception as x:
+    emit(dict(raised=f"{type(x).__name__}: {x}"))
+""")
+    assert "raised" not in r.data, r["raised"]
+    assert r["s1"] == r["s2"] == "held"
+    assert r["p1"] == ["box[...]['inner']"], r["p1"]
+    assert r["p2"] == ["[...]['inner']"], r["p2"]
+
+
+def test_a_dict_growing_in_another_thread_never_fails_the_walk(scenario):
+    """Issue 34, finding 10: a thread adds to a dict that holds an array
+    while explain(holders=True) names the chains: 30 of 30 walks raised
+    "dictionary changed size during iteration". The walk reads each
+    dict's entries at once, in C."""
+    r = run(scenario, """
+import threading
+sys.setswitchinterval(1e-6)
+t = torch.empty(8 << 20, device="cuda")
+grown = {"t": t}
+class Box:
+    pass
+box = Box()
+box.t = t
+stop = []
+def grow():
+    i = 0
+    while not stop:
+        grown[i] = i
+        box.__dict__[f"a{i % 5000}"] = i
+        i += 1
+        if i % 20000 == 0:
+            for k in range(i - 20000, i):
+                del grown[k]
+th = threading.Thread(target=grow)
+th.start()
+failed = []
+try:
+    for _ in range(30):
+        try:
+            e, blocks = holders()
+            chains(blocks, 8 << 20)
+        except Exception as x:
+            failed.append(f"{type(x).__name__}: {x}")
+finally:
+    stop.append(1)
+    th.join()
+emit(dict(failed=failed))
+""", timeout=300)
+    assert r["failed"] == [], r["failed"][:3]

@@ -230,7 +230,7 @@ else:
             exec(cell, self.ns)
     ip = FakeIPython()
     gpureclaim.load_ipython_extension(ip)
-    d = ip.magics[("cell", "gpureclaim")](
+    d = ip.magics[("line_cell", "gpureclaim")](
         {str(log)!r}, "x = torch.empty(1 << 20, device='cuda')").to_dict()
 emit(dict(mapped=mapped, d=d))
 """, env=DORMANT)
@@ -295,7 +295,7 @@ class FakeIPython:
         exec(cell, self.ns)
 ip = FakeIPython()
 gpureclaim.load_ipython_extension(ip)
-rep = ip.magics[("cell", "gpureclaim")]({str(log)!r}, "x = torch.empty(1 << 20, device='cuda')")
+rep = ip.magics[("line_cell", "gpureclaim")]({str(log)!r}, "x = torch.empty(1 << 20, device='cuda')")
 emit(dict(kind=type(rep).__name__, d=rep.to_dict()))
 """, env=DORMANT)
     assert r["kind"] == "TraceReport"

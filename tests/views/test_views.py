@@ -45,8 +45,22 @@ def test_view_is_valid_self_contained_and_shows_its_figures(rendered, name):
         assert "<svg" in html  # the plot, inline
 
 
+@pytest.mark.parametrize("name", ["free-plan", "free-report"])
+def test_the_free_views_are_valid_and_self_contained(rendered, name):
+    """free_plan()'s and free()'s views: a table of statements, no bar."""
+    out, _ = rendered
+    html = (out / f"{name}.html").read_text()
+    assert html.startswith('<div class="gpr"><style>')
+    assert check(html, []) == []
+    assert "<table" in html and "del total" in unescape(html)
+    text = (out / f"{name}.txt").read_text()
+    assert "released" in text if name == "free-report" else \
+        "gives back" in text
+
+
 @pytest.mark.parametrize("name", [v for v in VIEWS
-                                  if not v.startswith("trace")])
+                                  if not v.startswith("trace")] +
+                         ["free-plan", "free-report"])
 def test_text_form_is_in_binary_units(rendered, name):
     out, _ = rendered
     text = (out / f"{name}.txt").read_text()

@@ -1,6 +1,6 @@
 """Renders every notebook view on the simulated driver into a folder (the
-release, explain(), an out-of-memory post-mortem, the cluster reports, the
-trace report): for
+release, explain(), free_plan() and free(), an out-of-memory post-mortem,
+the cluster reports, the trace report): for
 each view its HTML (as a notebook shows it), a page wrapping it, and the
 exact bytes its bars must show (expect.json). tests/views/test_views.py
 checks them, scripts/render-views.sh photographs the pages for the docs.
@@ -84,6 +84,31 @@ for cell in [
 e = nb.user_ns["e"]
 parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
 OUT = dict(html=e._repr_html_(), text=str(e), parts=parts)
+"""
+
+# free_plan() and free() in a notebook (docs/explain.md, "Free it for me"):
+# a loop's autograd history, a .grad, an Out entry and a traceback; the
+# plan, then its report. No bar: a table of statements.
+FREE = """
+from IPython.core.interactiveshell import InteractiveShell
+nb = InteractiveShell.instance(colors="NoColor")
+for cell in [
+    "import torch, gpureclaim",
+    "%load_ext gpureclaim",
+    "lin = torch.nn.Linear(4096, 4096, bias=False, device='cuda')",
+    "opt = torch.optim.SGD(lin.parameters(), lr=0.1)",
+    "x = torch.randn(2048, 4096, device='cuda')",
+    "torch.relu(lin(x)).pow(2).sum().backward()",
+    "total = 0\\nfor _ in range(6):\\n    total = total + torch.relu(lin(x)).pow(2).sum()",
+    "torch.randn(1024, 4096, device='cuda')",
+    "def train(batch):\\n    raise RuntimeError('loss is nan')",
+    "train(torch.randn(512, 4096, device='cuda'))",
+    "plan = %gpureclaim free",
+    "report = %gpureclaim free --yes",
+]:
+    nb.run_cell(cell, store_history=True)
+OUT = {k: dict(html=nb.user_ns[k]._repr_html_(), text=str(nb.user_ns[k]),
+               parts=[], photo=False) for k in ("plan", "report")}
 """
 
 # An out-of-memory post-mortem as a notebook shows it: CuPy's dropped
@@ -243,6 +268,8 @@ def main(out):
                              sim + f";gpus=1;memory=8GiB;extra=0:"
                                    f"{os.getpid()}:1GiB"}),
     }
+    free = run(FREE)
+    views.update({"free-plan": free["plan"], "free-report": free["report"]})
     views.update(cluster(out))
     views.update(trace(out))
     expect = {}

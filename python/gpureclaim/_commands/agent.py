@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from ..agent import _remote_start
 from .. import agent as _agent
+from ..agent._protocol import printable
 
 _EXIT_TAIL = """\
 Exit status: 0 answered, 1 the process could not be asked or its request
@@ -182,8 +183,13 @@ def _positive(p: _Parser, name: str, v: float) -> None:
 
 
 def _fail(command: str, msg: str) -> int:
-    sys.stderr.write(f"gpureclaim {command}: {msg}\n")
+    sys.stderr.write(f"gpureclaim {command}: {printable(msg)}\n")
     return 1
+
+
+def _lines(text: str) -> str:
+    """An agent's report, each line printable() (src/out/text.h's rule)."""
+    return "\n".join(printable(x) for x in text.split("\n"))
 
 
 # -- explain --pid and release --pid ----------------------------------------
@@ -208,10 +214,11 @@ def _ask_and_print(op: str, a: Any, args: dict) -> int:
         doc = _agent.ask_full(a.pid, op, timeout=a.timeout, **args)
     except _agent.AgentError as e:
         return _fail(op, str(e))
-    if a.json:  # one line, as the C command prints it
+    if a.json:  # one line, as the C command prints it (json escapes)
         print(json.dumps(doc["result"], separators=(",", ":")))
     else:
-        sys.stdout.write(str(doc.get("text") or json.dumps(doc["result"]))
+        sys.stdout.write(_lines(str(doc.get("text")
+                                    or json.dumps(doc["result"])))
                          .rstrip("\n") + "\n")
     return 0
 
@@ -274,7 +281,7 @@ def help_main(command: str) -> int:
 def _short(cmd: Optional[str], n: int = 60) -> str:
     if not cmd:
         return ""
-    cmd = " ".join(cmd.split())
+    cmd = printable(" ".join(cmd.split()))
     return cmd if len(cmd) <= n else cmd[:n - 3] + "..."
 
 
@@ -311,10 +318,17 @@ def agent_list(argv: list) -> int:
         pid, path = item
         try:
             st = _agent.ask(pid, "status", timeout=a.timeout)
-            return {"pid": pid, "socket": path, "status": st}
         except _agent.AgentError as e:
             return {"pid": pid, "socket": path, "kind": e.kind,
                     "error": str(e)}
+        if not (isinstance(st, dict)
+                and isinstance(st.get("python", ""), str)
+                and all(isinstance(st.get(k) or [], list)
+                        for k in ("frameworks", "argv"))):
+            return {"pid": pid, "socket": path, "kind": "bad_answer",
+                    "error": f"process {pid}'s agent answered a status "
+                             f"that is not the protocol's"}
+        return {"pid": pid, "socket": path, "status": st}
 
     rows = _parallel(one, found)
     if a.json:
@@ -324,16 +338,19 @@ def agent_list(argv: list) -> int:
         print("no agents (start one: GPURECLAIM_AGENT=1, gpureclaim run "
               "--agent, gpureclaim.agent.start())")
         return 0
+    # what each agent said is its process's word: printable() (and its
+    # shape checked: a bad one is that agent's bad_answer line)
     print(f"  {'PID':>7} {'PYTHON':<8} {'FRAMEWORKS':<16} SOCKET / COMMAND")
     for r in rows:
         st = r.get("status")
         if st is None:
             print(f"  {r['pid']:>7} {r['kind']}: "
-                  f"{_drop_pid(r['error'], r['pid'])}")
+                  f"{printable(_drop_pid(r['error'], r['pid']))}")
             continue
-        fw = ",".join(st.get("frameworks") or []) or "-"
-        print(f"  {r['pid']:>7} {st.get('python', '?'):<8} {fw:<16} "
-              f"{r['socket']}  {_short(' '.join(st.get('argv') or []))}")
+        fw = ",".join(str(x) for x in st.get("frameworks") or []) or "-"
+        print(f"  {r['pid']:>7} {printable(str(st.get('python', '?'))):<8} "
+              f"{printable(fw):<16} {printable(r['socket'])}  "
+              f"{_short(' '.join(str(x) for x in st.get('argv') or []))}")
     return 0
 
 

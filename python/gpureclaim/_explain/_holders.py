@@ -29,8 +29,9 @@ import re
 import sys
 import time
 import types
+from bisect import bisect_left
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import _gpureclaim as _c
 from ..frameworks import TABLE
@@ -54,6 +55,27 @@ _get_module = type.__dict__["__module__"].__get__
 _CO_OPTIMIZED = 1  # a function's frame: f_locals is a copy
 
 
+def _items(d: Any) -> list:
+    """A mapping's (key, value) pairs: a dict's (a subclass's too) read at
+    once in C (_dict_items: nothing hashed, no user code, and another
+    thread adding to it cannot make the walk fail); a class's read-only
+    proxy (a static type's namespace) through its own items()."""
+    if d is None:
+        return []
+    if issubclass(type(d), dict):
+        return _c._dict_items(d)
+    return list(d.items())
+
+
+def _get(d: Any, name: str) -> Any:
+    """d[name] for a string name, comparing only keys that are strings
+    (a lookup would hash the name and could call another key's __eq__)."""
+    for k, v in _items(d):
+        if type(k) is str and k == name:
+            return v
+    return None
+
+
 class _Root:
     """A root: what the chain starts with. kind "namespace" (a module's or
     IPython's globals: prefix "" for __main__), "locals" (a running
@@ -72,23 +94,23 @@ def _ipython() -> tuple:
     (read from its class, never by importing IPython), else (None, None)."""
     mod = sys.modules.get("IPython.core.interactiveshell")
     d = _c._instance_dict(mod) if mod is not None else None
-    cls = d.get("InteractiveShell") if d else None
+    cls = _get(d, "InteractiveShell")
     if not isinstance(cls, type):
         return None, None
     for k in _get_mro(cls):
-        inst = (_c._instance_dict(k) or {}).get("_instance")
+        inst = _get(_c._instance_dict(k), "_instance")
         if inst is not None:
-            ns = (_c._instance_dict(inst) or {}).get("user_ns")
+            ns = _get(_c._instance_dict(inst), "user_ns")
             return inst, ns if type(ns) is dict else None
     return None, None
 
 
 def _thread_names() -> dict:
     th = sys.modules.get("threading")
-    active = (_c._instance_dict(th) or {}).get("_active") if th else None
+    active = _get(_c._instance_dict(th), "_active") if th else None
     out = {}
-    for tid, t in dict(active or {}).items():
-        name = (_c._instance_dict(t) or {}).get("_name")
+    for tid, t in _items(active):
+        name = _get(_c._instance_dict(t), "_name")
         out[tid] = name if isinstance(name, str) else str(tid)
     return out
 
@@ -183,14 +205,24 @@ def _frame_word(f: Any) -> str:
 
 
 class _Namer:
-    """Names the edge parent -> child as the text a user would type."""
+    """Names the edge parent -> child as the text a user would type.
+    overlay: {(id(parent), id(child)): [step]} of the edges the frameworks
+    read outside the heap (Holders.graph), their steps tokens (_TOKEN);
+    edge_names: ((classes, names(parent, child)), ...) of the frameworks
+    whose own traverse shows edges the generic reading misses."""
 
-    def __init__(self, attr_dicts: frozenset):
+    def __init__(self, attr_dicts: frozenset, overlay: Optional[dict] = None,
+                 edge_names: tuple = ()):
         self.attr_dicts = attr_dicts
+        self.overlay = overlay or {}
+        self.edge_names = edge_names
+        #: {id(object): words}: a chain through one of them says so
+        #: (Holders.marks: an optimizer's parameter no model holds)
+        self.marks: dict = {}
 
     def dict_step(self, d: dict, child: Any, attrs: Any) -> list:
         out = []
-        for k, v in dict.items(d):
+        for k, v in _items(d):
             if v is child:
                 if attrs == "locals":
                     out.append(f" local {k!r}")
@@ -209,11 +241,23 @@ class _Namer:
         child is a dict read as attributes (an instance's __dict__),
         "index" when read as attributes with digit keys as indexes."""
         t = type(parent)
+        names = self.overlay.get((id(parent), id(child)))
+        if names:
+            return names, False
+        for classes, fn in self.edge_names:
+            if any(c in classes for c in _get_mro(t)):
+                try:
+                    names = fn(parent, child)
+                except Exception:
+                    names = None
+                if names:
+                    return names, False
         if issubclass(t, dict):
             names = self.dict_step(parent, child, mode)
             if mode and type(child) is dict:
-                for k, v in dict.items(parent):
-                    if v is child and k in self.attr_dicts:
+                for k, v in _items(parent):
+                    if v is child and type(k) is str and \
+                            k in self.attr_dicts:
                         return [""], "index"
             return names, False
         if t is list or t is tuple:
@@ -229,7 +273,7 @@ class _Namer:
                 loc = dict(loc)
             inner = (child.cell_contents if type(child) is types.CellType
                      and not _empty_cell(child) else child)
-            names = [f" local {k!r}" for k, v in dict.items(loc)
+            names = [f" local {k!r}" for k, v in _items(loc)
                      if v is inner]
             return names or [" (a local)"], False
         if t is types.CellType:
@@ -259,14 +303,14 @@ class _Namer:
                 return [""], True
             # its attributes, stored in the object itself (3.11's inline
             # values): the edge skips the dict
-            for k, v in dict.items(own):
-                if v is child and k in self.attr_dicts:
+            for k, v in _items(own):
+                if v is child and type(k) is str and k in self.attr_dicts:
                     return [""], "index"
             names = self.dict_step(own, child, True)
             if names:
                 return names, False
         for k in _get_mro(t):
-            for name, desc in (_c._instance_dict(k) or {}).items():
+            for name, desc in _items(_c._instance_dict(k)):
                 if type(desc) is _MemberType:
                     try:
                         if desc.__get__(parent, t) is child:
@@ -342,31 +386,18 @@ def _root_of(roots: dict, p: Any) -> _Root:
 
 
 def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
-            ipython: bool) -> tuple:
+            ipython: bool, with_roots: bool = False) -> tuple:
     """(the shortest chain from each root to any of starts, an
     allocation's arrays; the state: "held", "garbage" when the climb
     reached no root and every node above has no reference from outside the
-    heap, "cpp" when some has, "unknown" when the node cap cut it)."""
-    via: dict = {}  # id(node) -> (node, its child on the way down)
-    todo: deque = deque()
-    for a in starts:
-        if id(a) not in via:
-            via[id(a)] = (a, None)
-            todo.append(a)
-    found: list = []
-    outside = 0
-    while todo and len(via) < MAX_NODES:
-        n = todo.popleft()
-        ext, parents = graph.get(id(n), (1, ()))
-        outside += ext > 0
-        for p in parents:
-            if _is_root(roots, p):
-                if len(found) < MAX_CHAINS * 4:
-                    found.append((p, n))
-                continue
-            if id(p) not in via and id(p) in graph:
-                via[id(p)] = (p, n)
-                todo.append(p)
+    heap, "cpp" when some has, "unknown" when the node cap cut it; for
+    each chain that ends at a leaf's .grad the path to the leaf ("" when
+    it reads as a graph), else None; with_roots: the chains' roots
+    (_Root) too)."""
+    # breadth first up the graph (C: through an autograd graph it reads
+    # thousands of nodes): via {id(node): its child on the way down}
+    via, found, outside, todo = _c._paths(graph, roots, list(starts),
+                                          MAX_NODES, MAX_CHAINS * 4)
     out = []
     keys: set = set()
     for p, n in found:
@@ -376,7 +407,7 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
         tails: list = [[]]
         node, closure, said, nodes = n, None, "", [n]
         while True:
-            child = via[id(node)][1]
+            child = via[id(node)]
             if child is None:
                 break
             s, mode = namer.steps(node, child, mode)
@@ -399,28 +430,75 @@ def _chains(namer: _Namer, graph: dict, roots: dict, starts: list,
             node = child
             nodes.append(node)
         ids = {id(x) for x in nodes}
+        if namer.marks:
+            said += next((namer.marks[x] for x in ids if x in namer.marks),
+                         "")
         for first in names:
             for tail in tails:
                 text, drop, cover = _root_text(r, first, tail, ipython)
-                key = text + "".join(tail)
-                if key in keys:  # one chain a name
+                path, grad = _render(text, tail)
+                if path in keys:  # one chain a name
                     continue
-                keys.add(key)
-                out.append(({"path": text + "".join(tail) + said,
-                             "root": r.kind, "drop": drop,
-                             "covered": False},
+                keys.add(path)
+                out.append(({"path": path + said, "root": r.kind,
+                             "drop": drop, "covered": False},
                             ids, id(nodes[cover]) if cover is not None
-                            and cover < len(nodes) - 1 else None))
+                            and cover < len(nodes) - 1 else None, grad, r))
     out.sort(key=lambda c: (len(c[0]["path"]), c[0]["path"]))
     out = out[:MAX_CHAINS]
     # a statement that empties a container frees what reaches the array
     # through it: those chains need no statement of their own
-    for c, ids, mine in out:
+    for c, ids, mine, _, _ in out:
         c["covered"] = mine is None and any(
-            cover in ids for d, _, cover in out if cover is not None)
+            cover in ids for _, _, cover, _, _ in out if cover is not None)
     state = ("held" if out else "unknown" if todo
              else "garbage" if outside == 0 else "cpp")
-    return [c for c, _, _ in out], state
+    res = ([c for c, *_ in out], state, [x[3] for x in out])
+    return res + ([x[4] for x in out],) if with_roots else res
+
+
+# The steps of the edges a framework keeps outside the heap (Holders.graph),
+# as the namer gives them: a mark, the step as code (".grad_fn"), and for
+# a node its name (AddBackward0)
+_MARKS = {"grad_fn": "\x00G", "next": "\x00N", "saved": "\x00S",
+          "grad": "\x00R"}
+_ELIDE = 4  #: nodes of a graph's chain shown whole; more: the first, the last two
+
+
+def _token(kind: str, step: str, label: str = "") -> str:
+    return f"{_MARKS[kind]}{step}\x01{label}"
+
+
+def _render(text: str, tail: list) -> tuple:
+    """(the chain as it reads, the path to a leaf whose .grad it ends at
+    or None). Through an autograd graph: "total: the autograd graph of
+    `total` (AddBackward0 <- ... <- ReluBackward0._saved_result)"; else
+    the steps as code."""
+    out, owner, labels = text, None, []
+    for s in tail:
+        if s[:1] != "\x00":
+            if labels:
+                labels[-1] += s
+            else:
+                out += s
+            continue
+        step, _, label = s[2:].partition("\x01")
+        mark = s[:2]
+        if mark == _MARKS["grad_fn"] and not labels:
+            owner, labels = out, [label]
+        elif labels and mark == _MARKS["next"]:
+            labels.append(label)
+        elif labels:
+            labels[-1] += step
+        else:
+            out += step
+    grad = tail[-1][:2] == _MARKS["grad"] if tail else False
+    if not labels:
+        return out, out[:-len(".grad")] if grad else None
+    if len(labels) > _ELIDE:
+        labels = labels[:1] + ["..."] + labels[-2:]
+    return (f"{owner}: the autograd graph of `{owner}` "
+            f"({' <- '.join(labels)})"), "" if grad else None
 
 
 #: what a block no chain reaches is held by, in words (its "why")
@@ -483,38 +561,55 @@ def _arrays(call: Any, f: Any, h: Any, objs: list) -> tuple:
     return f, h, arrays, blocks, odd
 
 
-def _group(found: list, targets: list, groups: dict, notes: list) -> None:
-    """The allocations to name, from the hooks' arrays: (framework,
-    device) -> the largest (storage, [bytes, indices in targets or None]);
-    the arrays end up held in targets alone (the climb counts references),
-    found emptied."""
+def _group(found: list, targets: list, where: dict, notes: list) -> dict:
+    """The allocations, from the hooks' arrays: (framework, device) ->
+    (hook, {storage: [bytes, [indices in targets] or None (no array views
+    it)]}). Every array ends up held in targets alone (the climb counts
+    references): those of a hook with types are there already (where:
+    id -> index), the others are added; found is emptied."""
+    groups: dict = {}
     while found:
         f, h, arrays, blocks, odd = found.pop()
         if arrays is None:
             notes.append(f"{f.name}: arrays not read: {odd}")
             continue
-        per: dict = {}
-        while arrays:
-            a, dev, ptr, n = arrays.pop()
-            g = per.setdefault(dev, {}).setdefault(ptr, [n, []])
-            g[1].append(len(targets))
-            targets.append(a)
-        a = None
+        per = groups.setdefault(f.name, (h, {}))[1]
+        _add_arrays(per, arrays, targets, where)
         if odd:
             notes.append(f"{f.name}: {odd} array(s) skipped: asking them "
                          f"for their memory raised")
+        starts: dict = {}  # device -> the storages' addresses, sorted
         for dev, addr, size in blocks or ():
             d = per.setdefault(dev, {})
-            if not any(addr <= p < addr + size for p in d):
+            at = starts.get(dev)
+            if at is None:
+                at = starts[dev] = sorted(d)
+            k = bisect_left(at, addr)
+            if k == len(at) or at[k] >= addr + size:
                 d[addr] = [size, None]  # no array views it
-        for dev, d in per.items():
-            top = sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP]
-            groups[(f.name, dev)] = (h, top)
+    return {(fw, dev): (h, d) for fw, (h, per) in groups.items()
+            for dev, d in per.items()}
+
+
+def _add_arrays(per: dict, arrays: list, targets: list, where: dict) -> None:
+    """Adds (array, device, storage, bytes) entries to per: {device:
+    {storage: [bytes, [indices]]}}, arrays emptied."""
+    while arrays:
+        a, dev, ptr, n = arrays.pop()
+        i = where.get(id(a))
+        if i is None:
+            i = where[id(a)] = len(targets)
+            targets.append(a)
+        g = per.setdefault(dev, {}).setdefault(ptr, [n, []])
+        if g[1] is None:  # a block no array was seen to view, till now
+            g[1] = []
+        g[1].append(i)
 
 
 def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
          max_objects: Optional[int] = None,
-         namespaces: tuple = ()) -> dict:
+         namespaces: tuple = (), planner: Optional[Callable] = None,
+         top: int = TOP) -> dict:
     """The "holders" entry of explain()'s raw dict: the walk stops after
     budget_s seconds (of which gc.get_objects() takes its share) or
     max_objects objects (None: all).
@@ -522,7 +617,15 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
     The hooks that say their arrays' classes (Holders.types) get only
     the objects of those classes, picked out by the C pass itself (one
     read of each object, not one more per framework); the others read
-    every object before the pass."""
+    every object before the pass. The climb starts at every object of
+    those classes (Torch's CPU tensors too: their autograd graphs hold GPU
+    tensors) and at the others' arrays; then the frameworks' graphs
+    (Holders.graph) add the edges they keep outside the heap.
+
+    planner(walked) -> dict, given, runs on what the walk found before
+    its references are dropped (free_plan(): gpureclaim/_explain/_free.py); its
+    answer is the entry's "plan". top: allocations named per framework
+    and GPU."""
     t0 = time.perf_counter()
     # no collection while it walks: one would run finalizers (user code)
     # and cost more than the walk (a full one of 450k objects, 30 ms and
@@ -530,14 +633,34 @@ def walk(call: Any, budget_s: float = DEFAULT_BUDGET_S,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _walk(call, budget_s, max_objects, namespaces, t0)
+        return _walk(call, budget_s, max_objects, namespaces, t0, planner,
+                     top)
     finally:
         if collecting:
             gc.enable()
 
 
+class Walked:
+    """What the walk found, for a planner: graph {id: (ext, parents)}
+    (the climb's, the frameworks' graphs merged in), roots, targets (the
+    arrays and the objects climbed from), groups (as _group gives them),
+    the namer of each framework (namers) and ipython (a shell runs),
+    overlay {id(child): [child, (parent, kind, step), ...]} of the
+    frameworks' graphs,
+    stopped (None, or why the walk was cut), call, hooks (as _hooks
+    gives them), graphs (the summaries of the autograd graphs)."""
+
+    __slots__ = ("graph", "roots", "targets", "groups", "namers", "ipython",
+                 "overlay", "stopped", "call", "hooks", "graphs")
+
+    def __init__(self, **kw: Any):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
 def _walk(call: Any, budget_s: float, max_objects: Optional[int],
-          namespaces: tuple, t0: float) -> dict:
+          namespaces: tuple, t0: float, planner: Optional[Callable],
+          top: int) -> dict:
     roots, frames, skips, cleared = _roots(list(namespaces))
     t1 = time.perf_counter()
     objs = gc.get_objects()
@@ -555,29 +678,54 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
     most = max_objects if max_objects is not None else len(objs)
     nroots, graph = len(roots), {}
     targets: list = []
-    groups: dict = {}
+    where: dict = {}
+    spans: dict = {}
     notes: list = []
+    overlays: list = []
+    out: dict = {}
     try:
         heap, picked, examined, total, stopped, ms_c = _c._heap(
             objs, stops, skips, max(left, 0.0), most,
             tuple(t for _, _, t in typed))
         t4 = time.perf_counter()
         for (f, h, _), of_types in zip(typed, picked):
+            lo = len(targets)
+            targets += of_types
+            spans[f.name] = (lo, len(targets))
             found.append(_arrays(call, f, h, of_types))
         of_types = picked = None  # only targets may hold the arrays
-        _group(found, targets, groups, notes)
+        # (a loop variable would hold the last one: the climb counts it)
+        where.update((id(a), i) for i, a in enumerate(targets))
+        groups = _group(found, targets, where, notes)
         t5 = time.perf_counter()
         graph, ms_climb = _c._climb(heap, targets)
         del objs, heap
         t6 = time.perf_counter()
         ms_walk = (t6 - t0) * 1e3
-        blocks = _name(groups, graph, roots, targets, stopped)
+        overlay, names, labels, edge_names = _graphs(
+            call, hooks, spans, targets, groups, where, graph, overlays,
+            notes, budget_s - (t6 - t0))
+        t7 = time.perf_counter()
+        blocks, graphs = _name(groups, graph, roots, targets, stopped,
+                               names, edge_names, overlay, labels, top)
+        for f, h, _ in hooks:  # what the walk cannot follow, where it matters
+            if h.cannot and any(b["framework"] == f.name and
+                                b["state"] == "cpp" for b in blocks):
+                notes.append(f"{f.name}: {h.cannot}")
         reached = len(graph)
+        t8 = time.perf_counter()
         phases = {"roots": (t1 - t0) * 1e3, "objects": (t2 - t1) * 1e3,
                   "arrays": (t3 - t2 + t5 - t4) * 1e3, "index": ms_c[0],
                   "pass": ms_c[1], "climb": ms_climb[0],
-                  "graph": ms_climb[1],
-                  "names": (time.perf_counter() - t6) * 1e3}
+                  "graph": ms_climb[1], "autograd": (t7 - t6) * 1e3,
+                  "names": (t8 - t7) * 1e3}
+        if planner is not None:
+            out["plan"] = planner(Walked(
+                graph=graph, roots=roots, targets=targets, groups=groups,
+                namers=_namers(groups, names, edge_names),
+                ipython=_has_shell(roots), overlay=overlay,
+                stopped=stopped, call=call, hooks=hooks, graphs=graphs))
+            phases["plan"] = (time.perf_counter() - t8) * 1e3
     finally:
         # the copies of the running functions' locals that _roots made:
         # left filled, they would hold the arrays after a del
@@ -585,43 +733,252 @@ def _walk(call: Any, budget_s: float, max_objects: Optional[int],
             dict.clear(loc)
         # our own frames (skips) hold these lists: a cycle that would keep
         # every frame named, and its locals, until the next collection
-        for x in (skips, frames, stops, cleared, targets):
+        for x in (skips, frames, stops, cleared, targets, overlays):
             x.clear()
         roots.clear()
         graph.clear()
-    return {"blocks": blocks, "notes": notes,
-            "walk": {"objects": total, "examined": examined,
-                     "stopped": stopped, "budget_s": budget_s,
-                     "max_objects": max_objects, "roots": nroots,
-                     "reached": reached, "walk_ms": ms_walk,
-                     "ms": (time.perf_counter() - t0) * 1e3,
-                     "phases_ms": phases}}
+        where.clear()
+    out.update({"blocks": blocks, "graphs": graphs, "notes": notes,
+                "walk": {"objects": total, "examined": examined,
+                         "stopped": stopped, "budget_s": budget_s,
+                         "max_objects": max_objects, "roots": nroots,
+                         "reached": reached, "walk_ms": ms_walk,
+                         "ms": (time.perf_counter() - t0) * 1e3,
+                         "phases_ms": phases}})
+    return out
+
+
+def _graphs(call: Any, hooks: list, spans: dict, targets: list,
+            groups: dict, where: dict, graph: dict, overlays: list,
+            notes: list, left: float) -> tuple:
+    """The frameworks' graphs (Holders.graph) merged into the climb's:
+    each child gets its parents there, its references from outside the
+    heap counted as explained (ext 0), and the GPU arrays found there join
+    their allocations. (overlay {id(child): [child, (parent, kind, step),
+    ...]}, the steps' names {(id(parent), id(child)): [token]}, the nodes'
+    labels, the frameworks' edge namers)."""
+    overlay: dict = {}
+    names: dict = {}
+    labels: dict = {}
+    edge_names: dict = {}
+    for f, h, types in hooks:
+        if h.edge_names is not None and types:
+            edge_names[f.name] = ((frozenset(types), h.edge_names),)
+        if h.graph is None or f.name not in spans:
+            continue
+        lo, hi = spans[f.name]
+        try:
+            ov = h.graph(call, targets[lo:hi], left)
+        except Exception as e:
+            notes.append(f"{f.name}: its graph was not read: {describe(e)}")
+            continue
+        if ov is None:
+            continue
+        overlays.append(ov)
+        notes += ov.notes
+        for why, n in ov.unread.items():
+            notes.append(f"{f.name}: {n} saved value(s) of the autograd "
+                         f"graph not read: " + _UNREAD.get(why, why))
+        labels.update(ov.labels)
+        for p, c, step, kind in ov.edges:
+            e = overlay.get(id(c))
+            if e is None:
+                e = overlay[id(c)] = [c]
+            e.append((p, kind, step))
+            names.setdefault((id(p), id(c)), []).append(
+                _token(kind, step, ov.labels.get(id(c), "")))
+        per: dict = {}
+        _add_arrays(per, list(ov.arrays), targets, where)
+        for dev, d in per.items():
+            g = groups.setdefault((f.name, dev), (h, {}))[1]
+            for ptr, (n, idx) in d.items():
+                had = g.setdefault(ptr, [n, []])
+                if had[1] is None:
+                    had[1] = []
+                had[1] += [i for i in idx if i not in had[1]]
+    for k, (c, *ps) in overlay.items():
+        g = graph.get(k)
+        graph[k] = (0, (g[1] if g else ()) + tuple(p for p, _, _ in ps))
+    return overlay, names, labels, edge_names
+
+
+#: why saved values of a graph were not read, in words
+_UNREAD = {
+    "user code": "a saved-tensor hook packed them (activation "
+                 "checkpointing, save_on_cpu): its unpack would run; what "
+                 "they keep shows as held in C++",
+    "modified": "modified in place since they were saved (reading them "
+                "raises); what they keep shows as held in C++",
+}
+
+
+def _has_shell(roots: dict) -> bool:
+    return any(type(r) is _Root and r.kind == "shell"
+               for r in roots.values())
+
+
+def _namers(groups: dict, names: dict, edge_names: dict) -> dict:
+    out = {}
+    for (fw, _), (h, _) in groups.items():
+        if fw not in out:
+            out[fw] = _Namer(frozenset(h.attr_dicts), names,
+                             sum(edge_names.values(), ()))
+    return out
 
 
 def _name(groups: dict, graph: dict, roots: dict, targets: list,
-          stopped: Optional[str]) -> list:
-    """The blocks of the answer: each allocation's chains, state, advice."""
-    ipython = any(type(r) is _Root and r.kind == "shell"
-                  for r in roots.values())
-    namer_cache: dict = {}
+          stopped: Optional[str], names: dict, edge_names: dict,
+          overlay: dict, labels: dict, top: int) -> tuple:
+    """The blocks of the answer (each allocation's chains, state, advice)
+    and the autograd graphs that hold memory only they hold."""
+    ipython = _has_shell(roots)
+    namers = _namers(groups, names, edge_names)
+    marks: dict = {}
+    for h, _ in groups.values():
+        if h.marks is not None:
+            try:
+                marks.update(h.marks(graph, overlay))
+            except Exception:
+                pass
+    for namer in namers.values():
+        namer.marks = marks
     blocks_out = []
-    for (fw, dev), (h, top) in groups.items():
-        namer = namer_cache.get(fw)
-        if namer is None:
-            namer = namer_cache[fw] = _Namer(frozenset(h.attr_dicts))
-        for ptr, (n, idx) in top:
-            if idx is None:  # no array views it: C++ holds it, or the
+    for (fw, dev), (h, d) in groups.items():
+        namer = namers[fw]
+        # the largest first; of one size, by address (a stable answer)
+        for ptr, (n, idx) in sorted(d.items(),
+                                    key=lambda kv: (-kv[1][0], kv[0]))[:top]:
+            if not idx:  # no array views it: C++ holds it, or the
                 # walk was cut before it reached the arrays that view it
-                state, chains = "unknown" if stopped else "cpp", []
+                state, chains, grads = "unknown" if stopped else "cpp", \
+                    [], []
             else:
-                chains, state = _chains(namer, graph, roots,
-                                        [targets[i] for i in idx], ipython)
+                chains, state, grads = _chains(
+                    namer, graph, roots, [targets[i] for i in idx], ipython)
                 if state != "held" and stopped:
                     state = "unknown"
+            if any(grads):
+                _grad_drops(h, chains, grads)
             blocks_out.append({
                 "framework": fw, "device": dev, "address": ptr, "bytes": n,
                 "arrays": len(idx) if idx else 0, "state": state,
                 "why": _STATES.get(state, "").format(cpp=h.cpp),
                 "chains": chains, "advice": _advice(state, chains, h.cpp)})
-    blocks_out.sort(key=lambda b: (b["framework"], b["device"], -b["bytes"]))
-    return blocks_out
+    blocks_out.sort(key=lambda b: (b["framework"], b["device"], -b["bytes"],
+                                   b["address"]))
+    advise = next((h.graph_advice for h, _ in groups.values()
+                   if h.graph_advice is not None), None)
+    return blocks_out, _graph_summaries(groups, graph, roots, targets,
+                                        overlay, labels, namers, ipython,
+                                        top, advise)
+
+
+# a path a user can type: names, attributes, int or str indexes
+_TYPEABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*|\[(\d+|'[^'\\]*')\])*\Z")
+
+
+def _grad_drops(h: Any, chains: list, grads: list) -> None:
+    """The chains that end at a leaf's .grad: their statement drops the
+    .grad (the framework's, Holders.clear: an optimizer's zero_grad),
+    whatever else their roots hold."""
+    typeable = [g for g in grads if g and _TYPEABLE.match(g)]
+    stmt = ""
+    if typeable:
+        stmt = (h.clear(typeable) if h.clear is not None else None) or \
+            f"{min(typeable, key=len)}.grad = None"
+    for c, g in zip(chains, grads):
+        if g is not None:
+            c["drop"] = stmt
+
+
+def _graph_summaries(groups: dict, graph: dict, roots: dict, targets: list,
+                     overlay: dict, labels: dict, namers: dict,
+                     ipython: bool, top: int,
+                     advise: Optional[Callable]) -> list:
+    """The autograd graphs that hold memory no Python name holds (saved
+    activations): per tensor whose grad_fn starts one, named as its
+    chains name it, the largest first. A graph inside another (loss's,
+    in total's after total = total + loss) counts what the outer one has
+    not counted already."""
+    if not overlay or not namers:
+        return []
+    where = {}
+    for (fw, dev), (h, d) in groups.items():
+        for ptr, (n, idx) in d.items():
+            for i in idx or ():
+                where[id(targets[i])] = (fw, dev, ptr, n)
+    # the allocations only the graphs' edges reach: every array of them
+    # has parents in a graph and none on the heap
+    heap_parents: dict = {}
+    for k, (c, *ps) in overlay.items():
+        heap_parents[k] = len(graph[k][1]) - len(ps)
+    held: dict = {}
+    for a, at in where.items():
+        held[at] = held.get(at, True) and heap_parents.get(a, 1) == 0
+    children: dict = {}
+    heads = []
+    inner = set()
+    for k, (c, *ps) in overlay.items():
+        for p, kind, step in ps:
+            children.setdefault(id(p), []).append((c, kind, step))
+            if kind == "grad_fn":
+                heads.append((p, c))
+            elif kind == "next":
+                inner.add(k)
+    heads.sort(key=lambda h: id(h[1]) in inner)  # outer graphs first
+    seen: set = set()
+    out = []
+    namer = next(iter(namers.values()))
+    for t, head in heads:
+        if id(head) in seen:
+            continue
+        seen.add(id(head))
+        via = {id(head): (None, 0)}  # node -> (its parent, depth)
+        todo = deque([head])
+        found: dict = {}  # allocation -> (node, step, depth)
+        while todo:
+            n = todo.popleft()
+            depth = via[id(n)][1]
+            for c, kind, step in children.get(id(n), ()):
+                if kind == "next" and id(c) not in seen:
+                    seen.add(id(c))
+                    via[id(c)] = (n, depth + 1)
+                    todo.append(c)
+                elif kind == "saved":
+                    at = where.get(id(c))
+                    if at is not None and held.get(at) and at not in found:
+                        found[at] = (n, step, depth)
+        if not found:
+            continue
+        nbytes = sum(at[3] for at in found)
+        # the largest, the farthest of those: the graph's whole depth
+        big = max(found, key=lambda at: (at[3], found[at][2]))
+        n, step, _ = found[big]
+        chain = [n]
+        while via[id(chain[-1])][0] is not None:
+            chain.append(via[id(chain[-1])][0])
+        names = [labels.get(id(n), "?") for n in reversed(chain)]
+        names[-1] += step
+        out.append((nbytes, t, head, len(found), names))
+    out.sort(key=lambda x: -x[0])
+    summaries = []
+    for nbytes, t, head, count, chain in out[:top]:
+        chains, state, _ = _chains(namer, graph, roots, [t], ipython)
+        name = chains[0]["path"] if chains else "a tensor no name holds"
+        drop = next((c["drop"] for c in chains if c["drop"]), "")
+        if len(chain) > _ELIDE:
+            chain = chain[:1] + ["..."] + chain[-2:]
+        advice = drop
+        if _TYPEABLE.match(name) and advise is not None:
+            advice = advise(name, labels.get(id(head), ""), [
+                labels.get(id(c), "") for c, kind, _ in
+                children.get(id(head), ()) if kind == "next"])
+        if drop and advice != drop:
+            advice += f"; `{drop}` frees it now"
+        summaries.append({
+            "tensor": name, "state": state, "saved": count,
+            "bytes": nbytes, "nodes": chain,
+            "path": f"{name}: the autograd graph of `{name}` "
+                    f"({' <- '.join(chain)})",
+            "advice": advice})
+    return summaries

@@ -184,7 +184,26 @@ class GPUExplanation:
                    and (source is None or p.source == source))
 
 
-class Explanation:
+class Rendered:
+    """A result the C library renders from its view's field list
+    (``_view()``): text for ``str()`` and ``repr()``, HTML for a
+    notebook."""
+
+    __slots__ = ()
+
+    def _view(self) -> tuple:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return _c.render(self._view(), "text")
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return _c.render(self._view(), "html")
+
+
+class Explanation(Rendered):
     """The result of :func:`explain`: ``gpus`` (:class:`GPUExplanation`),
     ``notes``, ``seconds`` (the time it took). Prints as text tables,
     renders in a notebook as a labelled bar and a table per GPU (both
@@ -316,13 +335,6 @@ class Explanation:
         return ("gpureclaim.explain(): where this process's GPU memory "
                 "goes", blocks)
 
-    def __str__(self) -> str:
-        return _c.render(self._view(), "text")
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return _c.render(self._view(), "html")
 
 
 def _holders_view(h: dict) -> list:
@@ -349,6 +361,14 @@ def _holders_view(h: dict) -> list:
                                     ("what to do", "prose")], rows))
     else:
         out.append(("p", "no live arrays found"))
+    graphs = h.get("graphs") or []
+    if graphs:
+        out.append(("h", "Autograd graphs that hold saved activations"))
+        out.append(("table", None, [("tensor", "text"), ("saved", "text"),
+                                    ("bytes", "bytes"),
+                                    ("what to do", "prose")],
+                    [[g["tensor"], str(g["saved"]), g["bytes"],
+                      g["advice"], [g["path"]]] for g in graphs]))
     cut = ""
     if w["stopped"]:
         cut = (f"; stopped by its {'time' if w['stopped'] == 'time' else 'object'}"
@@ -360,4 +380,3 @@ def _holders_view(h: dict) -> list:
     for n in h["notes"]:
         out.append(("p", n))
     return out
-

@@ -34,7 +34,7 @@ from . import _protocol
 # agent.server_dir(), ...), as they were before it had a module
 from ._protocol import (DIR_VARIABLE, KINDS, MAX_ANSWER, MAX_REQUEST, OPS,
                         VERSION, _owned_socket, _private_dir, _xdg_ok,
-                        peer_cred, server_dir, tmp_dir)
+                        home_dir, peer_cred, server_dir, tmp_dir)
 
 __all__ = ["AgentError", "ask", "discover", "socket_path", "start",
            "status", "stop"]
@@ -119,9 +119,9 @@ def _dirs_of(uid: int, pid: Optional[int] = None) -> list:
             d = os.path.join(x, "gpureclaim")
             if d not in out and _private_dir(d, uid):
                 out.append(d)
-    d = tmp_dir(uid)
-    if _private_dir(d, uid) and d not in out:
-        out.append(d)
+    for d in (tmp_dir(uid), home_dir(uid)):
+        if d and _private_dir(d, uid) and d not in out:
+            out.append(d)
     return out
 
 
@@ -163,6 +163,30 @@ def _ended(pid: int, deadline: float) -> bool:
         time.sleep(0.005)
 
 
+class _Busy(Exception):
+    """connect() said EAGAIN until the deadline."""
+
+
+def _connect_unix(s: socket.socket, path: str, deadline: float) -> None:
+    """connect() to a Unix socket: at once, or EAGAIN while the listener's
+    queue of connections is full (a stopped or busy agent; for a Unix
+    socket never "in progress"), tried again until the deadline (_Busy)."""
+    wait = 0.001
+    while True:
+        s.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            s.connect(path)
+            return
+        except BlockingIOError as e:
+            if e.errno != errno.EAGAIN:
+                raise
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Busy()
+        time.sleep(min(wait, left))
+        wait = min(wait * 2, 0.05)
+
+
 def _connect(pid: int, deadline: float) -> socket.socket:
     uid = _proc_uid(pid)
     if uid is None:
@@ -190,9 +214,14 @@ def _connect(pid: int, deadline: float) -> socket.socket:
                          f"not used", pid)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.settimeout(max(deadline - time.monotonic(), 0.001))
-        s.connect(path)
+        _connect_unix(s, path, deadline)
         ppid, puid, _ = peer_cred(s)
+    except _Busy:
+        s.close()
+        raise AgentError("timeout", f"process {pid}'s agent did not take "
+                         f"the connection in time: it is busy or not "
+                         f"answering, its queue of connections full"
+                         f"{_why_silent(pid)}", pid) from None
     except socket.timeout:
         s.close()
         raise AgentError("timeout", f"process {pid}'s agent did not accept "
@@ -291,6 +320,14 @@ def exchange(pid: int, request: dict, timeout: float) -> dict:
             line = _read_line(s, pid, deadline, MAX_ANSWER)
     finally:
         s.close()
+    return answer_of(pid, line)
+
+
+def answer_of(pid: int, line: bytes) -> dict:
+    """An answer's line (without its newline) from pid's agent, checked to
+    be the protocol's: its whole document (ok or not), or AgentError
+    bad_answer, never another exception (tests/python/test_agent_fuzz.py
+    fuzzes it)."""
     try:
         doc = _protocol.loads(line)
     except ValueError:
@@ -315,11 +352,23 @@ def ask_full(pid: int, op: str, *, timeout: float = 10.0,
     it)."""
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError("ask(): timeout must be a positive number")
+    # "deadline": when this client stops waiting, on CLOCK_MONOTONIC (the
+    # protocol, docs/agent.md): the agent runs nothing it reads later
     doc = exchange(int(pid), {"v": VERSION, "op": op, "args": args,
-                              "timeout": timeout}, timeout)
+                              "timeout": timeout,
+                              "deadline": time.monotonic() + timeout},
+                   timeout)
+    return result_of(int(pid), doc)
+
+
+def result_of(pid: int, doc: dict) -> dict:
+    """An answer's document (answer_of's) with its result, or the
+    AgentError it says (its error one line, terminal-safe: the process
+    wrote it)."""
     if not doc["ok"]:
-        err = _protocol.one_line(doc["error"])
-        raise AgentError(str(doc.get("kind", "error")),
+        err = _protocol.printable(_protocol.one_line(doc["error"]))
+        kind = doc.get("kind")
+        raise AgentError(kind if isinstance(kind, str) else "error",
                          f"process {pid}: {err}", pid)
     if "result" not in doc:
         raise AgentError("bad_answer", f"process {pid}'s agent answered "
@@ -355,8 +404,13 @@ def discover(pids: Optional[Any] = None) -> Iterator[tuple]:
         elif me == 0:
             import glob
 
+            import pwd
+
+            homes = {os.path.join(p.pw_dir, ".gpureclaim")
+                     for p in pwd.getpwall() if os.path.isabs(p.pw_dir)}
             for d in glob.glob("/tmp/gpureclaim-*") + glob.glob(
-                    "/run/user/*/gpureclaim"):
+                    "/run/user/*/gpureclaim") + sorted(
+                        h for h in homes if os.path.lexists(h)):
                 try:
                     uid = os.lstat(d).st_uid
                 except OSError:

@@ -71,6 +71,15 @@ def one_line(error: Any) -> str:
     return _BLANKS.sub(" ", str(error)).strip(" ")[:500]
 
 
+def printable(text: str) -> str:
+    """Text another process chose (a command line, an agent's error or
+    report line), as a terminal may show it: every character that does
+    not print (control bytes and so escape sequences, C1 controls, the
+    bidirectional overrides, newlines, line separators) becomes '?', as
+    the C command's terminal-safe rule (src/out/text.h) shows it."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def _private_dir(path: str, uid: int) -> bool:
     """path is a real directory (not a link) owned by uid, mode 0700."""
     try:
@@ -99,6 +108,26 @@ def tmp_dir(uid: int) -> str:
     return f"/tmp/gpureclaim-{uid}"
 
 
+def home_dir(uid: int) -> Optional[str]:
+    """The folder of uid's sockets when another user holds tmp_dir(uid)
+    (anyone may make a folder of that name in /tmp first): HOME/.gpureclaim,
+    HOME being uid's home in the password database (never $HOME), a
+    directory of uid (or root) that nobody else may write, so that only
+    uid can make the folder. None where there is no such home.
+    cli/agent_client.c follows the same rule."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(uid).pw_dir
+        st = os.stat(home)
+    except (KeyError, OSError):
+        return None
+    if (not os.path.isabs(home) or not stat.S_ISDIR(st.st_mode)
+            or st.st_uid not in (uid, 0) or st.st_mode & 0o022):
+        return None
+    return os.path.join(home, ".gpureclaim")
+
+
 #: the variable naming one folder for the sockets instead of the rule (a
 #: sandbox, the tests): the agent serves there, discover() looks only there
 DIR_VARIABLE = "GPURECLAIM_AGENT_DIR"
@@ -117,16 +146,36 @@ def server_dir(env: Optional[dict] = None) -> str:
         d = os.path.join(xdg, "gpureclaim")
     else:
         d = tmp_dir(uid)
+    why = (f"{d} is not a directory of uid {uid} with mode 0700 (a link, a "
+           f"file, another user's or open to others)")
+    if _make_private(d, uid):
+        return d
+    if d != tmp_dir(uid):
+        raise PermissionError(f"{why}; not used: remove it, or set "
+                              f"XDG_RUNTIME_DIR to a private folder")
+    # someone else made /tmp/gpureclaim-UID first: uid's own folder
+    home = home_dir(uid)
+    if home is not None and _make_private(home, uid):
+        import sys
+
+        sys.stderr.write(f"gpureclaim: agent: {why}: someone else may have "
+                         f"made it; the socket is in {home} instead\n")
+        return home
+    raise PermissionError(
+        f"{why}, and {home or 'the home of uid ' + str(uid)} cannot hold "
+        f"the socket instead; not used: set XDG_RUNTIME_DIR (or "
+        f"{DIR_VARIABLE}) to a private folder")
+
+
+def _make_private(d: str, uid: int) -> bool:
+    """d made 0700 if missing; whether it is uid's private directory."""
     try:
         os.mkdir(d, 0o700)
     except FileExistsError:
         pass
-    if not _private_dir(d, uid):
-        raise PermissionError(
-            f"{d} is not a directory of uid {uid} with mode 0700 (a link, "
-            f"a file, another user's or open to others); not used: remove "
-            f"it, or set XDG_RUNTIME_DIR to a private folder")
-    return d
+    except OSError:
+        return False
+    return _private_dir(d, uid)
 
 
 def _owned_socket(path: str, uid: int) -> Optional[str]:

@@ -20,6 +20,14 @@ What sys.remote_exec needs, and what is done about each:
   (jupyter_client does the talking, where it can be imported).
 The script removes its own file when it runs (a namespace of its own, not
 the process's __main__), so one that runs late leaves nothing behind.
+
+Under attack (issue 34): the script is made in a folder that nobody but
+root and the caller may write (or a sticky one, /tmp), its mode and owner
+set on its descriptor, never by path; a start that fails in the process
+is written to a file beside it, which the command reads through the
+descriptor it made it with, and said in one line at once, nothing in the
+program's output; a kernel is woken only over tcp on this machine's
+loopback.
 """
 from __future__ import annotations
 
@@ -38,7 +46,9 @@ from .. import agent as _agent
 #: a mapped file that is a Python interpreter or its library
 _PYTHON_FILE = re.compile(r"(?:^|/)(?:lib)?python(\d+)\.(\d+)(?:[.d-][^/]*)?$")
 
-#: what the process runs (its own namespace; the file goes first)
+#: what the process runs (its own namespace; the file goes first); a
+#: failure goes to the file beside it, for the command, never to the
+#: program's stderr
 _SCRIPT = """\
 import os, sys
 try:
@@ -46,11 +56,19 @@ try:
 except OSError:
     pass
 try:
-    import gpureclaim.agent as _gpr_agent
-except ImportError:
-    sys.path.append({parent!r})
-    import gpureclaim.agent as _gpr_agent
-_gpr_agent.start()
+    try:
+        import gpureclaim.agent as _gpr_agent
+    except ImportError:
+        sys.path.append({parent!r})
+        import gpureclaim.agent as _gpr_agent
+    _gpr_agent.start()
+except BaseException as _gpr_e:
+    try:
+        with open({err!r}, "w") as _gpr_f:
+            _gpr_f.write(" ".join(f"{{type(_gpr_e).__name__}}: {{_gpr_e}}"
+                                  .split())[:500])
+    except OSError:
+        pass
 """
 
 #: how long the script may take before a Jupyter kernel is woken
@@ -224,15 +242,57 @@ def _send_through(interp: str, pid: int, script: str) -> None:
 def _script_dir(pid: int, owner: Optional[int]) -> str:
     """Where the script goes: the temporary folder, which the process (of
     uid owner) must be able to read when it is another user's (root
-    starting it in a user's process): else /tmp."""
-    d = tempfile.gettempdir()
-    if owner in (None, os.geteuid()) or _others_reach(d):
-        return d
-    if _others_reach("/tmp"):
-        return "/tmp"
-    raise Refused(f"process {pid} belongs to uid {owner}, who cannot read "
-                  f"{d} or /tmp, where the start's script would be: set "
-                  f"TMPDIR to a folder that user can read")
+    starting it in a user's process): else /tmp. Refused where another
+    user may write the folder or one above it, unless it is sticky (as
+    /tmp): they could swap the file."""
+    d = os.path.realpath(tempfile.gettempdir())
+    if not (owner in (None, os.geteuid()) or _others_reach(d)):
+        if not _others_reach("/tmp"):
+            raise Refused(
+                f"process {pid} belongs to uid {owner}, who cannot read "
+                f"{d} or /tmp, where the start's script would be: set "
+                f"TMPDIR to a folder that user can read")
+        d = "/tmp"
+    why = _untrusted(d)
+    if why is not None:
+        raise Refused(f"the start's script would be in {d}, and {why} "
+                      f"(not sticky): set TMPDIR to a folder only root or "
+                      f"you may write")
+    return d
+
+
+def _write_script(d: str, owner: Optional[int]) -> tuple:
+    """The script, made in d: (its path, the descriptor of the file
+    beside it, path + ".err", where the process writes why the start
+    failed). Mode and owner are set on the descriptors, never by path
+    (the owner could swap a path for a link between two calls)."""
+    fd, script = tempfile.mkstemp(prefix="gpureclaim-agent-", suffix=".py",
+                                  dir=d)
+    err = script + ".err"
+    try:
+        efd = os.open(err, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                      | os.O_CLOEXEC, 0o600)
+    except OSError:
+        os.close(fd)
+        os.unlink(script)
+        raise
+    try:
+        os.fchmod(fd, 0o644)  # the process reads it, as its own user
+        if os.geteuid() == 0 and owner not in (None, 0):
+            os.fchown(fd, owner, -1)   # so that it may remove it, run late
+            os.fchown(efd, owner, -1)  # and write why it failed
+        with os.fdopen(fd, "w") as f:
+            f.write(_SCRIPT.format(script=script, parent=_package_parent(),
+                                   err=err))
+    except BaseException:
+        os.close(efd)
+        for p in (script, err):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        raise
+    return script, efd
 
 
 def _others_reach(d: str) -> bool:
@@ -277,19 +337,37 @@ def connection_file(pid: int) -> Optional[str]:
     return path
 
 
+def _loopback_tcp(path: str) -> dict:
+    """The connection file at path, Refused unless it names tcp on
+    loopback (checked here too, before another interpreter is run for
+    it)."""
+    try:
+        with open(path) as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Refused(f"its connection file cannot be read: {e}") from None
+    if not isinstance(info, dict):
+        raise Refused("its connection file is not a JSON object")
+    if info.get("transport", "tcp") != "tcp" or info.get("ip") not in (
+            "127.0.0.1", "localhost", "::1", "0.0.0.0", ""):
+        raise Refused(f"its connection file names "
+                      f"{info.get('transport')!r} on {info.get('ip')!r}: "
+                      f"only tcp on this machine's loopback is used to wake "
+                      f"a kernel")
+    return info
+
+
 def wake(path: str, timeout: float) -> None:
     """A kernel_info_request to the kernel of connection file path, and
     its reply (so its main thread has run Python). Raises on failure."""
     from jupyter_client import BlockingKernelClient
 
-    with open(path) as f:
-        info = json.load(f)
-    if info.get("transport", "tcp") == "tcp" and info.get("ip") not in (
-            "127.0.0.1", "localhost", "::1", "0.0.0.0", ""):
-        raise ValueError(f"the kernel listens on {info.get('ip')}, not "
-                         f"this machine's loopback")
-    kc = BlockingKernelClient(connection_file=path)
-    kc.load_connection_file()
+    # another transport (ipc: a Unix socket anywhere, root's too) or
+    # address is never connected to; the file is read once, what was
+    # checked is what is used
+    info = _loopback_tcp(path)
+    kc = BlockingKernelClient()
+    kc.load_connection_info(info)
     if kc.ip in ("0.0.0.0", ""):
         kc.ip = "127.0.0.1"
     kc.start_channels(shell=True, iopub=False, stdin=False, hb=False,
@@ -304,6 +382,10 @@ def wake(path: str, timeout: float) -> None:
 def _wake(path: str, interp: Optional[str], timeout: float) -> Optional[str]:
     """Wakes the kernel from here, else through interp; None when woken,
     else why not."""
+    try:
+        _loopback_tcp(path)
+    except Refused as e:
+        return str(e)
     try:
         import jupyter_client  # noqa: F401
     except ImportError:
@@ -367,26 +449,40 @@ def start(pid: int, timeout: float) -> str:
                 f"this is {sys.executable} ({mine[0]}.{mine[1]}); its own "
                 f"cannot be run here ({why}): set GPURECLAIM_PYTHON to a "
                 f"Python {theirs[0]}.{theirs[1]}")
-    fd, script = tempfile.mkstemp(prefix="gpureclaim-agent-", suffix=".py",
-                                  dir=_script_dir(pid, owner))
-    with os.fdopen(fd, "w") as f:
-        f.write(_SCRIPT.format(script=script, parent=_package_parent()))
-    os.chmod(script, 0o644)  # the process reads it, as its own user
-    if os.geteuid() == 0 and owner != 0:
-        os.chown(script, owner, -1)  # so that it may remove it, run late
+    script, err = _write_script(_script_dir(pid, owner), owner)
     try:
-        if here:
-            send(pid, script)
-        else:
-            _send_through(interp, pid, script)
-    except Refused:
-        os.unlink(script)
-        raise
-    return _wait(pid, timeout, interp, script)
+        try:
+            if here:
+                send(pid, script)
+            else:
+                _send_through(interp, pid, script)
+        except Refused:
+            os.unlink(script)
+            raise
+        return _wait(pid, timeout, interp, script, err)
+    finally:
+        os.close(err)
+        try:
+            os.unlink(script + ".err")
+        except OSError:
+            pass
+
+
+def _failed_inside(err: int) -> Optional[str]:
+    """Why the start failed in the process, as its script wrote it into
+    the file of descriptor err (read through it: the path may have been
+    swapped since), one printable line; None while it says nothing."""
+    from ._protocol import printable
+
+    try:
+        said = os.pread(err, 600, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return printable(" ".join(said.split()))[:500] or None
 
 
 def _wait(pid: int, timeout: float, interp: Optional[str],
-          script: str) -> str:
+          script: str, err: int) -> str:
     t0 = time.monotonic()
     end = t0 + timeout
     kernel = connection_file(pid)
@@ -399,6 +495,10 @@ def _wait(pid: int, timeout: float, interp: Optional[str],
             except OSError:
                 pass
             return path
+        failed = _failed_inside(err)
+        if failed:
+            raise Refused(f"process {pid} ran the start but could not start "
+                          f"the agent: {failed}")
         if kernel and not tried and time.monotonic() - t0 > WAKE_AFTER_S:
             tried = True
             why = _wake(kernel, interp, max(0.5, end - time.monotonic()))

@@ -16,6 +16,11 @@ Why it is built this way:
   timeout (less a margin, so the answer that says so reaches the client
   before it gives up). One not started by then never starts; a release
   cut off goes on in the process, its result dropped.
+- A request read after its asker gave up (the process was stopped, the
+  requests waited in the socket's queue) never runs: the request's
+  "deadline" (the asker's CLOCK_MONOTONIC) has passed, or, from a client
+  that sends none, its connection is closed; checked when it is read and
+  again when its turn comes.
 - The socket is bound under a temporary name in the private folder,
   made 0600, then renamed into place: it is never open to others, not
   even for an instant, and no umask (process-wide) is touched.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import json
+import math
 import os
 import queue
 import select
@@ -97,9 +103,15 @@ class _Server:
                                   "already being answered; ask again"))
                 conn.close()
                 continue
-            threading.Thread(target=self._client, args=(conn,),
-                             name="gpureclaim-agent-request",
-                             daemon=True).start()
+            try:
+                threading.Thread(target=self._client, args=(conn,),
+                                 name="gpureclaim-agent-request",
+                                 daemon=True).start()
+            except RuntimeError:  # the process limit reached, for now
+                with self.count_lock:
+                    self.active -= 1
+                _send(conn, _fail("error", _NO_THREAD))
+                conn.close()
 
     def _client(self, conn: socket.socket) -> None:
         try:
@@ -132,14 +144,32 @@ class _Server:
             return
         try:
             req = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            _send(conn, _fail("error", "the request is not JSON: one line "
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            _send(conn, _fail("error", "the request is not JSON (or is "
+                              "nested too deep): one line "
                               '{"v": 1, "op": ..., "args": {...}}'))
+            return
+        if _hung_up(conn):  # its asker gave up: nobody to answer
             return
         answer = handle(req)
         with self.count_lock:
             self.requests += 1
         _send(conn, answer)
+
+
+_NO_THREAD = ("busy: no thread could be started to answer (the "
+              "process limit reached?); ask again")
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """The client has closed its end (POLLHUP: both directions shut; a
+    client that only ended its sending is still waiting)."""
+    try:
+        p = select.poll()
+        p.register(conn, select.POLLIN)
+        return any(ev & select.POLLHUP for _, ev in p.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _drain(conn: socket.socket, seconds: float = 1.0) -> None:
@@ -474,7 +504,18 @@ def handle(req: Any) -> dict:
         return _fail("error", "timeout must be a positive number of "
                      "seconds")
     timeout = min(float(timeout), MAX_TIMEOUT)
-    return _run(op, args, _margin(timeout))
+    seconds = _margin(timeout)
+    deadline = req.get("deadline")
+    if (isinstance(deadline, (int, float)) and not isinstance(deadline, bool)
+            and math.isfinite(deadline)):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _fail("timeout", f"{op} was not run: its asker had given "
+                         f"up before the request was read (the process "
+                         f"was stopped or too busy to read it)")
+        if left <= timeout + 1.0:  # else the clocks disagree: not used
+            seconds = min(seconds, _margin(left))
+    return _run(op, args, seconds)
 
 
 class _Job:
@@ -482,12 +523,13 @@ class _Job:
     "queued", "running" or "cancelled" (its asker gave up before it
     started), changed under _job_lock."""
 
-    __slots__ = ("op", "args", "out", "fail", "state", "done")
+    __slots__ = ("op", "args", "out", "fail", "state", "done", "deadline")
 
-    def __init__(self, op: str, args: dict):
+    def __init__(self, op: str, args: dict, seconds: float):
         self.op, self.args, self.out, self.fail = op, args, None, None
         self.state = "queued"
         self.done = threading.Event()
+        self.deadline = time.monotonic() + seconds
 
 
 _job_lock = threading.Lock()
@@ -513,7 +555,10 @@ def _operations(q: "queue.SimpleQueue") -> None:
     while True:
         job = q.get()
         with _job_lock:
-            if job.state == "cancelled":
+            # its asker's time is up (it may not have been told yet: a
+            # process stopped and continued runs this thread first)
+            if job.state == "cancelled" or time.monotonic() >= job.deadline:
+                job.state = "cancelled"
                 continue
             job.state = "running"
         _execute(job)
@@ -524,23 +569,28 @@ def _queue() -> "queue.SimpleQueue":
     global _jobs
     with _job_lock:
         if _jobs is None:
-            _jobs = queue.SimpleQueue()
-            threading.Thread(target=_operations, args=(_jobs,),
+            q = queue.SimpleQueue()
+            threading.Thread(target=_operations, args=(q,),
                              name="gpureclaim-agent-ops", daemon=True).start()
+            _jobs = q  # only once its thread runs
         return _jobs
 
 
 def _run(op: str, args: dict, seconds: float) -> dict:
-    job = _Job(op, args)
-    if op == "status":  # reads only: never waits for another operation
-        job.state = "running"
-        threading.Thread(target=_execute, args=(job,),
-                         name="gpureclaim-agent-status", daemon=True).start()
-    else:
-        _queue().put(job)
+    job = _Job(op, args, seconds)
+    try:
+        if op == "status":  # reads only: never waits for another operation
+            job.state = "running"
+            threading.Thread(target=_execute, args=(job,),
+                             name="gpureclaim-agent-status",
+                             daemon=True).start()
+        else:
+            _queue().put(job)
+    except RuntimeError:  # no thread to be had: said, and tried next time
+        return _fail("error", _NO_THREAD)
     if not job.done.wait(seconds):
         with _job_lock:
-            if job.state == "queued":
+            if job.state in ("queued", "cancelled"):
                 job.state = "cancelled"
                 return _fail("timeout", f"{op} did not start within "
                              f"{seconds:.3g} s: an earlier request "

@@ -86,12 +86,78 @@ class Holders:
       (subclasses included). Given, ``arrays`` is passed only the objects
       of those classes, which the heap walk's own pass picks out, instead
       of every object (one read of the heap instead of two).
+    - ``graph(call, objects, budget_s) -> Overlay``, optional: the edges
+      the framework keeps outside Python's heap among and below
+      ``objects`` (those of its ``types``): Torch's autograd graph, a leaf
+      tensor's ``.grad``. Read without running user code (``GUARD``).
+    - ``edge_names(parent, child) -> [name] | None``, optional: the names
+      of an edge the framework's own C traverse shows (a tensor's
+      ``_backward_hooks``), where the generic namer would not find one.
+    - ``cannot``: what the walk cannot follow in this framework, in words
+      (said where a block of it is held in C++).
+    - ``release_note``: what bytes a freed array gives back to the driver
+      in this framework, where its allocator's segments are not read
+      (``segments``), in words; "" where they are.
+    - ``segments(call) -> [(device, address, bytes, [live block
+      addresses])] | None``, optional: the allocator's segments, which go
+      back to the driver whole once every live block in them is freed
+      (what free_plan() promises).
+    - ``clear(paths) -> statement | None``, optional: the statement that
+      drops the ``.grad`` of the leaf the paths name (Torch: the
+      optimizer's ``zero_grad(set_to_none=True)`` where one holds it);
+      None: ``<the shortest path>.grad = None``.
+    - ``marks(graph, overlay) -> {id(object): words}``, optional: objects
+      a chain through which says more (Torch: an optimizer's parameter
+      that no model holds any more, and its state).
+    - ``graph_advice(name, head, nexts) -> str``, optional: what to do
+      about the graph a tensor ``name`` starts, given its first node's
+      label and those of the nodes it came from.
     """
 
     arrays: Callable[[Any, list], tuple]
     attr_dicts: tuple = ()
     cpp: str = "an extension"
     types: Optional[Callable[[], tuple]] = None
+    graph: Optional[Callable[[Any, list, float], "Overlay"]] = None
+    edge_names: Optional[Callable[[Any, Any], Optional[list]]] = None
+    cannot: str = ""
+    release_note: str = ""
+    segments: Optional[Callable[[Any], Optional[list]]] = None
+    clear: Optional[Callable[[list], Optional[str]]] = None
+    graph_advice: Optional[Callable[[str, str, list], str]] = None
+    marks: Optional[Callable[[dict, dict], dict]] = None
+
+
+@dataclass
+class Overlay:
+    """What ``Holders.graph`` read: ``edges`` (parent, child, name, kind),
+    each a reference the framework holds outside the heap, named as a user
+    reads it, kind "grad_fn" (a tensor to its graph), "next" (a node to
+    the node it came from), "saved" (a node to what it saved), "grad" (a
+    leaf to its .grad); ``arrays`` (array, device, storage, bytes) of the
+    GPU arrays among their children; ``labels`` {id(node): its name}
+    (AddBackward0); ``notes``; ``unread`` the saved values not read, by
+    reason ("user code": a saved-tensor hook would have run)."""
+
+    edges: list
+    arrays: list
+    labels: dict
+    notes: list
+    unread: dict
+
+
+class UserCode(Exception):
+    """Raised by GUARD in a Python function the walk's reads would have
+    run: the function never starts."""
+
+
+def _forbid(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        raise UserCode(frame.f_code.co_name)
+
+
+#: (profile function, its exception): _gpureclaim._follow's guard
+GUARD = (_forbid, UserCode)
 
 
 @dataclass(frozen=True)
@@ -144,19 +210,31 @@ def imported(name: str) -> Any:
     return _modules.get(name)
 
 
+def lookup(cls: type, name: str, default: Any = None) -> Any:
+    """The attribute ``name`` as ``cls`` defines it: the object in the
+    first of its MRO's own dicts that has it (a descriptor, unbound), or
+    default. Reads dicts only: no metaclass ``__getattr__`` runs."""
+    for k in type.__dict__["__mro__"].__get__(cls):
+        d = _c._instance_dict(k)
+        if d is not None and name in d:
+            return d[name]
+    return default
+
+
+_MISSING = object()
+
+
 def reader(cls: type, name: str) -> Callable[[Any], Any]:
     """A reader of attribute ``name`` as ``cls`` defines it (the descriptor
     in its own MRO, from each class's own dict), or from an instance's own
     ``__dict__`` where cls defines none: no subclass's property or
     ``__getattr__`` runs."""
-    for k in type.__dict__["__mro__"].__get__(cls):
-        d = _c._instance_dict(k)
-        if d is not None and name in d:
-            desc = d[name]
-            get = getattr(type(desc), "__get__", None)
-            if get is not None:
-                return lambda o: get(desc, o, cls)
-            return lambda o: desc
+    desc = lookup(cls, name, _MISSING)
+    if desc is not _MISSING:
+        get = getattr(type(desc), "__get__", None)
+        if get is not None:
+            return lambda o: get(desc, o, cls)
+        return lambda o: desc
 
     def own(o: Any) -> Any:
         d = _c._instance_dict(o)

@@ -312,5 +312,13 @@ def array_types() -> tuple:
 
 FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
                       oom=OOMHook("cupy", oom_attach, oom_request),
-                      holders=Holders(arrays, cpp="an extension",
-                                      types=array_types))
+                      holders=Holders(
+                          arrays, cpp="an extension", types=array_types,
+                          cannot="CuPy keeps no autograd graph; what a "
+                                 "library holds through CuPy (cuFFT plans, "
+                                 "cuDNN workspaces) or an extension keeps "
+                                 "in C is not followed",
+                          release_note="cupy: free_plan() counts a freed "
+                                       "array's bytes as given back: CuPy's "
+                                       "pool chunks (which free_all_blocks() "
+                                       "returns whole) are not read"))

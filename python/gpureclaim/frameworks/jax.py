@@ -244,8 +244,23 @@ def array_types() -> tuple:
     return (cls,) if isinstance(cls, type) else ()
 
 
+def _no_segments(call: Any) -> list:
+    """XLA's pool gives the driver nothing back (free_plan())."""
+    return []
+
+
 FRAMEWORK = Framework("jax", "cuda", probe, None, release, explain,
                       oom=OOMHook("jax", oom_attach, oom_request),
-                      holders=Holders(arrays, cpp="XLA, a jitted function's "
-                                                  "cache, an extension",
-                                      types=array_types))
+                      holders=Holders(
+                          arrays, cpp="XLA, a jitted function's cache, an "
+                                      "extension", types=array_types,
+                          cannot="JAX keeps no autograd graph between "
+                                 "calls (a function jax.vjp returned keeps "
+                                 "its residuals in its closure, which the "
+                                 "walk follows); buffers XLA keeps itself "
+                                 "(a jitted function's constants) are not "
+                                 "followed",
+                          release_note="jax: a freed array's bytes go back "
+                                       "to XLA's pool, which never shrinks: "
+                                       "the driver gets none of them",
+                          segments=_no_segments))

@@ -43,15 +43,16 @@ import gc
 import heapq
 import os
 import re
+import sys
 import time
 from bisect import bisect_left
 from operator import attrgetter
 from operator import index as _index
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import _gpureclaim as _c
-from ._base import (ONCE, Framework, Holders, OOMHook, Parts, Request,
-                    failed, imported, item, options)
+from ._base import (GUARD, ONCE, Framework, Holders, OOMHook, Overlay,
+                    Parts, Request, failed, imported, item, lookup, options)
 
 ROUND = 512  # the allocator's rounding
 TOP = 5  # pinned segments named
@@ -913,32 +914,46 @@ def largest_blocks(call: Any, device: int, n: int) -> list:
 
 # ------------------------------------------------------------- holders
 
+def _storage(base: type) -> Callable[[Any], Optional[tuple]]:
+    """(device, storage address, its bytes) of a CUDA tensor, None for
+    another, read through torch._C.TensorBase (no subclass's override)."""
+    storage_of, get_device = base.untyped_storage, base.get_device
+    is_cuda = getattr(base, "is_cuda")
+
+    def read(t: Any) -> Optional[tuple]:
+        if not is_cuda.__get__(t, base):
+            return None
+        st = storage_of(t)
+        ptr = _index(st.data_ptr())
+        return (_index(get_device(t)), ptr, _index(st.nbytes())) if ptr \
+            else None
+    return read
+
+
+def _tensor_base() -> Optional[type]:
+    base = getattr(getattr(imported("torch"), "_C", None), "TensorBase", None)
+    return base if isinstance(base, type) else None
+
+
 def arrays(call: Any, objs: list) -> tuple:
     """Torch's CUDA tensors among objs, each with its storage (views of
     one storage share it: ``untyped_storage()``'s data pointer and size),
     and the live blocks explain() read from the snapshot on each GPU (not
     the workspaces), read through ``torch._C.TensorBase`` so that no
     subclass's override runs."""
-    torch = imported("torch")
-    base = getattr(getattr(torch, "_C", None), "TensorBase", None)
-    if not isinstance(base, type):
+    base = _tensor_base()
+    if base is None:
         return [], None, 0
-    storage_of = base.untyped_storage
-    get_device = base.get_device
-    is_cuda = getattr(base, "is_cuda")
+    read = _storage(base)
     out, odd = [], 0
     for t in _c._of_types(objs, (base,)):
         try:
-            if not is_cuda.__get__(t, base):
-                continue
-            st = storage_of(t)
-            ptr, n = _index(st.data_ptr()), _index(st.nbytes())
-            dev = _index(get_device(t))
+            at = read(t)
         except Exception:
             odd += 1
             continue
-        if ptr:
-            out.append((t, dev, ptr, n))
+        if at is not None:
+            out.append((t, *at))
     blocks = []
     for key, x in call.readings():
         if type(key) is tuple and key[0] == "torch.explained":
@@ -949,13 +964,268 @@ def arrays(call: Any, objs: list) -> tuple:
 
 def array_types() -> tuple:
     """The class of Torch's tensors (every subclass's base)."""
-    base = getattr(getattr(imported("torch"), "_C", None), "TensorBase", None)
-    return (base,) if isinstance(base, type) else ()
+    base = _tensor_base()
+    return (base,) if base is not None else ()
+
+
+# The autograd graph (docs/explain.md, "Who holds it"): a tensor's grad_fn,
+# each node's next_functions, what each node saved (the generated nodes'
+# _saved_<x>: those with a _raw_saved_<x> are SavedVariables, the others
+# sizes and scalars; AccumulateGrad's variable; a custom Function's
+# saved_tensors), a leaf's .grad. All C getters, read by _gpureclaim._follow
+# under its guard: a saved-tensor hook's unpack (activation checkpointing
+# recomputes there) or a subclass's __torch_function__ never runs. A
+# node's .metadata is not read (its getter makes one dict per node and
+# keeps it), nor the hooks a node keeps for a tensor whose Python object
+# is gone (no getter shows them).
+
+#: node types described so far: {id(type): (type, next, (saved
+#: descriptors))} (_follow's kinds; the type kept, so its id stays its
+#: own) and the names of those descriptors {id(type): names}
+_KINDS: dict = {}
+_NAMES: dict = {}
+MAX_NODES = 1_000_000
+_get_mro = type.__dict__["__mro__"].__get__
+_get_qualname = type.__dict__["__qualname__"].__get__
+_MODIFIED = "modified by an inplace operation"
+
+
+def _function_base() -> Optional[type]:
+    fb = (_c._instance_dict(getattr(imported("torch"), "_C", None))
+          or {}).get("_FunctionBase")
+    return fb if isinstance(fb, type) else None
+
+
+def _describe(t: type, fb: Optional[type]) -> None:
+    nxt = lookup(t, "next_functions")
+    names: list = []
+    mro = _get_mro(t)
+    if nxt is not None:
+        for k in mro:
+            d = _c._instance_dict(k) or {}
+            for name in d:
+                if type(name) is str and name.startswith("_saved_") and \
+                        "_raw" + name in d and name not in names:
+                    names.append(name)
+        if _get_qualname(t) == "AccumulateGrad":
+            names.append("variable")
+        if fb is not None and fb in mro:
+            names.append("saved_tensors")
+    _KINDS[id(t)] = (t, nxt, tuple(lookup(t, n) for n in names))
+    _NAMES[id(t)] = tuple(names)
+
+
+def graph(call: Any, objs: list, budget_s: float) -> Optional[Overlay]:
+    """The autograd graph below the tensors objs (each tensor's grad_fn,
+    or a leaf's .grad), as an Overlay of _base.py."""
+    torch = imported("torch")
+    base = _tensor_base()
+    first = lookup(base, "grad_fn") if base is not None else None
+    if first is None:
+        return None
+    if sys.getprofile() is not None:
+        return Overlay([], [], {}, [
+            "torch: the autograd graph was not read: a profiler is set "
+            "(sys.setprofile), and reading the graph needs this thread's "
+            "profile function to keep user code from running"], {})
+    fb = _function_base()
+    bases = ((fb, lookup(fb, "next_functions"),
+              (lookup(fb, "saved_tensors"),)),) if fb is not None else ()
+    state: tuple = ([], {}, [], [], [])
+    nodes, _, links, saved, failed = state
+    t0 = time.perf_counter()
+    heads, pending, stopped = _c._follow(
+        objs, first, lookup(base, "grad"), _KINDS, bases, GUARD,
+        max(budget_s, 0.0), MAX_NODES, state, [])
+    while pending and not stopped:
+        for q in pending:
+            t = type(nodes[q])
+            k = _KINDS.get(id(t))
+            if k is None or k[0] is not t:
+                _describe(t, fb)
+        _, pending, stopped = _c._follow(
+            [], None, None, _KINDS, bases, GUARD,
+            max(budget_s - (time.perf_counter() - t0), 0.0), MAX_NODES,
+            state, pending)
+    read = _storage(base)
+    edges, found, labels = [], {}, {}
+    notes: list = []
+    unread = {"user code": 0, "modified": 0}
+
+    def tensor(v: Any) -> None:
+        if id(v) not in found:
+            try:
+                found[id(v)] = (v, *at) if (at := read(v)) else None
+            except Exception:
+                found[id(v)] = None
+    for i, q, g in heads:
+        s = objs[i]
+        if q >= 0:
+            edges.append((s, nodes[q], ".grad_fn", "grad_fn"))
+        if g is not None:
+            edges.append((s, g, ".grad", "grad"))
+            tensor(g)
+    for q, lk in enumerate(links):
+        for pos, r in enumerate(lk or ()):
+            if r >= 0:
+                edges.append((nodes[q], nodes[r],
+                              f".next_functions[{pos}][0]", "next"))
+    names = {}
+    for q, k, j, v in saved:
+        n = nodes[q]
+        t = type(n)
+        nm = names.get(id(t))
+        if nm is None:
+            nm = names[id(t)] = _NAMES.get(id(t)) or ("saved_tensors",)
+        edges.append((n, v, f".{nm[k]}" + (f"[{j}]" if j >= 0 else ""),
+                      "saved"))
+        if base in _get_mro(type(v)):
+            tensor(v)
+    for q, k, why in failed:
+        if why == "user code":
+            unread["user code"] += 1
+        elif _MODIFIED in why:
+            unread["modified"] += 1
+    for n in nodes:
+        labels[id(n)] = _get_qualname(type(n))
+    if stopped:
+        notes.append(f"torch: the autograd graph was read in part "
+                     f"({len(nodes)} nodes): its "
+                     f"{'time budget' if stopped == 'time' else 'node cap'}"
+                     f" ran out")
+    return Overlay(edges, [a for a in found.values() if a], labels, notes,
+                   {k: v for k, v in unread.items() if v})
+
+
+_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def edge_names(parent: Any, child: Any) -> Optional[list]:
+    """A tensor's hook dicts, which its own traverse shows (read for
+    Tensor and Parameter only: a subclass's __torch_function__ would run
+    on another)."""
+    torch = imported("torch")
+    t = type(parent)
+    if t is not getattr(torch, "Tensor", None) and t is not getattr(
+            getattr(torch, "nn", None), "Parameter", None):
+        return None
+    base = _tensor_base()
+    for name in _HOOKS:
+        desc = lookup(base, name) if base is not None else None
+        try:
+            if desc is not None and desc.__get__(parent, t) is child:
+                return ["." + name]
+        except Exception:
+            pass
+    return None
+
+
+def segments(call: Any) -> Optional[list]:
+    """The caching allocator's segments from the snapshot explain() read:
+    (device, address, bytes, [live block addresses]) (private pools'
+    too: a graph's pool goes back only once the graph is gone)."""
+    snap = None
+    for key, x in call.readings():
+        if key == "torch.snapshot":
+            snap = x
+    if not isinstance(snap, list):
+        return None
+    out = []
+    for seg in snap:
+        if not isinstance(seg, dict) or item(seg, "address") < 0:
+            continue
+        live = [item(b, "address") for b in seg.get("blocks") or ()
+                if isinstance(b, dict) and b.get("state") in
+                ("active_allocated", "active_pending_free")]
+        out.append((item(seg, "device"), item(seg, "address"),
+                    item(seg, "total_size"), live))
+    return out
+
+
+# opt.param_groups[0]['params'][3]: a parameter an optimizer holds
+_IN_OPTIMIZER = re.compile(
+    r"([A-Za-z_][\w.]*)\.param_groups\[\d+\]\['params'\]\[\d+\]\Z")
+
+
+def clear(paths: list) -> Optional[str]:
+    """The optimizer's zero_grad(set_to_none=True) where one holds the
+    parameter: what a training loop calls anyway."""
+    for p in sorted(paths, key=len):
+        m = _IN_OPTIMIZER.match(p)
+        if m:
+            return f"{m[1]}.zero_grad(set_to_none=True)"
+    return None
+
+
+def graph_advice(name: str, head: str, nexts: list) -> str:
+    """total = total + loss, kept across a loop, keeps every iteration's
+    graph (PyTorch's FAQ, "Don't accumulate history across your training
+    loop"): a number keeps none."""
+    if head == "AddBackward0" and "AddBackward0" in nexts:
+        return f"`{name} += loss.item()`, or `.detach()`: a number keeps " \
+            "no graph"
+    return f"call `{name}.backward()`, or keep `{name}.detach()`"
+
+
+def marks(graph: dict, overlay: dict) -> dict:
+    """The parameters an optimizer holds that nothing else on the heap
+    holds (no model: only the optimizer's param_groups and state, and
+    autograd graphs), and their state dicts: {id: words}. Read from the
+    optimizer's own dicts (no property, no tensor's __hash__)."""
+    optim = imported("torch.optim")
+    base = (_c._instance_dict(optim) or {}).get("Optimizer") if optim \
+        else None
+    if not isinstance(base, type):
+        return {}
+    out: dict = {}
+    seen: set = set()
+    for _, parents in list(graph.values()):
+        for o in parents:
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            if base not in _get_mro(type(o)):
+                continue
+            d = _c._instance_dict(o) or {}
+            state, groups = d.get("state"), d.get("param_groups")
+            if not isinstance(state, dict) or type(groups) is not list:
+                continue
+            inside = {id(d), id(state), id(groups)}
+            params = []
+            for g in groups:
+                ps = dict.get(g, "params") if type(g) is dict else None
+                if type(ps) is list:
+                    inside.update((id(g), id(ps)))
+                    params += ps
+            for p in params:
+                e = graph.get(id(p))
+                if e is None:
+                    continue
+                graphs = {id(x) for x, *_ in (overlay.get(id(p)) or
+                                               [None])[1:]}
+                if any(id(q) not in inside and id(q) not in graphs
+                       for q in e[1]):
+                    continue
+                out[id(p)] = " (a parameter no model holds any more)"
+                for k, v in dict.items(state):
+                    if k is p:
+                        out[id(v)] = (" (the state of a parameter no model "
+                                      "holds any more)")
+    return out
 
 
 HOLDERS = Holders(arrays, attr_dicts=("_parameters", "_buffers", "_modules"),
                   cpp="a tensor's .grad, the autograd graph, a saved "
-                      "tensor, an extension", types=array_types)
+                      "tensor, an extension", types=array_types,
+                  graph=graph, edge_names=edge_names,
+                  cannot="what a saved-tensor hook packed (activation "
+                         "checkpointing, save_on_cpu: its unpack would "
+                         "run), what a node's .metadata or a hook "
+                         "registered on a tensor since deleted keeps, "
+                         "and tensors an extension holds in C++ are not "
+                         "followed",
+                  segments=segments, clear=clear, graph_advice=graph_advice,
+                  marks=marks)
 
 FRAMEWORK = Framework("torch", "cuda", probe, held, release, explain,
                       oom=OOMHook("torch", oom_attach, oom_request),

@@ -194,6 +194,57 @@ def parts_rows(explained: dict, pid: int, gpus_of_pid: list,
     return rows
 
 
+class BadAnswer(ValueError):
+    """An agent's explain() answer that is not explain()'s shape, or a
+    figure out of range: that agent's bad_answer."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_explained(res: Any) -> None:
+    """Every field of an agent's explain() answer that the exporter reads
+    has explain()'s type (another user's process wrote it): raises
+    BadAnswer saying the first that has not. The bytes' range is checked
+    once the GPU is known (check_rows)."""
+    if not isinstance(res, dict):
+        raise BadAnswer("not an object")
+    gpus = res.get("gpus", [])
+    if not isinstance(gpus, list):
+        raise BadAnswer("gpus is not a list")
+    for g in gpus:
+        if not isinstance(g, dict):
+            raise BadAnswer("a GPU is not an object")
+        if g.get("device") is not None and not _is_int(g["device"]):
+            raise BadAnswer("a device is not an integer")
+        if g.get("uuid") is not None and not isinstance(g["uuid"], str):
+            raise BadAnswer("a uuid is not a string")
+        parts = g.get("parts", [])
+        if not isinstance(parts, list):
+            raise BadAnswer("parts is not a list")
+        rest = g.get("rest_part")
+        for p in parts + ([rest] if rest is not None else []):
+            if not isinstance(p, dict):
+                raise BadAnswer("a part is not an object")
+            if not isinstance(p.get("known", True), bool):
+                raise BadAnswer("a part's known is not true or false")
+            if p.get("bytes") is not None and not _is_int(p["bytes"]):
+                raise BadAnswer("a part's bytes is not an integer")
+            for k in ("kind", "source"):
+                if p.get(k) is not None and not isinstance(p[k], str):
+                    raise BadAnswer(f"a part's {k} is not a string")
+
+
+def check_rows(rows: list, totals: dict) -> None:
+    """0 <= each part row's bytes <= its GPU's total (totals: gpu label ->
+    bytes, None where NVML gave none: then only >= 0); BadAnswer else."""
+    for r in rows:
+        cap = totals.get(r["gpu"])
+        if r["bytes"] < 0 or (cap is not None and r["bytes"] > cap):
+            raise BadAnswer(f"{r['bytes']} bytes on GPU {r['gpu']}")
+
+
 def _agent_module():
     try:
         from .. import agent
@@ -222,7 +273,8 @@ class HostCollector:
         self.nvml_errors = 0
         self.agent_failures: dict = {k: 0 for k in AGENT_FAILURES}
 
-    def _ask_all(self, where: dict, uuids: dict, r: Reading) -> None:
+    def _ask_all(self, where: dict, uuids: dict, r: Reading,
+                 totals: dict) -> None:
         agent = _agent_module()
         if agent is None:
             return
@@ -238,10 +290,16 @@ class HostCollector:
                 return pid, getattr(e, "kind", "error"), None
             except Exception:
                 return pid, "error", None
-            if not isinstance(res, dict):
+            # the answer is another user's process's word: checked, and
+            # whatever it holds ends as its bad_answer, never the reading
+            try:
+                check_explained(res)
+                rows = parts_rows(res, pid, where[pid], uuids,
+                                  visible_devices(pid))
+                if rows is not None:
+                    check_rows(rows, totals)
+            except Exception:
                 return pid, "bad_answer", None
-            rows = parts_rows(res, pid, where[pid], uuids,
-                              visible_devices(pid))
             return pid, ("unmapped" if rows is None else None), rows
 
         for pid, failed, rows in self._pool.map(one, sorted(pids)):
@@ -279,7 +337,8 @@ class HostCollector:
             r.processes = procs
             if self.agents and where:
                 uuids = {g["uuid"]: g["gpu"] for g in r.gpus if g["uuid"]}
-                self._ask_all(where, uuids, r)
+                totals = {g["gpu"]: g["total"] for g in r.gpus}
+                self._ask_all(where, uuids, r, totals)
             r.seconds = time.perf_counter() - t0
             self.last = r
         return r

@@ -1,5 +1,5 @@
 """`gpureclaim exporter`: the host's GPU memory as a Prometheus endpoint
-(gpureclaim/metrics.py's HostCollector, docs/metrics.md). The command (C)
+(gpureclaim/metrics/'s HostCollector, docs/metrics.md). The command (C)
 hands it to this module, as it hands `run`.
 
 A reading (NVML, /proc, the agents) is taken every --interval seconds in
@@ -7,6 +7,14 @@ the main thread and encoded once by prometheus_client (plain and
 gzipped); a scrape sends those bytes. So a slow agent, a slow NVML or a
 host of a thousand processes never makes a scrape slow, and scrapes from
 several servers do not multiply the readings.
+
+Its connections are bounded (issue 34): a request must arrive within
+IDLE_SECONDS (and the answer be taken as long), a peer address holds at
+most PER_PEER connections and the server MAX_CONNECTIONS (well below the
+descriptor limit); past a bound, the oldest connection that has not yet
+sent its request is closed for the new one. So a client holding a
+thousand idle connections neither takes the descriptors (accept() then
+failed in a loop, at 100% of a core) nor stops the scrapes.
 """
 from __future__ import annotations
 
@@ -51,6 +59,13 @@ prometheus_client missing, 2 bad usage.
 """
 
 DEFAULT_LISTEN = "127.0.0.1:9835"
+#: seconds a connection may wait for its request line (and each read or
+#: write of the exchange after it)
+IDLE_SECONDS = 10.0
+#: connections at once from one peer address, and in all (a scrape needs
+#: one; Prometheus servers are few)
+PER_PEER = 16
+MAX_CONNECTIONS = 64
 
 
 def _usage_error(msg: str) -> int:
@@ -207,18 +222,92 @@ class Latest:
 
 def _server(host: str, port: int, app):
     """A threading WSGI server of `app` on host:port, IPv4 or IPv6 as host
-    is; quiet (no line per request)."""
+    is; quiet (no line per request); its connections bounded (the
+    module's comment)."""
+    import errno
+    import resource
+    import time
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, \
         make_server
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    most = MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else \
+        max(4, min(MAX_CONNECTIONS, soft // 4))
 
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
         address_family = family
+        request_queue_size = 128
+
+        def server_activate(self):
+            super().server_activate()
+            self.conns: dict = {}  # socket -> [peer, request read], oldest first
+            self.conns_lock = threading.Lock()
+
+        def _drop(self, victim) -> None:
+            """Closes an idle connection for a new one (its thread reads
+            the end and finishes)."""
+            self.conns.pop(victim, None)
+            try:
+                victim.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def _idle(self, peer=None):
+            return next((c for c, (p, busy) in self.conns.items()
+                         if not busy and (peer is None or p == peer)), None)
+
+        def get_request(self):
+            try:
+                return super().get_request()
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE):
+                    with self.conns_lock:  # a descriptor back, no spin
+                        victim = self._idle()
+                        if victim is not None:
+                            self._drop(victim)
+                    time.sleep(0.05)
+                raise
+
+        def verify_request(self, request, client_address):
+            peer = client_address[0]
+            with self.conns_lock:
+                mine = sum(1 for p, _ in self.conns.values() if p == peer)
+                if mine >= PER_PEER:
+                    victim = self._idle(peer)
+                elif len(self.conns) >= most:
+                    victim = self._idle()
+                else:
+                    victim = False
+                if victim is None:  # every one at work: this one waits
+                    return False
+                if victim is not False:
+                    self._drop(victim)
+                self.conns[request] = [peer, False]
+            return True
+
+        def mark_busy(self, request) -> None:
+            with self.conns_lock:
+                if request in self.conns:
+                    self.conns[request][1] = True
+
+        def shutdown_request(self, request):
+            with self.conns_lock:
+                self.conns.pop(request, None)
+            super().shutdown_request(request)
+
+        def handle_error(self, request, client_address):
+            pass  # a connection idle too long or closed: nothing to say
 
     class Quiet(WSGIRequestHandler):
+        timeout = IDLE_SECONDS
+
+        def parse_request(self):
+            self.server.mark_busy(self.request)
+            return super().parse_request()
+
         def log_message(self, format, *args):
             pass
 

@@ -14,6 +14,8 @@ import re
 import threading
 from typing import NamedTuple, Optional
 
+from ..agent._protocol import printable
+
 #: label values are cut to this many characters (Prometheus: bounded
 #: label values); the cut ends in "..."
 COMMAND_CHARS = 64
@@ -34,11 +36,10 @@ _EMPTY = ProcFacts("", "", "", "")
 
 def label_value(text: str, limit: int = COMMAND_CHARS) -> str:
     """A label value from anything a process may put in its command line:
-    every character that does not print (control bytes, newlines, line
-    separators) becomes '?', and a value longer than `limit` is cut, its
-    last three characters "...". prometheus_client then escapes the
-    backslashes and quotes, so no command can break the exposition."""
-    out = "".join(c if c.isprintable() else "?" for c in text[:limit + 1])
+    printable() of it (agent/_protocol.py), and a value longer than `limit` cut, its last three
+    characters "...". prometheus_client then escapes the backslashes and
+    quotes, so no command can break the exposition."""
+    out = printable(text[:limit + 1])
     if len(out) > limit:
         out = out[:limit - 3] + "..."
     return out

@@ -120,3 +120,10 @@ def addmm(bias, a, b):
     _C._workspace(dev, 1, min(kib * 1024, _C._workspace_size(dev)), _frames(
         "getNewCUDABlasLtWorkspace", "at::cuda::getCUDABlasLtWorkspace()"))
     return out
+
+
+# autograd, nn, optim (their own files): the graph and the ops over the
+# tensors above, installed into this package by autograd._ops.install
+from . import autograd, nn, optim, utils  # noqa: E402,F401
+
+autograd._ops.install(globals())
