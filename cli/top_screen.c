@@ -531,6 +531,12 @@ static int setup(int color, int *ascii)
 	handle(SIGTERM, on_quit, 0);
 	handle(SIGHUP, on_quit, 0);
 	signal(SIGPIPE, SIG_IGN);
+	/* the terminal's description first: a newterm that cannot find it
+	 * fails leaving what it allocated (ncurses' pre-screen) behind */
+	int err = 0;
+	if (setupterm(NULL, T.tty, &err) != OK)
+		return -1;
+	del_curterm(cur_term);
 	T.scr = newterm(NULL, stdout, stdin);
 	if (!T.scr)
 		return -1;

@@ -86,13 +86,21 @@ class Tmux:
         """The pid of the command the shell runs."""
         shell = int(self.tmux("display-message", "-p", "-t", "t",
                               "#{pane_pid}").strip())
+        # the shell's children, from /proc (no pgrep: a test run may
+        # preload a sanitizer's runtime into every program it starts)
+        path = f"/proc/{shell}/task/{shell}/children"
         end = time.monotonic() + HANG_S
         while time.monotonic() < end:
-            p = subprocess.run(["pgrep", "-P", str(shell)],
-                               capture_output=True, text=True)
-            kids = [int(x) for x in p.stdout.split()]
-            if kids:
-                return kids[0]
+            with open(path) as f:
+                kids = list(map(int, f.read().split()))
+            for pid in kids:
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        argv0 = c.read().split(b"\0")[0]
+                except OSError:  # it ended meanwhile
+                    continue
+                if os.path.basename(argv0) != b"stty":
+                    return pid
             time.sleep(0.05)
         raise AssertionError("the command did not start")
 
