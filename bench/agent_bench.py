@@ -66,7 +66,7 @@ AGENTS = 16
 #: seconds and its collection's seconds; on "q" exits
 TARGET = r"""
 import sys, time, torch, gpureclaim
-keep = torch.empty(1 << 20, device="cuda")
+keep = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
 print("ready", flush=True)
 for line in sys.stdin:
     cmd = line.split()

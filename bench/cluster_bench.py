@@ -51,7 +51,7 @@ def churn(device, nbytes):
     """Allocates and drops nbytes on `device`: Torch caches them."""
     import torch
 
-    x = torch.empty(nbytes, device=f"cuda:{device}")
+    x = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
     del x
 
 

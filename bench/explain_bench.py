@@ -78,8 +78,7 @@ import torch, gpureclaim
 MiB = 1 << 20
 runs, mode, fake = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 def empty(n):
-    return torch.empty(n, device="cuda") if fake else \
-        torch.empty(n, dtype=torch.uint8, device="cuda")
+    return torch.empty(n, dtype=torch.uint8, device="cuda")
 keep = []
 def qwen2(transformers, H, I, L, V):
     # Qwen2-0.5B's architecture from its config, random bf16 weights
@@ -96,7 +95,7 @@ if mode in ("plain", "scan"):
     for i in range(0, 1500, 2):
         blocks[i] = None
     if fake:
-        a = torch.empty(4 * MiB, device="cuda"); torch.matmul(a, a)
+        a = empty(4 * MiB); torch.matmul(a, a)
     else:
         a = torch.randn(1024, 1024, device="cuda"); b = a @ a
     if mode == "scan":
@@ -142,7 +141,7 @@ else:  # model
     built = "fake Torch tensors of Qwen2-0.5B's shapes"
     if fake:
         keep = [empty(2 * a * b) for a, b in shapes]    # bf16
-        a = torch.empty(4 * MiB, device="cuda"); torch.addmm(None, a, a)
+        a = empty(4 * MiB); torch.addmm(None, a, a)
     else:
         try:
             import transformers
@@ -209,7 +208,7 @@ else:
     ex = timed(gpureclaim.explain)
 sn = timed(torch.cuda.memory_snapshot)
 e = gpureclaim.explain()
-frag = next((p for p in e.gpus[0].parts if p.kind == "fragmented"), None)
+frag = next((p for p in e.gpus[0].parts if p.kind == "not_releasable"), None)
 scans = [p.detail["scan"] for p in e.gpus[0].parts
          if p.kind in ("graph_pool", "unattributed") and p.detail.get("scan")]
 print(json.dumps(dict(segments=segs, explain=ex, snapshot=sn, objects=len(gc.get_objects()),

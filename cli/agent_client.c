@@ -35,6 +35,7 @@
 
 #include "out/json.h"
 #include "out/text.h"
+#include "private_dir.h"
 
 #define MAX_ANSWER (16u << 20)
 #define MAX_DIRS 8
@@ -149,23 +150,6 @@ static int proc_env(long pid, const char *name, char *out, size_t len)
 
 /* ---------------- the folders (agent/ _dirs_of) ---------------- */
 
-/* A real directory (not a link) of uid, mode 0700. */
-static int private_dir(const char *d, long uid)
-{
-	struct stat st;
-	return lstat(d, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       (long)st.st_uid == uid && (st.st_mode & 07777) == 0700;
-}
-
-/* XDG_RUNTIME_DIR as the protocol takes it: absolute, a directory of uid
- * with mode 0700 (through a link is fine). */
-static int xdg_ok(const char *d, long uid)
-{
-	struct stat st;
-	return d && d[0] == '/' && stat(d, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       (long)st.st_uid == uid && (st.st_mode & 07777) == 0700;
-}
-
 struct dirs {
 	char d[MAX_DIRS][PATH_MAX];
 	int n;
@@ -173,7 +157,7 @@ struct dirs {
 
 static void add_dir(struct dirs *ds, const char *d, long uid)
 {
-	if (!d || d[0] != '/' || ds->n == MAX_DIRS || !private_dir(d, uid))
+	if (!d || d[0] != '/' || ds->n == MAX_DIRS || !gpr__private_dir(d, uid))
 		return;
 	for (int i = 0; i < ds->n; i++)
 		if (strcmp(ds->d[i], d) == 0)
@@ -184,7 +168,8 @@ static void add_dir(struct dirs *ds, const char *d, long uid)
 static void add_xdg(struct dirs *ds, const char *x, long uid)
 {
 	char d[PATH_MAX];
-	if (!xdg_ok(x, uid) || strlen(x) + sizeof("/gpureclaim") > sizeof(d))
+	if (!gpr__xdg_ok(x, uid) ||
+	    strlen(x) + sizeof("/gpureclaim") > sizeof(d))
 		return;
 	snprintf(d, sizeof(d), "%s/gpureclaim", x);
 	add_dir(ds, d, uid);
@@ -1122,7 +1107,7 @@ int gpr_cli_agent_discover(long **pids, size_t *n)
 			snprintf(d, sizeof(d), "%s", mine);
 		else if (!realpath(mine, d))
 			return 0;
-		if (private_dir(d, me))
+		if (gpr__private_dir(d, me))
 			scan_dir(d, me, pids, n, &cap);
 	} else if (me == 0) {
 		scan_all(pids, n, &cap);

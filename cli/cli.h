@@ -28,6 +28,10 @@ int gpr_cli_top(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
+/* A whole process's GPU memory to host memory and back
+ * (cli/cmd_suspend.c; docs/suspend.md). */
+int gpr_cli_suspend(int argc, char **argv);
+int gpr_cli_resume(int argc, char **argv);
 /* Handed to `python3 -m gpureclaim` (cli/cmd_python.c). */
 int gpr_cli_explain(int argc, char **argv);
 int gpr_cli_demo(int argc, char **argv);
@@ -48,6 +52,13 @@ int gpr_cli_agent(int argc, char **argv);
  * (a command and its arguments) gives --pid before any `--`. */
 int gpr_cli_agent_ask(int argc, char **argv);
 int gpr_cli_has_pid(int argc, char **argv);
+/*
+ * The help of the subcommands the Python package runs (cli/help_python.c),
+ * so that no --help needs Python: argv, a command and its arguments, asking
+ * for it (-h or --help where that command reads its options) is answered
+ * on stdout (GPR_CLI_OK); -1 when argv asks no such help.
+ */
+int gpr_cli_python_help(int argc, char **argv);
 
 /*
  * Output is built with the output toolkit (src/out/: buf.h, json.h,
@@ -87,13 +98,15 @@ int gpr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
  * Options several subcommands take, each read with one message for its
  * mistakes (the two lines above): GPR_CLI_OK, or GPR_CLI_USAGE said.
  * seconds: opt's value by gpr_cli_parse_seconds; gpus: -i/--gpu's list
- * by gpr_cli_parse_index_list; color: --color[=WHEN] (NULL: "always").
+ * by gpr_cli_parse_index_list; color: --color[=WHEN] or --color WHEN
+ * (optarg, or the next word when it is a WHEN; none: "always").
  */
 int gpr_cli_opt_seconds(const char *cmd, const char *opt, const char *arg,
 			double *out);
 int gpr_cli_opt_gpus(const char *cmd, const char *arg, int *list, int *n,
 		     int cap);
-int gpr_cli_opt_color(const char *cmd, const char *arg, const char **color);
+int gpr_cli_opt_color(const char *cmd, int argc, char **argv,
+		      const char **color);
 
 /* ---------------- the terminal (cli/util_term.c) ---------------- */
 
@@ -139,6 +152,14 @@ void gpr_cli_probe_nvml(struct gpr_cli_probe *p);
  * cuInit and opens no context; unloaded unless p->keep.
  */
 void gpr_cli_probe_cuda(struct gpr_cli_probe *p);
+
+/*
+ * After "NVIDIA driver not found": when this is a build folder's command
+ * (<build>/cli/gpureclaim) beside the simulated driver (<build>/sim) and
+ * the user named no NVML library, one line on stderr saying how to run
+ * ps on that driver, which `make demo` uses without a GPU.
+ */
+void gpr_cli_sim_hint(void);
 
 /* ---------------- ending a command (cli/util_exit.c) ---------------- */
 

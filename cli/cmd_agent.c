@@ -142,8 +142,8 @@ int gpr_cli_agent_ask(int argc, char **argv)
 		char *end;
 		switch (c) {
 		case 'h':
-			/* one help, the Python side's (cmd_python.c) */
-			return gpr_cli_cluster(argc, argv);
+			/* one help, with the Python side's (help_python.c) */
+			return gpr_cli_python_help(argc, argv);
 		case OPT_PID:
 			errno = 0;
 			env.pid = strtol(optarg, &end, 10);

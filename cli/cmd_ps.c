@@ -37,6 +37,7 @@
 #include "gpureclaim.h"
 #include "out/buf.h"
 #include "ps_explain.h"
+#include "suspend_run.h"
 
 #define MAX_SELECT 64
 
@@ -149,7 +150,7 @@ static int parse_args(int argc, char **argv, int *help)
 			env.timeout_given = 1;
 			break;
 		case OPT_COLOR:
-			code = gpr_cli_opt_color("ps", optarg, &env.color);
+			code = gpr_cli_opt_color("ps", argc, argv, &env.color);
 			break;
 		case 'h':
 			*help = 1;
@@ -313,6 +314,16 @@ int gpr_cli_ps(int argc, char **argv)
 		if (gpr_cli_ps_query(ctx, env.select, env.n_select,
 				     variant.split, &round, &code) < 0)
 			goto cleanup;
+		t0 = gpr_cli_prof_clock();
+		/* the processes gpureclaim suspended, which NVML no longer
+		 * lists (docs/suspend.md) */
+		if (!env.explain && gpr_cli_ps_suspended(&round) != 0) {
+			fprintf(stderr, "gpureclaim: out of memory\n");
+			gpr_cli_ps_round_free(&round);
+			code = GPR_CLI_ERROR;
+			goto cleanup;
+		}
+		gpr_cli_prof_step(t0, "suspended processes' records");
 		t0 = gpr_cli_prof_clock();
 		/* the driver's version, once, from the handle's own NVML
 		 * (up already: it costs µs, and NVML is loaded once) */

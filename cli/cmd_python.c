@@ -45,13 +45,23 @@ static const char boot[] =
  * which the user's Python does not look in: the folder that holds only a
  * link to that package (P/<libdir>/gpureclaim-python, cli/meson.build)
  * goes first on PYTHONPATH, so the command and the package are of one
- * installation and nothing else is shadowed. A build folder's command, or
- * one without that folder, changes nothing.
+ * installation and nothing else is shadowed. A build folder's command
+ * (<build>/cli/gpureclaim) does the same with the build folder's package
+ * (<build>/python); a command beside neither changes nothing.
  */
+static int package_in(const char *self, const char *rel, char *dir, size_t len)
+{
+	char probe[PATH_MAX];
+	if (snprintf(dir, len, "%s/%s", self, rel) >= (int)len ||
+	    snprintf(probe, sizeof(probe), "%s/gpureclaim/__main__.py", dir) >=
+		(int)sizeof(probe))
+		return 0;
+	return access(probe, R_OK) == 0;
+}
+
 static void package_beside_me(void)
 {
-#ifdef GPR_PYTHON_DIR
-	char self[PATH_MAX], dir[PATH_MAX + sizeof GPR_PYTHON_DIR + 2];
+	char self[PATH_MAX], dir[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
 		return;
@@ -60,10 +70,15 @@ static void package_beside_me(void)
 	if (!slash)
 		return;
 	*slash = '\0';
-	snprintf(dir, sizeof(dir), "%s/%s", self, GPR_PYTHON_DIR);
-	char probe[sizeof(dir) + 32];
-	snprintf(probe, sizeof(probe), "%s/gpureclaim/__main__.py", dir);
-	if (access(probe, R_OK) != 0)
+	int found = 0;
+#ifdef GPR_PYTHON_DIR
+	found = package_in(self, GPR_PYTHON_DIR, dir, sizeof(dir));
+#endif
+#ifdef GPR_PYTHON_BUILDDIR
+	if (!found)
+		found = package_in(self, GPR_PYTHON_BUILDDIR, dir, sizeof(dir));
+#endif
+	if (!found)
 		return;
 	const char *old = getenv("PYTHONPATH");
 	if (!old || !*old) {
@@ -77,7 +92,6 @@ static void package_beside_me(void)
 	snprintf(both, len, "%s:%s", dir, old);
 	setenv("PYTHONPATH", both, 1);
 	free(both);
-#endif
 }
 
 static int run_python(int argc, char **argv)

@@ -217,7 +217,7 @@ static int check_figures(struct target *t)
 			    "bytes), more than the %s the driver counts for "
 			    "it there; not counted",
 			    t->pid, gpu_index(g),
-			    env.dry_run ? "would give back" : "gave back",
+			    env.dry_run ? "has releasable" : "released",
 			    fb(g->bytes, a, sizeof(a)), g->bytes,
 			    fb(cap, b, sizeof(b)));
 		}
@@ -273,7 +273,7 @@ static void reclaim_one(struct target *t)
 			struct rgpu *g = &t->gpus[t->n_gpus++];
 			g->device = n[i];
 			g->nvml = n[i + 1];
-			g->bytes = n[i + 3]; /* returnable */
+			g->bytes = n[i + 3]; /* releasable */
 			g->known = 1;
 		}
 		if (check_figures(t) != 0)
@@ -351,7 +351,14 @@ static void wait_all(struct target **ts, size_t n)
 
 /* ---------------- the report ---------------- */
 
+/* The key of the bytes (docs/naming.md), and the one of the release
+ * before, still written beside it (deprecated). */
 static const char *key(void)
+{
+	return env.dry_run ? "releasable" : "released";
+}
+
+static const char *old_key(void)
 {
 	return env.dry_run ? "would_return" : "returned";
 }
@@ -457,19 +464,21 @@ static void report_json(struct gpr__buf *b, struct target *const *ts, size_t n,
 		gpr__json_object(&j);
 		base(&j, t);
 		gpr__json_kv_i64(&j, key(), t->value);
+		gpr__json_kv_i64(&j, old_key(), t->value);
 		gpr__json_key(&j, "gpus");
 		gpr__json_array(&j);
 		for (int k = 0; k < t->n_gpus; k++) {
 			const struct rgpu *g = &t->gpus[k];
 			gpr__json_object(&j);
+			opt_i64(&j, "gpu", g->nvml);
 			opt_i64(&j, "device", g->device);
-			opt_i64(&j, "nvml_index", g->nvml);
-			if (env.dry_run) {
-				opt_i64(&j, "returnable", g->bytes);
-			} else {
-				opt_i64(&j, "returned", g->bytes);
+			opt_i64(&j, key(), g->bytes);
+			if (!env.dry_run)
 				gpr__json_kv_bool(&j, "known", g->known != 0);
-			}
+			/* the keys of the release before (deprecated) */
+			opt_i64(&j, "nvml_index", g->nvml);
+			opt_i64(&j, env.dry_run ? "returnable" : "returned",
+				g->bytes);
 			gpr__json_object_end(&j);
 		}
 		gpr__json_array_end(&j);
@@ -490,9 +499,11 @@ static void report_json(struct gpr__buf *b, struct target *const *ts, size_t n,
 	gpr__json_array(&j);
 	for (size_t k = 0; k < m; k++) {
 		gpr__json_object(&j);
-		gpr__json_kv_i64(&j, "index", tot[k].index);
+		gpr__json_kv_i64(&j, "gpu", tot[k].index);
 		gpr__json_kv_i64(&j, key(), tot[k].bytes);
 		gpr__json_kv_i64(&j, "processes", tot[k].processes);
+		gpr__json_kv_i64(&j, "index", tot[k].index); /* deprecated */
+		gpr__json_kv_i64(&j, old_key(), tot[k].bytes);
 		gpr__json_object_end(&j);
 	}
 	gpr__json_array_end(&j);
@@ -623,17 +634,17 @@ static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
 		failed += ts[i]->agent && !ts[i]->ok;
 		none += !ts[i]->agent;
 	}
-	gpr__buf_printf(b,
-			"gpureclaim reclaim%s: %zu process%s with an agent "
-			"asked; %zu answered and %s %s (%lld bytes)\n",
-			env.dry_run ? " --dry-run" : "", asked,
-			asked != 1 ? "es" : "", answered,
-			env.dry_run ? "would give back" : "gave back",
-			fb(total, x, sizeof(x)), total);
+	gpr__buf_printf(
+	    b,
+	    "gpureclaim reclaim%s: %zu process%s with an agent "
+	    "asked; %zu answered%s %s%s (%lld bytes)\n",
+	    env.dry_run ? " --dry-run" : "", asked, asked != 1 ? "es" : "",
+	    answered, env.dry_run ? ";" : " and released",
+	    fb(total, x, sizeof(x)), env.dry_run ? " releasable" : "", total);
 	if (answered)
 		gpr__buf_printf(b, "  %7s %-10s %14s  PER GPU / COMMAND\n",
 				"PID", "USER",
-				env.dry_run ? "WOULD RETURN" : "RETURNED");
+				env.dry_run ? "RELEASABLE" : "RELEASED");
 	for (size_t i = 0; i < n; i++) {
 		const struct target *t = ts[i];
 		if (!t->agent || !t->ok)
@@ -656,12 +667,10 @@ static void report_text(struct gpr__buf *b, struct target *const *ts, size_t n,
 	size_t m = totals(ts, n, tot, MAX_GPUS);
 	for (size_t k = 0; k < m; k++)
 		gpr__buf_printf(
-		    b,
-		    "GPU %lld: %s (%lld bytes) %s back from %d "
-		    "process%s\n",
+		    b, "GPU %lld: %s (%lld bytes) %s %d process%s\n",
 		    tot[k].index, fb(tot[k].bytes, x, sizeof(x)), tot[k].bytes,
-		    env.dry_run ? "would come" : "came", tot[k].processes,
-		    tot[k].processes != 1 ? "es" : "");
+		    env.dry_run ? "releasable in" : "released by",
+		    tot[k].processes, tot[k].processes != 1 ? "es" : "");
 	if (failed)
 		gpr__buf_puts(b, "Did not answer:\n");
 	for (size_t i = 0; i < n; i++) {
@@ -865,8 +874,8 @@ int gpr_cli_reclaim(int argc, char **argv)
 	int help = 0, code = parse_args(argc, argv, &help);
 	if (code != GPR_CLI_OK)
 		return code;
-	if (help) /* one help, the Python side's (cmd_python.c) */
-		return gpr_cli_cluster(argc, argv);
+	if (help) /* one help, with the Python side's (help_python.c) */
+		return gpr_cli_python_help(argc, argv);
 	double t0 = now();
 	deadline = gpr_cli_agent_now() + env.timeout;
 	gpr_ctx *ctx = NULL;

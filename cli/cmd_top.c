@@ -48,14 +48,18 @@ static const char usage_text[] =
     "processes without an agent, others, free) and by process; then the\n"
     "processes, largest first, each with its parts where its agent\n"
     "answers (docs/agent.md) and its state: running (how busy its GPU\n"
-    "is) or idle for how long. Keys act on the selected process, each\n"
-    "after a question that says what it will do and the bytes.\n"
+    "is), idle for how long, or suspended. Keys act on the selected\n"
+    "process, each after a question that says what it will do and the\n"
+    "bytes.\n"
     "\n"
     "KEYS:\n"
     "    Up/Down, j/k, PgUp/PgDn, Home/End   select a process\n"
     "    r      release its cached memory (its agent; the bytes that\n"
     "           came back, exactly)\n"
     "    h      who holds its live memory (its agent's heap walk)\n"
+    "    z      suspend it: its GPU memory to host memory, its cache\n"
+    "           released first (gpureclaim suspend, its dry run first)\n"
+    "    u      resume a suspended process (gpureclaim resume)\n"
     "    R      reclaim: every agent's caches (gpureclaim reclaim),\n"
     "           its dry run first\n"
     "    s      sort by memory, or by what a release would give back\n"
@@ -118,7 +122,7 @@ static int parse_args(int argc, char **argv, int *help)
 						   &env.timeout);
 			break;
 		case OPT_COLOR:
-			code = gpr_cli_opt_color("top", optarg, &env.color);
+			code = gpr_cli_opt_color("top", argc, argv, &env.color);
 			break;
 		case OPT_JSON:
 			env.json = 1;

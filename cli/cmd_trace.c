@@ -59,6 +59,7 @@ static struct env {
 	int dormant;	    /* --dormant: loaded, recording nothing */
 	int allow_untraced; /* --allow-untraced */
 	int quiet;	    /* -q, --quiet: no summary */
+	int verbose;	    /* -v, --verbose: which tracer and CUPTI */
 	int full;	    /* --full: the whole report as summary */
 } env;
 
@@ -76,8 +77,9 @@ static void usage(FILE *f)
 	    "USAGE: gpureclaim trace [-o FILE] [--backend "
 	    "auto|interpose|cupti] "
 	    "[--dormant]\n"
-	    "                        [-q] [--full] [--allow-untraced] [--] CMD "
-	    "[ARGS...]\n"
+	    "                        [-q] [-v] [--full] [--allow-untraced] "
+	    "[--] "
+	    "CMD [ARGS...]\n"
 	    "\n"
 	    "Run CMD and log every driver-level GPU allocation and free "
 	    "(cuMemAlloc, cuMemFree,\n"
@@ -109,6 +111,8 @@ static void usage(FILE *f)
 	    "                        its own sessions (gpureclaim.trace() in "
 	    "Python)\n"
 	    "    -q, --quiet         no summary at the end\n"
+	    "    -v, --verbose       say which tracer and which CUPTI are "
+	    "used\n"
 	    "    --full              the whole report as the summary\n"
 	    "    --allow-untraced    run CMD even when the backend cannot be "
 	    "set "
@@ -601,7 +605,7 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 			*backend = B_CUPTI;
 	}
 	if (*backend == B_INTERPOSE || env.dormant) {
-		if (!env.quiet)
+		if (env.verbose)
 			say("gpureclaim trace: interposer %s%s\n", tracer,
 			    env.dormant ? " (dormant)" : "");
 		gpr__buf_free(&tried);
@@ -613,7 +617,7 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 	if (!found)
 		cupti[0] = '\0';
 	if (*backend == B_AUTO) {
-		if (!env.quiet)
+		if (env.verbose)
 			say("gpureclaim trace: interposer %s; %s%s\n", tracer,
 			    found ? "CUPTI fallback "
 				  : "no CUPTI found for a fallback",
@@ -631,7 +635,7 @@ static int set_up(char *const *cmd, int *backend, char *tracer, char *cupti)
 		return 0;
 	}
 	gpr__buf_free(&tried);
-	if (!env.quiet)
+	if (env.verbose)
 		say("gpureclaim trace: CUPTI %s (from %s)\n", cupti, from);
 	return 1;
 }
@@ -643,6 +647,7 @@ static int parse(int argc, char **argv)
 	    {"backend", required_argument, NULL, 'b'},
 	    {"dormant", no_argument, NULL, 'd'},
 	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
 	    {"full", no_argument, NULL, 'f'},
 	    {"allow-untraced", no_argument, NULL, 'u'},
 	    {"help", no_argument, NULL, 'h'},
@@ -650,7 +655,7 @@ static int parse(int argc, char **argv)
 	memset(&env, 0, sizeof(env));
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:qvh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			env.output = optarg;
@@ -671,6 +676,9 @@ static int parse(int argc, char **argv)
 			break;
 		case 'q':
 			env.quiet = 1;
+			break;
+		case 'v':
+			env.verbose = 1;
 			break;
 		case 'f':
 			env.full = 1;

@@ -33,6 +33,10 @@ static const struct command commands[] = {
      "ask a process (--pid) or a Dask cluster to give cached memory back"},
     {"reclaim", gpr_cli_reclaim,
      "ask every process with an agent to give cached memory back"},
+    {"suspend", gpr_cli_suspend,
+     "move a whole process's GPU memory to host memory (--pid)"},
+    {"resume", gpr_cli_resume,
+     "bring a suspended process's memory back to its GPU (--pid)"},
     {"agent", gpr_cli_agent,
      "list the agents, or start one in a running process (Python 3.14)"},
     {"demo", gpr_cli_demo,
@@ -198,7 +202,8 @@ static int command_help(const char *name)
 	if (!c)
 		return unknown_command(name);
 	char *hargv[] = {(char *)c->name, "--help", NULL};
-	return c->run(2, hargv);
+	int rc = gpr_cli_python_help(2, hargv);
+	return rc >= 0 ? rc : c->run(2, hargv);
 }
 
 int main(int argc, char **argv)
@@ -237,6 +242,11 @@ int main(int argc, char **argv)
 		printf("gpureclaim %s\n", gpr_version());
 		return GPR_CLI_OK;
 	}
+	/* the help of the subcommands Python runs, said here: no --help
+	 * needs Python (cli/help_python.c) */
+	int help = gpr_cli_python_help(argc - 1, argv + 1);
+	if (help >= 0)
+		return help;
 	/* one process's agent, asked from here: no interpreter's start in
 	 * front of it (cli/cmd_agent.c) */
 	if ((strcmp(cmd, "release") == 0 || strcmp(cmd, "explain") == 0) &&

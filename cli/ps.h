@@ -32,6 +32,14 @@ struct gpr_cli_ps_row {
 	uint64_t work_us; /* the driver's stamp of its latest sample that
 			   * showed work (us since the epoch); 0: none */
 	unsigned sm;	  /* that sample's SM utilization, percent */
+	/* a process gpureclaim suspended (cli/ps_suspended.c): the
+	 * driver's state of it (GPR__PS_*; 0 running, and for rows NVML
+	 * lists), the bytes this GPU got back then and its host bytes */
+	int suspend;
+	int recorded; /* the row comes from gpureclaim's record */
+	uint64_t released;
+	int host_known;
+	uint64_t host_bytes;
 	char user[64];
 	char cmd[1024];
 };
@@ -135,6 +143,10 @@ struct gpr_cli_ps_layout {
 /* The text listing of r (docs/ps.md shows it). */
 void gpr_cli_ps_text(struct gpr__buf *b, const struct gpr_cli_ps_round *r,
 		     const struct gpr_cli_ps_layout *l);
+
+/* "time" (UTC, ISO 8601 with milliseconds) and "unix_time" of ts. */
+struct gpr__json;
+void gpr_cli_json_when(struct gpr__json *j, const struct timespec *ts);
 
 /* The JSON document of r, one line (docs/ps.md, "JSON shape"). */
 void gpr_cli_ps_json(struct gpr__buf *b, const struct gpr_cli_ps_round *r);

@@ -19,12 +19,17 @@
 #include <string.h>
 
 #include "agent_client.h"
+#include "suspend.h"
 #include "out/fmt.h"
 #include "out/text.h"
 
 /* The groups' names, in the order of the answer's numbers. */
 const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS] = {
-    "live", "returnable", "not returnable", "workspaces", "pools", "rest"};
+    "live", "releasable", "not releasable", "workspaces", "pools", "rest"};
+const char *const gpr_cli_ps_group_keys[GPR_CLI_PS_GROUPS] = {
+    "live", "releasable", "not_releasable", "workspaces", "pools", "rest"};
+const char *const gpr_cli_ps_group_old_keys[GPR_CLI_PS_GROUPS] = {
+    NULL, "returnable", "not returnable", NULL, NULL, NULL};
 
 static const char *fb(uint64_t v, char *out, size_t len);
 
@@ -59,10 +64,21 @@ void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a)
 
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 {
+	gpr_cli_ps_agents_start_but(s, timeout, NULL);
+}
+
+void gpr_cli_ps_agents_start_but(struct gpr_cli_ps_agents *s, double timeout,
+				 const struct gpr_cli_ps_round *r)
+{
 	long *pids = NULL;
 	size_t n = 0;
 	memset(s, 0, sizeof(*s));
 	gpr_cli_agent_discover(&pids, &n);
+	size_t kept = 0; /* the suspended left out */
+	for (size_t i = 0; i < n; i++)
+		if (!gpr_cli_ps_frozen(r, pids[i]))
+			pids[kept++] = pids[i];
+	n = kept;
 	if (n)
 		s->a = calloc(n, sizeof(*s->a));
 	if (!s->a) {
@@ -79,6 +95,18 @@ void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 		/* no thread to be had: asked in turn by agents_wait */
 	}
 	free(pids);
+}
+
+int gpr_cli_ps_frozen(const struct gpr_cli_ps_round *r, long pid)
+{
+	for (size_t k = 0; r && k < r->n; k++)
+		for (size_t p = 0; p < r->gpus[k].n; p++) {
+			const struct gpr_cli_ps_row *row = &r->gpus[k].rows[p];
+			if (row->pid == (uint32_t)pid && row->recorded &&
+			    row->suspend != GPR__PS_RUNNING)
+				return 1;
+		}
+	return 0;
 }
 
 void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s)
@@ -183,9 +211,9 @@ int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 
 void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
 			     const struct gpr_cli_ps_gpu *g,
-			     uint64_t *returnable, int *with_agent, int *silent)
+			     uint64_t *releasable, int *with_agent, int *silent)
 {
-	*returnable = 0;
+	*releasable = 0;
 	*with_agent = *silent = 0;
 	for (size_t p = 0; p < g->n; p++) {
 		const struct gpr_cli_ps_agent *a =
@@ -198,7 +226,7 @@ void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
 		}
 		long long parts[GPR_CLI_PS_GROUPS], driver;
 		gpr_cli_ps_agent_parts(a, g->index, parts, &driver);
-		*returnable += parts[1] > 0 ? (uint64_t)parts[1] : 0;
+		*releasable += parts[1] > 0 ? (uint64_t)parts[1] : 0;
 		(*with_agent)++;
 	}
 }
@@ -329,20 +357,20 @@ void gpr_cli_ps_explain_text(struct gpr__buf *b,
 				       sizeof(x)));
 			gpr__buf_puts(b, "\n");
 		}
-		uint64_t returnable;
+		uint64_t releasable;
 		int with, silent;
-		gpr_cli_ps_agents_tally(s, g, &returnable, &with, &silent);
+		gpr_cli_ps_agents_tally(s, g, &releasable, &with, &silent);
 		if (with) {
-			gpr__buf_printf(
-			    b,
-			    "  a release of every process would return %s (%d "
-			    "with an agent",
-			    fb(returnable, x, sizeof(x)), with);
+			gpr__buf_printf(b,
+					"  releasable by the %d process%s with "
+					"an agent: %s",
+					with, with != 1 ? "es" : "",
+					fb(releasable, x, sizeof(x)));
 			if (silent)
 				gpr__buf_printf(b,
 						"; %d agent%s did not answer",
 						silent, silent != 1 ? "s" : "");
-			gpr__buf_puts(b, ")\n");
+			gpr__buf_puts(b, "\n");
 		} else if (silent) {
 			gpr__buf_printf(
 			    b, "  no agent here answered (%d asked)\n", silent);

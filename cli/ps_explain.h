@@ -14,13 +14,17 @@
 struct gpr_cli_ps_round;
 struct gpr_cli_ps_gpu;
 
-/* live, returnable, not returnable, workspaces, pools, rest */
+/* live, releasable, not releasable, workspaces, pools, rest */
 #define GPR_CLI_PS_GROUPS 6
 /* per explained GPU in an explain answer's "groups" (agent/_server.py
  * flat_groups): its CUDA ordinal, NVML index, the groups, the driver's
  * figure; -1 where unknown */
 #define GPR_CLI_PS_GPU_INTS (GPR_CLI_PS_GROUPS + 3)
+/* the groups' names in the text, their JSON keys, and the keys the release
+ * before used, still written beside them (NULL: the same; docs/naming.md) */
 extern const char *const gpr_cli_ps_group_names[GPR_CLI_PS_GROUPS];
+extern const char *const gpr_cli_ps_group_keys[GPR_CLI_PS_GROUPS];
+extern const char *const gpr_cli_ps_group_old_keys[GPR_CLI_PS_GROUPS];
 
 /* One agent's explain(), asked in a thread of its own. */
 struct gpr_cli_ps_agent {
@@ -48,6 +52,13 @@ struct gpr_cli_ps_agents {
 
 /* Finds the agents this user may ask and asks each, a thread each. */
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout);
+/* The same but for the processes r lists as suspended (gpureclaim's
+ * records, cli/ps_suspended.c): their CUDA calls wait until they are
+ * resumed, so would their agents' answers. r NULL: every agent. */
+void gpr_cli_ps_agents_start_but(struct gpr_cli_ps_agents *s, double timeout,
+				 const struct gpr_cli_ps_round *r);
+/* Whether r lists pid as suspended (or being suspended or resumed). */
+int gpr_cli_ps_frozen(const struct gpr_cli_ps_round *r, long pid);
 /* Asks a->pid's agent in a thread of its own (a->started), bounded by
  * a->deadline; without a thread, at once, here. */
 void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a);
@@ -70,11 +81,11 @@ gpr_cli_ps_agent_of(const struct gpr_cli_ps_agents *s, long pid);
 int gpr_cli_ps_agent_parts(const struct gpr_cli_ps_agent *a, int index,
 			   long long parts[GPR_CLI_PS_GROUPS],
 			   long long *driver);
-/* Per GPU: what a release of every process would return, how many
- * answered, how many did not. */
+/* Per GPU: what a release of every process would give back (releasable),
+ * how many answered, how many did not. */
 void gpr_cli_ps_agents_tally(const struct gpr_cli_ps_agents *s,
 			     const struct gpr_cli_ps_gpu *g,
-			     uint64_t *returnable, int *with_agent,
+			     uint64_t *releasable, int *with_agent,
 			     int *silent);
 
 /* The text of `ps --explain` (docs/agent.md shows it). */

@@ -10,6 +10,7 @@
 
 #include "out/json.h"
 #include "ps_explain.h"
+#include "suspend.h"
 
 static const char *const state_names[] = {
     [GPR_CLI_PID_ALIVE] = "alive",
@@ -26,8 +27,7 @@ static void iso8601(const struct timespec *ts, char *iso, size_t len)
 	snprintf(iso + n, len - n, ".%03ldZ", ts->tv_nsec / 1000000);
 }
 
-/* When: UTC ISO 8601 with milliseconds, and seconds since the epoch. */
-static void when(struct gpr__json *j, const struct timespec *ts)
+void gpr_cli_json_when(struct gpr__json *j, const struct timespec *ts)
 {
 	char iso[48];
 	iso8601(ts, iso, sizeof(iso));
@@ -61,7 +61,11 @@ static void agent(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	gpr__json_key(j, "parts");
 	gpr__json_object(j);
 	for (int i = 0; i < GPR_CLI_PS_GROUPS; i++)
-		gpr__json_kv_i64(j, gpr_cli_ps_group_names[i], parts[i]);
+		gpr__json_kv_i64(j, gpr_cli_ps_group_keys[i], parts[i]);
+	for (int i = 0; i < GPR_CLI_PS_GROUPS; i++) /* deprecated */
+		if (gpr_cli_ps_group_old_keys[i])
+			gpr__json_kv_i64(j, gpr_cli_ps_group_old_keys[i],
+					 parts[i]);
 	gpr__json_object_end(j);
 	gpr__json_key(j, "driver");
 	if (found && driver >= 0)
@@ -113,7 +117,11 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_round *rd,
 {
 	gpr__json_object(j);
 	gpr__json_kv_u64(j, "pid", r->pid);
-	gpr__json_kv_str(j, "state", state_names[r->state]);
+	/* a process gpureclaim suspended: the driver's state of it */
+	gpr__json_kv_str(j, "state",
+			 r->recorded && r->state == GPR_CLI_PID_ALIVE
+			     ? gpr__pstate_name(r->suspend)
+			     : state_names[r->state]);
 	gpr__json_kv_str(j, "user", r->user_known ? r->user : NULL);
 	gpr__json_kv_str(j, "command", r->cmd_known ? r->cmd : NULL);
 	gpr__json_key(j, "bytes");
@@ -138,6 +146,16 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_round *rd,
 	} else {
 		gpr__json_null(j);
 	}
+	gpr__json_key(j, "released");
+	if (r->recorded)
+		gpr__json_u64(j, r->released);
+	else
+		gpr__json_null(j);
+	gpr__json_key(j, "host_bytes");
+	if (r->recorded && r->host_known)
+		gpr__json_u64(j, r->host_bytes);
+	else
+		gpr__json_null(j);
 	if (s) {
 		agent(j, g, r, s);
 		activity(j, rd, r);
@@ -157,7 +175,7 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 	struct gpr__json j;
 	gpr__json_init(&j, b);
 	gpr__json_object(&j);
-	when(&j, &r->when);
+	gpr_cli_json_when(&j, &r->when);
 	gpr__json_kv_str(&j, "host", r->host);
 	gpr__json_kv_str(&j, "driver_version", r->driver);
 	gpr__json_key(&j, "gpus");
@@ -166,7 +184,8 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 		const struct gpr_cli_ps_gpu *g = &r->gpus[k];
 		const struct gpr_gpu *i = &g->info;
 		gpr__json_object(&j);
-		gpr__json_kv_i64(&j, "index", g->index);
+		gpr__json_kv_i64(&j, "gpu", g->index);
+		gpr__json_kv_i64(&j, "index", g->index); /* deprecated */
 		if (g->err) {
 			char msg[768];
 			gpr_cli_ps_describe(g->err, g->detail, msg,
@@ -190,11 +209,13 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 			process(&j, r, g, &g->rows[p], s);
 		gpr__json_array_end(&j);
 		if (s) {
-			uint64_t returnable;
+			uint64_t releasable;
 			int with, silent;
-			gpr_cli_ps_agents_tally(s, g, &returnable, &with,
+			gpr_cli_ps_agents_tally(s, g, &releasable, &with,
 						&silent);
-			gpr__json_kv_u64(&j, "returnable", returnable);
+			gpr__json_kv_u64(&j, "releasable", releasable);
+			gpr__json_kv_u64(&j, "returnable", /* deprecated */
+					 releasable);
 			gpr__json_kv_i64(&j, "agents", with);
 			gpr__json_kv_i64(&j, "agents_silent", silent);
 		}

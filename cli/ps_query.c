@@ -271,6 +271,8 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		snprintf(detail, sizeof(detail), "%s", gpr_last_error(ctx));
 		gpr_cli_ps_describe(err, detail, msg, sizeof(msg));
 		fprintf(stderr, "gpureclaim: %s\n", msg);
+		if (err == GPR_E_NO_NVML || err == GPR_E_NO_DRIVER)
+			gpr_cli_sim_hint();
 		*code = GPR_CLI_ERROR;
 		return -1;
 	}

@@ -15,6 +15,7 @@
 
 #include "out/fmt.h"
 #include "out/text.h"
+#include "suspend.h"
 
 #define SGR_RESET "\033[0m"
 #define SGR_BOLD "\033[1m"
@@ -144,6 +145,37 @@ static int user_width(const struct gpr_cli_ps_gpu *g, size_t rows)
 	return uw > 16 ? 16 : uw;
 }
 
+/* A process gpureclaim suspended, as the driver says it is now. */
+static void suspended_marker(struct out *o, const struct gpr_cli_ps_row *r)
+{
+	char back[24], host[24];
+	gpr__fmt_bytes(r->released, back, sizeof back);
+	sgr(o, SGR_YELLOW);
+	switch (r->suspend) {
+	case GPR__PS_CHECKPOINTED:
+		gpr__buf_printf(&o->line, "<suspended: %s released", back);
+		if (r->host_known)
+			gpr__buf_printf(
+			    &o->line, ", %s in host memory",
+			    gpr__fmt_bytes(r->host_bytes, host, sizeof host));
+		gpr__buf_puts(&o->line, ">");
+		break;
+	case GPR__PS_LOCKED:
+		gpr__buf_puts(&o->line, "<locked: being suspended or resumed>");
+		break;
+	case GPR__PS_FAILED:
+		gpr__buf_puts(&o->line,
+			      "<failed: a checkpoint or restore failed>");
+		break;
+	default:
+		gpr__buf_puts(&o->line,
+			      "<suspended by gpureclaim: the driver cannot "
+			      "say its state now>");
+	}
+	sgr(o, SGR_RESET);
+	gpr__buf_puts(&o->line, " ");
+}
+
 static void row_line(struct out *o, const struct gpr_cli_ps_gpu *g,
 		     const struct gpr_cli_ps_row *r, int uw)
 {
@@ -171,6 +203,8 @@ static void row_line(struct out *o, const struct gpr_cli_ps_gpu *g,
 				r->stray_of);
 		sgr(o, SGR_RESET);
 	}
+	if (r->recorded)
+		suspended_marker(o, r);
 	/* another user's command line may hold any byte: terminal-safe */
 	if (r->cmd_known)
 		gpr__text_put(&o->line, r->cmd, 0, 0);

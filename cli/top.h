@@ -184,6 +184,9 @@ enum gpr_cli_top_act_kind {
 	GPR_CLI_TOP_HOLDERS,	 /* who holds its live memory (its agent) */
 	GPR_CLI_TOP_RECLAIM_DRY, /* `gpureclaim reclaim --dry-run` */
 	GPR_CLI_TOP_RECLAIM,	 /* `gpureclaim reclaim` */
+	GPR_CLI_TOP_SUSPEND_DRY, /* `gpureclaim suspend --dry-run` */
+	GPR_CLI_TOP_SUSPEND,	 /* `gpureclaim suspend` (cli/suspend_run.h) */
+	GPR_CLI_TOP_RESUME,	 /* `gpureclaim resume` */
 };
 
 /* An action's outcome, for the bottom line (and the pager). */
@@ -191,7 +194,10 @@ struct gpr_cli_top_done {
 	int kind;
 	long pid;
 	int ok;
-	long long bytes;       /* released, or releasable (dry run) */
+	long long bytes;       /* released (a resume: taken back), or releasable
+				* or what would move (the dry runs) */
+	long long host_bytes;  /* suspend: in host memory; -1 unknown */
+	long long cache;       /* suspend: its agent's release first */
 	int processes, failed; /* reclaim: answered, did not */
 	double seconds;	       /* the agent's own (release) */
 	char line[640];	       /* what to show */

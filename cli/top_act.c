@@ -2,7 +2,10 @@
  * What `top`'s keys do, each in a thread of its own so the screen goes
  * on while an agent works: release a process's caches and show its
  * holders (one request to its agent, cli/agent_client.c, as `release
- * --pid` and `explain --pid --holders` make it), and reclaim, which runs
+ * --pid` and `explain --pid --holders` make it), suspend and resume it
+ * (gpureclaim suspend's and resume's own functions, cli/suspend_run.h:
+ * the same checks, the agent's release first, the records), and reclaim,
+ * which runs
  * `gpureclaim reclaim` itself (this very program, --dry-run first) and
  * reads its JSON: so top's reclaim is the command's, with its checks,
  * bounds and figures, not a second one.
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "suspend_run.h"
 #include "out/fmt.h"
 
 extern char **environ;
@@ -246,6 +250,70 @@ static void reclaim(const struct job *j, struct gpr_cli_top_done *d)
 	    d->bytes, d->processes, d->processes != 1 ? "es" : "", silent);
 }
 
+/* ---------------- suspend and resume (cli/suspend_run.h) ---------------- */
+
+/* The driver, loaded and initialised (~0.2 s) at the first suspend or
+ * resume and kept: only the actions' thread uses it, one at a time. */
+static struct gpr_cli_suspender suspender;
+static int suspender_open;
+
+static void suspend(const struct job *j, struct gpr_cli_top_done *d)
+{
+	char err[512], x[24], y[24], z[24], t[24];
+	if (!suspender_open) {
+		if (gpr_cli_suspend_open(&suspender, err, sizeof err) !=
+		    GPR_CLI_OK) {
+			snprintf(d->line, sizeof(d->line), "suspend %ld: %s",
+				 j->pid, err);
+			return;
+		}
+		suspender_open = 1;
+	}
+	/* the command's bounds (gpureclaim suspend's defaults) */
+	struct gpr_cli_suspend_opts o = {.dry_run =
+					     j->kind == GPR_CLI_TOP_SUSPEND_DRY,
+					 .agent_timeout = 30,
+					 .lock_timeout_ms = 30000};
+	struct gpr_cli_suspend_result res;
+	int rc = j->kind == GPR_CLI_TOP_RESUME
+		     ? gpr_cli_resume_pid(&suspender, (int)j->pid, &o, &res)
+		     : gpr_cli_suspend_pid(&suspender, (int)j->pid, &o, &res);
+	const struct gpr__suspend_report *r = &res.r;
+	if (rc) {
+		snprintf(d->line, sizeof(d->line), "%s %ld: %.560s",
+			 j->kind == GPR_CLI_TOP_RESUME ? "resume" : "suspend",
+			 j->pid, r->why);
+		return;
+	}
+	d->ok = 1;
+	d->host_bytes = r->host_known ? r->host_bytes : -1;
+	d->cache = res.cache_known ? res.cache_released : 0;
+	d->seconds = r->total_s;
+	gpr__fmt_secs(r->total_s, t, sizeof t);
+	if (j->kind == GPR_CLI_TOP_SUSPEND_DRY) {
+		d->bytes = (long long)r->need;
+		return; /* the question says it */
+	}
+	d->bytes = r->released_known ? r->released : 0;
+	long long moved = d->bytes < 0 ? -d->bytes : d->bytes;
+	gpr__fmt_bytes((uint64_t)moved, x, sizeof x);
+	if (j->kind == GPR_CLI_TOP_RESUME) {
+		snprintf(d->line, sizeof(d->line),
+			 "%ld resumed: %s (%lld bytes) back on the GPU in %s",
+			 j->pid, x, moved, t);
+		return;
+	}
+	if (d->host_bytes >= 0)
+		gpr__fmt_bytes((uint64_t)d->host_bytes, z, sizeof z);
+	else
+		snprintf(z, sizeof z, "?");
+	gpr__fmt_bytes(d->cache > 0 ? (uint64_t)d->cache : 0, y, sizeof y);
+	snprintf(d->line, sizeof(d->line),
+		 "%ld suspended: %s of cache released, then %s (%lld bytes) "
+		 "off the GPU, %s in host memory, in %s",
+		 j->pid, y, x, moved, z, t);
+}
+
 /* ---------------- the thread ---------------- */
 
 static void *act_main(void *arg)
@@ -258,6 +326,11 @@ static void *act_main(void *arg)
 		break;
 	case GPR_CLI_TOP_HOLDERS:
 		holders(j, &d);
+		break;
+	case GPR_CLI_TOP_SUSPEND_DRY:
+	case GPR_CLI_TOP_SUSPEND:
+	case GPR_CLI_TOP_RESUME:
+		suspend(j, &d);
 		break;
 	default:
 		reclaim(j, &d);

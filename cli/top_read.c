@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "suspend_run.h"
 
 void gpr_cli_top_reading_free(struct gpr_cli_top_reading *r)
 {
@@ -55,13 +56,20 @@ int gpr_cli_top_read_once(gpr_ctx *ctx, const int *select, int n_select,
 			  int *code)
 {
 	memset(out, 0, sizeof(*out));
-	gpr_cli_ps_agents_start(&out->agents, timeout);
 	host_of(out);
 	if (gpr_cli_ps_query(ctx, select, n_select, 0, &out->round, code) < 0) {
-		gpr_cli_ps_agents_wait(&out->agents);
 		gpr_cli_top_reading_free(out);
 		return -1;
 	}
+	if (gpr_cli_ps_suspended(&out->round) != 0) {
+		fprintf(stderr, "gpureclaim: out of memory\n");
+		*code = GPR_CLI_ERROR;
+		gpr_cli_top_reading_free(out);
+		return -1;
+	}
+	/* after the round: the suspended processes' agents are not asked
+	 * (their CUDA calls, and so their answers, wait for a resume) */
+	gpr_cli_ps_agents_start_but(&out->agents, timeout, &out->round);
 	gpr_cli_ps_work(ctx, &out->round, NULL);
 	gpr_cli_ps_agents_wait(&out->agents);
 	gpr_cli_ps_agents_check(&out->agents, &out->round);
@@ -194,7 +202,9 @@ static void ask_agents(struct gpr_cli_top_reader *r)
 	double now = mono();
 	for (size_t i = 0; i < r->n_agents; i++) {
 		struct tagent *t = r->agents[i];
-		if (!t->seen || t->in_flight || now < t->retry)
+		if (!t->seen || t->in_flight || now < t->retry ||
+		    gpr_cli_ps_frozen(r->have_round ? &r->round : NULL,
+				      t->req.pid))
 			continue;
 		long pid = t->req.pid;
 		memset(&t->req, 0, sizeof(t->req));
@@ -210,10 +220,11 @@ static void ask_agents(struct gpr_cli_top_reader *r)
 
 /*
  * Each new answer checked as ps --explain checks it (every part at most
- * the driver's figure for the process, none negative), against the round
- * read right after it was asked: the figure of its own moment, so an
+ * the driver's figure for the process, none negative), once, against the
+ * round read when it came in (the one it was asked after, unless it took
+ * longer than an interval): the figure of about its own moment, so an
  * answer that a release or a free has since made too large is not taken
- * for a lie; it is replaced by the next.
+ * for a lie later; it is replaced by the next.
  */
 static void check(struct gpr_cli_top_reader *r)
 {
@@ -354,6 +365,13 @@ static void read_round(struct gpr_cli_top_reader *r)
 	}
 	if (r->ids)
 		gpr_cli_ps_ids_done(r->ids);
+	/* the processes gpureclaim suspended, which NVML lists no more */
+	if (gpr_cli_ps_suspended(&next) != 0) {
+		gpr_cli_ps_round_free(&next);
+		r->failed = 1;
+		snprintf(r->error, sizeof(r->error), "out of memory");
+		return;
+	}
 	gpr_cli_ps_work(r->ctx, &next, r->memo);
 	if (r->profile) {
 		if (r->n_rounds == r->cap_rounds) {
@@ -410,9 +428,9 @@ static void *reader_main(void *arg)
 		pthread_mutex_unlock(&r->lock);
 		if (stop)
 			break;
-		if (round) {
-			ask_agents(r);
+		if (round) { /* the round first: it says who is suspended */
 			read_round(r);
+			ask_agents(r);
 			next = mono() + r->interval;
 		}
 		collect(r);

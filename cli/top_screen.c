@@ -257,6 +257,17 @@ static void move_by(struct state *s, int delta, int to_end)
 	free(all);
 }
 
+/* What pid's agent last said a release would give back on every GPU;
+ * -1 when unknown. */
+static long long releasable_all(const struct gpr_cli_ps_agent *a);
+
+static long long releasable_of_pid(struct state *s, long pid)
+{
+	return s->reading ? releasable_all(
+				gpr_cli_ps_agent_of(&s->reading->agents, pid))
+			  : -1;
+}
+
 /* What a release of the process would give back on every GPU its agent
  * explained (its answer's releasable parts); -1 when unknown. */
 static long long releasable_all(const struct gpr_cli_ps_agent *a)
@@ -302,12 +313,49 @@ static void ask_holders(struct state *s, const struct gpr_cli_top_entry *e)
 	    e->row->pid, x, e->gpu->index);
 }
 
+/* The bytes a resume takes back: the GPUs' records of the process. */
+static void ask_resume(struct state *s, const struct gpr_cli_top_entry *e)
+{
+	uint64_t back = 0, host = 0;
+	int host_known = 0;
+	const struct gpr_cli_ps_round *r = &s->reading->round;
+	for (size_t k = 0; k < r->n; k++)
+		for (size_t p = 0; p < r->gpus[k].n; p++) {
+			const struct gpr_cli_ps_row *row = &r->gpus[k].rows[p];
+			if (row->pid != e->row->pid || !row->recorded)
+				continue;
+			back += row->released;
+			host = row->host_bytes; /* the process's, on each */
+			host_known = row->host_known;
+		}
+	char x[24], y[24];
+	s->confirm = GPR_CLI_TOP_RESUME;
+	s->confirm_pid = e->row->pid;
+	if (host_known)
+		say(s, GPR_CLI_TOP_WARN,
+		    "Resume %u: %s (%llu bytes) back to the GPU from %s in "
+		    "host "
+		    "memory? y/n",
+		    e->row->pid, gpr__fmt_bytes(back, x, sizeof x),
+		    (unsigned long long)back,
+		    gpr__fmt_bytes(host, y, sizeof y));
+	else
+		say(s, GPR_CLI_TOP_WARN,
+		    "Resume %u: %s (%llu bytes) back to the GPU? y/n",
+		    e->row->pid, gpr__fmt_bytes(back, x, sizeof x),
+		    (unsigned long long)back);
+}
+
 static double wall_seconds(void);
 
 static void start(struct state *s, int kind, long pid)
 {
 	s->act_t0 = wall_seconds();
-	if (gpr_cli_top_act_start(kind, pid, s->o->timeout, T.wake[1]) != 0) {
+	/* each key bounded as its command is by default (explain --pid
+	 * --holders 10 s; release --pid, reclaim, suspend 30 s), not by
+	 * --timeout, which bounds the readings */
+	double bound = kind == GPR_CLI_TOP_HOLDERS ? 10 : 30;
+	if (gpr_cli_top_act_start(kind, pid, bound, T.wake[1]) != 0) {
 		say(s, GPR_CLI_TOP_WARN, "an action runs still: wait for it");
 		return;
 	}
@@ -323,6 +371,16 @@ static void start(struct state *s, int kind, long pid)
 	case GPR_CLI_TOP_RECLAIM_DRY:
 		say(s, GPR_CLI_TOP_STATUS,
 		    "reclaim --dry-run: asking every agent...");
+		break;
+	case GPR_CLI_TOP_SUSPEND_DRY:
+		say(s, GPR_CLI_TOP_STATUS, "suspend --dry-run of %ld...", pid);
+		break;
+	case GPR_CLI_TOP_SUSPEND:
+		say(s, GPR_CLI_TOP_STATUS,
+		    "suspending %ld (its cache released first)...", pid);
+		break;
+	case GPR_CLI_TOP_RESUME:
+		say(s, GPR_CLI_TOP_STATUS, "resuming %ld...", pid);
 		break;
 	default:
 		say(s, GPR_CLI_TOP_STATUS, "reclaim: every agent releasing...");
@@ -345,6 +403,24 @@ static void ended(struct state *s)
 		snprintf(s->ui.page_title, sizeof(s->ui.page_title),
 			 "gpureclaim explain --pid %ld --holders", d.pid);
 		s->ui.bottom[0] = '\0';
+	} else if (d.kind == GPR_CLI_TOP_SUSPEND_DRY && d.ok) {
+		char x[24], y[24];
+		s->confirm = GPR_CLI_TOP_SUSPEND;
+		s->confirm_pid = d.pid;
+		long long cache = releasable_of_pid(s, d.pid);
+		gpr__fmt_bytes(d.bytes > 0 ? (uint64_t)d.bytes : 0, x,
+			       sizeof x);
+		if (cache > 0)
+			say(s, GPR_CLI_TOP_WARN,
+			    "Suspend %ld: %s cache released, the rest of %s "
+			    "(%lld "
+			    "bytes) to host memory? y/n",
+			    d.pid, gpr__fmt_bytes((uint64_t)cache, y, sizeof y),
+			    x, d.bytes);
+		else
+			say(s, GPR_CLI_TOP_WARN,
+			    "Suspend %ld: %s (%lld bytes) to host memory? y/n",
+			    d.pid, x, d.bytes);
 	} else if (d.kind == GPR_CLI_TOP_RECLAIM_DRY && d.ok &&
 		   d.processes + d.failed == 0) {
 		say(s, GPR_CLI_TOP_WARN,
@@ -361,8 +437,9 @@ static void ended(struct state *s)
 		say(s, d.ok ? GPR_CLI_TOP_STATUS : GPR_CLI_TOP_ERROR, "%s",
 		    d.line);
 	}
-	if (d.ok &&
-	    (d.kind == GPR_CLI_TOP_RELEASE || d.kind == GPR_CLI_TOP_RECLAIM))
+	if (d.ok && d.kind != GPR_CLI_TOP_HOLDERS &&
+	    d.kind != GPR_CLI_TOP_RECLAIM_DRY &&
+	    d.kind != GPR_CLI_TOP_SUSPEND_DRY) /* the figures changed */
 		gpr_cli_top_reader_poke(s->reader);
 	s->act_shown = 1;
 	s->act_kind = d.kind;
@@ -431,6 +508,31 @@ static int key(struct state *s, int ch)
 	case 'R':
 		start(s, GPR_CLI_TOP_RECLAIM_DRY, 0);
 		return 0;
+	case 'z':
+	case 'u': {
+		struct gpr_cli_top_entry *all;
+		size_t n, at;
+		const struct gpr_cli_top_entry *e = selected(s, &all, &n, &at);
+		int frozen = e && e->row->recorded;
+		if (!e)
+			say(s, GPR_CLI_TOP_WARN, "no process selected");
+		else if (gpr_cli_top_act_busy())
+			say(s, GPR_CLI_TOP_WARN,
+			    "an action runs still: wait for it");
+		else if (ch == 'z' && frozen)
+			say(s, GPR_CLI_TOP_WARN,
+			    "%u is suspended already: u resumes it",
+			    e->row->pid);
+		else if (ch == 'z')
+			start(s, GPR_CLI_TOP_SUSPEND_DRY, e->row->pid);
+		else if (!frozen)
+			say(s, GPR_CLI_TOP_WARN,
+			    "%u is not suspended by gpureclaim", e->row->pid);
+		else
+			ask_resume(s, e);
+		free(all);
+		return 0;
+	}
 	case 'r':
 	case 'h': {
 		struct gpr_cli_top_entry *all;
@@ -438,6 +540,11 @@ static int key(struct state *s, int ch)
 		const struct gpr_cli_top_entry *e = selected(s, &all, &n, &at);
 		if (!e)
 			say(s, GPR_CLI_TOP_WARN, "no process selected");
+		else if (e->row->recorded)
+			say(s, GPR_CLI_TOP_WARN,
+			    "%u is suspended: its agent answers once it is "
+			    "resumed (u)",
+			    e->row->pid);
 		else if (!e->agent)
 			say(s, GPR_CLI_TOP_WARN,
 			    "%u runs no agent: only the process can give its "

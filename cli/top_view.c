@@ -30,6 +30,7 @@
 
 #include "out/fmt.h"
 #include "out/text.h"
+#include "suspend.h"
 
 /* A process is running (busy) when its latest sample showing work is
  * this recent: NVML samples about once a second while a process works. */
@@ -306,7 +307,12 @@ size_t gpr_cli_top_entries(const struct gpr_cli_top_reading *r, int sort,
 			x->gpu = g;
 			x->row = &g->rows[p];
 			x->shade = (int)(p % GPR_CLI_TOP_PROCS);
-			x->agent = gpr_cli_ps_agent_of(&r->agents, x->row->pid);
+			/* a suspended process's agent is not asked (its
+			 * answer would wait for the resume) */
+			x->agent =
+			    x->row->recorded
+				? NULL
+				: gpr_cli_ps_agent_of(&r->agents, x->row->pid);
 			x->asking = gpr_cli_top_asking(r, x->agent);
 			if (x->agent && x->agent->ok) {
 				long long driver;
@@ -622,6 +628,16 @@ static void state_of(const struct gpr_cli_top_reading *r,
 		*role = GPR_CLI_TOP_WARN;
 		return;
 	}
+	if (row->recorded) { /* gpureclaim suspended it: the driver's word */
+		snprintf(out, len, "%s",
+			 row->suspend == GPR__PS_CHECKPOINTED ? "suspended"
+			 : row->suspend == GPR__PS_LOCKED     ? "locked"
+			 : row->suspend == GPR__PS_FAILED     ? "failed"
+			 : row->suspend == GPR__PS_RUNNING    ? "running"
+							      : "suspended?");
+		*role = GPR_CLI_TOP_WARN;
+		return;
+	}
 	if (row->work != 1) { /* NVML cannot tell its work */
 		snprintf(out, len, "running");
 		return;
@@ -753,6 +769,17 @@ static void details(struct lay *l, const struct gpr_cli_top_entry *e,
 		putf(l, GPR_CLI_TOP_TITLE, "%u on GPU %d: ", e->row->pid,
 		     e->gpu->index);
 	char x[24];
+	if (e->row->recorded) { /* suspended: what the GPU got back */
+		putf(l, GPR_CLI_TOP_WARN, "%s: %s released on this GPU",
+		     e->row->suspend == GPR__PS_CHECKPOINTED ? "suspended"
+							     : "suspended?",
+		     fb((long long)e->row->released, x, sizeof(x)));
+		if (e->row->host_known)
+			putf(l, GPR_CLI_TOP_WARN, ", %s in host memory",
+			     fb((long long)e->row->host_bytes, x, sizeof(x)));
+		put(l, GPR_CLI_TOP_DIM, "; u resumes it", 0);
+		return;
+	}
 	if (e->parts_known) { /* the parts it has */
 		int any = 0;
 		for (int k = 0; k < GPR_CLI_PS_GROUPS; k++) {
@@ -793,16 +820,45 @@ static void details(struct lay *l, const struct gpr_cli_top_entry *e,
 
 /* ---------------- the whole ---------------- */
 
+/* Where a message longer than the width breaks: after the last blank
+ * that leaves its first part within it; 0 when it fits. */
+static size_t message_break(const char *msg, int width)
+{
+	if (gpr__text_len(msg) <= width)
+		return 0;
+	size_t at = 0, cols = 0;
+	for (size_t i = 0; msg[i] && (int)cols <= width; cols++) {
+		if (msg[i] == ' ')
+			at = i;
+		size_t n = gpr__utf8_len(msg + i, NULL);
+		i += n ? n : 1;
+	}
+	return at;
+}
+
+/* The bottom line: the keys, or the message; a message that does not fit
+ * takes the details line above it too (a question with its bytes on a
+ * narrow terminal). */
 static void bottom(struct lay *l, const struct gpr_cli_top_ui *ui)
 {
 	new_line(l);
 	if (ui->bottom[0]) {
-		put(l, ui->bottom_role, ui->bottom, 0);
+		size_t cut = message_break(ui->bottom, l->width);
+		if (cut) {
+			char first[sizeof(ui->bottom)];
+			snprintf(first, sizeof(first), "%.*s", (int)cut,
+				 ui->bottom);
+			put(l, ui->bottom_role, first, 0);
+			pad(l, ui->bottom_role);
+			new_line(l);
+		}
+		put(l, ui->bottom_role, ui->bottom + (cut ? cut + 1 : 0), 0);
 		pad(l, ui->bottom_role);
 		return;
 	}
 	putf(l, GPR_CLI_TOP_STATUS,
-	     "r release  h holders  R reclaim  s sort: %s  q quit",
+	     "r release h holders z suspend u resume R reclaim s sort: %s "
+	     "q quit",
 	     ui->sort == GPR_CLI_TOP_BY_RELEASABLE ? "releasable" : "memory");
 	pad(l, GPR_CLI_TOP_STATUS);
 }
@@ -942,7 +998,10 @@ void gpr_cli_top_view(const struct gpr_cli_top_reading *r,
 				put(&l, GPR_CLI_TOP_DIM, "  no processes", 0);
 		}
 	}
-	if (n)
+	/* the details line, unless the bottom's message needs it */
+	if (ui->bottom[0] && message_break(ui->bottom, lo->width))
+		; /* bottom() takes two lines */
+	else if (n)
 		details(&l, &e[at], 0);
 	else
 		new_line(&l);

@@ -10,8 +10,11 @@
  */
 #include "cli.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "driver.h"
 
@@ -57,4 +60,42 @@ void gpr_cli_probe_cuda(struct gpr_cli_probe *p)
 	}
 	if (!p->keep)
 		gpr__cuda_close(c);
+}
+
+/* path as the user can type it from the current folder: relative when
+ * below it, else whole */
+static const char *typed(const char *path, const char *cwd)
+{
+	size_t n = strlen(cwd);
+	if (n > 1 && strncmp(path, cwd, n) == 0 && path[n] == '/')
+		return path + n + 1;
+	return path;
+}
+
+void gpr_cli_sim_hint(void)
+{
+	if (getenv("GPURECLAIM_NVML_LIBRARY"))
+		return; /* a library named by the user: no guess */
+	char build[PATH_MAX], sim[PATH_MAX + 32], cwd[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", build, sizeof(build) - 1);
+	if (n <= 0)
+		return;
+	build[n] = '\0';
+	/* a build folder's command: <build>/cli/gpureclaim */
+	char *slash = strrchr(build, '/');
+	if (!slash || slash - build < 4 || strncmp(slash - 4, "/cli", 4) != 0)
+		return;
+	slash[-4] = '\0';
+	snprintf(sim, sizeof(sim), "%s/sim/libnvidia-ml.so.1", build);
+	if (access(sim, R_OK) != 0)
+		return;
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = '\0';
+	const char *b = typed(build, cwd);
+	fprintf(stderr,
+		"gpureclaim: no GPU driver here; this build's simulated "
+		"driver (the one make demo runs on) lists its GPUs with: "
+		"GPURECLAIM_SIM='gpus=2;extra=0:1:3GiB' LD_LIBRARY_PATH=%s/sim "
+		"%s/cli/gpureclaim ps (docs/sim.md)\n",
+		b, b);
 }

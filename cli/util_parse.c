@@ -109,8 +109,14 @@ int gpr_cli_opt_gpus(const char *cmd, const char *arg, int *list, int *n,
 	return bad(cmd, "-i/--gpu needs GPU indexes (0, 1, 0,2)", arg);
 }
 
-int gpr_cli_opt_color(const char *cmd, const char *arg, const char **color)
+int gpr_cli_opt_color(const char *cmd, int argc, char **argv,
+		      const char **color)
 {
+	const char *arg = optarg;
+	/* `--color never` as `--color=never`: the next word is the value
+	 * when it is one (getopt gives an optional value only after '=') */
+	if (!arg && optind < argc && gpr_cli_color(argv[optind], -1) >= 0)
+		arg = argv[optind++];
 	*color = arg ? arg : "always";
 	if (gpr_cli_color(*color, STDOUT_FILENO) >= 0)
 		return GPR_CLI_OK;

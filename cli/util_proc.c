@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "procfs.h"
+
 int gpr_cli_proc_user(pid_t pid, char *out, size_t len)
 {
 	char path[64];
@@ -50,37 +52,13 @@ int gpr_cli_proc_user(pid_t pid, char *out, size_t len)
 	return 0;
 }
 
-/* Reads at most len - 1 bytes of a /proc file; -1 if it cannot be read. */
-static ssize_t read_small(const char *path, char *out, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t off = 0;
-	while (off + 1 < len) {
-		ssize_t r = read(fd, out + off, len - 1 - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			close(fd);
-			return -1;
-		}
-		if (r == 0)
-			break;
-		off += (size_t)r;
-	}
-	close(fd);
-	out[off] = '\0';
-	return (ssize_t)off;
-}
-
 int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 {
 	char path[64];
 	if (len == 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	ssize_t n = read_small(path, out, len);
+	ssize_t n = gpr__read_small(path, out, len);
 	if (n < 0)
 		return -1;
 	/* arguments are NUL-separated, the last one NUL-terminated */
@@ -98,7 +76,7 @@ int gpr_cli_proc_cmdline(pid_t pid, char *out, size_t len)
 
 	char comm[64];
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	n = read_small(path, comm, sizeof(comm));
+	n = gpr__read_small(path, comm, sizeof(comm));
 	if (n < 0)
 		return -1;
 	while (n > 0 && comm[n - 1] == '\n')
@@ -166,7 +144,7 @@ enum gpr_cli_pid_state gpr_cli_proc_state_at(uint32_t pid,
 					    : GPR_CLI_PID_OUTSIDE;
 	char path[64], stat_line[512];
 	snprintf(path, sizeof(path), "/proc/%u/stat", (unsigned)pid);
-	ssize_t n = read_small(path, stat_line, sizeof(stat_line));
+	ssize_t n = gpr__read_small(path, stat_line, sizeof(stat_line));
 	/* "pid (comm) S ...": comm may hold ')' itself, the state follows
 	 * the last one */
 	const char *close = n > 0 ? strrchr(stat_line, ')') : NULL;

@@ -35,19 +35,15 @@ def held(dev):
 
 def main():
     dev = torch.cuda.current_device()
-    # CUDA started (one tiny tensor, dropped and given back): the driver's
+    # CUDA started (one tiny tensor, dropped and released): the driver's
     # figure is the context alone before the scenario
     small = torch.empty(1, device="cuda")
     del small
     gpureclaim.release()
     print(f"CUDA started: the driver holds {held(dev)} for this process "
           "(its CUDA context)")
-    if hasattr(torch, "uint8"):
-        t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
-        a = cupy.empty(GiB, dtype=cupy.uint8)
-    else:  # the test suite's fakes take a byte count
-        t = torch.empty(GiB, device="cuda")
-        a = cupy.empty(GiB)
+    t = torch.empty(GiB, dtype=torch.uint8, device="cuda")
+    a = cupy.empty(GiB, dtype=cupy.uint8)
     cycle = [t]
     cycle.append(cycle)
     print(f"1 GiB in Torch (in a reference cycle) and 1 GiB in CuPy: "
@@ -58,7 +54,7 @@ def main():
     print(f"names deleted, empty_cache() + free_all_blocks(): {held(dev)}")
     r = gpureclaim.release()
     print(f"gpureclaim.release(): {held(dev)} "
-          f"({gpureclaim.format_bytes(r.bytes)} given back)")
+          f"({gpureclaim.format_bytes(r.bytes)} released)")
 
 
 if __name__ == "__main__":

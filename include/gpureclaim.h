@@ -85,7 +85,15 @@ GPR_API int gpr_version_minor(void);
 	  "operation not allowed from inside a release")                       \
 	X(GPR_E_RELEASER, -10015, RUNTIME, "a releaser failed")                \
 	X(GPR_E_IO, -10016, RUNTIME, "input/output error")                     \
-	X(GPR_E_FORMAT, -10017, RUNTIME, "malformed input")
+	X(GPR_E_FORMAT, -10017, RUNTIME, "malformed input")                    \
+	X(GPR_E_PERM, -10018, RUNTIME,                                         \
+	  "not permitted: the process belongs to another user")                \
+	X(GPR_E_NO_ROOM, -10019, RUNTIME,                                      \
+	  "host memory cannot hold the process's GPU memory")                  \
+	X(GPR_E_STATE, -10020, RUNTIME,                                        \
+	  "the process is not in the state this needs")                        \
+	X(GPR_E_UNSUPPORTED, -10021, RUNTIME,                                  \
+	  "the driver cannot do this for this process")
 
 enum gpr_error {
 #define GPR_X_ENUM(name, value, kind, msg) name = value,

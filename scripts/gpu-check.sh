@@ -13,6 +13,11 @@
 # build). bench-top: bench/top_bench.py (on the simulated driver: 16 GPUs
 # x 64 processes, a refresh against ps --explain, the release key; ROUNDS,
 # default 9).
+# hw-suspend: tests/hardware/test_suspend.py (Torch, CuPy and JAX
+# processes suspended and resumed: docs/suspend.md). bench-suspend:
+# bench/suspend_bench.py (against the driver's bare checkpoint and the
+# link); bench-suspend-exp: its speed experiments. Neither is in the
+# default list: `bash scripts/gpu-check.sh build hw-suspend bench-suspend`.
 # hw-agent: tests/hardware/test_agent.py (Torch + CuPy processes with the
 # agent, released from outside, NVML's figure checked). bench-agent:
 # bench/agent_bench.py (release --pid against in-process, reclaim over 16
@@ -66,17 +71,15 @@ for s in $stages; do
 		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
 			>"$OUT/build.txt" 2>&1 &&
 			ninja -C "$B" >>"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-		# the test stand-ins the hardware tests load (tests=false
-		# builds none): hw-ps holds ps's detached end with one
-		mkdir -p "$B/tests/fixtures" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
-			-o "$B/tests/fixtures/libexit_hold.so" tests/fixtures/exit_hold.c
-		# and hw-trace's stand-in of HAMi-core
+		# the test stand-ins of tests/fixtures are built by every build
+		# (hw-ps holds ps's detached end with libexit_hold.so); hw-trace's
+		# stand-in of HAMi-core is not
 		mkdir -p "$B/tests/trace" && cc -std=c11 -D_GNU_SOURCE -O1 -fPIC -shared \
 			-o "$B/tests/trace/libhook.so" tests/trace/hook_lib.c -ldl
 		grep -A8 '^  gpureclaim$' "$B/meson-logs/setup.txt"; tail -1 "$OUT/build.txt" ;;
 	installed)
-		# expect: the version; ps lists the GPUs; trace prints "interposer
-		# <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
+		# expect: the version; ps lists the GPUs; trace -v prints
+		# "interposer <path>; CUPTI fallback <path>" and a summary with 1 GiB allocated,
 		# having found build/gpu-inst/.../libgpureclaim_trace.so (the
 		# program prints the LD_PRELOAD it got)
 		log "$s"
@@ -86,7 +89,7 @@ for s in $stages; do
 		  echo "installed: $inst"
 		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" --version
 		  "$inst" ps
-		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -o /tmp/gpr-installed.trace -- python3 -c \
+		  env -u GPURECLAIM_TRACE_LIBRARY "$inst" trace -v -o /tmp/gpr-installed.trace -- python3 -c \
 			'import os, torch; print("preload:", os.environ.get("LD_PRELOAD")); x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()'
 		} 2>&1 | tee "$OUT/$s.txt" ;;
 	rmm)
@@ -148,6 +151,25 @@ PY
 		# minute: the allocations are sized from the GPU's free memory)
 		log "$s"
 		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_oom.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
+	hw-suspend)
+		# -s: each suspend's and resume's JSON report, and the memory
+		# cgroup's growth beside the host bytes (sizes: GPR_SUSPEND_*)
+		log "$s"
+		python3 -m pytest -v -s -rs -p no:cacheprovider tests/hardware/test_suspend.py 2>&1 | tee "$OUT/$s.txt" | tail -80 ;;
+	bench-suspend)
+		# the issue's case: 20 GiB live + 10 GiB cached, 3 rounds; then
+		# 2 + 1 GiB, 7 rounds (SUSPEND_LIVE, SUSPEND_CACHED, ROUNDS)
+		log "$s"
+		{ python3 bench/suspend_bench.py --live "${SUSPEND_LIVE:-20}" --cached "${SUSPEND_CACHED:-10}" \
+			${ROUNDS:+--rounds $ROUNDS} --json "$OUT/suspend-bench.json"
+		  python3 bench/suspend_bench.py --live 2 --cached 1 --json "$OUT/suspend-bench-small.json"
+		} 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-suspend-exp)
+		# the speed experiments: THP never/always, K processes at once,
+		# NUMA near/far (8 GiB, bare checkpoints)
+		log "$s"
+		python3 bench/suspend_bench.py --live 6 --cached 2 --rounds 3 \
+			--experiments thp,parallel,numa --json "$OUT/suspend-exp.json" 2>&1 | tee "$OUT/$s.txt" ;;
 	hw-*)
 		log "$s"
 		python3 -m pytest -v -rs -p no:cacheprovider "tests/hardware/test_${s#hw-}.py" 2>&1 | tee "$OUT/$s.txt" | tail -40 ;;

@@ -4,10 +4,12 @@
 # by hand where it cannot (not root, no apt). Quiet when everything is there.
 #   demo: what building the product and running the demo on the simulated
 #         driver use, nothing more:
-#         apt: gcc, make, the Python headers and pip
+#         apt: gcc, g++ (the fake torch's stand-in libtorch_cuda.so, which
+#              docs/sim.md's environment names), make, the Python headers
+#              and pip
 #         pip: meson (>= 1.4; Debian 12 has 1.0), ninja (>= 1.11)
 #   check: the demo's, and what the tests use:
-#         apt: g++, clang (+ its sanitizer and libFuzzer runtimes),
+#         apt: clang (+ its sanitizer and libFuzzer runtimes),
 #              clang-format, pkg-config, git, jq, cmocka, util-linux,
 #              prometheus (a real server and promtool for tests/metrics),
 #              patchelf, libncurses-dev (`top`'s terminal view; a build
@@ -32,6 +34,9 @@ esac
 PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+# the fake torch's stand-in of libtorch_cuda.so (tests/fixtures, built by
+# every build: docs/sim.md's environment after `make demo` names it)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
 	need_apt+=(python3 python3-dev python3-pip)
@@ -41,7 +46,6 @@ else
 	"$PYTHON" -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 fi
 if [ "$what" = check ]; then
-	command -v g++ >/dev/null 2>&1 || need_apt+=(g++) # the test stand-in of libtorch_cuda.so
 	command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 	command -v clang-format >/dev/null 2>&1 || need_apt+=(clang-format)
 	command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)

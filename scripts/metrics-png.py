@@ -5,7 +5,9 @@ Prometheus served in tests/metrics/test_prometheus.py, into
 docs/img/metrics-dashboard.png (docs/metrics.md shows it).
 
 The data: the test writes what it fetched to $GPR_METRICS_DATA. Needs
-matplotlib (pip install matplotlib); not part of `make check`.
+matplotlib (pip install matplotlib) and the built package (its
+format_bytes writes the figures as every view does: build/python, or
+$GPR_PY_PATH); not part of `make check`.
 
   GPR_METRICS_DATA=/tmp/metrics-data.json meson test -C build metrics
   python3 scripts/metrics-png.py /tmp/metrics-data.json [OUT.png]
@@ -15,7 +17,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MiB = 1 << 20
+GiB = 1 << 30
 
 
 def legend(fmt, metric):
@@ -46,6 +48,14 @@ def main(argv):
         sys.stderr.write("metrics-png: needs matplotlib (pip install "
                          "matplotlib)\n")
         return 1
+    sys.path.insert(0, os.environ.get("GPR_PY_PATH")
+                    or os.path.join(ROOT, "build", "python"))
+    try:
+        from gpureclaim import format_bytes
+    except ImportError as e:
+        sys.stderr.write(f"metrics-png: needs the built package ({e}): "
+                         "make all, or set GPR_PY_PATH\n")
+        return 1
     with open(argv[0]) as f:
         data = json.load(f)["panels"]
     out = argv[1] if len(argv) > 1 else os.path.join(
@@ -73,36 +83,43 @@ def main(argv):
     colours = {"used": "#5794f2", "releasable": "#73bf69"}
     for j, kind in enumerate(("used", "releasable")):
         xs = [i + (j - 0.5) * 0.38 for i in range(len(gpus))]
-        vs = [last.get((g, kind), 0) / MiB for g in gpus]
-        a.bar(xs, vs, 0.36, color=colours[kind], label=kind)
+        vs = [last.get((g, kind), 0) for g in gpus]
+        a.bar(xs, [v / GiB for v in vs], 0.36, color=colours[kind],
+              label=kind)
         for x, v in zip(xs, vs):
-            a.text(x, v, f"{v:.0f} MiB", ha="center", va="bottom",
+            a.text(x, v / GiB, format_bytes(int(v)), ha="center", va="bottom",
                    color="#ccccdc", fontsize=7)
     a.set_xticks(range(len(gpus)))
     a.set_xticklabels([f"GPU {g}" for g in gpus])
     a.set_title("Used vs releasable per GPU (last scrape)", color="#ccccdc",
                 fontsize=10, loc="left")
-    a.set_ylabel("MiB", color="#ccccdc", fontsize=8)
+    a.set_ylabel("GiB", color="#ccccdc", fontsize=8)
+    # room above the bars for the legend, which then hides none of them
+    a.set_ylim(top=max(v for (_, k), v in last.items()
+                       if k in colours) / GiB * 1.35)
     a.legend(fontsize=7, facecolor="#181b1f", labelcolor="#ccccdc",
-             edgecolor="#2c3235")
+             edgecolor="#2c3235", loc="upper center", ncol=2)
 
     (_, _, rows), = top
     rows = sorted(rows, key=lambda r: r[1])
     labels = [f"GPU {m['gpu']}  pid {m['pid']}  {m['user']}  "
               f"{short(m['command'])}" for m, _ in rows]
-    b.barh(range(len(rows)), [v / MiB for _, v in rows], color="#5794f2")
+    b.barh(range(len(rows)), [v / GiB for _, v in rows], color="#5794f2")
     b.set_yticks(range(len(rows)))
     b.set_yticklabels(labels, fontsize=7, family="monospace")
     b.set_title("Top processes (driver bytes)", color="#ccccdc", fontsize=10,
                 loc="left")
-    b.set_xlabel("MiB", color="#ccccdc", fontsize=8)
+    b.set_xlabel("GiB", color="#ccccdc", fontsize=8)
     for i, (_, v) in enumerate(rows):
-        b.text(v / MiB, i, f" {v / MiB:.0f} MiB", va="center",
+        b.text(v / GiB, i, f" {format_bytes(int(v))}", va="center",
                color="#ccccdc", fontsize=7)
-    b.set_xlim(right=max(v for _, v in rows) / MiB * 1.25)
-    fig.suptitle("gpureclaim: GPU memory, used and reclaimable (simulated "
-                 "host of the real-server test)", color="#ccccdc",
-                 fontsize=10, x=0.01, ha="left")
+    b.set_xlim(right=max(v for _, v in rows) / GiB * 1.25)
+    # the dashboard's own title (docs/grafana-gpureclaim.json), the words
+    # of docs/naming.md
+    with open(os.path.join(ROOT, "docs", "grafana-gpureclaim.json")) as f:
+        title = json.load(f)["title"]
+    fig.suptitle(f"{title} (simulated host of the real-server test)",
+                 color="#ccccdc", fontsize=10, x=0.01, ha="left")
     fig.tight_layout()
     fig.savefig(out, dpi=110, facecolor=fig.get_facecolor())
     print(f"Wrote {out}")

@@ -131,6 +131,9 @@ static int parse_faults(char *v, struct sim__config *c, char *why,
 	    {"procs-v2", SIM_FAULT_PROCS_V2},
 	    {"unterminated", SIM_FAULT_UNTERMINATED},
 	    {"garbage-bytes", SIM_FAULT_GARBAGE_BYTES},
+	    {"checkpoint-fails", SIM_FAULT_CHECKPOINT_FAILS},
+	    {"checkpoint-denied", SIM_FAULT_CHECKPOINT_DENIED},
+	    {"lock-timeout", SIM_FAULT_LOCK_TIMEOUT},
 	};
 	char *rest = v;
 	int item = 0;
@@ -262,6 +265,13 @@ static int parse_item(char *key, char *val, struct sim__config *c, char *why,
 				   "[A-Za-z0-9._-], not starting with '.'",
 				   val);
 		strcpy(c->state, val);
+	} else if (strcmp(key, "checkpoint_rate") == 0 ||
+		   strcmp(key, "restore_rate") == 0) {
+		uint64_t *rate =
+		    key[0] == 'c' ? &c->checkpoint_rate : &c->restore_rate;
+		if (parse_size(val, rate))
+			return bad(why, whylen, "bad size '%s' for %s", val,
+				   key);
 	} else if (strcmp(key, "fault") == 0) {
 		return parse_faults(val, c, why, whylen);
 	} else if (strcmp(key, "extra") == 0) {

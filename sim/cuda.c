@@ -56,6 +56,13 @@ static __thread struct CUctx_st *current;
  * lost its last context (which takes them) */
 static uint64_t charged[SIM_MAX_GPUS];
 static unsigned epoch[SIM_MAX_GPUS];
+/* the checkpoint API (cuda_ckpt.c): while blocked, CUDA calls wait in
+ * lock() (a controller locked this process); how many did; what memory
+ * a checkpoint could not move */
+static int blocked;
+static pthread_cond_t unblocked = PTHREAD_COND_INITIALIZER;
+static int blocked_calls;
+static unsigned unmovable;
 
 static const struct sim__config *cfg;
 
@@ -80,15 +87,32 @@ static void forget_process(void)
 	owner_forks = sim__forks();
 	memset(charged, 0, sizeof charged);
 	memset(epoch, 0, sizeof epoch);
+	blocked = blocked_calls = 0;
+	unmovable = 0;
+	/* no thread of the parent's waits on this copy */
+	pthread_cond_init(&unblocked, NULL);
 }
 
-static void lock(void)
+/* The lock of a call that never waits for a checkpoint's lock (hooks). */
+static void lock_nowait(void)
 {
 	sim__lock();
 	if (!cfg)
 		cfg = sim__config();
 	if (owner_forks != sim__forks()) /* not getpid: no system call */
 		forget_process();
+}
+
+/* Every CUDA call's: while a controller has this process locked, the call
+ * waits until it is unlocked, as the real driver's do. */
+static void lock(void)
+{
+	lock_nowait();
+	if (blocked) {
+		blocked_calls++;
+		while (blocked)
+			sim__wait(&unblocked);
+	}
 }
 
 static void unlock(void)
@@ -225,6 +249,71 @@ unsigned sim__cuda_epoch(int dev)
 	return epoch[dev];
 }
 
+/* ---- the checkpoint API's target side (cuda_ckpt.c) ---- */
+
+void sim__cuda_unmovable(unsigned what)
+{
+	unmovable |= what;
+}
+
+static unsigned ckpt_unmovable_of(void)
+{
+	return unmovable;
+}
+
+static uint64_t ckpt_device_bytes(void)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < SIM_MAX_GPUS; i++)
+		sum += held[i];
+	return sum;
+}
+
+int sim__cuda_controller(const struct sim__config **c)
+{
+	lock_nowait();
+	int ok = initialised;
+	*c = cfg;
+	unlock();
+	return ok;
+}
+
+static void ckpt_block(int on)
+{
+	blocked = on;
+	if (!on)
+		pthread_cond_broadcast(&unblocked);
+}
+
+/* This process's figure on dev as publish() writes it; 0: none. */
+static uint64_t figure_of(int dev)
+{
+	return (nctx[dev] ? cfg->context : 0) + held[dev];
+}
+
+static int ckpt_listed(int off)
+{
+	pid_t me = getpid();
+	if (sim__state_lock(&state, 1))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	CUresult r = CUDA_SUCCESS;
+	for (int dev = 0; !off && dev < cfg->gpus; dev++) {
+		uint64_t mine = figure_of(dev);
+		uint64_t others = sim__state_used(&state, dev, me) +
+				  sim__extra_bytes(cfg, dev);
+		if (mine && (mine > cfg->memory || others > cfg->memory - mine))
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (int dev = 0; !r && dev < cfg->gpus; dev++) {
+		uint64_t mine = off ? 0 : figure_of(dev);
+		if (sim__state_set(&state, dev, me, mine,
+				   mine && nctx[dev] ? SIM_ENTRY_COMPUTE : 0))
+			r = CUDA_ERROR_OUT_OF_MEMORY; /* the table is full */
+	}
+	sim__state_unlock(&state);
+	return r;
+}
+
 SIM_API(CUresult, cuInit, (unsigned int flags))
 {
 	lock();
@@ -247,6 +336,15 @@ SIM_API(CUresult, cuInit, (unsigned int flags))
 		} else {
 			sim__state_unlock(&state);
 		}
+	}
+	if (!r) {
+		static const struct sim__ckpt_ops ops = {
+		    .block = ckpt_block,
+		    .listed = ckpt_listed,
+		    .device_bytes = ckpt_device_bytes,
+		    .unmovable = ckpt_unmovable_of,
+		};
+		r = sim__ckpt_register(&state, &ops);
 	}
 	if (!r)
 		initialised = 1;
@@ -586,6 +684,30 @@ SIM_API(CUresult, cuMemFree_v2, (CUdeviceptr ptr))
 	return r;
 }
 
+/* cuda.h: CUipcMemHandle, 64 opaque bytes. Exporting memory to another
+ * process makes this one impossible to checkpoint (docs/sim.md). */
+typedef struct {
+	char reserved[64];
+} CUipcMemHandle;
+
+SIM_API(CUresult, cuIpcGetMemHandle, (CUipcMemHandle * handle, CUdeviceptr ptr))
+{
+	lock();
+	CUresult r = need_init();
+	size_t i = 0;
+	while (!r && i < nallocs && allocs[i].ptr != ptr)
+		i++;
+	if (!r && (!handle || i == nallocs))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		memset(handle, 0, sizeof *handle);
+		memcpy(handle->reserved, &ptr, sizeof ptr);
+		unmovable |= SIM_UNMOVABLE_IPC;
+	}
+	unlock();
+	return r;
+}
+
 SIM_API(CUresult, cuMemGetInfo_v2, (size_t * free_bytes, size_t *total))
 {
 	lock();
@@ -621,12 +743,16 @@ SIM_API(CUresult, cuMemGetInfo_v2, (size_t * free_bytes, size_t *total))
 	  "device doesn't have valid Grid license")                            \
 	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                \
 	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                \
+	X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in "    \
+				    "the present state")                       \
 	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                      \
 	X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not "      \
 				       "supported on this OS")                 \
 	X(CUDA_ERROR_DEVICE_UNAVAILABLE,                                       \
 	  "CUDA-capable device(s) is/are busy or unavailable")                 \
+	X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                 \
 	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                 \
+	X(CUDA_ERROR_TIMEOUT, "the operation timed out")                       \
 	X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 SIM_API(CUresult, cuGetErrorString, (CUresult error, const char **str))
@@ -693,6 +819,7 @@ static const struct sim__proc procs[] = {
     {"cuMemAlloc", 3020, (void *)sim_cuMemAlloc_v2, NULL},
     {"cuMemFree", 3020, (void *)sim_cuMemFree_v2, NULL},
     {"cuMemGetInfo", 3020, (void *)sim_cuMemGetInfo_v2, NULL},
+    {"cuIpcGetMemHandle", 4010, (void *)sim_cuIpcGetMemHandle, NULL},
     {"cuGetErrorString", 6000, (void *)sim_cuGetErrorString, NULL},
     {"cuGetErrorName", 6000, (void *)sim_cuGetErrorName, NULL},
 };
@@ -707,7 +834,7 @@ const struct sim__proc *sim__cuda_procs(size_t *n)
 
 SIM_EXPORT int gprsim_init_calls(void)
 {
-	lock();
+	lock_nowait();
 	int n = init_calls;
 	unlock();
 	return n;
@@ -715,7 +842,7 @@ SIM_EXPORT int gprsim_init_calls(void)
 
 SIM_EXPORT int gprsim_ctx_calls(void)
 {
-	lock();
+	lock_nowait();
 	int n = ctx_calls;
 	unlock();
 	return n;
@@ -750,9 +877,17 @@ SIM_EXPORT int gprsim_busy(int dev, unsigned percent)
 	return r;
 }
 
+SIM_EXPORT int gprsim_blocked_calls(void)
+{
+	lock_nowait();
+	int n = blocked_calls;
+	unlock();
+	return n;
+}
+
 SIM_EXPORT int gprsim_reset_state(void)
 {
-	lock();
+	lock_nowait();
 	int r = cfg->ok ? 0 : -EINVAL;
 	if (!r) {
 		sim__state_init(&state, cfg->state);
@@ -768,18 +903,20 @@ SIM_EXPORT int gprsim_reset_state(void)
 
 /*
  * The real driver frees a process's memory when it exits, or when the
- * program unloads it (dlclose): take our entries out of the shared state,
- * and free the table of allocations. A process that dies without exit()
- * is pruned by the next reader instead.
+ * program unloads it (dlclose): stop the checkpoint thread, take our
+ * entries out of the shared state, and free the table of allocations. A process
+ * that dies without exit() is pruned by the next reader instead.
  */
 __attribute__((destructor)) static void sim_cuda_exit(void)
 {
+	sim__ckpt_stop();
 	if (sim__trylock() != 0)
 		return;
 	if (initialised && owner == getpid() &&
 	    sim__state_lock(&state, 0) == 0) {
 		for (int i = 0; i < SIM_MAX_GPUS; i++)
 			sim__state_set(&state, i, owner, 0, 0);
+		sim__ckpt_unregister(&state);
 		sim__state_unlock(&state);
 	}
 	free(allocs);

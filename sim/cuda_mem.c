@@ -84,7 +84,16 @@ SIM_API(CUresult, cuMemAllocManaged,
 {
 	if (flags != 1 && flags != 2) /* CU_MEM_ATTACH_GLOBAL / _HOST */
 		return CUDA_ERROR_INVALID_VALUE;
-	return alloc_locked(size, dptr);
+	lock();
+	uint64_t p = 0;
+	CUresult r = sim__cuda_alloc(size, dptr ? &p : NULL);
+	if (!r) {
+		*dptr = p;
+		/* UVM: a checkpoint cannot move it (docs/sim.md) */
+		sim__cuda_unmovable(SIM_UNMOVABLE_UVM);
+	}
+	sim__cuda_unlock();
+	return r;
 }
 
 /* ---- VMM address ranges and mappings ---- */

@@ -65,16 +65,18 @@ static CUresult lookup(const char *symbol, void **pfn, int version,
 {
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
-	size_t n_core, n_mem, n_pool;
+	size_t n_core, n_mem, n_pool, n_ckpt;
 	const struct sim__proc *core = sim__cuda_procs(&n_core);
 	const struct sim__proc *mem = sim__cuda_mem_procs(&n_mem);
 	const struct sim__proc *pool = sim__cuda_mempool_procs(&n_pool);
+	const struct sim__proc *ckpt = sim__cuda_ckpt_procs(&n_ckpt);
 	int known = 0;
 	const struct sim__proc *p =
 	    best(self, 2, symbol, version, NULL, &known);
 	p = best(core, n_core, symbol, version, p, &known);
 	p = best(mem, n_mem, symbol, version, p, &known);
 	p = best(pool, n_pool, symbol, version, p, &known);
+	p = best(ckpt, n_ckpt, symbol, version, p, &known);
 	*pfn = NULL;
 	if (!p) {
 		if (status)

@@ -53,3 +53,8 @@ void sim__unlock(void)
 {
 	pthread_mutex_unlock(&mu);
 }
+
+void sim__wait(pthread_cond_t *c)
+{
+	pthread_cond_wait(c, &mu);
+}

@@ -8,6 +8,7 @@
 #define GPR_SIM_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +43,10 @@ enum sim__fault {
 	SIM_FAULT_PROCS_V2 = 1 << 6,
 	SIM_FAULT_UNTERMINATED = 1 << 7,
 	SIM_FAULT_GARBAGE_BYTES = 1 << 8,
+	/* the checkpoint API (cuda_ckpt.c, docs/sim.md) */
+	SIM_FAULT_CHECKPOINT_FAILS = 1 << 9,
+	SIM_FAULT_CHECKPOINT_DENIED = 1 << 10,
+	SIM_FAULT_LOCK_TIMEOUT = 1 << 11,
 };
 /* What SIM_FAULT_GARBAGE_BYTES adds to each process record's bytes. */
 #define SIM_GARBAGE_BYTES (1ULL << 60)
@@ -60,8 +65,11 @@ struct sim__config {
 	uint64_t context;
 	char name[96];
 	char state[65];
-	unsigned faults;      /* enum sim__fault bits */
-	unsigned broken_mask; /* bit i: GPU i is broken */
+	unsigned faults;	  /* enum sim__fault bits */
+	unsigned broken_mask;	  /* bit i: GPU i is broken */
+	uint64_t checkpoint_rate; /* bytes a second a checkpoint copies; 0:
+				   * as fast as memory goes */
+	uint64_t restore_rate;	  /* and a restore */
 	int nextra;
 	struct sim__extra extra[SIM_MAX_EXTRA];
 };
@@ -83,6 +91,15 @@ const struct sim__config *sim__config(void);
 void sim__lock(void);
 int sim__trylock(void); /* 0 when taken */
 void sim__unlock(void);
+/* With the mutex held: waits on c, which releases it meanwhile. */
+void sim__wait(pthread_cond_t *c);
+
+/* Waiting (wait.c): a futex call on a word of a shared mapping (seconds
+ * <= 0: no timeout), the monotonic clock, a sleep that outlasts signals. */
+long sim__futex(uint32_t *word, int op, uint32_t val, double seconds);
+double sim__now(void);
+void sim__sleep(double seconds);
+
 /* Counts the forks that led to this process (a child differs from its
  * parent; no system call, unlike getpid). */
 unsigned sim__forks(void);
@@ -124,6 +141,9 @@ struct sim__state {
 /* Names the state file of `name`; no I/O (the file is opened on lock). */
 void sim__state_init(struct sim__state *s, const char *name);
 
+/* Unmaps and closes it (a state of one call's, or a thread's own). */
+void sim__state_close(struct sim__state *s);
+
 /*
  * Takes the cross-process lock (after the caller serialized its own
  * threads: flock does not) and drops the entries of processes that no
@@ -164,6 +184,40 @@ size_t sim__state_list(struct sim__state *s, int gpu, struct sim__entry *out,
 /* Under the lock: forgets every entry. */
 void sim__state_clear(struct sim__state *s);
 
+/*
+ * A process's checkpoint record (cuda_ckpt.c), one per process that
+ * called cuInit: its state as the driver's checkpoint API reports it, and
+ * the mailbox through which a controller process asks the process's own
+ * checkpoint thread to lock, checkpoint, restore or unlock it (the real
+ * driver has such a thread in every CUDA process: the "restore thread").
+ * req and seq are futex words: a controller writes req and wakes it; the
+ * thread answers in result, clears req and bumps seq.
+ */
+enum sim__req {
+	SIM_REQ_NONE = 0,
+	SIM_REQ_LOCK,
+	SIM_REQ_CHECKPOINT,
+	SIM_REQ_RESTORE,
+	SIM_REQ_UNLOCK,
+};
+
+struct sim__ckpt {
+	int32_t pid;	/* 0: free slot */
+	uint32_t state; /* CUprocessState */
+	uint32_t req;	/* enum sim__req */
+	uint32_t seq;
+	int32_t result; /* CUresult of the last request answered */
+	int32_t tid;	/* the process's checkpoint thread, 0 until it runs */
+	uint64_t host;	/* bytes its checkpoint holds in host memory */
+};
+
+/* Under the lock: pid's record (made, state running, with `create`), or
+ * NULL (no file, none, or the table full). */
+struct sim__ckpt *sim__ckpt_find(struct sim__state *s, pid_t pid, int create);
+
+/* Under the lock: forgets pid's record. */
+void sim__ckpt_drop(struct sim__state *s, pid_t pid);
+
 /* ---- libcuda's own, shared by cuda.c and mempool.c (not in NVML) ---- */
 
 /* The library's lock as every CUDA call takes it (a forked child's first
@@ -196,6 +250,47 @@ int sim__cuda_free(uint64_t ptr);
  * when there is none (for cuMemMap). */
 uint64_t sim__vmm_size(unsigned long long handle);
 
+/* ---- the checkpoint API's target side, for cuda_ckpt.c ---- */
+
+/* Memory a checkpoint cannot move (cuMemAllocManaged, cuIpcGetMemHandle). */
+#define SIM_UNMOVABLE_UVM 1u
+#define SIM_UNMOVABLE_IPC 2u
+
+/* Under the lock: marks this process as holding unmovable memory. */
+void sim__cuda_unmovable(unsigned what);
+
+/* For a controller's call: whether this process called cuInit (never
+ * waiting for a lock on this process), and the configuration. */
+int sim__cuda_controller(const struct sim__config **c);
+
+/*
+ * What the checkpoint thread (ckpt_thread.c) may do to this process's
+ * tables, which are cuda.c's; each with the library's mutex held:
+ * - block: while on, the process's CUDA calls wait (lock() in cuda.c);
+ * - listed(off): take its figures off NVML's lists (1: checkpointed, the
+ *   tables kept) or put them back (0), which fails with
+ *   CUDA_ERROR_OUT_OF_MEMORY, changing nothing, when a GPU no longer has
+ *   room for them;
+ * - device_bytes: its device memory (allocations and pools, not the
+ *   contexts);
+ * - unmovable: the SIM_UNMOVABLE_* bits of what it holds.
+ */
+struct sim__ckpt_ops {
+	void (*block)(int on);
+	int (*listed)(int off);
+	uint64_t (*device_bytes)(void);
+	unsigned (*unmovable)(void);
+};
+
+/* ckpt_thread.c: at cuInit (under the lock), this process's record, and
+ * its checkpoint thread started once per process. 0 or a CUresult. */
+int sim__ckpt_register(struct sim__state *s, const struct sim__ckpt_ops *o);
+/* At exit (under the lock): its record dropped. */
+void sim__ckpt_unregister(struct sim__state *s);
+/* At exit or dlclose, before the lock is taken: the thread stopped and
+ * joined, so none of this library's code runs once it is unloaded. */
+void sim__ckpt_stop(void);
+
 /*
  * What cuGetProcAddress may answer (cuda_proc.c): a driver API name (as
  * cuda.h spells it before its _v2 define), the CUDA version that gave it
@@ -212,5 +307,6 @@ struct sim__proc {
 const struct sim__proc *sim__cuda_procs(size_t *n);	    /* cuda.c */
 const struct sim__proc *sim__cuda_mem_procs(size_t *n);	    /* cuda_mem.c */
 const struct sim__proc *sim__cuda_mempool_procs(size_t *n); /* mempool.c */
+const struct sim__proc *sim__cuda_ckpt_procs(size_t *n);    /* cuda_ckpt.c */
 
 #endif /* GPR_SIM_H */

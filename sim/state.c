@@ -21,13 +21,16 @@
 #include <unistd.h>
 
 #define SIM_MAGIC 0x53525047u /* "GPRS" */
-#define SIM_VERSION 2u	      /* 2: the entries' GPU work */
+#define SIM_VERSION                                                            \
+	3u /* 2: the checkpoint records; 3: the entries' GPU work              \
+	    */
 
 struct sim__shm {
 	uint32_t magic;
 	uint32_t version;
 	uint64_t size; /* sizeof(struct sim__shm) of the writer */
 	struct sim__entry gpu[SIM_MAX_GPUS][SIM_MAX_PROCS];
+	struct sim__ckpt ckpt[SIM_MAX_PROCS];
 };
 
 static int valid(const struct sim__shm *m)
@@ -44,7 +47,7 @@ static void format(struct sim__shm *m)
 	m->magic = SIM_MAGIC;
 }
 
-static void state_close(struct sim__state *s)
+void sim__state_close(struct sim__state *s)
 {
 	if (s->shm)
 		munmap(s->shm, sizeof *s->shm);
@@ -65,7 +68,7 @@ static int flock_retry(int fd, int op)
 
 void sim__state_init(struct sim__state *s, const char *name)
 {
-	state_close(s);
+	sim__state_close(s);
 	snprintf(s->path, sizeof s->path, "/dev/shm/gpureclaim-sim-%u-%s",
 		 (unsigned)getuid(), name);
 }
@@ -136,7 +139,7 @@ int sim__state_lock(struct sim__state *s, int create)
 		 * parent's lock intact.
 		 */
 		if (s->fd >= 0 && s->owner != getpid())
-			state_close(s);
+			sim__state_close(s);
 		if (s->fd < 0) {
 			int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
 			s->fd =
@@ -156,7 +159,7 @@ int sim__state_lock(struct sim__state *s, int create)
 		}
 		/* unlinked by its last user meanwhile, or unusable */
 		flock_retry(s->fd, LOCK_UN);
-		state_close(s);
+		sim__state_close(s);
 		if (r)
 			return r;
 	}
@@ -166,6 +169,11 @@ int sim__state_lock(struct sim__state *s, int create)
 			if (e->pid > 0 && !alive(e->pid))
 				memset(e, 0, sizeof *e);
 		}
+	}
+	for (int i = 0; i < SIM_MAX_PROCS; i++) {
+		struct sim__ckpt *c = &s->shm->ckpt[i];
+		if (c->pid > 0 && !alive(c->pid))
+			memset(c, 0, sizeof *c);
 	}
 	return 0;
 }
@@ -177,6 +185,10 @@ static int empty(const struct sim__shm *m)
 			if (m->gpu[g][i].pid)
 				return 0;
 		}
+	}
+	for (int i = 0; i < SIM_MAX_PROCS; i++) {
+		if (m->ckpt[i].pid)
+			return 0;
 	}
 	return 1;
 }
@@ -193,7 +205,7 @@ void sim__state_unlock(struct sim__state *s)
 	if (empty(s->shm)) {
 		unlink(s->path);
 		flock_retry(s->fd, LOCK_UN);
-		state_close(s);
+		sim__state_close(s);
 		return;
 	}
 	flock_retry(s->fd, LOCK_UN);
@@ -270,4 +282,30 @@ void sim__state_clear(struct sim__state *s)
 {
 	if (s->shm)
 		format(s->shm);
+}
+
+struct sim__ckpt *sim__ckpt_find(struct sim__state *s, pid_t pid, int create)
+{
+	if (!s->shm || pid <= 0)
+		return NULL;
+	struct sim__ckpt *free_slot = NULL;
+	for (int i = 0; i < SIM_MAX_PROCS; i++) {
+		struct sim__ckpt *c = &s->shm->ckpt[i];
+		if (c->pid == pid)
+			return c;
+		if (!c->pid && !free_slot)
+			free_slot = c;
+	}
+	if (!create || !free_slot)
+		return NULL;
+	memset(free_slot, 0, sizeof *free_slot);
+	free_slot->pid = pid;
+	return free_slot;
+}
+
+void sim__ckpt_drop(struct sim__state *s, pid_t pid)
+{
+	struct sim__ckpt *c = sim__ckpt_find(s, pid, 0);
+	if (c)
+		memset(c, 0, sizeof *c);
 }

@@ -4,7 +4,7 @@
  * (report_view.c) and the notes, with the output toolkit's building
  * blocks (src/out/html.h). The bars:
  * - this process at the scale of its own figure before the release: what
- *   it still holds and what it gave back, visible however small a share
+ *   it still holds and what it released, visible however small a share
  *   of the GPU they are;
  * - the GPU after the release at the GPU's scale: this process, the other
  *   processes and the free memory, the same figures as the table's
@@ -25,7 +25,7 @@
 #define C_RETURNED "@returned"
 #define C_FREE "@free"
 
-/* This process on one GPU, before the release: still held + given back. */
+/* This process on one GPU, before the release: still held + released. */
 static void process_bar(struct gpr__buf *b, const struct gpr_report_gpu *g,
 			const char *label)
 {
@@ -35,7 +35,7 @@ static void process_bar(struct gpr__buf *b, const struct gpr_report_gpu *g,
 	uint64_t held = g->after;
 	char cap[200], h1[32], h2[32];
 	struct gpr__html_part parts[] = {{"still held", held, C_MINE},
-					 {"given back", given, C_RETURNED}};
+					 {"released", given, C_RETURNED}};
 	snprintf(cap, sizeof cap,
 		 "GPU %s, this process: %s before the release, %s after:",
 		 label, gpr__fmt_bytes(g->before, h1, sizeof h1),

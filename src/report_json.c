@@ -54,6 +54,8 @@ static void gpus(struct gpr__json *j, const gpr_report *r)
 			gpr__json_kv_str(j, "device", g->name);
 		else
 			gpr__json_kv_i64(j, "device", g->device);
+		gpr__json_kv_i64(j, "gpu", g->nvml_index);
+		/* the key of the release before (docs/naming.md, "Words") */
 		gpr__json_kv_i64(j, "nvml_index", g->nvml_index);
 		gpr__json_kv_bool(j, "known", g->known);
 		gpr__json_kv_i64(j, "released", g->released);
@@ -95,6 +97,8 @@ char *gpr_report_json(const gpr_report *r)
 	struct gpr__json j;
 	gpr__json_init(&j, &b);
 	gpr__json_object(&j);
+	gpr__json_kv_i64(&j, "released", r->bytes);
+	/* the key of the release before (docs/naming.md, "Words") */
 	gpr__json_kv_i64(&j, "bytes", r->bytes);
 	gpr__json_key(&j, "gb");
 	gpr__json_fixed(&j, r->bytes, 9);

@@ -126,6 +126,20 @@ def __dir__() -> list:
     return sorted(set(globals()) | set(_LAZY))
 
 
+def _start_from_environment() -> None:
+    """The features the environment asks for (GPURECLAIM_OOM,
+    GPURECLAIM_AGENT), from this import on, where no startup hook started
+    them as the interpreter started: a build tree (PYTHONPATH=build/python),
+    a package copied without its .pth. Where the hook ran, nothing (each
+    starts once). Without such a variable set, nothing is imported."""
+    import os
+
+    if any(k.startswith("GPURECLAIM_") for k in os.environ):
+        import importlib
+
+        importlib.import_module("._startup", __name__).start()
+
+
 __version__ = _c.version()
 
 #: Raised when the library cannot do what was asked (driver errors).
@@ -166,6 +180,7 @@ class GPU:
     """
 
     device: Union[int, str]
+    gpu: int  # NVML's index (-1: not matched); nvml_index, its name before
     nvml_index: int
     known: bool
     released: int
@@ -301,8 +316,9 @@ class Release:
 
     def verbose_lines(self) -> list[str]:
         """The lines ``verbose=True`` prints: one per visited GPU, then
-        the total, with the figure :func:`release_cached_memory` returns
-        (units of 1e9 bytes, the one figure not in binary units)."""
+        the total (:func:`release_cached_memory` adds the figure it
+        returns, in units of 1e9 bytes, the one figure not in binary
+        units; release() says only what it released)."""
         out = []
         for g in self.gpus:
             line = f"GPU {g.device}: released {format_bytes(g.released)}"
@@ -316,8 +332,7 @@ class Release:
             why = self.notes[0] if self.notes else "no GPU in use"
             return [f"gpureclaim: released nothing: {why}"]
         out.append(f"released {format_bytes(self.bytes)} "
-                   f"({self.bytes} bytes); release_cached_memory() returns "
-                   f"{self.gb!r} (units of 1e9 bytes)")
+                   f"({self.bytes} bytes)")
         return out
 
 
@@ -408,7 +423,13 @@ def release_cached_memory(verbose: bool = False) -> float:
     """
     global _warned_nothing
     _check_bool("release_cached_memory", "verbose", verbose)
-    r = release(verbose=verbose)
+    r = release()
+    if verbose:
+        lines = r.verbose_lines()
+        if r.gpus:  # its own figure, after what it released
+            lines[-1] += (f"; release_cached_memory() returns {r.gb!r} "
+                          f"(units of 1e9 bytes)")
+        print("\n".join(lines))
     if r.source == "none" and not verbose and not _warned_nothing:
         _warned_nothing = True
         why = "; ".join(r.notes) or "no GPU in use by this process"
@@ -570,3 +591,6 @@ def explain(devices: Optional[Iterable[int]] = None, *,
              "max_objects": holders_max_objects} if holders else None)
     return Explanation(_parts.explain(devices, measure_context,
                                       holders=walk))
+
+
+_start_from_environment()

@@ -15,7 +15,7 @@ gpureclaim/_commands/ or a wing's own:
 explain SCRIPT: gpureclaim/_commands/explain.py.
 demo: the design record's scenario, before and after
 (gpureclaim/_commands/demo.py).
-agent, and the --pid forms and help of the agent's commands:
+agent, and the --pid forms of the agent's commands:
 gpureclaim/_commands/agent.py.
 run: CMD with the startup hook's features on (gpureclaim/_commands/run.py).
 exporter: Prometheus metrics of the host's GPU memory
@@ -58,7 +58,37 @@ def _agent_client(argv):
             and _command() is not None)
 
 
+def _help_asked(argv):
+    """Whether argv asks for the help of a subcommand this package runs:
+    -h or --help among its options (for explain SCRIPT and run, before
+    SCRIPT or CMD, whose own options follow). The command says it, in C
+    (cli/help_python.c, by the same rule): one text, whichever way asked,
+    and none that needs Python."""
+    cmd, rest = (argv[0], argv[1:]) if argv else (None, [])
+    opts = rest[:rest.index("--")] if "--" in rest else rest
+    helps = {"-h", "--help"}
+    if cmd == "explain" and not any(
+            a.startswith(("--pid", "--dask")) for a in opts):
+        i = 0
+        while i < len(opts) and opts[i] in ("--holders", "--json"):
+            i += 1
+        return i < len(opts) and opts[i] in helps
+    if cmd == "run":
+        for a in rest:
+            if a == "--" or not a.startswith("-"):
+                return False
+            if a in helps:
+                return True
+        return False
+    ours = cmd in ("explain", "release", "reclaim", "agent", "demo",
+                   "exporter", "report") or (cmd == "ps" and any(
+                       a.startswith(("--dask", "--explain")) for a in opts))
+    return ours and bool(helps & set(opts))
+
+
 def main(argv):
+    if _help_asked(argv):
+        return _exec_command(argv)
     if _agent_client(argv):
         return _exec_command(argv)
     if argv[:1] == ["release"]:
@@ -71,13 +101,7 @@ def main(argv):
 
         return explain_main(argv[1:])
     if _ps_explain(argv) or argv[:1] == ["reclaim"]:
-        # the command's own (cli/ps_explain.c, cli/cmd_reclaim.c); their
-        # help is said here
-        opts = argv[1:argv.index("--")] if "--" in argv else argv[1:]
-        if any(a in ("-h", "--help") for a in opts):
-            from gpureclaim._commands.agent import help_main
-
-            return help_main(argv[0])
+        # the command's own (cli/ps_explain.c, cli/cmd_reclaim.c)
         return _exec_command(argv)
     if argv[:1] == ["agent"]:
         from gpureclaim._commands.agent import agent_main

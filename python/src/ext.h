@@ -25,6 +25,8 @@
 
 #include "gpureclaim.h"
 
+struct gpr__suspender;
+
 /* Module state: one per module object (PEP 489), no C globals. */
 struct gpr_py_state {
 	gpr_ctx *ctx;	      /* NULL if gpr_open failed (open_error says) */
@@ -32,6 +34,10 @@ struct gpr_py_state {
 	PyObject *error;      /* gpureclaim.Error */
 	PyObject *failed;     /* ReleaseFailed: its message is a whole note */
 	PyObject *gc_collect; /* gc.collect */
+	/* _suspended(): the driver, loaded and initialised at the first
+	 * record (src/suspend.h) */
+	struct gpr__suspender *suspender;
+	int suspender_failed;
 };
 
 /* ---------------- helpers (pyutil.c) ---------------- */
@@ -129,5 +135,11 @@ PyObject *gpr_py_paths(PyObject *module, PyObject *args);
 PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);
 /* ctxprobe.c: _context_probe(uuid) -> int, in the probe process only */
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
+/* suspended.c: _suspended() -> the processes gpureclaim suspended */
+PyObject *gpr_py_suspended(PyObject *module, PyObject *unused);
+/* agent_signal.c: _agent_signals(path, dev, ino) arms the removal of the
+ * agent's socket on SIGTERM/SIGHUP at their default action;
+ * _agent_signals() disarms it */
+PyObject *gpr_py_agent_signals(PyObject *module, PyObject *args);
 
 #endif /* GPR_PY_EXT_H */

@@ -6,12 +6,16 @@
  * pools.c (what the core knows), gpus.c, view.c (renderings), the parts
  * explain() needs C for in torch_wsmap.c, tensor_scan.c, referrers.c
  * follow.c and paths.c (the holders' walk), trace_live.c and ctxprobe.c,
- * tracing from inside in trace.c; the documented API is
+ * tracing from inside in trace.c, the processes gpureclaim suspended in
+ * suspended.c, the agent's socket on a fatal signal in agent_signal.c; the
+ * documented API is
  * __init__.py, the frameworks' policy gpureclaim/frameworks/. No file
  * calls back into this one: the method files sit below it, the helpers
  * (pyutil.c) below them.
  */
 #include "ext.h"
+
+#include "suspend.h"
 
 static PyObject *version(PyObject *module, PyObject *unused)
 {
@@ -96,6 +100,9 @@ static PyMethodDef methods[] = {
      "max_nodes, state, todo) -> (heads, pending, stopped)"},
     {"_trace_live", gpr_py_trace_live, METH_NOARGS,
      "_trace_live() -> None or [(device, kind, library, bytes, count)]"},
+    {"_agent_signals", gpr_py_agent_signals, METH_VARARGS,
+     "_agent_signals(path=None, dev=0, ino=0): the agent's socket removed "
+     "on SIGTERM and SIGHUP at their default action (None: not)"},
     {"_context_probe", gpr_py_context_probe, METH_O,
      "_context_probe(uuid) -> int: the probe process of "
      "explain(measure_context=True); never call it in a program"},
@@ -105,6 +112,9 @@ static PyMethodDef methods[] = {
      "_trace_stop() -> the log's path, or None"},
     {"_trace_status", gpr_py_trace_status, METH_NOARGS,
      "_trace_status() -> dict, or None without the tracer"},
+    {"_suspended", gpr_py_suspended, METH_NOARGS,
+     "_suspended() -> the processes gpureclaim suspended, with the "
+     "driver's state of each"},
     {"_trace_report", gpr_py_trace_report, METH_VARARGS,
      "_trace_report(path, format, top) -> str"},
     {NULL, NULL, 0, NULL},
@@ -188,6 +198,8 @@ static void free_module(void *p)
 	if (!st)
 		return;
 	clear(m);
+	gpr__suspender_close(st->suspender);
+	st->suspender = NULL;
 	gpr_close(st->ctx); /* destroys the releasers (takes the GIL) */
 	st->ctx = NULL;
 }

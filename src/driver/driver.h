@@ -26,7 +26,11 @@
  * X(field, symbol, required)
  * Newest ABI version first where the driver exports several: the loader
  * tries each symbol name in a row with the same field and keeps the first
- * that resolves. cuInit is deliberately absent: we never initialise CUDA.
+ * that resolves. cuInit is deliberately absent: the core never
+ * initialises CUDA; only a checkpoint controller does, through
+ * gpr__cuda_init, which looks it up by itself. The checkpoint calls
+ * (driver 570 and later) act on another process; they are optional, so
+ * an older driver still loads, and gpr__ckpt_missing names the gap.
  */
 #define GPR__CUDA_SYMBOLS(X)                                                   \
 	X(get_error_string, "cuGetErrorString", 0)                             \
@@ -45,7 +49,13 @@
 	X(ctx_synchronize, "cuCtxSynchronize", 0)                              \
 	X(pointer_get_attribute, "cuPointerGetAttribute", 0)                   \
 	X(mem_pool_get_attribute, "cuMemPoolGetAttribute", 0)                  \
-	X(mem_pool_trim_to, "cuMemPoolTrimTo", 0)
+	X(mem_pool_trim_to, "cuMemPoolTrimTo", 0)                              \
+	X(ckpt_get_state, "cuCheckpointProcessGetState", 0)                    \
+	X(ckpt_lock, "cuCheckpointProcessLock", 0)                             \
+	X(ckpt_checkpoint, "cuCheckpointProcessCheckpoint", 0)                 \
+	X(ckpt_restore, "cuCheckpointProcessRestore", 0)                       \
+	X(ckpt_unlock, "cuCheckpointProcessUnlock", 0)                         \
+	X(ckpt_restore_tid, "cuCheckpointProcessGetRestoreThreadId", 0)
 
 struct gpr__cuda_api {
 	CUresult (*get_error_string)(CUresult, const char **);
@@ -66,6 +76,13 @@ struct gpr__cuda_api {
 	CUresult (*pointer_get_attribute)(void *, int, CUdeviceptr);
 	CUresult (*mem_pool_get_attribute)(CUmemoryPool, int, void *);
 	CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
+	/* checkpoint: another process's pid first (driver 570+) */
+	CUresult (*ckpt_get_state)(int, CUprocessState *);
+	CUresult (*ckpt_lock)(int, CUcheckpointLockArgs *);
+	CUresult (*ckpt_checkpoint)(int, CUcheckpointCheckpointArgs *);
+	CUresult (*ckpt_restore)(int, CUcheckpointRestoreArgs *);
+	CUresult (*ckpt_unlock)(int, CUcheckpointUnlockArgs *);
+	CUresult (*ckpt_restore_tid)(int, int *);
 };
 
 struct gpr__cuda {
@@ -151,6 +168,50 @@ int gpr__cuda_pool_trim(struct gpr__cuda *c, int ordinal, CUmemoryPool pool,
 
 /* "CUDA_ERROR_X: text" for a CUresult, written into buf. */
 void gpr__cuda_describe(struct gpr__cuda *c, CUresult r, char *buf, size_t len);
+
+/* ---------------- checkpoint (checkpoint.c) ---------------- */
+
+/*
+ * For a checkpoint controller only, never for the core's own handle:
+ * cuInit(0) in this process, looked up by name here (the symbol table
+ * leaves it out on purpose). It opens no context: nothing shows in NVML.
+ * `c` comes from gpr__cuda_load. 0, or GPR_E_DRIVER (err names the
+ * CUresult; a host out of memory can make the real one fail).
+ */
+int gpr__cuda_init(struct gpr__cuda *c, char *err, size_t errlen);
+
+/*
+ * NULL when the driver has every call suspend and resume need (state,
+ * lock, checkpoint, restore, unlock), else the first one it lacks.
+ */
+const char *gpr__ckpt_missing(const struct gpr__cuda *c);
+
+/*
+ * The checkpoint calls on process `pid`, each with zeroed arguments (the
+ * behaviour of driver 570's cuda.h) but for what is named. Each returns
+ * 0, or GPR_E_DRIVER with the driver's answer in *res and
+ * "<call>: CUDA_ERROR_X (text)" in err; GPR_E_BAD_LIBRARY when the
+ * driver lacks the call. *res is CUDA_SUCCESS on success.
+ * - state: *state is a CUprocessState value (a newer driver may answer
+ *   one this header does not name).
+ * - lock: timeout_ms 0 waits as long as it takes.
+ * - restore: pairs (n of them, NULL for none) restore onto other GPUs.
+ */
+int gpr__ckpt_state(struct gpr__cuda *c, int pid, int *state, CUresult *res,
+		    char *err, size_t errlen);
+int gpr__ckpt_lock(struct gpr__cuda *c, int pid, unsigned timeout_ms,
+		   CUresult *res, char *err, size_t errlen);
+int gpr__ckpt_checkpoint(struct gpr__cuda *c, int pid, CUresult *res, char *err,
+			 size_t errlen);
+int gpr__ckpt_restore(struct gpr__cuda *c, int pid,
+		      const CUcheckpointGpuPair *pairs, unsigned n,
+		      CUresult *res, char *err, size_t errlen);
+int gpr__ckpt_unlock(struct gpr__cuda *c, int pid, CUresult *res, char *err,
+		     size_t errlen);
+/* The thread of `pid` that the driver restores with (CRIU keeps it
+ * running while it freezes the rest). */
+int gpr__ckpt_restore_tid(struct gpr__cuda *c, int pid, int *tid, CUresult *res,
+			  char *err, size_t errlen);
 
 /* ---------------- NVML ---------------- */
 

@@ -269,7 +269,7 @@ static const struct {
 } ROLES[] = {
     {"@mine", "#4e79a7"},     /* held by this process (or these workers) */
     {"@others", "#9c755f"},   /* held by other processes */
-    {"@returned", "#59a14f"}, /* given back by this call */
+    {"@returned", "#59a14f"}, /* released by this call */
     {"@free", "#c8d0d8"},     /* free before it */
     {"@unlisted", "#bab0ac"}, /* in use, no process listed */
 };

@@ -2,7 +2,14 @@
 a framework does (cuInit, primary context, cuMemAlloc_v2), says "ready" on
 stdout and holds the memory until its stdin closes.
 
-usage: sim_alloc.py LIBCUDA GPU BYTES [BYTES...]
+usage: sim_alloc.py LIBCUDA GPU [--managed] [--ipc] BYTES [BYTES...]
+
+--managed allocates the first size with cuMemAllocManaged (UVM), --ipc
+exports the first allocation with cuIpcGetMemHandle: memory a checkpoint
+cannot move. Lines on stdin are commands, each answered with one line:
+  alloc BYTES  cuMemAlloc_v2 -> "alloc RC blocked=N" (N: the calls of
+               this process that waited for a checkpoint's lock so far)
+  free         frees the last allocation -> "free RC"
 """
 import ctypes
 import sys
@@ -11,7 +18,10 @@ import sys
 def main():
     lib = ctypes.CDLL(sys.argv[1])
     gpu = int(sys.argv[2])
-    sizes = [int(s) for s in sys.argv[3:]]
+    args = sys.argv[3:]
+    managed = "--managed" in args
+    ipc = "--ipc" in args
+    sizes = [int(s) for s in args if not s.startswith("--")]
 
     def check(what, rc):
         if rc != 0:
@@ -26,13 +36,33 @@ def main():
           lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
     check("cuCtxSetCurrent", lib.cuCtxSetCurrent(ctx))
     ptrs = []
-    for size in sizes:
+    for i, size in enumerate(sizes):
         ptr = ctypes.c_ulonglong()
-        check("cuMemAlloc_v2",
-              lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)))
+        if managed and i == 0:
+            check("cuMemAllocManaged",
+                  lib.cuMemAllocManaged(ctypes.byref(ptr),
+                                        ctypes.c_size_t(size), 1))
+        else:
+            check("cuMemAlloc_v2",
+                  lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)))
         ptrs.append(ptr)
+    if ipc and ptrs:
+        handle = ctypes.create_string_buffer(64)
+        check("cuIpcGetMemHandle", lib.cuIpcGetMemHandle(handle, ptrs[0]))
     print("ready", flush=True)
-    sys.stdin.read()
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] == ["alloc"]:
+            ptr = ctypes.c_ulonglong()
+            rc = lib.cuMemAlloc_v2(ctypes.byref(ptr),
+                                   ctypes.c_size_t(int(words[1])))
+            if rc == 0:
+                ptrs.append(ptr)
+            print(f"alloc {rc} blocked={lib.gprsim_blocked_calls()}",
+                  flush=True)
+        elif words[:1] == ["free"]:
+            rc = lib.cuMemFree_v2(ptrs.pop()) if ptrs else -1
+            print(f"free {rc}", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def round2m(n):
 
 
 def gpu_of(doc, index):
-    (gpu,) = [g for g in doc["gpus"] if g["index"] == index]
+    (gpu,) = [g for g in doc["gpus"] if g["gpu"] == index]
     return gpu
 
 
@@ -69,6 +69,8 @@ def test_ps_puts_each_process_on_its_gpu(sim):
     a = sim.spawn_alloc(1, 10 * MiB)
     b = sim.spawn_alloc(0, 2 * MiB)
     doc = sim.run("ps", "--json").json()
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
+    # "index", the key of the release before, beside it (docs/naming.md)
     assert [g["index"] for g in doc["gpus"]] == [0, 1]
     assert [p["pid"] for p in gpu_of(doc, 0)["processes"]] == [b.pid]
     assert [p["pid"] for p in gpu_of(doc, 1)["processes"]] == [a.pid]
@@ -141,7 +143,7 @@ def test_ps_json_is_one_complete_document(sim):
     doc = r.json()
     assert set(doc) == {"time", "unix_time", "host", "driver_version", "gpus"}
     for i, gpu in enumerate(doc["gpus"]):
-        assert gpu["index"] == i
+        assert gpu["gpu"] == i
         assert gpu["name"] == 'Test GPU "x"'
         assert re.fullmatch(r"GPU-[0-9a-f-]{36}", gpu["uuid"]), gpu
         assert gpu["pci_bus_id"]
@@ -173,7 +175,7 @@ def test_ps_gpu_filter(sim, args, expect):
     sim.configure("gpus=3")
     r = sim.run("ps", "--json", *args)
     assert r.rc == 0, r
-    assert [g["index"] for g in r.json()["gpus"]] == expect
+    assert [g["gpu"] for g in r.json()["gpus"]] == expect
     text = sim.run("ps", *args).out
     assert re.findall(r"^GPU (\d+):", text, re.M) == [str(i) for i in expect]
 
@@ -231,6 +233,27 @@ def test_no_driver_at_all(sim):
         pytest.skip("this machine has an NVIDIA driver")
     r = sim.run("ps", env=env)
     assert_runtime_error(r, "NVIDIA driver not found", "libnvidia-ml.so.1")
+    # a build folder's command names its simulated driver, which `make
+    # demo` ran on, and how to run ps on it (issue 33); from /, whole paths
+    build = BIN.parent.parent.resolve()
+    r = subprocess.run([str(BIN), "ps"], env=env, capture_output=True,
+                       text=True, timeout=60, cwd="/")
+    first, hint, *rest = r.stderr.splitlines()
+    assert rest == [] and hint.startswith(
+        "gpureclaim: no GPU driver here; this build's simulated driver "
+        "(the one make demo runs on) lists its GPUs with: "), r.stderr
+    assert hint.endswith(" (docs/sim.md)")
+    cmd = hint.split("with: ", 1)[1][:-len(" (docs/sim.md)")]
+    assert f"LD_LIBRARY_PATH={build}/sim {build}/cli/gpureclaim ps" in cmd
+    p = subprocess.run(["bash", "-c", cmd.replace(
+        "GPURECLAIM_SIM='", f"GPURECLAIM_SIM='state={sim.state};")],
+        env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    assert p.returncode == 0 and p.stdout.startswith(
+        "GPU 0: Simulated GPU, "), (p.stdout, p.stderr)
+    # a library named by the user: no guess about what was meant
+    r = sim.run("ps", env=dict(env, GPURECLAIM_NVML_LIBRARY="/nonexistent/"
+                               "libnvidia-ml.so.1"))
+    assert len(r.err.splitlines()) == 1, r.err
 
 
 def test_malformed_sim_config(sim):
@@ -247,8 +270,8 @@ def test_fault_broken_gpu_lists_the_others(sim):
     r = sim.run("ps", "--json")
     assert r.rc == 1, r
     doc = r.json()  # complete, with the broken GPU as an error entry
-    assert [g["index"] for g in doc["gpus"]] == [0, 1, 2]
-    assert set(gpu_of(doc, 1)) == {"index", "error"}
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1, 2]
+    assert set(gpu_of(doc, 1)) == {"gpu", "index", "error"}
     assert "GPU_IS_LOST" in gpu_of(doc, 1)["error"]
     assert proc_of(gpu_of(doc, 2), child.pid)["bytes"] == CTX + 4 * MiB
     # the error is said once, where the GPU is listed: not on stderr too
@@ -295,7 +318,7 @@ def test_fault_process_list_quirks(sim, fault):
     r = sim.run("ps", "--json")
     assert r.rc == 0, r
     doc = r.json()
-    got = {g["index"]: {p["pid"]: p["bytes"] for p in g["processes"]}
+    got = {g["gpu"]: {p["pid"]: p["bytes"] for p in g["processes"]}
            for g in doc["gpus"]}
     assert got == {
         0: {b.pid: CTX + 2 * MiB},

@@ -57,7 +57,7 @@ def test_the_figures_are_the_drivers_in_both_parts(demo):
     assert "returns 2.147483648: its figure is in units of 1e9 bytes" in \
         " ".join(part1.split())
     assert "1 GiB in CuPy: 2.5 GiB" in part2
-    assert "gpureclaim.release(): 512.0 MiB (1.0 GiB given back)" in part2
+    assert "gpureclaim.release(): 512.0 MiB (1.0 GiB released)" in part2
     assert not re.search(r"\d\.\d{3} GiB", out), out  # one decimal
 
 

@@ -8,16 +8,18 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, ROOT
 
 COMMANDS = ["ps", "trace", "report", "version"]
 # handed to `python3 -m gpureclaim`
 PYTHON_COMMANDS = ["explain", "release", "demo", "run", "reclaim", "agent",
                    "exporter"]
 SANITIZED = bool(os.environ.get("GPR_SANITIZED"))
+SYS_PYTHON = sys.executable
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -45,10 +47,7 @@ def test_top_level_help(sim):
     section = out.split("COMMANDS:\n", 1)[1].split("\n\n", 1)[0]
     listed = re.findall(r"^    (\w+) +\S", section, re.M)
     assert set(COMMANDS) <= set(listed), listed
-    for cmd in listed:
-        if SANITIZED and cmd in PYTHON_COMMANDS:
-            continue  # handed to Python: a plain python3 cannot import
-            # the extension of a sanitized build (the gcc build runs them)
+    for cmd in listed:  # no help needs Python (help_python.c)
         assert sim.run(cmd, "--help").rc == 0 or cmd == "help", cmd
     # only the process that holds memory gives it back; the help says how
     assert not re.search(r"^See and give back", out, re.M)
@@ -102,8 +101,6 @@ def test_jq_examples_in_the_helps_run(sim, cmd, tmp_path):
         assert r.returncode == 0 and r.stdout.strip(), (argv, jq, r)
 
 
-@pytest.mark.skipif(SANITIZED, reason="handed to Python, which cannot "
-                    "import a sanitized build's extension")
 @pytest.mark.parametrize("cmd", PYTHON_COMMANDS)
 def test_commands_handed_to_python_speak_as_the_others(sim, cmd):
     """explain, release and demo live in the Python package: their help is
@@ -177,3 +174,108 @@ def test_explain_of_a_missing_script_is_one_line(sim, tmp_path):
     assert r.rc == 2 and r.out == "", r
     assert r.err.startswith("gpureclaim explain: cannot run "), r
     assert "Traceback" not in r.err and "ended" not in r.out
+
+
+# the help of every form the Python package runs, and the words that pick
+# the form (issue 33: none may need Python)
+PYTHON_HELPS = [
+    (["explain", "--help"], "USAGE: gpureclaim explain [--holders] [--json] SCRIPT"),
+    (["explain", "--holders", "-h"], "USAGE: gpureclaim explain [--holders]"),
+    (["explain", "--pid", "1", "--help"], "USAGE: gpureclaim explain --pid N"),
+    (["explain", "--dask", "x", "-h"], "USAGE: gpureclaim explain --dask"),
+    (["release", "--help"], "USAGE: gpureclaim release --pid N"),
+    (["release", "--pid", "1", "-h"], "USAGE: gpureclaim release --pid N"),
+    (["release", "--dask", "x", "--help"], "USAGE: gpureclaim release --dask"),
+    (["ps", "--explain", "--help"], "USAGE: gpureclaim ps --explain"),
+    (["ps", "--dask", "x", "--help"], "USAGE: gpureclaim ps --dask"),
+    (["reclaim", "--help"], "USAGE: gpureclaim reclaim"),
+    (["agent", "--help"], "USAGE: gpureclaim agent start"),
+    (["agent", "start", "--pid", "1", "-h"], "USAGE: gpureclaim agent start"),
+    (["demo", "--help"], "USAGE: gpureclaim demo"),
+    (["run", "--oom", "--help"], "USAGE: gpureclaim run"),
+    (["exporter", "--help"], "USAGE: gpureclaim exporter"),
+    (["help", "explain"], "USAGE: gpureclaim explain [--holders] [--json] SCRIPT"),
+    (["--help", "release"], "USAGE: gpureclaim release --pid N"),
+]
+
+
+@pytest.mark.parametrize("args, head", PYTHON_HELPS,
+                         ids=[" ".join(a) for a, _ in PYTHON_HELPS])
+def test_the_help_of_what_python_runs_needs_no_python(sim, args, head):
+    """The command says it: no Python may be found (a build folder's
+    command, a machine without the package), in every build (sanitized
+    ones too)."""
+    env = sim.env(GPURECLAIM_PYTHON="/nonexistent/python3")
+    env.pop("PYTHONPATH", None)
+    r = sim.run(*args, env=env)
+    assert (r.rc, r.err) == (0, ""), (args, r)
+    assert r.out.startswith(head + "\n") or r.out.startswith(head + " "), r
+    assert "\nOPTIONS:\n" in r.out and "\nExit status: " in r.out
+
+
+def test_release_help_names_what_the_dask_form_takes(sim):
+    out = sim.run("release", "--help").out
+    usage = out.split("\n\n", 1)[0]
+    dask = usage[usage.index("gpureclaim release --dask"):]
+    for opt in ("--workers", "--collect", "--workspaces", "--timeout",
+                "--json"):
+        assert opt in dask, (opt, usage)
+
+
+def test_a_script_s_own_help_option_is_the_script_s(sim, tmp_path):
+    """After SCRIPT (explain) or CMD (run), --help is theirs."""
+    s = tmp_path / "s.py"
+    s.write_text("import sys; print('args', sys.argv[1:])\n")
+    env = sim.env()
+    env.pop("PYTHONPATH", None)
+    for args in (["explain", str(s), "--help"],
+                 ["run", "--oom", "--", SYS_PYTHON, str(s), "--help"]):
+        if SANITIZED:
+            pytest.skip("handed to Python")
+        r = sim.run(*args, env=env)
+        assert r.rc == 0 and "args ['--help']" in r.out, (args, r)
+
+
+@pytest.mark.skipif(SANITIZED, reason="handed to Python")
+def test_the_build_folder_s_command_runs_the_build_folder_s_package(sim,
+                                                                    tmp_path):
+    """No PYTHONPATH, from another folder: the build's package is found."""
+    s = tmp_path / "s.py"
+    s.write_text("import gpureclaim; print('from', gpureclaim.__file__)\n")
+    env = sim.env()
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([str(BIN), "explain", str(s)], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    where = BIN.parent.parent.resolve() / "python" / "gpureclaim"
+    assert f"from {where}/__init__.py" in p.stdout, p.stdout
+
+
+@pytest.mark.skipif(SANITIZED, reason="python -m gpureclaim cannot import a "
+                    "sanitized build's extension")
+@pytest.mark.parametrize("args, head", PYTHON_HELPS,
+                         ids=[" ".join(a) for a, _ in PYTHON_HELPS])
+def test_python_m_gpureclaim_says_the_same_help(sim, args, head):
+    """One text, kept in C: `python -m gpureclaim ... --help` prints what the
+    command prints (the package keeps none of its own)."""
+    env = sim.env(GPURECLAIM_BIN=str(BIN))
+    p = subprocess.run([SYS_PYTHON, "-m", "gpureclaim", *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    want = sim.run(*args)
+    assert (p.returncode, p.stdout, p.stderr) == (0, want.out, ""), args
+    # the build folder's package finds the build folder's command itself
+    del env["GPURECLAIM_BIN"]
+    p = subprocess.run([SYS_PYTHON, "-m", "gpureclaim", *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, want.out), (args, p.stderr)
+
+
+def test_the_package_keeps_no_help_text():
+    """The Python side hands every help to the command: no USAGE text of
+    its own to drift from the C one (issue 33)."""
+    import glob
+
+    pkg = ROOT / "python" / "gpureclaim"
+    found = [f for f in glob.glob(str(pkg / "**" / "*.py"), recursive=True)
+             if "USAGE: gpureclaim" in open(f).read()]
+    assert found == []

@@ -20,7 +20,7 @@ CLEAR = "\x1b[H\x1b[2J"
 
 
 def gpu_of(doc, index):
-    (gpu,) = [g for g in doc["gpus"] if g["index"] == index]
+    (gpu,) = [g for g in doc["gpus"] if g["gpu"] == index]
     return gpu
 
 
@@ -238,6 +238,8 @@ def test_watch_text_not_on_a_terminal_has_a_header(sim):
     ([], {"NO_COLOR": ""}, True, True),    # set but empty: no-color.org
     ([], {"TERM": "dumb"}, True, False),
     (["--color=never"], {}, True, False),
+    (["--color", "never"], {}, True, False),   # the value as its own word
+    (["--color", "always"], {}, False, True),
     (["--color=auto"], {}, False, False),
     (["--color"], {}, False, True),
     (["--color=always"], {"NO_COLOR": "1"}, False, True),
@@ -263,6 +265,10 @@ def test_colour(sim, args, env, tty, coloured):
 def test_colour_bad_value(sim):
     r = sim.run("ps", "--color=sometimes")
     assert r.rc == 2 and r.out == "" and "--color" in r.err, r
+    # a word after --color that is no WHEN is not taken as its value
+    r = sim.run("ps", "--color", "sometimes")
+    assert r.rc == 2 and r.err.startswith(
+        "gpureclaim ps: unexpected argument 'sometimes'\n"), r
 
 
 # ------------------------------------------------------------- hostile text

@@ -172,7 +172,7 @@ def test_explain_splits_each_worker_and_sums_per_gpu(dask_cluster, loaded):
     assert g0.parts["rest"] == 3 * CONTEXT
     assert sum(e.parts.values()) == e.held
     assert e.parts["live"] == sum(kept(p) for p in PLANS)
-    assert "cached, returnable" in repr(e)
+    assert "cached, releasable" in repr(e)
 
 
 def test_ps_lists_every_gpu_once_and_the_foreign_process(dask_cluster, loaded):

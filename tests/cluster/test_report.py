@@ -89,8 +89,8 @@ def test_a_worker_record_imports_no_engine(tmp_path):
 import sys, json
 import gpureclaim
 import cupy
-keep = cupy.empty(64 << 20)
-drop = cupy.empty(32 << 20)
+keep = cupy.empty(64 << 20, dtype=cupy.uint8)
+drop = cupy.empty(32 << 20, dtype=cupy.uint8)
 del drop
 gc = gpureclaim.cluster  # loaded on first use
 from gpureclaim.cluster import _records, _report, dask, ray, torch

@@ -18,13 +18,13 @@ def _alloc(framework, device, nbytes):
     if framework == "torch":
         import torch
 
-        return torch.empty(nbytes, device=f"cuda:{device}")
+        return torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
     import cupy
 
     # use(), not `with`: leaving the block would make the previous device
     # current again, which opens a context there (as CUDA 12's runtime does)
     cupy.cuda.Device(device).use()
-    return cupy.empty(nbytes)
+    return cupy.empty(nbytes, dtype=cupy.uint8)
 
 
 def load(plan):

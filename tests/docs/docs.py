@@ -260,7 +260,9 @@ def transcript(body):
         elif ln.startswith("$ "):
             steps.append([ln[2:], []])
             cont = ln.endswith("\\")
-            m = re.search(r"<<-?\s*'?\"?(\w+)'?\"?", ln)
+            # a here-document's marker starts with a letter: `1 << 30`
+            # in a command is a shift
+            m = re.search(r"<<-?\s*'?\"?([A-Za-z_]\w*)'?\"?", ln)
             heredoc = m.group(1) if m else None
         elif not steps:
             raise ValueError("a console block starts with a `$ ` line")

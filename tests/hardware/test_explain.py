@@ -114,7 +114,7 @@ ptrs = [t.data_ptr() for t in small]
 del small[2], small[0]          # free blocks between live ones, one segment
 torch.cuda.empty_cache()
 e = gpureclaim.explain(); total_ok(e); show("fragmentation", e)
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 split = torch.cuda.memory_stats(0)["inactive_split_bytes.all.current"]
 print(json.dumps(dict(frag=frag.bytes, detail=frag.detail, split=split,
                       live=[t.data_ptr() for t in small], ptrs=ptrs)))

@@ -139,10 +139,10 @@ print("done")
 @pytest.mark.skipif(not (_has("torch") and _has("cupy")),
                     reason="needs torch and cupy")
 def test_design_record_scenario(tmp_path, backend):
-    r, out = trace(tmp_path, SCENARIO, backend=backend)
+    r, out = trace(tmp_path, SCENARIO, backend=backend, args=["--verbose"])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "done\n"
-    assert said(r, backend)  # says what it found
+    assert said(r, backend)  # says what it found, asked
     recs = read_log(out)
     big = [x for x in recs if x["op"] == "cuMemAlloc_v2"
            and x["result"] == 0 and x["bytes"] == GiB]

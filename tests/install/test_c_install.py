@@ -117,7 +117,16 @@ def test_the_readmes_c_recipe_works_as_written(c_install, tmp_path):
     assert libdir == prefix / "lib"
     p = run_recipe("README.md", prefix, tmp_path)
     assert "released 0 B (0 bytes)" in p.stdout, p.stdout
-    assert "USAGE: gpureclaim explain [--holders] SCRIPT" in p.stdout, p.stdout
+    assert "USAGE: gpureclaim explain [--holders] [--json] SCRIPT" in \
+        p.stdout, p.stdout
+    # the help is the command's own (C); a subcommand Python runs finds
+    # the package installed with it
+    agents = tmp_path / "agents"  # none: this test's own folder of them
+    agents.mkdir(mode=0o700)
+    p = run([bindir / "gpureclaim", "agent", "list"],
+            env=clean_env(HOME=prefix.parent, GPURECLAIM_AGENT_DIR=agents),
+            cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("no agents"), p
     exe = tmp_path / "checkout" / "minimal"
     assert str(libdir / "libgpureclaim.so.0") in run(
         ["ldd", exe], env=clean_env()).stdout

@@ -31,7 +31,7 @@ EXPECTED = {
     *(f"gpureclaim/_commands/{m}.py" for m in (
         "__init__", "agent", "demo", "explain", "run")),
     *(f"gpureclaim/_explain/{m}.py" for m in (
-        "__init__", "_holders", "_parts", "_views")),
+        "__init__", "_free", "_holders", "_parts", "_views")),
     *(f"gpureclaim/_startup/{m}.py" for m in (
         "__init__", "_imports", "_bootstrap/sitecustomize")),
     *(f"gpureclaim/agent/{m}.py" for m in (
@@ -176,7 +176,7 @@ def test_ps_on_the_simulator(venv, tmp_path):
     finally:
         drop_state(state)
     doc = json.loads(p.stdout)
-    assert [g["index"] for g in doc["gpus"]] == [0, 1]
+    assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
     (proc,) = doc["gpus"][1]["processes"]
     assert proc["pid"] == 4242 and proc["bytes"] == 3 << 30
 
@@ -200,8 +200,8 @@ def test_top_in_the_venv_has_its_terminal_view_inside(venv, tmp_path):
 
 def test_trace_finds_the_installed_tracer(venv, tmp_path):
     env = clean_env(GPURECLAIM_CUPTI_LIBRARY=FAKE_CUPTI)
-    p = run([venv / "bin/gpureclaim", "trace", "-o", tmp_path / "t.trace",
-             "--", "sh", "-c",
+    p = run([venv / "bin/gpureclaim", "trace", "-v", "-o",
+             tmp_path / "t.trace", "--", "sh", "-c",
              'echo "$LD_PRELOAD"; echo "$CUDA_INJECTION64_PATH"'],
             env=env, cwd=tmp_path)
     (site,) = (venv / "lib").glob("python3*/site-packages")

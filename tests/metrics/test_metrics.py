@@ -5,6 +5,7 @@ processes with agents, and gpureclaim.metrics.register() in a process."""
 import getpass
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -173,13 +174,13 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     got = parse_exposition(p.stdout)
     ps = json.loads(sim.run("ps", "--json").stdout)
     for g in ps["gpus"]:
-        lab = {"gpu": str(g["index"]), "uuid": g["uuid"], "name": g["name"]}
+        lab = {"gpu": str(g["gpu"]), "uuid": g["uuid"], "name": g["name"]}
         for key in ("total", "used", "free"):
             (s, v), = series(got, f"gpureclaim_gpu_memory_{key}_bytes", **lab)
             assert v == g[key] and s == lab
         for pr in g["processes"]:
             (s, v), = series(got, "gpureclaim_process_memory_bytes",
-                             pid=str(pr["pid"]), gpu=str(g["index"]))
+                             pid=str(pr["pid"]), gpu=str(g["gpu"]))
             assert v == pr["bytes"]
             assert s["user"] == pr["user"] == getpass.getuser()
             assert s["container"] == "" or len(s["container"]) >= 12
@@ -202,6 +203,14 @@ def test_figures_are_the_drivers_and_hostile_commands_are_harmless(sim):  # noqa
     j = json.loads(exporter(sim, "--once", "--json").stdout)
     assert {p["pid"] for p in j["processes"]} >= set(mine)
     assert j["nvml_error"] is None and len(j["gpus"]) == 2
+    # the words of every JSON output (docs/naming.md): a GPU's index an
+    # integer, the time "time" (ISO, UTC) and "unix_time"; "at" of the
+    # release before beside them
+    assert [g["gpu"] for g in j["gpus"]] == [0, 1]
+    assert {p["gpu"] for p in j["processes"]} <= {0, 1}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
+                        j["time"]), j["time"]
+    assert j["at"] == j["unix_time"] > 0
 
 
 def test_nvml_absent_is_counted_not_fatal(tmp_path):
@@ -397,3 +406,39 @@ def test_a_hostile_agents_answer_is_its_bad_answer_never_the_exporters_end(
     assert q.poll() is None
     q.terminate()
     assert q.wait(HANG_S) == 0
+
+
+def test_suspended_processes_with_their_state_and_host_bytes(sim, tmp_path):  # noqa: F811
+    # the records of `gpureclaim suspend` in a folder of the test's own
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    os.chmod(run_dir, 0o700)
+    sim.env["GPURECLAIM_AGENT_DIR"] = str(run_dir)
+    p, r = sim.workload(1, 64, 0)
+    before = parse_exposition(exporter(sim, "--once").stdout)
+    assert series(before, "gpureclaim_process_suspended_bytes") == []
+    assert series(before, "gpureclaim_process_host_bytes") == []
+    s = sim.run("suspend", "--pid", str(r["pid"]), "--json")
+    assert s.returncode == 0, s.stderr
+    (done,) = json.loads(s.stdout)["processes"]
+    got = parse_exposition(exporter(sim, "--once").stdout)
+    # NVML lists it no more; the records and the driver say what it is
+    assert series(got, "gpureclaim_process_memory_bytes",
+                  pid=str(r["pid"])) == []
+    (lab, v), = series(got, "gpureclaim_process_suspended_bytes",
+                       pid=str(r["pid"]))
+    assert v == done["released"] == r["driver"]
+    assert (lab["gpu"], lab["state"]) == ("1", "suspended")
+    assert lab["user"] == getpass.getuser() and lab["uuid"].startswith("GPU-")
+    (lab, v), = series(got, "gpureclaim_process_host_bytes",
+                       pid=str(r["pid"]))
+    assert v == done["host_bytes"] and lab["state"] == "suspended"
+    j = json.loads(exporter(sim, "--once", "--json").stdout)
+    assert [x["pid"] for x in j["host"]] == [r["pid"]]
+    s = sim.run("resume", "--pid", str(r["pid"]))
+    assert s.returncode == 0, s.stderr
+    after = parse_exposition(exporter(sim, "--once").stdout)
+    assert series(after, "gpureclaim_process_suspended_bytes") == []
+    (_, v), = series(after, "gpureclaim_process_memory_bytes",
+                     pid=str(r["pid"]))
+    assert v == r["driver"]

@@ -48,6 +48,13 @@ def get(url, timeout=5.0):
         return r.status, r.read().decode()
 
 
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "docs")
+# the recording rules docs/metrics.md offers for the names of the release
+# before (kind="fragmented")
+RULES = os.path.join(DOCS, "gpureclaim-deprecated-rules.yml")
+
+
 class Prometheus:
     def __init__(self, tmp, target):
         self.port = free_port()
@@ -58,6 +65,8 @@ class Prometheus:
             "global:\n"
             f"  scrape_interval: {ms}ms\n"
             f"  scrape_timeout: {ms}ms\n"
+            f"  evaluation_interval: {ms}ms\n"
+            f"rule_files: ['{RULES}']\n"
             "scrape_configs:\n"
             "  - job_name: gpureclaim\n"
             "    static_configs:\n"
@@ -123,6 +132,7 @@ def test_a_real_prometheus_scrapes_the_exporter(sim, tmp_path):  # noqa: F811
 
         wait_for("two successful scrapes", scrapes)
         check_series(sim, prom, procs, agents, target)
+        check_deprecated_kind(prom)
         data = check_dashboard(prom)
     finally:
         prom.close()
@@ -135,6 +145,20 @@ def test_a_real_prometheus_scrapes_the_exporter(sim, tmp_path):  # noqa: F811
     p = subprocess.run([PROMTOOL, "check", "metrics"], input=text,
                        capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def check_deprecated_kind(prom):
+    """Both names of a part's kind (docs/naming.md, "Words"): the exporter
+    writes kind="not_releasable"; the documented recording rule gives the
+    name of the release before, kind="fragmented", the same values."""
+    def by(kind):
+        return {(m["pid"], m["gpu"], m["source"]): v for m, v in prom.query(
+            f'gpureclaim_process_part_bytes{{kind="{kind}"}}')}
+
+    new = by("not_releasable")
+    assert new, "no not_releasable part exported"
+    wait_for("the recording rule's first evaluation",
+             lambda: by("fragmented") == new)
 
 
 DASHBOARD = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -211,7 +235,7 @@ def check_series(sim, prom, procs, agents, target):  # noqa: F811
     p = sim.run("reclaim", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr
     dry = json.loads(p.stdout)
-    assert releasable == {str(g["index"]): float(g["would_return"])
+    assert releasable == {str(g["gpu"]): float(g["releasable"])
                           for g in dry["gpus"]}
     assert sum(releasable.values()) == dry["total"]
     assert releasable == {"0": 96 * 2.0 ** 20, "1": 160 * 2.0 ** 20}

@@ -4,6 +4,7 @@ fresh interpreter holding fake-Torch cache, started the way a user starts
 it (GPURECLAIM_AGENT through the bootstrap's startup hook), told to exit
 by closing its stdin."""
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import textwrap
 import time
 import uuid
 
-from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
+from conftest import FAKES, FAKES_BUILD, PY_PATH, SAN_PRELOAD, SIM_DIR
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -63,11 +64,11 @@ class Target:
     """A process started with `code` between HOLD and WAIT."""
 
     def __init__(self, env, code="", agent="1", preexec=None, hold=HOLD,
-                 python=sys.executable):
+                 python=sys.executable, boot=BOOT):
         e = dict(env)
         if agent is not None:
             e["GPURECLAIM_AGENT"] = agent
-            e["PYTHONPATH"] = os.pathsep.join([BOOT, e["PYTHONPATH"]])
+            e["PYTHONPATH"] = os.pathsep.join([boot, e["PYTHONPATH"]])
         src = hold + textwrap.dedent(code) + WAIT
         self.proc = subprocess.Popen(
             [python, "-c", src], env=e, stdin=subprocess.PIPE,
@@ -128,6 +129,91 @@ def world_python():
     return None
 
 
+class World:
+    """What for_another_user() yields: env (the given environment with its
+    paths moved to where the other uid reads them), python (an interpreter
+    it may run), py_path (the built package), boot (its startup hook's
+    folder, Target's boot), gpr (the command), and where
+    (the folder of the copies, or None when nothing had to be copied)."""
+
+    def __init__(self, env, python, moves, where):
+        self.where, self._moves = where, moves
+        self.env = {k: self.path(v) for k, v in env.items()}
+        self.python = python
+        self.py_path = self.path(PY_PATH)
+        self.boot = self.path(BOOT)
+        self.gpr = self.path(GPR)
+
+    def path(self, text):
+        """text (a path, or a PATH-like list) with every path this test
+        tree's uid alone may read replaced by its copy."""
+        for old, new in self._moves:
+            text = text.replace(old, new)
+        return text
+
+
+@contextlib.contextmanager
+def for_another_user(env):
+    """What a process of another uid needs from this build, where that uid
+    can read it, wherever the checkout lives: the built package and its
+    extension, the fake frameworks and their stand-in libraries, the sim's
+    libraries and the command. Each that lies in a folder another user
+    cannot reach (a clone under a 0700 `mktemp -d`, /root) is copied into
+    one fresh folder under /tmp (0755, removed after); the rest is used
+    where it is. Skips the test, saying why, when no interpreter may be
+    run by every user. Yields a World; use world.env for the other uid's
+    processes and world.py_path, world.gpr, world.python in their
+    commands."""
+    import pytest
+
+    python = world_python()
+    if python is None:
+        pytest.skip("no Python interpreter that another user may run")
+    # each path, and which of its entries the other uid needs (None: all)
+    needs = [(PY_PATH, lambda n: n == "gpureclaim"),
+             (FAKES, None),
+             (SIM_DIR, lambda n: n.startswith("lib") and ".so" in n),
+             (FAKES_BUILD, lambda n: n.endswith(".so")),
+             (GPR, None)]
+    moves, where = [], None
+    try:
+        for src, wanted in needs:
+            if not os.path.exists(src) or reachable_by_all(src):
+                continue
+            if where is None:
+                where = tempfile.mkdtemp(prefix="gpr-world-", dir="/tmp")
+            dst = os.path.join(where, str(len(moves)),
+                               os.path.basename(src))
+            os.makedirs(os.path.dirname(dst))
+            ignore = shutil.ignore_patterns("__pycache__")
+            if os.path.isfile(src):
+                shutil.copy2(src, dst)
+            elif wanted is None:
+                shutil.copytree(src, dst, ignore=ignore)
+            else:
+                os.makedirs(dst)
+                for n in filter(wanted, os.listdir(src)):
+                    f = os.path.join(src, n)
+                    if os.path.isdir(f):
+                        shutil.copytree(f, os.path.join(dst, n),
+                                        ignore=ignore)
+                    else:
+                        shutil.copy2(f, dst)
+            moves.append((src, dst))
+        if where:
+            for d, dirs, files in os.walk(where):
+                for f in [d] + [os.path.join(d, n) for n in files]:
+                    m = os.stat(f).st_mode
+                    os.chmod(f, m | 0o044 | (0o011 if m & 0o100 else 0))
+        # the longest first, so that a path inside another moves with its
+        # own copy
+        moves.sort(key=lambda m: -len(m[0]))
+        yield World(env, python, moves, where)
+    finally:
+        if where:
+            shutil.rmtree(where, ignore_errors=True)
+
+
 def driver_bytes(env, pid):
     """The driver's figure for pid on each GPU, as `gpureclaim ps --json`
     reads NVML (from outside the process)."""
@@ -138,7 +224,7 @@ def driver_bytes(env, pid):
     for g in json.loads(p.stdout)["gpus"]:
         for q in g["processes"]:
             if q["pid"] == pid:
-                out[g["index"]] = q["bytes"]
+                out[g["gpu"]] = q["bytes"]
     return out
 
 

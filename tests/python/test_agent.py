@@ -18,16 +18,16 @@ import time
 
 import pytest
 
-from agentkit import (GiB, MiB, Target, driver_bytes, raw_answer, sim_env,
-                      wait_for, world_python)
+from agentkit import (GiB, MiB, Target, driver_bytes, for_another_user,
+                      raw_answer, sim_env, wait_for)
 from conftest import PY_PATH
 
 sys.path.insert(0, PY_PATH)
 from gpureclaim import agent  # noqa: E402
 
 CACHE = """\
-t = torch.empty(2 << 30, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 """
 
@@ -548,22 +548,22 @@ except agent.AgentError as e:
 def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
                                                            other_user,
                                                            tmp_path):
-    env = rule_env
-    u = other_user
-    python = world_python()
-    if python is None:
-        pytest.skip("no Python interpreter that another user may run")
-    e = dict(env, HOME="/")
+    with for_another_user(dict(rule_env, HOME="/")) as world:
+        refused_both_ways_and_root_may_ask(world, other_user, tmp_path)
+
+
+def refused_both_ways_and_root_may_ask(world, u, tmp_path):
+    e, python = world.env, world.python
     # root's agent, asked by the other user: refused
     with Target(e) as mine:
-        p = subprocess.run([python, "-c", ASK, PY_PATH,
+        p = subprocess.run([python, "-c", ASK, world.py_path,
                             str(mine.pid)], env=e, capture_output=True,
                            text=True, preexec_fn=as_user(u), timeout=60)
         assert p.stdout.startswith("refused "), (p.stdout, p.stderr)
         assert "only that user and root" in p.stdout
-        from agentkit import GPR  # the command's client (C), the same
-        p = subprocess.run([GPR, "release", "--pid", str(mine.pid)], env=e,
-                           capture_output=True, text=True,
+        # the command's client (C), the same
+        p = subprocess.run([world.gpr, "release", "--pid", str(mine.pid)],
+                           env=e, capture_output=True, text=True,
                            preexec_fn=as_user(u), timeout=60)
         assert p.returncode == 1 and p.stderr == (
             f"gpureclaim release: process {mine.pid} belongs to uid 0; "
@@ -573,7 +573,8 @@ def test_another_uid_is_refused_both_ways_and_root_may_ask(rule_env,
     shared.mkdir()
     os.chmod(tmp_path, 0o755)
     os.chmod(shared, 0o777)  # the sim's state and a cwd the user can use
-    with Target(e, CACHE, preexec=as_user(u), python=python) as theirs:
+    with Target(e, CACHE, preexec=as_user(u), python=python,
+                boot=world.boot) as theirs:
         path = agent.socket_path(theirs.pid)
         assert path == f"/tmp/gpureclaim-{u.pw_uid}/{theirs.pid}.sock"
         assert os.lstat(path).st_uid == u.pw_uid
@@ -621,7 +622,7 @@ def test_gpureclaim_run_agent_starts_it_in_the_child(env):
     from agentkit import GPR
 
     code = ("import os, sys, torch\n"
-            "t = torch.empty(1 << 30, device='cuda'); del t\n"
+            "t = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); del t\n"
             "print('ready', flush=True); sys.stdin.read()")
     p = subprocess.Popen([GPR, "run", "--agent", "--", sys.executable, "-c",
                           code], env=env, stdin=subprocess.PIPE,
@@ -634,6 +635,33 @@ def test_gpureclaim_run_agent_starts_it_in_the_child(env):
         p.stdin.close()
         p.wait(30)
     assert p.returncode == 0 and p.stderr.read() == ""
+
+
+def test_sigterm_removes_the_socket(env):
+    """A process with the agent ended by SIGTERM (its default action) takes
+    its socket with it, as at a normal exit: only SIGKILL leaves one
+    (issue 33); started by `gpureclaim run --agent` and by the variable."""
+    from agentkit import GPR
+
+    code = ("import sys, torch\n"
+            "print('ready', flush=True); sys.stdin.read()")
+    for argv in ([GPR, "run", "--agent", "--", sys.executable, "-c", code],
+                 [sys.executable, "-c", "import gpureclaim.agent as a; "
+                  "a.start(); " + code.replace("\n", "; ")]):
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            assert p.stdout.readline() == "ready\n", p.stderr.read()
+            path = agent.socket_path(p.pid)
+            assert os.path.exists(path)
+            p.send_signal(signal.SIGTERM)
+            p.wait(30)
+        finally:
+            p.kill()
+            p.wait()
+        assert p.returncode == -signal.SIGTERM  # still ended by it
+        assert not os.path.exists(path), argv[:2]
 
 
 PTH_PROBE = """

@@ -12,8 +12,8 @@ import pytest
 from agentkit import GiB, MiB, Target, driver_bytes, gpr, sim_env
 
 CACHE = """\
-t = torch.empty({cached} << 20, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty({cached} << 20, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 """
 
@@ -41,7 +41,7 @@ def test_explain_pid_prints_the_processs_own_report(env):
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("gpureclaim.explain(): where this "
                                    "process's GPU memory goes\n")
-        assert "cached, returnable  torch" in r.stdout
+        assert "cached, releasable  torch" in r.stdout
         j = gpr(env, "explain", "--pid", t.pid, "--json")
         doc = json.loads(j.stdout)
         parts = {p["kind"]: p["bytes"] for p in doc["gpus"][0]["parts"]}
@@ -154,13 +154,17 @@ def test_reclaim_over_several_processes_one_hung_one_dying_one_without(
         got = {p["pid"]: p for p in rep["processes"]}
         assert set(got) == {a.pid, b.pid}
         for t, want in ((a, GiB), (b, 2 * GiB)):
-            assert got[t.pid]["returned"] == want
+            assert got[t.pid]["released"] == want
             assert before[t.pid] - driver_bytes(env, t.pid)[0] == want
             [g] = got[t.pid]["gpus"]
-            assert g["nvml_index"] == 0 and g["returned"] == want
+            assert g["gpu"] == 0 and g["released"] == want
+            # the keys of the release before (docs/naming.md, deprecated)
+            assert got[t.pid]["returned"] == g["returned"] == want
+            assert g["nvml_index"] == 0
         assert rep["total"] == 3 * GiB
-        assert rep["gpus"] == [{"index": 0, "returned": 3 * GiB,
-                                "processes": 2}]
+        assert rep["gpus"] == [{"gpu": 0, "released": 3 * GiB,
+                                "processes": 2, "index": 0,
+                                "returned": 3 * GiB}]
         failed = {p["pid"]: p for p in rep["failed"]}
         assert failed[hung.pid]["kind"] == "timeout"
         assert "it is stopped" in failed[hung.pid]["error"]
@@ -180,10 +184,12 @@ def test_reclaim_text_says_who_gave_what_and_who_did_not(env):
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         assert lines[0] == ("gpureclaim reclaim: 1 process with an agent "
-                            "asked; 1 answered and gave back 1.0 GiB "
+                            "asked; 1 answered and released 1.0 GiB "
                             f"({GiB} bytes)")
+        assert lines[1].split() == ["PID", "USER", "RELEASED", "PER", "GPU",
+                                    "/", "COMMAND"]
         assert any(str(a.pid) in x and "GPU 0 1.0 GiB" in x for x in lines)
-        assert f"GPU 0: 1.0 GiB ({GiB} bytes) came back from 1 process" \
+        assert f"GPU 0: 1.0 GiB ({GiB} bytes) released by 1 process" \
             in lines
         i = lines.index("No agent (not asked):")
         assert str(plain.pid) in lines[i + 1]
@@ -195,20 +201,31 @@ def test_reclaim_dry_run_releases_nothing_and_min_skips(env):
         r = gpr(env, "reclaim", "--dry-run", "--json")
         rep = json.loads(r.stdout)
         assert rep["dry_run"] and rep["total"] == GiB + 256 * MiB
+        got = {p["pid"]: p for p in rep["processes"]}
+        assert got[a.pid]["releasable"] == got[a.pid]["would_return"] == GiB
+        [g] = got[a.pid]["gpus"]
+        assert g["releasable"] == g["returnable"] == GiB
+        assert rep["gpus"][0]["releasable"] == GiB + 256 * MiB
         assert {t.pid: driver_bytes(env, t.pid)[0] for t in (a, b)} == held
+        t = gpr(env, "reclaim", "--dry-run")
+        assert t.stdout.splitlines()[0].endswith(
+            f"2 answered; 1.2 GiB releasable ({GiB + 256 * MiB} bytes)")
+        assert "RELEASABLE" in t.stdout.splitlines()[1]
+        assert (f"GPU 0: 1.2 GiB ({GiB + 256 * MiB} bytes) releasable in 2 "
+                "processes") in t.stdout.splitlines()
         r = gpr(env, "reclaim", "--min", "512MiB", "--json")
         rep = json.loads(r.stdout)
         got = {p["pid"]: p for p in rep["processes"]}
-        assert got[a.pid]["returned"] == GiB
-        assert got[b.pid]["returned"] == 0
+        assert got[a.pid]["released"] == GiB
+        assert got[b.pid]["released"] == 0
         assert "less than --min 512.0 MiB" in got[b.pid]["skipped"]
         assert driver_bytes(env, b.pid)[0] == held[b.pid]
 
 
 def test_reclaim_gpu_releases_only_that_gpu(env):
     code = """\
-    a = torch.empty(1 << 30, device="cuda:0"); del a
-    b = torch.empty(2 << 30, device="cuda:1"); del b
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:0"); del a
+    b = torch.empty(2 << 30, dtype=torch.uint8, device="cuda:1"); del b
     """
     import textwrap
     with Target(env, textwrap.dedent(code)) as t:
@@ -217,12 +234,12 @@ def test_reclaim_gpu_releases_only_that_gpu(env):
         assert r.returncode == 0, r.stderr
         rep = json.loads(r.stdout)
         [p] = rep["processes"]
-        assert p["returned"] == 2 * GiB
+        assert p["released"] == 2 * GiB
         # only GPU 1 is visited and measured (Torch's empty_cache empties
         # the caches of every GPU at once, the fake's as the real one's)
         after = driver_bytes(env, t.pid)
         assert before[1] - after[1] == 2 * GiB
-        assert [g["nvml_index"] for g in p["gpus"]] == [1]
+        assert [g["gpu"] for g in p["gpus"]] == [1]
 
 
 def test_ps_explain_shows_each_agents_parts_and_the_gpu_total(env):
@@ -233,17 +250,23 @@ def test_ps_explain_shows_each_agents_parts_and_the_gpu_total(env):
         doc = json.loads(r.stdout)
         g0 = doc["gpus"][0]
         rows = {p["pid"]: p for p in g0["processes"]}
-        assert rows[a.pid]["agent"]["parts"]["returnable"] == 2 * GiB
+        parts = rows[a.pid]["agent"]["parts"]
+        assert parts["releasable"] == 2 * GiB
+        assert list(parts)[:6] == ["live", "releasable", "not_releasable",
+                                   "workspaces", "pools", "rest"]
+        # the keys of the release before (docs/naming.md, deprecated)
+        assert parts["returnable"] == 2 * GiB
+        assert parts["not returnable"] == parts["not_releasable"] == 0
         assert rows[a.pid]["agent"]["parts"]["live"] == 256 * MiB
-        assert rows[b.pid]["agent"]["parts"]["returnable"] == 512 * MiB
+        assert rows[b.pid]["agent"]["parts"]["releasable"] == 512 * MiB
         assert rows[plain.pid]["agent"] is None
-        assert g0["returnable"] == 2 * GiB + 512 * MiB
+        assert g0["releasable"] == g0["returnable"] == 2 * GiB + 512 * MiB
         assert g0["agents"] == 2
         t = gpr(env, "ps", "--explain")
         assert t.returncode == 0, t.stderr
-        assert ("  a release of every process would return 2.5 GiB (2 with "
-                "an agent)") in t.stdout.splitlines()
-        assert "returnable 2.0 GiB, not returnable 0 B" in t.stdout
+        assert ("  releasable by the 2 processes with an agent: 2.5 GiB") \
+            in t.stdout.splitlines()
+        assert "releasable 2.0 GiB, not releasable 0 B" in t.stdout
         # nothing was released by looking
         assert driver_bytes(env, a.pid)[0] == rows[a.pid]["bytes"]
 

@@ -119,8 +119,8 @@ def env(monkeypatch):
 
 
 CACHE = """\
-t = torch.empty(1 << 30, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 """
 
@@ -162,11 +162,11 @@ def test_reclaim_refuses_figures_beyond_the_drivers_and_never_overflows(
                     assert "driver" in failed[f.pid]["error"]
             else:  # the honest one gave its cache at the first round
                 first = r.stdout.splitlines()[0]
-                assert first.endswith("3 answered and gave back 0 B "
+                assert first.endswith("3 answered and released 0 B "
                                       "(0 bytes)") or \
-                    first.endswith("1 answered and gave back 0 B (0 bytes)"), \
+                    first.endswith("1 answered and released 0 B (0 bytes)"), \
                     r.stdout
-                assert "GPU 0: 0 B (0 bytes) came back" in r.stdout
+                assert "GPU 0: 0 B (0 bytes) released by" in r.stdout
                 assert f"  {f1.pid} " in r.stdout.split("Did not answer:")[1]
 
 
@@ -213,7 +213,7 @@ def test_reclaim_dry_run_and_ps_explain_check_parts_against_the_driver(
         assert "agent: bad_answer: " in r.stdout
         assert not [x for x in r.stdout.splitlines()
                     if "EiB" in x and "bad_answer" not in x], r.stdout
-        assert "a release of every process would return 1.0 GiB" in r.stdout
+        assert "releasable by the 1 process with an agent: 1.0 GiB" in r.stdout
         r = gpr(env, "reclaim", "--dry-run", "--json", "--timeout", "20")
         rep = json.loads(r.stdout)
         consistent(rep, "would_return")

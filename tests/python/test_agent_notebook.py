@@ -16,8 +16,8 @@ def test_a_kernels_cache_is_released_from_outside(tmp_path):
     with kernel(env, tmp_path, now=False) as (km, kc):
         out = execute(kc, "%load_ext gpureclaim\n"
                           "import os, torch\n"
-                          "t = torch.empty(3 << 30, device='cuda')\n"
-                          "keep = torch.empty(1 << 28, device='cuda')\n"
+                          "t = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
+                          "keep = torch.empty(1 << 28, dtype=torch.uint8, device='cuda')\n"
                           "del t\n"
                           "print(os.getpid())")
         assert [k for k, _ in out if k == "error"] == [], out
@@ -26,7 +26,7 @@ def test_a_kernels_cache_is_released_from_outside(tmp_path):
 
         r = gpr(env, "explain", "--pid", pid)
         assert r.returncode == 0, r.stderr
-        assert "cached, returnable  torch" in r.stdout
+        assert "cached, releasable  torch" in r.stdout
 
         before = driver_bytes(env, pid)[0]
         r = gpr(env, "release", "--pid", pid, "--json")

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from agentkit import (GiB, PY_PATH, Target, driver_bytes, gpr,
+from agentkit import (GiB, Target, driver_bytes, for_another_user, gpr,
                       reachable_by_all, remote_exec_python, sim_env,
                       wait_for)
 from test_agent import as_user, other_user  # noqa: F401 (a fixture)
@@ -31,8 +31,8 @@ needs_remote = pytest.mark.skipif(
 #: 2 GiB of cache and a live tensor; then the main thread runs Python (a
 #: training loop would) until stdin closes
 SPIN = """\
-t = torch.empty(2 << 30, device="cuda")
-keep = torch.empty(256 << 20, device="cuda")
+t = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+keep = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 del t
 import select
 print("ready", os.getpid(), flush=True)
@@ -194,8 +194,8 @@ def test_an_idle_jupyter_kernel_is_woken_and_its_namespace_untouched(
     argv = [REMOTE[0], "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     with kernel(kenv, tmp_path, argv) as (km, kc):
         out = execute(kc, "import torch\n"
-                          "t = torch.empty(3 << 30, device='cuda')\n"
-                          "keep = torch.empty(1 << 28, device='cuda')\n"
+                          "t = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
+                          "keep = torch.empty(1 << 28, dtype=torch.uint8, device='cuda')\n"
                           "del t\n")
         assert [k for k, _ in out if k == "error"] == [], out
         pid = km.provisioner.process.pid
@@ -214,18 +214,22 @@ def test_an_idle_jupyter_kernel_is_woken_and_its_namespace_untouched(
 @needs_remote
 def test_another_uid_is_refused_by_ptrace_and_root_may_start_theirs(
         env, other_user, tmp_path):  # noqa: F811
-    u = other_user
     py = REMOTE[0]
-    for d in (py, PY_PATH):
-        if not reachable_by_all(d):
-            pytest.skip(f"{d} is not reachable by another user")
+    if not reachable_by_all(py):
+        pytest.skip(f"{py} is not reachable by another user")
+    with for_another_user(dict(env, HOME="/", GPURECLAIM_PYTHON=py)) as world:
+        refused_by_ptrace_and_root_may_start_theirs(world, env, other_user,
+                                                    tmp_path)
+
+
+def refused_by_ptrace_and_root_may_start_theirs(world, env, u, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(tmp_path, 0o755)
     os.chmod(shared, 0o777)
     os.chmod(env["SCRATCH"], 0o1777)
     os.chmod(env["GPURECLAIM_AGENT_DIR"], 0o755)
-    e = dict(env, HOME="/", GPURECLAIM_PYTHON=py)
+    e = world.env
     # root's process, asked by the other user: the kernel refuses
     with remote_target(e) as mine:
         p = subprocess.run([e["GPURECLAIM_BIN"], "agent", "start", "--pid",

@@ -33,7 +33,7 @@ emit(dict(rows=[(x.name, x.kind, x.active) for x in gpureclaim.releasers()],
 def test_metal_rows_come_from_the_core(scenario):
     r = scenario("""
 import torch, mlx.core as mx
-t = torch.empty(64 << 20, device="mps"); del t
+t = torch.empty(64 << 20, dtype=torch.uint8, device="mps"); del t
 m = mx.ones(32 << 20); del m
 r = gpureclaim.release()
 emit(dict(rows=[(x.name, x.device, x.known, x.released) for x in r.releasers],
@@ -60,7 +60,7 @@ class Buffer:  # a Metal buffer no cache keeps: freed at collection
     def __init__(self, n):
         self.block = fakemetal.alloc(n)
         weakref.finalize(self, fakemetal.free, self.block)
-t = torch.empty(64 << 20, device="mps")  # live: makes the gc run
+t = torch.empty(64 << 20, dtype=torch.uint8, device="mps")  # live: makes the gc run
 cycle = [t, Buffer(256 << 20)]; cycle.append(cycle)
 start = fakemetal.total()
 del t, cycle
@@ -80,7 +80,7 @@ gc.disable()  # no automatic collection: only the release's run
 runs = []
 gc.callbacks.append(lambda phase, info: phase == "start" and runs.append(info["generation"]))
 def cycle():
-    t = torch.empty(256 << 20, device="cuda")
+    t = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     c = [t]; c.append(c)
     return c
 c = cycle(); del c

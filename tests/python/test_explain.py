@@ -29,10 +29,10 @@ def run(scenario, code, **kw):
 def test_parts_add_up_exactly_to_the_driver_figure(scenario):
     r = run(scenario, """
 import torch, cupy, jax
-t = torch.empty(256 << 20, device="cuda")
-x = torch.empty(64 << 20, device="cuda"); del x
-a = cupy.empty(128 << 20)
-b = cupy.empty(32 << 20); del b
+t = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del x
+a = cupy.empty(128 << 20, dtype=cupy.uint8)
+b = cupy.empty(32 << 20, dtype=cupy.uint8); del b
 jax.numpy_ones(1000)
 e = check(gpureclaim.explain())
 g = e.gpus[0]
@@ -43,7 +43,7 @@ emit(dict(parts=parts(e), driver=g.driver, rest=g.rest, source=g.source,
     p = r["parts"]
     assert p["live:torch"] == 256 * MiB
     assert p["releasable:torch"] == 64 * MiB
-    assert p["fragmented:torch"] == 0
+    assert p["not_releasable:torch"] == 0
     assert p["live:cupy"] == 128 * MiB
     assert p["releasable:cupy"] == 32 * MiB
     assert p["live:jax"] == 1000
@@ -58,7 +58,7 @@ emit(dict(parts=parts(e), driver=g.driver, rest=g.rest, source=g.source,
             assert part["advice"] or part["hint"], part
         assert part["exact"] is True, part
     assert "GPU 0: " in r["text"] and "rest" in r["text"]
-    assert "gpureclaim.release() returns it" in r["text"]
+    assert "gpureclaim.release() releases it" in r["text"]
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in r["text"]
 
 
@@ -70,10 +70,10 @@ def step(name):
     steps[name] = parts(check(gpureclaim.explain()))
 torch.cuda._lazy_init(); simcuda.set_current(0)  # a context, nothing allocated
 step("start")
-t = torch.empty(64 << 20, device="cuda"); step("tensor")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); step("tensor")
 del t; step("dropped")
 gpureclaim.release(); step("released")
-a = cupy.empty(64 << 20); step("cupy array")
+a = cupy.empty(64 << 20, dtype=cupy.uint8); step("cupy array")
 del a; step("cupy dropped")
 gpureclaim.release(); step("cupy released")
 emit(steps)
@@ -95,14 +95,14 @@ emit(steps)
 def test_fragmentation_is_unreleasable_and_names_the_pinning_blocks(scenario):
     r = run(scenario, """
 import torch
-big = torch.empty(64 << 20, device="cuda")
+big = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 del big
 # four 16 MiB tensors carved from the freed 64 MiB segment; two dropped
-small = [torch.empty(16 << 20, device="cuda") for _ in range(4)]
+small = [torch.empty(16 << 20, dtype=torch.uint8, device="cuda") for _ in range(4)]
 del small[2], small[0]
 gpureclaim.release()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 stats = torch.cuda.memory_stats(0)
 addrs = sorted(t.nbytes for t in small)
 del small
@@ -124,16 +124,16 @@ emit(dict(frag=frag.bytes, detail=frag.detail, text=str(e),
     assert "1 segment(s) hold live and free blocks" in r["text"]
     assert "pinned by 2 live block(s) (0 workspace), the largest 16.0 MiB" in r["text"]
     # the small tensors gone, the segments return
-    assert r["after"].get("fragmented:torch", 0) == 0
+    assert r["after"].get("not_releasable:torch", 0) == 0
     assert r["after"] == {"rest:context, modules, unreported": CONTEXT,
                           "live:torch": 0, "releasable:torch": 0,
-                          "fragmented:torch": 0}
+                          "not_releasable:torch": 0}
 
 
 def test_cublas_workspace_from_torchs_map_and_freed_by_workspaces_true(scenario):
     r = run(scenario, """
 import torch
-a = torch.empty(64 << 20, device="cuda")
+a = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 c = torch.matmul(a, a)
 del a, c
 gpureclaim.release()
@@ -165,7 +165,7 @@ emit(dict(before=before, how=ws.how, advice=ws.advice, text=str(e),
 def test_cublas_workspace_size_follows_architecture_and_config(scenario):
     code = """
 import torch
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 c = torch.matmul(a, a)
 del a, c
 e = check(gpureclaim.explain())
@@ -188,8 +188,8 @@ emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts
     # map's block is the workspace
     r = run(scenario, """
 import torch
-a = torch.empty(32 << 20, device="cuda")
-b = torch.matmul(torch.empty(2 << 20, device="cuda"), torch.empty(2 << 20, device="cuda"))
+a = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+b = torch.matmul(torch.empty(2 << 20, dtype=torch.uint8, device="cuda"), torch.empty(2 << 20, dtype=torch.uint8, device="cuda"))
 e = check(gpureclaim.explain())
 emit(parts(e))
 """)
@@ -200,10 +200,10 @@ emit(parts(e))
 def test_cublaslt_workspace_from_the_map(scenario):
     r = run(scenario, """
 import torch
-lone = torch.empty(1 << 20, device="cuda")  # 1 MiB, no matmul yet: live
+lone = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")  # 1 MiB, no matmul yet: live
 before = parts(check(gpureclaim.explain()))
 del lone
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 out = torch.addmm(None, a, a)
 del a, out
 gpureclaim.release()
@@ -224,18 +224,18 @@ def test_segment_pinned_only_by_a_workspace_says_so(scenario):
     # the article's RTX 4090 case: an 8.125 MiB workspace in a 20 MiB segment
     r = run(scenario, """
 import torch
-seg = torch.empty(20 << 20, device="cuda"); del seg
-a = torch.empty(1 << 20, device="cuda")      # small pool: not in that segment
+seg = torch.empty(20 << 20, dtype=torch.uint8, device="cuda"); del seg
+a = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")      # small pool: not in that segment
 c = torch.matmul(a, a)
 del a, c
 gpureclaim.release()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 emit(dict(p=parts(e), advice=frag.advice, detail=frag.detail))
 """, env={"FAKE_SM": "8.9"})
     ws = 4096 * 1024 * 2 + 16 * 1024 * 8
     assert r["p"]["workspace:cuBLAS"] == ws
-    assert r["p"]["fragmented:torch"] == 20 * MiB - ws
+    assert r["p"]["not_releasable:torch"] == 20 * MiB - ws
     assert r["detail"]["pinned"][0]["workspace_blocks"] == 1
     assert "release(workspaces=True)" in r["advice"]
 
@@ -245,8 +245,8 @@ def test_cublas_workspace_known_from_allocator_history(scenario):
     r = run(scenario, """
 import torch
 torch.cuda.memory._record_memory_history()
-x = torch.empty(32 << 20, device="cuda")  # same size, user code: not a workspace
-a = torch.empty(4 << 20, device="cuda")
+x = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")  # same size, user code: not a workspace
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 c = torch.matmul(a, a)
 e = check(gpureclaim.explain())
 emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts if p.kind == "workspace"],
@@ -263,10 +263,10 @@ emit(dict(p=parts(e), how=[p.how for p in e.gpus[0].parts if p.kind == "workspac
 def test_cufft_plans_of_cupy_and_torch(scenario):
     r = run(scenario, """
 import torch, cupy
-a = cupy.empty(64 << 20)
+a = cupy.empty(64 << 20, dtype=cupy.uint8)
 f = cupy.fft.fft2(a)
 del f
-t = torch.empty(4 << 20, device="cuda")
+t = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.fft.fft2(t)
 e = check(gpureclaim.explain())
 with_plans = parts(e)
@@ -308,7 +308,7 @@ emit(dict(p=parts(e), how=pool.how, advice=pool.advice, hint=pool.hint))
 def test_negative_rest_is_reported_not_clamped(scenario):
     r = run(scenario, """
 import cupy
-a = cupy.empty(64 << 20)
+a = cupy.empty(64 << 20, dtype=cupy.uint8)
 pool = cupy.get_default_memory_pool()
 pool.used_bytes = lambda: 2 << 30   # an allocator that over-counts
 pool.total_bytes = lambda: 2 << 30
@@ -359,7 +359,7 @@ emit(dict(gpus=len(e.gpus), init=torch.cuda.is_initialized(),
 def test_forked_child_gets_an_empty_answer(scenario):
     r = scenario("""
 import torch
-t = torch.empty(64 << 20, device="cuda")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 rfd, wfd = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -382,8 +382,8 @@ emit(dict(child=child, parent=len(gpureclaim.explain().gpus)))
 def test_devices_argument(scenario):
     r = run(scenario, """
 import torch
-x = torch.empty(4 << 20, device="cuda:1")
-y = torch.empty(4 << 20, device="cuda:2")
+x = torch.empty(4 << 20, dtype=torch.uint8, device="cuda:1")
+y = torch.empty(4 << 20, dtype=torch.uint8, device="cuda:2")
 out = {}
 for name, arg in {"int": 0, "str": "01", "float": 1.5, "neg": [-1], "bool": [True],
                   "strs": ["0"], "big": [2**40]}.items():
@@ -425,7 +425,7 @@ def test_allocators_source_where_nvml_has_no_per_process_figure(scenario):
     for fault in ("nvml-absent", "mig"):
         r = run(scenario, """
 import torch
-t = torch.empty(64 << 20, device="cuda")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 e = check(gpureclaim.explain())
 g = e.gpus[0]
 emit(dict(source=g.source, driver=g.driver, rest=g.rest, notes=e.notes, text=str(e)))
@@ -442,8 +442,8 @@ def test_a_live_tensor_on_one_gpu_and_a_freed_one_on_another(scenario):
     # suite runs in the ASan+UBSan build of make check)
     r = run(scenario, """
 import torch
-keep = torch.empty(8 << 20, device="cuda:0")
-gone = torch.empty(8 << 20, device="cuda:1"); del gone
+keep = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:0")
+gone = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:1"); del gone
 e = check(gpureclaim.explain())
 emit(dict(p0=parts(e, 0), p1=parts(e, 1), notes=e.notes))
 """, sim="gpus=2")
@@ -456,9 +456,9 @@ emit(dict(p0=parts(e, 0), p1=parts(e, 1), notes=e.notes))
 def test_each_workspace_has_a_colour_of_its_own(scenario):
     r = run(scenario, """
 import torch, cupy
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.addmm(None, a, a)                      # cuBLAS and cuBLASLt
-f = cupy.fft.fft2(cupy.empty(64 << 20))      # cuFFT plans (cupy)
+f = cupy.fft.fft2(cupy.empty(64 << 20, dtype=cupy.uint8))      # cuFFT plans (cupy)
 e = check(gpureclaim.explain())
 title, blocks = e._view()
 [bar] = [b for b in blocks if b[0] == "bar"]
@@ -477,13 +477,13 @@ def test_a_thousand_segment_snapshot(scenario):
     r = run(scenario, """
 import time
 import torch
-big = [torch.empty(4 << 20, device="cuda") for _ in range(1000)]
+big = [torch.empty(4 << 20, dtype=torch.uint8, device="cuda") for _ in range(1000)]
 del big
-small = [torch.empty(2 << 20, device="cuda") for _ in range(1000)]
+small = [torch.empty(2 << 20, dtype=torch.uint8, device="cuda") for _ in range(1000)]
 half = small[::2]; del small  # every other segment keeps a live block
 torch.cuda.calls.clear()
 e = check(gpureclaim.explain())
-[frag] = [p for p in e.gpus[0].parts if p.kind == "fragmented"]
+[frag] = [p for p in e.gpus[0].parts if p.kind == "not_releasable"]
 emit(dict(frag=frag.bytes, detail=frag.detail, p=parts(e),
           snapshots=[c for c in torch.cuda.calls if c == ("memory_snapshot",)],
           split=torch.cuda.memory_stats(0)["inactive_split_bytes.all.current"]))
@@ -500,7 +500,7 @@ emit(dict(frag=frag.bytes, detail=frag.detail, p=parts(e),
 def test_metal_entry(scenario):
     r = run(scenario, """
 import torch, mlx.core as mx
-t = torch.empty(64 << 20, device="mps")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="mps")
 m = mx.ones(32 << 20)
 k = mx.ones(16 << 20); del k
 e = gpureclaim.explain()
@@ -521,11 +521,11 @@ emit(dict(device=g.device, source=g.source, p={p.kind + ":" + p.source: p.bytes 
 def test_repeated_calls_keep_rss_flat(scenario):
     r = scenario("""
 import torch, cupy, jax
-t = torch.empty(64 << 20, device="cuda")
-s = torch.empty(2 << 20, device="cuda")
-x = torch.empty(64 << 20, device="cuda"); del x
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+s = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
+x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del x
 c = torch.matmul(t, t)
-a = cupy.empty(8 << 20); f = cupy.fft.fft2(a)
+a = cupy.empty(8 << 20, dtype=cupy.uint8); f = cupy.fft.fft2(a)
 jax.numpy_ones(8)
 def one():
     e = gpureclaim.explain(); str(e); e._repr_html_(); e.to_dict()
@@ -572,8 +572,8 @@ def test_cli_runs_the_script_and_passes_its_exit_code(tmp_path):
         import sys, torch
         assert __name__ == "__main__"
         print("args", sys.argv)
-        keep = torch.empty(64 << 20, device="cuda")
-        x = torch.empty(32 << 20, device="cuda"); del x
+        keep = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        x = torch.empty(32 << 20, dtype=torch.uint8, device="cuda"); del x
         sys.exit(int(sys.argv[2]))
     """))
     for code in (0, 3):
@@ -586,12 +586,12 @@ def test_cli_runs_the_script_and_passes_its_exit_code(tmp_path):
         assert "ended" in p.stdout and "GPU 0: " in p.stdout
         # the script's globals were kept: its tensor shows as live
         assert re.search(r"live\s+torch\s+64\.0", p.stdout), p.stdout
-        assert re.search(r"cached, returnable\s+torch\s+32\.0", p.stdout), p.stdout
+        assert re.search(r"cached, releasable\s+torch\s+32\.0", p.stdout), p.stdout
 
 
 def test_cli_prints_traceback_then_explanation_and_exits_1(tmp_path):
     script = tmp_path / "boom.py"
-    script.write_text("import torch\nt = torch.empty(8 << 20, device='cuda')\n"
+    script.write_text("import torch\nt = torch.empty(8 << 20, dtype=torch.uint8, device='cuda')\n"
                       "raise ValueError('boom')\n")
     p = subprocess.run([sys.executable, "-m", "gpureclaim", "explain", str(script)],
                        env=_env("clierr"), capture_output=True, text=True, timeout=60)
@@ -606,7 +606,7 @@ def test_cli_prints_on_sigusr1_while_running(tmp_path):
     flag = tmp_path / "stop"
     script.write_text(textwrap.dedent(f"""
         import os, time, torch
-        t = torch.empty(16 << 20, device="cuda")
+        t = torch.empty(16 << 20, dtype=torch.uint8, device="cuda")
         print("ready", flush=True)
         while not os.path.exists({str(flag)!r}):
             time.sleep(0.01)

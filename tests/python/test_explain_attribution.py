@@ -31,11 +31,11 @@ def run(scenario, code, **kw):
 
 USER_BUFFERS = """
 import torch
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 c = torch.matmul(a, a)
 out = torch.addmm(None, a, a)
 a.backward()                       # autograd's thread: a second cuBLAS handle
-user = [torch.empty(32 << 20, device="cuda"), torch.empty(1 << 20, device="cuda")]
+user = [torch.empty(32 << 20, dtype=torch.uint8, device="cuda"), torch.empty(1 << 20, dtype=torch.uint8, device="cuda")]
 mine = sorted(t.data_ptr() for t in user)
 e1 = check(gpureclaim.explain())
 rel = gpureclaim.release(workspaces=True)
@@ -96,7 +96,7 @@ def test_buffers_surviving_the_clear_are_said_to(scenario):
     # after release(workspaces=True) said to be no workspaces
     r = run(scenario, """
 import torch
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.matmul(a, a)
 held = [torch.cuda._pool(0).malloc(32 << 20), torch.cuda._pool(0).malloc(1 << 20)]
 e1 = check(gpureclaim.explain())
@@ -116,9 +116,9 @@ emit(dict(p1=parts(e1), p2=parts(e2), how=u.how, advice=u.advice,
 def test_frozen_objects_are_not_seen_and_it_says_so(scenario):
     r = run(scenario, """
 import torch
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.matmul(a, a)
-user = torch.empty(32 << 20, device="cuda")
+user = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
 gc.freeze()                                   # user's tensor now frozen
 e = check(gpureclaim.explain())
 [u] = [p for p in e.gpus[0].parts if p.kind == "unattributed"]
@@ -133,7 +133,7 @@ emit(dict(p=parts(e), how=u.how, frozen=u.detail["scan"]["frozen"], advice=u.adv
 def test_a_malformed_or_busy_map_is_discarded_with_a_note(scenario):
     r = run(scenario, """
 import torch
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.addmm(None, a, a)
 os.environ["CUBLASLT_WORKSPACE_SIZE"] = "2048"  # the Lt entry no longer fits
 bad = check(gpureclaim.explain())
@@ -162,7 +162,7 @@ def test_history_frames_decide_only_with_cpp_frames(scenario):
     code = """
 import torch
 torch.cuda.memory._record_memory_history()
-a = torch.empty(4 << 20, device="cuda")
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.addmm(None, a, a)
 e = check(gpureclaim.explain())
 emit(dict(p=parts(e), ev=sorted({p.evidence for p in e.gpus[0].parts
@@ -194,18 +194,18 @@ def test_advice_is_never_repeated_after_being_followed(scenario):
     r = run(scenario, f"""
 import torch, cupy
 FOLLOW = {FOLLOW!r}
-keep = [torch.empty(8 << 20, device="cuda")]
-x = torch.empty(64 << 20, device="cuda"); del x           # releasable
-big = torch.empty(64 << 20, device="cuda"); del big
-keep += [torch.empty(16 << 20, device="cuda")]           # fragmented
-a = torch.empty(4 << 20, device="cuda")
+keep = [torch.empty(8 << 20, dtype=torch.uint8, device="cuda")]
+x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del x           # releasable
+big = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del big
+keep += [torch.empty(16 << 20, dtype=torch.uint8, device="cuda")]           # fragmented
+a = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 torch.addmm(None, a, a); del a                            # workspaces
-torch.fft.fft2(torch.empty(4 << 20, device="cuda"))       # torch plans
-cupy_keep = [cupy.empty(8 << 20)]
-y = cupy.empty(32 << 20); del y                           # cupy releasable
+torch.fft.fft2(torch.empty(4 << 20, dtype=torch.uint8, device="cuda"))       # torch plans
+cupy_keep = [cupy.empty(8 << 20, dtype=cupy.uint8)]
+y = cupy.empty(32 << 20, dtype=cupy.uint8); del y                           # cupy releasable
 graphs = [torch.cuda.CUDAGraph()]
 with torch.cuda.graph(graphs[0]):
-    tmp = torch.empty(16 << 20, device="cuda"); del tmp   # graph pool, free
+    tmp = torch.empty(16 << 20, dtype=torch.uint8, device="cuda"); del tmp   # graph pool, free
 def advice(e):
     return [(p.kind, p.source, p.advice_key) for p in e.gpus[0].parts
             if p.advice_key and (p.bytes or not p.known)]
@@ -233,9 +233,9 @@ def test_a_graph_pool_is_shown_and_kept_out_of_releasable(scenario):
 import torch
 g = torch.cuda.CUDAGraph()
 with torch.cuda.graph(g):
-    out = torch.empty(8 << 20, device="cuda")
-    tmp = torch.empty(16 << 20, device="cuda"); del tmp
-x = torch.empty(4 << 20, device="cuda"); del x
+    out = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+    tmp = torch.empty(16 << 20, dtype=torch.uint8, device="cuda"); del tmp
+x = torch.empty(4 << 20, dtype=torch.uint8, device="cuda"); del x
 steps = {}
 def step(name):
     e = check(gpureclaim.explain())
@@ -272,7 +272,7 @@ def test_a_failed_capture_pool_has_no_advice(scenario):
 import torch
 g = torch.cuda.CUDAGraph()
 g.capture_begin()
-t = torch.empty(8 << 20, device="cuda"); del t
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda"); del t
 torch.cuda._alloc.set_capture(torch.cuda._alloc.DEFAULT)   # capture failed
 gpureclaim.release()
 e = check(gpureclaim.explain())
@@ -287,7 +287,7 @@ emit(dict(source=p.source, advice=p.advice, how=p.how, bytes=p.bytes))
 TRACED = """
 import ctypes, torch, simcuda
 lib = simcuda.lib()
-t = torch.empty(64 << 20, device="cuda")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 simcuda.set_current(0)
 # NCCL's buffers: physical VMM memory on the GPU, and on the host
 class Props(ctypes.Structure):
@@ -344,7 +344,7 @@ def test_the_rest_split_by_library_from_a_trace(scenario, load):
 def test_not_recording_tracer_changes_nothing(scenario):
     r = run(scenario, """
 import ctypes, torch
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 _tracer = ctypes.CDLL(os.environ["TRACER"], mode=ctypes.RTLD_GLOBAL)
 e = check(gpureclaim.explain())
 emit(dict(p=parts(e), traced=e.gpus[0].parts[-1].detail["traced"]))
@@ -356,7 +356,7 @@ emit(dict(p=parts(e), traced=e.gpus[0].parts[-1].detail["traced"]))
 def test_context_measured_once_per_process_and_gpu(scenario):
     r = run(scenario, """
 import torch
-t = torch.empty(8 << 20, device="cuda:1")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:1")
 plain = parts(check(gpureclaim.explain()), 1)
 e1 = check(gpureclaim.explain(measure_context=True))
 # a second probe would fail: the figure must come from the first one
@@ -379,7 +379,7 @@ emit(dict(plain=plain, p1=parts(e1, 1), p2=parts(e2, 1), p3=parts(e3, 1),
 def test_a_failed_context_probe_is_a_note(scenario):
     r = run(scenario, """
 import torch
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 gpureclaim.explain()   # the driver found before the variable changes
 os.environ["GPURECLAIM_CUDA_LIBRARY"] = "/nonexistent/libcuda.so.1"
 e = check(gpureclaim.explain(measure_context=True))
@@ -397,7 +397,7 @@ def test_what_release_did_is_kept_for_every_gpu(scenario):
 import torch
 held = []
 for d in range(16):
-    a = torch.empty(4 << 20, device=f"cuda:{d}")
+    a = torch.empty(4 << 20, dtype=torch.uint8, device=f"cuda:{d}")
     torch.matmul(a, a)
     held.append(torch.cuda._pool(d).malloc(32 << 20))  # held in C++
 gpureclaim.release(workspaces=True)

@@ -57,7 +57,7 @@ emit(dict(steps=steps(plan), first=first, rest=rest, text=str(plan),
     assert r["rest"]["promised"] == r["rest"]["released"] == \
         2 * W + 2 * ACT + 2 * MiB
     assert r["left"] == 0 and r["cannot"] == []
-    assert "del total" in r["text"] and "gives back" in r["text"]
+    assert "del total" in r["text"] and "releasable" in r["text"]
     assert "total: the autograd graph of `total`" in r["text"]
     assert "<table" in r["html"]
     assert r["d"]["releasable"] == 2 * W + 7 * ACT + 2 * MiB

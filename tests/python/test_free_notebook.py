@@ -24,7 +24,7 @@ def test_out_and_the_last_traceback_freed_with_one_call(tmp_path):
         html = shown["data"]["text/html"]
         assert "gpureclaim.free_plan()" in html and "<table" in html
         text = shown["data"]["text/plain"]
-        assert "give back 48.0 MiB to the driver" in text, text
+        assert "would release 48.0 MiB to the driver" in text, text
         assert "%reset -f out" in text
         assert "get_ipython().InteractiveTB.tb = None" in text
         done = execute(kc, "%gpureclaim free --yes")

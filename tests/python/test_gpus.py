@@ -11,7 +11,7 @@ def test_in_use_and_host_views(scenario):
     out = {"none": c.gpus(), "host_before": c.gpus(host=True)}
     import cupy
     cupy.cuda.Device(1).use()
-    a = cupy.empty(64 << 20)
+    a = cupy.empty(64 << 20, dtype=cupy.uint8)
     out["in_use"] = c.gpus()
     out["host"] = c.gpus(host=True)
     out["figure"] = gpureclaim.process_memory()
@@ -37,7 +37,7 @@ def test_mig_nvml_absent_and_broken_gpus(scenario):
     r = scenario("""
     from gpureclaim import _gpureclaim as c
     import cupy
-    a = cupy.empty(2 << 20)
+    a = cupy.empty(2 << 20, dtype=cupy.uint8)
     emit(c.gpus())
     """, sim="gpus=1;fault=mig")
     (g,) = r.data
@@ -48,7 +48,7 @@ def test_mig_nvml_absent_and_broken_gpus(scenario):
     r = scenario("""
     from gpureclaim import _gpureclaim as c
     import cupy
-    a = cupy.empty(2 << 20)
+    a = cupy.empty(2 << 20, dtype=cupy.uint8)
     out = {"in_use": c.gpus()}
     try:
         c.gpus(host=True)

@@ -43,10 +43,10 @@ def run(scenario, code, **kw):
 def test_globals_views_and_nested_containers(scenario):
     r = run(scenario, """
 import cupy
-t = torch.empty(64 << 20, device="cuda")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 v = t.view(-1)
-lst = [0, {"k": torch.empty(16 << 20, device="cuda")}]
-a = cupy.empty(8 << 20)
+lst = [0, {"k": torch.empty(16 << 20, dtype=torch.uint8, device="cuda")}]
+a = cupy.empty(8 << 20, dtype=cupy.uint8)
 av = a.view()
 e, blocks = holders()
 out = {}
@@ -116,7 +116,7 @@ class Module:
 class Linear(Module):
     def __init__(self, n):
         super().__init__()
-        self._parameters["weight"] = torch.empty(n, device="cuda")
+        self._parameters["weight"] = torch.empty(n, dtype=torch.uint8, device="cuda")
 class ModuleList(Module):
     def __init__(self, mods):
         super().__init__()
@@ -142,7 +142,7 @@ class AdamW:
         self.param_groups = [{"params": list(params)}]
         self.state = {}
         for p in params:
-            self.state[p] = {"exp_avg": torch.empty(p.nbytes * 8,
+            self.state[p] = {"exp_avg": torch.empty(p.nbytes * 8, dtype=torch.uint8,
                                                     device="cuda"),
                              "step": 1}
 """
@@ -175,7 +175,7 @@ def test_last_traceback_frames(scenario):
 def train(batch):
     raise RuntimeError("out of patience")
 try:
-    train(torch.empty(8 << 20, device="cuda"))
+    train(torch.empty(8 << 20, dtype=torch.uint8, device="cuda"))
 except RuntimeError:
     sys.last_type, sys.last_value, sys.last_traceback = sys.exc_info()
 e, blocks = holders()
@@ -199,7 +199,7 @@ def test_a_threads_running_frame(scenario):
 import threading
 ev, go = threading.Event(), threading.Event()
 def fetch():
-    x = torch.empty(8 << 20, device="cuda")
+    x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
     go.set()
     ev.wait()
 th = threading.Thread(target=fetch, name="loader")
@@ -213,7 +213,7 @@ after_thread = torch.cuda.memory_allocated()
 # a function's local, named while it runs, freed by its del: the walk's
 # copy of the locals does not keep it
 def step():
-    y = torch.empty(4 << 20, device="cuda")
+    y = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
     _, bl = holders()
     named = chains(bl, 4 << 20)[1]
     del y
@@ -232,13 +232,13 @@ emit(dict(paths=paths, advice=b["advice"], after_thread=after_thread,
 def test_closure_cell_and_class_attribute(scenario):
     r = run(scenario, """
 def make():
-    x = torch.empty(8 << 20, device="cuda")
+    x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
     def f():
         return x
     return f
 fn = make()
 class Cache:
-    t = torch.empty(4 << 20, device="cuda")
+    t = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 e, blocks = holders()
 b1, p1 = chains(blocks, 8 << 20)
 b2, p2 = chains(blocks, 4 << 20)
@@ -259,7 +259,7 @@ def test_ipython_output_cache(scenario):
 from IPython.core.interactiveshell import InteractiveShell
 shell = InteractiveShell.instance()
 shell.run_cell("import torch, gpureclaim", store_history=True)
-shell.run_cell("torch.empty(16 << 20, device='cuda')", store_history=True)
+shell.run_cell("torch.empty(16 << 20, dtype=torch.uint8, device='cuda')", store_history=True)
 shell.run_cell("1 + 1", store_history=True)
 shell.run_cell("e = gpureclaim.explain(holders=True)", store_history=True)
 e = shell.user_ns.pop("e")
@@ -284,8 +284,8 @@ class Node:
     pass
 a, b = Node(), Node()
 a.other, b.other = b, a
-b.t = torch.empty(8 << 20, device="cuda")
-selfish = [torch.empty(4 << 20, device="cuda")]
+b.t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+selfish = [torch.empty(4 << 20, dtype=torch.uint8, device="cuda")]
 selfish.append(selfish)  # a list that holds itself
 del a, b, selfish
 e, blocks = holders()
@@ -305,10 +305,10 @@ emit(dict(state=blk["state"], chains=blk["chains"], advice=blk["advice"],
 def test_held_only_in_cpp(scenario):
     r = run(scenario, """
 import ctypes
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 torch._C._save_for_backward(t)  # autograd's saved tensor, as a stand-in
 del t
-u = torch.empty(4 << 20, device="cuda")
+u = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(u))  # an extension's reference
 del u
 e, blocks = holders()
@@ -322,7 +322,7 @@ emit(dict(states={b["bytes"]: (b["state"], b["arrays"]) for b in blocks},
 
 def test_the_budget_cuts_the_walk_and_says_where(scenario):
     r = run(scenario, """
-keep = [torch.empty(2 << 20, device="cuda") for _ in range(3)]
+keep = [torch.empty(2 << 20, dtype=torch.uint8, device="cuda") for _ in range(3)]
 e1, b1 = holders(holders_max_objects=1024)
 e2, b2 = holders(holders_budget=1e-9)
 e3, b3 = holders()
@@ -350,21 +350,21 @@ import collections, functools, itertools
 from gpureclaim import _gpureclaim as _c
 from gpureclaim._explain import _holders as H
 class Holder:
-    cache = torch.empty(2 << 20, device="cuda")
+    cache = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
 def make():
-    x = torch.empty(1 << 20, device="cuda")
+    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     return lambda: x
 fn = make()
 def gen():
-    y = torch.empty(1 << 20, device="cuda")
+    y = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     yield y
 g = gen()
 next(g)
-chain = itertools.chain([torch.empty(1 << 20, device="cuda")])
-dq = collections.deque([{"t": torch.empty(1 << 20, device="cuda")}])
-part = functools.partial(print, torch.empty(1 << 20, device="cuda"))
+chain = itertools.chain([torch.empty(1 << 20, dtype=torch.uint8, device="cuda")])
+dq = collections.deque([{"t": torch.empty(1 << 20, dtype=torch.uint8, device="cuda")}])
+part = functools.partial(print, torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
 cached = functools.lru_cache()(lambda k: k)
-cached(torch.empty(1 << 20, device="cuda"))
+cached(torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
 pad = [[i] for i in range(150000)]  # past 64k objects: threads
 roots, frames, skips, cleared = H._roots([])
 objs = gc.get_objects() + frames
@@ -403,7 +403,7 @@ def test_a_hook_with_types_reads_only_those_objects(scenario):
     r = run(scenario, """
 import dataclasses
 from gpureclaim.frameworks import TABLE
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 (fw,) = [f for f in TABLE if f.name == "torch"]
 seen = []
 h0 = fw.holders
@@ -443,9 +443,9 @@ class Trap:
 class Slotted:
     __slots__ = ("held",)
 trap = Trap()
-object.__setattr__(trap, "inner", {Trap(): torch.empty(8 << 20, device="cuda")})
+object.__setattr__(trap, "inner", {Trap(): torch.empty(8 << 20, dtype=torch.uint8, device="cuda")})
 s = Slotted()
-s.held = torch.empty(4 << 20, device="cuda")
+s.held = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
 class Lazy:  # a module stand-in whose every attribute is computed
     def __getattr__(self, k): calls.append("lazy " + k); raise AttributeError(k)
 sys.modules["lazy_stand_in"] = Lazy()
@@ -462,10 +462,10 @@ emit(dict(calls=calls, p1=chains(blocks, 8 << 20)[1],
 def test_arguments_and_the_command_line(scenario, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import torch\n"
-                      "weights = {'w': torch.empty(8 << 20, device='cuda')}\n"
+                      "weights = {'w': torch.empty(8 << 20, dtype=torch.uint8, device='cuda')}\n"
                       "def train(batch):\n"
                       "    raise ValueError('diverged')\n"
-                      "train(torch.empty(4 << 20, device='cuda'))\n")
+                      "train(torch.empty(4 << 20, dtype=torch.uint8, device='cuda'))\n")
     r = run(scenario, f"""
 import subprocess
 errors = []
@@ -500,7 +500,7 @@ def test_the_walk_leaks_nothing(scenario):
     if SANITIZED:
         pytest.skip("ASan's quarantine of freed memory grows the RSS")
     r = run(scenario, """
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 for _ in range(20):
     gpureclaim.explain(holders=True)
 gc.collect()
@@ -534,8 +534,8 @@ class Evil:
 class Box:
     pass
 box = Box()
-box.__dict__[Evil()] = {"inner": torch.empty(8 << 20, device="cuda")}
-globals()[Evil()] = {"inner": torch.empty(4 << 20, device="cuda")}
+box.__dict__[Evil()] = {"inner": torch.empty(8 << 20, dtype=torch.uint8, device="cuda")}
+globals()[Evil()] = {"inner": torch.empty(4 << 20, dtype=torch.uint8, device="cuda")}
 Evil.armed = True
 try:
     e, blocks = holders()
@@ -559,7 +559,7 @@ def test_a_dict_growing_in_another_thread_never_fails_the_walk(scenario):
     r = run(scenario, """
 import threading
 sys.setswitchinterval(1e-6)
-t = torch.empty(8 << 20, device="cuda")
+t = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
 grown = {"t": t}
 class Box:
     pass

@@ -214,7 +214,7 @@ emit(dict(notes=e.holders["notes"], graphs=e.holders["graphs"]))
 def test_what_cupy_and_jax_cannot_follow(scenario):
     r = scenario("""
 import ctypes, cupy, jax
-a = cupy.empty(8 << 20)
+a = cupy.empty(8 << 20, dtype=cupy.uint8)
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(a))  # an extension's reference
 del a
 keep = jax.device_array(16 << 20)

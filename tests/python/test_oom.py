@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # free (8 - 0.5 context - 5), release() would return the 5 GiB.
 CUPY_STARVES_TORCH = """
 import torch, cupy
-a = cupy.empty(5 << 30); del a
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
 """
 
 
@@ -43,10 +43,10 @@ import gc, stat
 import gpureclaim.oom._postmortem as pm_mod
 # without the watch: Torch's own error, to compare with
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError as e:
     plain = (type(e).__name__, str(e))
-a = cupy.empty(5 << 30); del a
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
 seen = []
 builder = pm_mod._build
 collections = []
@@ -65,14 +65,14 @@ gpureclaim.watch_oom(os.environ["OUT"])
 gpureclaim.watch_oom(os.environ["OUT"])  # idempotent: one observer
 observed = list(torch._C.oom_observers)
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError as e:
     watched = (type(e).__name__, str(e))
 gc.set_threshold(700)
 pm = gpureclaim.oom.last()
 # the advice, followed: release(), and the same allocation succeeds
 r = gpureclaim.release()
-t = torch.empty(4 << 30, device="cuda")
+t = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
           doc=pm.to_dict(), path=pm.path, released=r.bytes,
           mode=stat.S_IMODE(os.stat(pm.path).st_mode), short=pm.short(),
@@ -101,15 +101,16 @@ emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
                      ("rest", "context, modules, unreported"): CONTEXT}
     assert sum(x["bytes"] for x in p["parts"] if x["known"]) == p["driver"]
     rel = d["release"]
-    assert rel["returnable"] == 5 * GiB
+    # releasable, and its key before beside it (docs/naming.md)
+    assert rel["releasable"] == rel["returnable"] == 5 * GiB
     assert rel["by"] == [{"source": "cupy", "bytes": 5 * GiB}]
     assert rel["free_after"] == free + 5 * GiB and rel["fits"] is True
     assert rel["short"] == 0
     assert [a["key"] for a in d["advice"]] == ["release"]
     assert d["others"] == [] and d["unlisted"] == 0
     assert d["rescue"] == [] and d["trace"] is None
-    assert "release() returns 5.0 GiB (CuPy's cache); 4.0 GiB would then " \
-           "fit (7.5 GiB free)" in r["short"]
+    assert "release() would release 5.0 GiB (CuPy's cache); 4.0 GiB would " \
+           "then fit (7.5 GiB free)" in r["short"]
     assert r["released"] == 5 * GiB  # and then the allocation succeeded
     # the file: exact bytes, private, named gpureclaim-oom-<pid>-1.json
     path, raw, doc = pm_of(r, tmp_path)
@@ -125,7 +126,7 @@ emit(dict(plain=plain, watched=watched, seen=seen, observers=len(observed),
 # Torch caches 5 GiB (a dropped tensor); CuPy then asks for 4 GiB.
 TORCH_STARVES_CUPY = """
 import torch, cupy
-t = torch.empty(5 << 30, device="cuda"); del t
+t = torch.empty(5 << 30, dtype=torch.uint8, device="cuda"); del t
 calls = []
 pool_malloc = cupy.get_default_memory_pool().malloc
 
@@ -141,7 +142,7 @@ def test_cupy_oom_is_caught_and_raised_unchanged(scenario, tmp_path):
     r = scenario(TORCH_STARVES_CUPY + """
 gpureclaim.watch_oom(os.environ["OUT"])
 try:
-    cupy.empty(4 << 30)
+    cupy.empty(4 << 30, dtype=cupy.uint8)
 except cupy.cuda.memory.OutOfMemoryError as e:
     err = (type(e).__module__, type(e).__name__, str(e))
 pm = gpureclaim.oom.last()
@@ -168,19 +169,26 @@ def test_cupy_rescue_retries_once_and_the_program_sees_no_error(
         scenario, tmp_path):
     r = scenario(TORCH_STARVES_CUPY + """
 gpureclaim.watch_oom(os.environ["OUT"], rescue=True)
-a = cupy.empty(4 << 30)  # no error
+a = cupy.empty(4 << 30, dtype=cupy.uint8)  # no error
 ok = dict(calls=len(calls), doc=gpureclaim.oom.last().to_dict(),
           nvml=gpureclaim.process_memory()[0])
 # too large for any release: the retry fails, the first error is raised
 calls.clear()
 try:
-    cupy.empty(9 << 30)
+    cupy.empty(9 << 30, dtype=cupy.uint8)
 except cupy.cuda.memory.OutOfMemoryError as e:
     err = str(e)
 emit(dict(ok=ok, err=err, calls=len(calls), doc=gpureclaim.oom.last().to_dict()))
 """, sim=SIM, env={"OUT": str(tmp_path)})
     ok = r["ok"]
     assert ok["calls"] == 2  # the failed call and one retry
+    # the rescued one in a line; the one it could not rescue in full
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(
+        "gpureclaim: cupy ran out of GPU memory; watch_oom(rescue=True) "
+        "released 5.0 GiB and the allocation succeeded on its second try "
+        f"(post-mortem: {tmp_path}/"), lines
+    assert lines[1] == "gpureclaim: out of memory", lines
     assert ok["doc"]["rescue"] == [{"how": "allocator", "released": 5 * GiB,
                                     "ok": True, "why": ""}]
     assert ok["nvml"] == CONTEXT + 4 * GiB
@@ -202,7 +210,7 @@ import cupy
 cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
 gpureclaim.watch_oom(os.environ['OUT'])
 guarded = cupy.cuda.get_allocator().__name__
-a = cupy.empty(128 << 20)
+a = cupy.empty(128 << 20, dtype=cupy.uint8)
 e = gpureclaim.explain()
 parts = {p.kind + ":" + p.source: p.bytes for p in e.gpus[0].parts}
 del a
@@ -272,7 +280,7 @@ JAX_STARVES_TORCH = """
 import jax, torch
 jax.numpy_ones(256 << 20)
 try:
-    torch.empty(2 << 30, device="cuda")
+    torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
     ok = True
 except torch.OutOfMemoryError:
     ok = False
@@ -326,7 +334,7 @@ def step():
     calls.append(1)
     marker = Marker()  # a local of the failed call
     ref[0] = weakref.ref(marker)
-    return torch.empty(4 << 30, device="cuda")
+    return torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 
 t = step()
 files_after = sorted(os.listdir(os.environ["OUT"]))
@@ -336,6 +344,13 @@ emit(dict(calls=len(calls), frames_gone=frames_gone[:1],
 """, sim=SIM, env={"OUT": str(tmp_path)})
     assert r["calls"] == 2 and r["name"] == "step"
     assert r["frames_gone"] == [True]
+    # rescued: one line that says so, not the post-mortem's "out of
+    # memory" and its advice to decorate what is decorated (issue 33)
+    [line] = r.stderr.splitlines()
+    assert line.startswith("gpureclaim: step() ran out of GPU memory; "
+                           "@retry_on_oom released 5.0 GiB and the next "
+                           "call succeeded (post-mortem: "), line
+    assert "decorate" not in r.stderr
     [resc] = r["doc"]["rescue"]
     assert resc == {"how": "retry_on_oom", "released": 5 * GiB, "ok": True,
                     "why": ""}
@@ -351,7 +366,7 @@ n = []
 @gpureclaim.retry_on_oom(tries=3)
 def too_big():
     n.append(1)
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 
 @gpureclaim.retry_on_oom
 def other():
@@ -409,12 +424,12 @@ emit(dict(n=len(n), files=sorted(os.listdir(os.environ["OUT"]))))
 def test_largest_blocks_carry_their_stacks_when_history_is_on(scenario, tmp_path):
     r = scenario("""
 import torch
-keep = [torch.empty(n << 20, device="cuda") for n in (64, 256, 8, 128)]
+keep = [torch.empty(n << 20, dtype=torch.uint8, device="cuda") for n in (64, 256, 8, 128)]
 torch.cuda.memory._record_memory_history()
-big = torch.empty(512 << 20, device="cuda")
+big = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(8 << 30, device="cuda")
+    torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 pm = gpureclaim.oom.last()
@@ -436,7 +451,7 @@ import ctypes, torch
 _tracer = ctypes.CDLL(os.environ["TRACER"], mode=ctypes.RTLD_GLOBAL)
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(trace=gpureclaim.oom.last().to_dict()["trace"]))
@@ -456,7 +471,7 @@ def test_other_processes_are_listed_with_their_driver_figures(scenario, tmp_path
 import torch
 gpureclaim.watch_oom(os.environ['OUT'])
 try:
-    torch.empty(5 << 30, device="cuda")
+    torch.empty(5 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(doc=gpureclaim.oom.last().to_dict()))
@@ -488,7 +503,7 @@ os.mkfifo(f"{out}/gpureclaim-oom-{pid}-3.json")
 gpureclaim.watch_oom(out)
 for _ in range(2):
     try:
-        torch.empty(4 << 30, device="cuda")
+        torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     except torch.OutOfMemoryError:
         pass
 emit(dict(pid=pid, path=gpureclaim.oom.last().path))
@@ -507,7 +522,7 @@ def test_a_named_file_is_never_replaced(scenario, tmp_path):
 import torch
 gpureclaim.watch_oom(os.path.join(os.environ["OUT"], "oom.json"))
 try:
-    torch.empty(9 << 30, device="cuda")
+    torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit(dict(path=gpureclaim.oom.last().path))
@@ -531,7 +546,7 @@ res = {}
 for name in ("OPEN", "STICKY"):
     gpureclaim.watch_oom(os.environ[name])
     try:
-        torch.empty(9 << 30, device="cuda")
+        torch.empty(9 << 30, dtype=torch.uint8, device="cuda")
     except torch.OutOfMemoryError:
         pass
     pm = gpureclaim.oom.last()
@@ -582,7 +597,7 @@ after_import = dict(init=torch.cuda.is_initialized(), mapped=libcuda_mapped(),
                     observers=len(torch._C.oom_observers),
                     queued=len(torch.cuda._queued_calls),
                     loader=type(torch.__spec__.loader).__name__)
-t = torch.empty(1 << 20, device="cuda")  # CUDA starts: the observer attaches
+t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")  # CUDA starts: the observer attaches
 attached = len(torch._C.oom_observers)
 import cupy, jax
 emit(dict(before=before, after_import=after_import, attached=attached,
@@ -606,7 +621,7 @@ emit(dict(before=before, after_import=after_import, attached=attached,
 def test_torch_already_running_is_attached_at_once(scenario, tmp_path):
     r = scenario("""
 import torch
-t = torch.empty(1 << 20, device="cuda")
+t = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
 gpureclaim.watch_oom(os.environ['OUT'])
 emit(dict(n=len(torch._C.oom_observers)))
 """, env={"OUT": str(tmp_path)})
@@ -617,7 +632,7 @@ def test_the_post_mortem_cli_report(scenario, tmp_path):
     scenario(CUPY_STARVES_TORCH + """
 gpureclaim.watch_oom(os.environ["OUT"])
 try:
-    torch.empty(4 << 30, device="cuda")
+    torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 except torch.OutOfMemoryError:
     pass
 emit({})
@@ -636,11 +651,19 @@ emit({})
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("gpureclaim: out-of-memory post-mortem\n")
     assert "torch asked for 4.0 GiB (4294967296 bytes) on GPU 0" in p.stdout
-    assert "release() returns 5.0 GiB (CuPy's cache)" in p.stdout
+    assert "release() would release 5.0 GiB (CuPy's cache)" in p.stdout
     p = report(path, "--json")
     assert p.returncode == 0 and json.loads(p.stdout) == doc
     p = report(path, "--html", "page.html")
     assert p.returncode == 0, p.stderr
+    # as a trace's exports: the file it wrote said, the report printed
+    # only when asked (issue 33)
+    assert p.stdout == "" and p.stderr == (
+        "gpureclaim report: wrote page.html (the post-mortem as a page)\n")
+    p = report(path, "--html", "page.html", "--text")
+    assert p.stdout.startswith("gpureclaim: out-of-memory post-mortem\n")
+    p = report(path, "--html", "page.html", "--json")
+    assert json.loads(p.stdout) == doc
     page = (tmp_path / "page.html").read_text()
     assert page.startswith("<!DOCTYPE html>\n<!-- gpureclaim -->\n")
     assert f"{5 * GiB} bytes" in page

@@ -7,10 +7,10 @@ CONTEXT = 512 << 20  # the sim's default context size
 CYCLE = """
 import torch, cupy
 gc.disable()  # the cycle waits for the release's collection, not a chance one
-t = torch.empty(1 << 30, device="cuda")
+t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
 cycle = [t]
 cycle.append(cycle)
-a = cupy.empty(1 << 30)
+a = cupy.empty(1 << 30, dtype=cupy.uint8)
 start = gpureclaim.process_memory()
 del t, cycle, a
 """
@@ -52,8 +52,8 @@ import torch, cupy
 gc.disable()  # no automatic collection: only the release's could run
 gc_runs = []
 gc.callbacks.append(lambda phase, info: phase == "start" and gc_runs.append(1))
-t = torch.empty(1 << 30, device="cuda")
-a = cupy.empty(1 << 30)
+t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+a = cupy.empty(1 << 30, dtype=cupy.uint8)
 del t, a
 r = gpureclaim.release()
 emit(dict(bytes=r.bytes, collected=r.collected, gc_runs=len(gc_runs)))
@@ -76,9 +76,9 @@ emit([(r.bytes, r.collected) for r in (r1, r2, r3)])
 def test_only_opened_gpus_are_visited(scenario):
     r = scenario("""
 import torch, cupy
-t = torch.empty(64 << 20, device="cuda:1")
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda:1")
 cupy.cuda.Device(3).use()
-a = cupy.empty(64 << 20)
+a = cupy.empty(64 << 20, dtype=cupy.uint8)
 del t, a
 ctx_calls = sim().gprsim_ctx_calls()
 r = gpureclaim.release()
@@ -102,7 +102,7 @@ emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes,
 def test_previous_device_without_context_is_not_opened(scenario):
     r = scenario("""
 import torch, cupy
-t = torch.empty(64 << 20, device="cuda:1")  # device 0 stays current, unopened
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda:1")  # device 0 stays current, unopened
 del t
 r = gpureclaim.release()
 emit(dict(bytes=r.bytes, visited=[g.device for g in r.gpus],
@@ -122,7 +122,7 @@ def test_requested_devices_narrow_the_visit(scenario):
 import cupy
 for d in (0, 1):
     with cupy.cuda.Device(d):
-        a = cupy.empty(64 << 20)
+        a = cupy.empty(64 << 20, dtype=cupy.uint8)
         del a
 r = gpureclaim.release(devices=[1, 2])
 emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes, notes=r.notes))
@@ -137,7 +137,7 @@ def test_a_gpu_that_cannot_be_opened_is_skipped_with_a_note(scenario):
 import cupy
 for d in (0, 2):
     with cupy.cuda.Device(d):
-        a = cupy.empty(64 << 20)
+        a = cupy.empty(64 << 20, dtype=cupy.uint8)
         del a
 r = gpureclaim.release()
 emit(dict(visited=[g.device for g in r.gpus], bytes=r.bytes, notes=r.notes))
@@ -151,9 +151,9 @@ def test_previous_current_device_is_restored(scenario):
     r = scenario("""
 import torch, cupy
 for d in (0, 1):
-    x = torch.empty(64 << 20, device=f"cuda:{d}")
+    x = torch.empty(64 << 20, dtype=torch.uint8, device=f"cuda:{d}")
     with cupy.cuda.Device(d):
-        y = cupy.empty(64 << 20)
+        y = cupy.empty(64 << 20, dtype=cupy.uint8)
     del x, y
 torch.cuda.set_device(1)
 torch.cuda.calls.clear()
@@ -176,7 +176,7 @@ def test_plan_cache_cleared_only_when_it_holds_plans(scenario):
     r = scenario("""
 import cupy
 from cupy.fft import _cache
-a = cupy.empty(256 << 20)
+a = cupy.empty(256 << 20, dtype=cupy.uint8)
 gpureclaim.release()
 no_plans = list(_cache.clear_calls)
 b = cupy.fft.fft2(a)
@@ -201,7 +201,7 @@ import cupy
 gpureclaim.release()
 none_trimmed = list(cupy.cuda.runtime.trims)
 cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
-a = cupy.empty(128 << 20)
+a = cupy.empty(128 << 20, dtype=cupy.uint8)
 del a
 r = gpureclaim.release()
 emit(dict(before=none_trimmed, trims=list(cupy.cuda.runtime.trims), bytes=r.bytes,
@@ -297,9 +297,9 @@ def work(i):
         barrier.wait()
         for k in range(20):
             if i % 2:
-                x = torch.empty((1 + i) << 20, device="cuda")
+                x = torch.empty((1 + i) << 20, dtype=torch.uint8, device="cuda")
             else:
-                x = cupy.empty((1 + i) << 20)
+                x = cupy.empty((1 + i) << 20, dtype=cupy.uint8)
             del x
             r = gpureclaim.release(collect=False)
             totals.append(r.bytes)
@@ -323,7 +323,7 @@ emit(dict(errors=errors, calls=len(totals), mem=gpureclaim.process_memory(),
 def test_call_in_a_forked_child(scenario):
     r = scenario("""
 import torch
-t = torch.empty(1 << 30, device="cuda")
+t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
 del t
 rfd, wfd = os.pipe()
 pid = os.fork()
@@ -363,8 +363,8 @@ gpureclaim.register("bad", bad_release)
 gpureclaim.register("good", good_release,
                     held=lambda d: sum(x.nbytes for x in pool["cached"]),
                     live=lambda d: 0)
-pool["cached"].append(cupy.empty(256 << 20))  # 'cached' by the user's pool
-a = cupy.empty(256 << 20); del a
+pool["cached"].append(cupy.empty(256 << 20, dtype=cupy.uint8))  # 'cached' by the user's pool
+a = cupy.empty(256 << 20, dtype=cupy.uint8); del a
 r = gpureclaim.release()
 rows = {(x.name, x.device): x for x in r.releasers}
 emit(dict(bytes=r.bytes, notes=r.notes, bad=rows[("bad", 0)].status,
@@ -431,7 +431,7 @@ emit(dict(seen=seen))
 def test_workspaces(scenario):
     r = scenario("""
 import torch
-a = torch.empty(64 << 20, device="cuda")
+a = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 c = torch.matmul(a, a)
 del a, c
 r1 = gpureclaim.release()
@@ -489,18 +489,31 @@ import io, contextlib
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     r = gpureclaim.release(verbose=True)
+again = io.StringIO()
+with contextlib.redirect_stdout(again):
+    gpureclaim.release(verbose=True)      # nothing left to release
+    x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda"); del x
+    gpureclaim.release_cached_memory(verbose=True)
 emit(dict(out=buf.getvalue(), repr=repr(r), html=r._repr_html_(),
-          keys=sorted(r.to_dict()), float=float(r)))
+          keys=sorted(r.to_dict()), float=float(r), again=again.getvalue()))
 """)
-    # binary units, and the one figure in units of 1e9 bytes says so
+    # binary units; release() says what it released, never what another
+    # function returns (issue 33)
     assert r["out"] == (
         "GPU 0: released 2.0 GiB, 512.0 MiB in use, 79.5 GiB free\n"
-        "released 2.0 GiB (2147483648 bytes); release_cached_memory() "
-        "returns 2.147483648 (units of 1e9 bytes)\n")
+        "released 2.0 GiB (2147483648 bytes)\n")
+    # release_cached_memory() says its own figure, in units of 1e9 bytes
+    assert r["again"] == (
+        "GPU 0: released 0 B, 512.0 MiB in use, 79.5 GiB free\n"
+        "released 0 B (0 bytes)\n"
+        "GPU 0: released 2.0 MiB, 512.0 MiB in use, 79.5 GiB free\n"
+        "released 2.0 MiB (2097152 bytes); release_cached_memory() "
+        "returns 0.002097152 (units of 1e9 bytes)\n")
     assert "2147483648 bytes" in r["repr"] and "torch" in r["repr"]
     assert r["html"].startswith('<div class="gpr">')
     assert '<table class="gpr-tab">' in r["html"]
-    assert r["keys"] == sorted(["bytes", "gb", "source", "seconds", "collected",
+    assert r["keys"] == sorted(["released", "bytes", "gb", "source",
+                                "seconds", "collected",
                                 "collect_seconds", "gpus", "releasers", "notes"])
     assert r["float"] == 2.147483648
 
@@ -513,8 +526,8 @@ def test_torch_counters_read_through_one_stats_call(scenario):
     r = scenario("""
 import torch
 def drop_and_release():
-    x = torch.empty(64 << 20, device="cuda")
-    y = torch.empty(32 << 20, device="cuda")
+    x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    y = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
     del x
     r = gpureclaim.release(collect=False)
     row = [x for x in r.to_dict()["releasers"]
@@ -565,8 +578,8 @@ def test_a_framework_that_raises_is_a_note_never_an_exception(scenario):
     # of a failed releaser, and the other releasers still run
     r = scenario("""
 import torch, cupy
-t = torch.empty(64 << 20, device="cuda"); del t
-a = cupy.empty(32 << 20); del a
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del t
+a = cupy.empty(32 << 20, dtype=cupy.uint8); del a
 def boom(*args, **kw):
     raise RuntimeError("allocator on fire")
 torch.cuda.empty_cache = boom

@@ -18,7 +18,7 @@ def run(scenario, code, **kw):
 def test_async_resource_trimmed_to_its_live_bytes(scenario):
     r = run(scenario, """
 import rmm, torch
-t = torch.empty(2 << 20, device="cuda:1")    # a context on GPU 1, no RMM there
+t = torch.empty(2 << 20, dtype=torch.uint8, device="cuda:1")    # a context on GPU 1, no RMM there
 rmm._cuda.gpu.setDevice(0)
 rmm.mr.set_per_device_resource(0, rmm.mr.CudaAsyncMemoryResource())
 bufs = [rmm.DeviceBuffer(64 << 20) for _ in range(3)]
@@ -48,7 +48,7 @@ emit(dict(b=parts(before), b_rel=b_rel, a=parts(after), bytes=rel.bytes,
     # the trim returns exactly the two freed chunks
     assert r["gpu0"] == [128 * MiB]
     assert r["a"]["live:rmm"] == 64 * MiB
-    assert r["a"]["fragmented:rmm (CUDA async pool)"] == 0
+    assert r["a"]["not_releasable:rmm (CUDA async pool)"] == 0
     assert r["a"]["rest:context, modules, unreported"] == CONTEXT
     [row] = r["row"]
     assert row["known"] and row["ac"] == 0 and row["al"] == 64 * MiB
@@ -90,7 +90,7 @@ emit(dict(p=parts(e), after=parts(after), hint=p.hint, advice=p.advice, how=p.ho
 def test_rmm_without_a_resource_set_is_left_alone(scenario):
     r = run(scenario, """
 import rmm, torch
-t = torch.empty(2 << 20, device="cuda")
+t = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
 e = check(gpureclaim.explain())
 gpureclaim.release()
 emit(dict(p=parts(e), inserted=rmm.mr.inserted[0], keys=list(rmm.mr._per_device_mrs),

@@ -147,8 +147,8 @@ def test_the_bootstrap_starts_the_hook_then_the_users_sitecustomize(
 
 SCRIPT = """
 import sys, torch, cupy
-a = cupy.empty(5 << 30); del a
-torch.empty(4 << 30, device="cuda")
+a = cupy.empty(5 << 30, dtype=cupy.uint8); del a
+torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
 """
 
 
@@ -172,6 +172,36 @@ def test_gpureclaim_run_in_a_build_tree(tmp_path):
             cwd=tmp_path)
     got = __import__("json").loads(p.stdout)
     assert got["user"] == "ran" and got["on"] is True, p.stderr
+
+
+def test_the_variable_in_a_build_tree_starts_at_import(tmp_path):
+    """GPURECLAIM_OOM=1 python3 train.py where no startup hook is installed
+    (a build tree: PYTHONPATH=build/python): the watch starts when the
+    program imports gpureclaim, from then on (issue 33)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "train.py").write_text("import gpureclaim\n" + SCRIPT)
+    e = env(PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),
+            GPURECLAIM_OOM=str(out))
+    p = run([sys.executable, "train.py"], env=e, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr  # the script's OutOfMemoryError
+    assert "gpureclaim: out of memory" in p.stderr
+    assert len(os.listdir(out)) == 1
+
+
+def test_run_of_a_script_without_its_x_bit_says_so(tmp_path):
+    """`gpureclaim run --oom -- ./train.py` of a Python script that cannot
+    be executed: the real reason, not "not a Python program" (issue 33)."""
+    script = tmp_path / "train.py"
+    script.write_text("#!/usr/bin/env python3\nprint('ran')\n")
+    script.chmod(0o644)
+    p = run([GPR, "run", "--oom", "--", "./train.py"], env=env(
+        PYTHONPATH=PY_PATH), cwd=tmp_path)
+    assert p.returncode == 126, p
+    assert p.stderr == ("gpureclaim run: ./train.py is not executable "
+                        "(chmod +x ./train.py, or run it with its "
+                        "interpreter: gpureclaim run --oom -- python3 "
+                        "./train.py)\n"), p.stderr
 
 
 def test_run_makes_its_package_importable_in_the_child(tmp_path):

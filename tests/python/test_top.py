@@ -124,7 +124,7 @@ def explain_json(env):
 def select(t, pid):
     """Moves the selection to pid's row: to the first row, then down one
     row at a time, each move waited for (the details line names it)."""
-    t.keys("g")
+    t.keys("Escape", "g")  # the keys' line back, then the first row
     seen = t.wait(lambda ls: order(ls) and details(ls)[0] == order(ls)[0],
                   "the first row selected")
     for _ in range(len(rows(seen))):
@@ -136,8 +136,15 @@ def select(t, pid):
     assert details(t.screen())[0] == pid, t.text()
 
 
+def message(lines):
+    """The bottom line's message: a long one takes the details line too."""
+    if details(lines)[0] is None and lines[-2].strip():
+        return lines[-2].strip() + " " + lines[-1].strip()
+    return lines[-1].strip()
+
+
 def bottom(t):
-    return t.screen()[-1].strip()
+    return message(t.screen())
 
 
 # ---------------- the figures ----------------
@@ -322,6 +329,52 @@ def test_sort_by_what_would_come_back(tmp_path, env, three):
         t.wait_text("sort: releasable")
         # ... by what a release would give back: it goes last
         assert order(t.screen()) == [busy.pid, idle.pid, plain.pid]
+
+
+def test_suspend_and_resume_keys(tmp_path, env):
+    """z: suspend --dry-run, its question with the bytes, y: suspended
+    (its agent's cache released first, the rest off the GPU: NVML lists
+    it no more); the row says so; u: its question, y: resumed, the bytes
+    back."""
+    with Target(env, hold(512)) as p, top(tmp_path, env) as t:
+        t.wait(answered(p.pid), "its agent's parts")
+        select(t, p.pid)
+        before = driver_bytes(env, p.pid)[0]
+        t.keys("z")
+        q = message(t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
+                           "the question"))
+        assert q == (f"Suspend {p.pid}: 512.0 MiB cache released, the rest "
+                     f"of {format_bytes(before)} ({before} bytes) to host "
+                     "memory? y/n"), q
+        assert driver_bytes(env, p.pid) == {0: before}  # a dry run
+        t.keys("y")
+        said = message(t.wait(lambda ls: f"{p.pid} suspended:" in
+                              message(ls), "the suspend"))
+        m = re.search(r"512\.0 MiB of cache released, then \S+ \S+ "
+                      r"\((\d+) bytes\) off the GPU", said)
+        assert m, said
+        assert int(m[1]) == before - 512 * MiB
+        # NVML lists it no more: ps shows it from gpureclaim's record
+        assert driver_bytes(env, p.pid) == {0: 0}
+        lines = t.wait(lambda ls: rows(ls).get(p.pid, {}).get("state")
+                       == "suspended", "the row suspended")
+        assert rows(lines)[p.pid]["releasable"] == "-"
+        select(t, p.pid)
+        text = details(t.screen())[1]
+        assert text.startswith(f"suspended: {format_bytes(int(m[1]))} "
+                               "released on this GPU, "), text
+        t.keys("u")
+        q = message(t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
+                           "the question"))
+        assert q.startswith(f"Resume {p.pid}: {format_bytes(int(m[1]))} "
+                            f"({m[1]} bytes) back to the GPU"), q
+        t.keys("y")
+        said = message(t.wait(lambda ls: f"{p.pid} resumed:" in message(ls),
+                              "the resume"))
+        assert f"({m[1]} bytes) back on the GPU" in said, said
+        assert driver_bytes(env, p.pid) == {0: before - 512 * MiB}
+        t.wait(lambda ls: rows(ls).get(p.pid, {}).get("state", "")
+               .startswith(("idle", "running")), "the row running")
 
 
 # ---------------- a slow agent ----------------

@@ -49,10 +49,10 @@ def test_trace_a_block_with_the_dormant_interposer(scenario, tmp_path):
     r = scenario(f"""
 import torch, cupy
 before = gpureclaim._c._trace_status()
-torch.empty(1 << 20, device="cuda")      # before the block: not in the log
+torch.empty(1 << 20, dtype=torch.uint8, device="cuda")      # before the block: not in the log
 with gpureclaim.trace({str(log)!r}) as t:
-    x = torch.empty(1 << 30, device="cuda")
-    a = cupy.empty(256 << 20)
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    a = cupy.empty(256 << 20, dtype=cupy.uint8)
     del x, a
     torch.cuda.empty_cache()
     cupy.get_default_memory_pool().free_all_blocks()
@@ -218,7 +218,7 @@ import torch
 mapped = libcuda_mapped()
 if {how!r} == "with":
     with gpureclaim.trace({str(log)!r}) as t:
-        x = torch.empty(1 << 20, device="cuda")
+        x = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     d = t.report().to_dict()
 else:
     class FakeIPython:
@@ -231,7 +231,7 @@ else:
     ip = FakeIPython()
     gpureclaim.load_ipython_extension(ip)
     d = ip.magics[("line_cell", "gpureclaim")](
-        {str(log)!r}, "x = torch.empty(1 << 20, device='cuda')").to_dict()
+        {str(log)!r}, "x = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')").to_dict()
 emit(dict(mapped=mapped, d=d))
 """, env=DORMANT)
     assert r["mapped"] is False  # CUDA not used before the block
@@ -245,12 +245,12 @@ def test_a_forked_child_is_not_traced(scenario, tmp_path):
     r = scenario(f"""
 import torch
 t = gpureclaim.trace({str(log)!r}).start()
-x = torch.empty(1 << 30, device="cuda")
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
 pid = os.fork()
 if pid == 0:
     code = 0
     try:  # the child's driver calls are not recorded (nor do they work)
-        y = torch.empty(1 << 20, device="cuda")
+        y = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     except Exception:
         pass
     try:
@@ -295,7 +295,7 @@ class FakeIPython:
         exec(cell, self.ns)
 ip = FakeIPython()
 gpureclaim.load_ipython_extension(ip)
-rep = ip.magics[("line_cell", "gpureclaim")]({str(log)!r}, "x = torch.empty(1 << 20, device='cuda')")
+rep = ip.magics[("line_cell", "gpureclaim")]({str(log)!r}, "x = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')")
 emit(dict(kind=type(rep).__name__, d=rep.to_dict()))
 """, env=DORMANT)
     assert r["kind"] == "TraceReport"
@@ -321,7 +321,7 @@ def live():
                 for x in rows[:n.value]]
 with gpureclaim.trace({str(log)!r}) as t:
     if t.backend == "interpose":
-        x = torch.empty(4 << 20, device="cuda")
+        x = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
     else:
         fake_alloc(0x7f1000000000, 4 << 20)
     during = live()
@@ -347,7 +347,7 @@ lib = simcuda.lib()
 class Props(ctypes.Structure):   # CUmemAllocationProp's head
     _fields_ = [("type", ctypes.c_int), ("ht", ctypes.c_int), ("lt", ctypes.c_int),
                 ("id", ctypes.c_int), ("rest", ctypes.c_ubyte * 72)]
-x = torch.empty(64 << 20, device="cuda")   # before the session: not in it
+x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")   # before the session: not in it
 simcuda.set_current(0)
 with gpureclaim.trace({str(log)!r}) as t:
     h, hh = ctypes.c_ulonglong(), ctypes.c_ulonglong()

@@ -46,7 +46,7 @@ def trace(cmd, env_extra, cwd):
            if not k.startswith("GPURECLAIM")}
     env.update({k: str(v) for k, v in env_extra.items()})
     # the CUPTI backend, which names where it found CUPTI
-    p = subprocess.run([GPR, "trace", "--backend", "cupti", "--",
+    p = subprocess.run([GPR, "trace", "--verbose", "--backend", "cupti", "--",
                         *map(str, cmd)], env=env,
                        capture_output=True, text=True, cwd=cwd, timeout=60)
     return p

@@ -9,6 +9,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPR_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(GPR_TEST_TSAN)
+#define GPR_TEST_TSAN 1
+#endif
+#ifdef GPR_TEST_TSAN
+/*
+ * The simulated driver starts a thread at cuInit (its checkpoint thread,
+ * docs/sim.md), so a test that calls cuInit and then forks a child that
+ * calls cuInit too starts a thread after a multi-threaded fork, which
+ * ThreadSanitizer refuses by default. The children here run a few calls
+ * and exit: let them.
+ */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
+
 int gpr_test_main(int argc, char **argv, const char *group,
 		  const struct CMUnitTest *tests, size_t n)
 {
@@ -155,4 +178,41 @@ int comma_locale(void)
 	if (system(cmd) != 0)
 		ok = 0;
 	return ok;
+}
+
+int sim_target(void *lib, unsigned long long bytes, int *keep)
+{
+	int up[2], hold[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(hold), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(up[0]);
+		close(hold[1]);
+		unsigned long long p;
+		int ok = ((int (*)(unsigned))sim_sym(lib, "cuInit"))(0) == 0 &&
+			 sim_cuda_open_device(lib, 0) == 0 &&
+			 (!bytes || sim_cuda_alloc(lib, bytes, &p) == 0);
+		char c = ok ? 'y' : 'n', x;
+		if (write(up[1], &c, 1) != 1 || read(hold[0], &x, 1) < 0)
+			_exit(3);
+		_exit(ok ? 0 : 2);
+	}
+	close(up[1]);
+	close(hold[0]);
+	char c = 0;
+	assert_int_equal(read(up[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
+	close(up[0]);
+	*keep = hold[1];
+	return (int)pid;
+}
+
+void sim_target_end(int pid, int keep)
+{
+	close(keep);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
 }

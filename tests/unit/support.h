@@ -42,6 +42,15 @@ int sim_cuda_open_device(void *lib, int dev);
 int sim_cuda_alloc(void *lib, size_t bytes, unsigned long long *ptr);
 int sim_cuda_free(void *lib, unsigned long long ptr);
 
+/*
+ * A forked child that calls cuInit (a child starts with nothing), makes
+ * GPU 0's primary context current and allocates `bytes` (none for 0),
+ * then waits until *keep, the pipe's end, is closed: sim_target_end
+ * closes it and reaps the child. Fails the test when the child cannot.
+ */
+int sim_target(void *lib, unsigned long long bytes, int *keep);
+void sim_target_end(int pid, int keep);
+
 /* Resolves a symbol of a loaded library or fails the test. */
 void *sim_sym(void *lib, const char *name);
 

@@ -370,7 +370,7 @@ static void t_html_bar_and_table(void **state)
 	    {"live <torch>", 80ull << 30, "#4e79a7"},
 	    {"tiny", 4096, "red;background:url(x)"},
 	    {"none", 0, NULL},
-	    {"given back", 1ull << 30, "@returned"}};
+	    {"released", 1ull << 30, "@returned"}};
 	gpr__html_bar(&b, "GPU 0", parts, 4);
 	const char *h = gpr__buf_str(&b);
 	assert_int_equal(count(h, "class=\"gpr-seg\""), 3);

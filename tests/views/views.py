@@ -32,11 +32,11 @@ PAGE = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
 # A Release on two GPUs, a process outside this one holding memory on GPU 0.
 RELEASE = """
 import torch, cupy, gpureclaim
-keep = torch.empty(768 << 20, device="cuda:0")
-a = torch.empty(1 << 30, device="cuda:0")
+keep = torch.empty(768 << 20, dtype=torch.uint8, device="cuda:0")
+a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda:0")
 cycle = [a]; cycle.append(cycle)
-b = cupy.empty(1 << 30)
-c = torch.empty(96 << 20, device="cuda:1")
+b = cupy.empty(1 << 30, dtype=cupy.uint8)
+c = torch.empty(96 << 20, dtype=torch.uint8, device="cuda:1")
 del a, b, c, cycle
 r = gpureclaim.release()
 d = r.to_dict()
@@ -51,16 +51,16 @@ OUT = dict(html=r._repr_html_(), text=repr(r), parts=parts)
 # An explanation with every kind of part, small ones beside big ones.
 EXPLAIN = """
 import torch, cupy, jax, gpureclaim
-t = torch.empty(256 << 20, device="cuda")
-big = torch.empty(64 << 20, device="cuda"); del big
-small = [torch.empty(16 << 20, device="cuda") for _ in range(4)]
+t = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+big = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); del big
+small = [torch.empty(16 << 20, dtype=torch.uint8, device="cuda") for _ in range(4)]
 del small[2], small[0]
 gpureclaim.release()
-a = torch.empty(64 << 20, device="cuda"); c = torch.addmm(None, a, a); del a, c  # cuBLAS, cuBLASLt
-x = torch.empty(48 << 20, device="cuda"); del x
-ca = cupy.empty(128 << 20)
-cb = cupy.empty(8 << 20); del cb
-f = cupy.fft.fft2(cupy.empty(16 << 20)); del f
+a = torch.empty(64 << 20, dtype=torch.uint8, device="cuda"); c = torch.addmm(None, a, a); del a, c  # cuBLAS, cuBLASLt
+x = torch.empty(48 << 20, dtype=torch.uint8, device="cuda"); del x
+ca = cupy.empty(128 << 20, dtype=cupy.uint8)
+cb = cupy.empty(8 << 20, dtype=cupy.uint8); del cb
+f = cupy.fft.fft2(cupy.empty(16 << 20, dtype=cupy.uint8)); del f
 jax.numpy_ones(1000)
 e = gpureclaim.explain()
 parts = [[p.bytes for p in g.parts if p.known and p.bytes > 0] for g in e.gpus]
@@ -115,16 +115,16 @@ OUT = {k: dict(html=nb.user_ns[k]._repr_html_(), text=str(nb.user_ns[k]),
 # arrays starve Torch on an 8 GiB GPU that another process shares, with
 # Torch's allocator history on (its largest blocks carry their stacks).
 OOM = """
-import tempfile, torch, cupy, gpureclaim
+import os, torch, cupy, gpureclaim
 torch.cuda.memory._record_memory_history()
-weights = torch.empty(1536 << 20, device="cuda")
-a = cupy.empty(3 << 30); del a
-with tempfile.TemporaryDirectory() as folder:
-    gpureclaim.watch_oom(folder)
-    try:
-        torch.empty(5 << 29, device="cuda")
-    except torch.OutOfMemoryError:
-        pass
+weights = torch.empty(1536 << 20, dtype=torch.uint8, device="cuda")
+a = cupy.empty(3 << 30, dtype=cupy.uint8); del a
+os.makedirs("oom", exist_ok=True)
+gpureclaim.watch_oom("oom")
+try:
+    torch.empty(5 << 29, dtype=torch.uint8, device="cuda")
+except torch.OutOfMemoryError:
+    pass
 pm = gpureclaim.oom.last()
 parts = [[b for _, b, _ in pm_bar[2] if b > 0]
          for pm_bar in [gpureclaim.oom._postmortem._bar(pm.doc)]]
@@ -147,11 +147,11 @@ def together(step):
         time.sleep(0.01)
 
 
-keep = torch.empty((256 + 128 * n) << 20, device="cuda:0")
-drop = torch.empty((64 << n) << 20, device="cuda:0"); del drop
+keep = torch.empty((256 + 128 * n) << 20, dtype=torch.uint8, device="cuda:0")
+drop = torch.empty((64 << n) << 20, dtype=torch.uint8, device="cuda:0"); del drop
 if n == 1:
-    on1 = torch.empty(512 << 20, device="cuda:1")
-    gone = cupy.empty(32 << 20); del gone
+    on1 = torch.empty(512 << 20, dtype=torch.uint8, device="cuda:1")
+    gone = cupy.empty(32 << 20, dtype=cupy.uint8); del gone
 together("allocated")
 recs = [_records.with_id(_records.run(k), f"worker-{n}")
         for k in ("explain", "release", "ps")]
@@ -160,11 +160,20 @@ OUT = dict(records=base64.b64encode(pickle.dumps(recs)).decode())
 """
 
 
-def run(code, argv=(), env=None):
-    """Runs a scenario in a fresh interpreter; its OUT dict."""
+def run(code, argv=(), env=None, script=None):
+    """Runs a scenario in a fresh interpreter; its OUT dict. script: a
+    folder to run it from as `python3 train.py` (what a view shows of the
+    process's command and its files is then what a user's run shows, not
+    this machine's paths)."""
     src = code + "\nimport json, sys\nprint('VIEW ' + json.dumps(OUT))\n"
-    p = subprocess.run([sys.executable, "-c", src, *argv], capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, **(env or {})))
+    cmd, cwd = [sys.executable, "-c", src, *argv], None
+    if script:
+        with open(os.path.join(script, "train.py"), "w") as f:
+            f.write(src)
+        cmd, cwd = ["python3", "train.py", *argv], script
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})), cwd=cwd,
+                       executable=sys.executable)
     if p.returncode != 0:
         sys.exit(f"views: a scenario failed:\n{p.stdout}\n{p.stderr}")
     [line] = [ln for ln in p.stdout.splitlines() if ln.startswith("VIEW ")]
@@ -210,12 +219,13 @@ def _trace_bars(d):
     """What the trace view's bars must show, from its JSON: the bytes each
     library allocated (9 by name, the rest as one part), and on the same
     scale what each held at the end and the rest, freed; with one library
-    one bar: what it held at the end, and what it freed."""
+    one bar, what it held at the end and what it freed, when it did both
+    (a bar of one part would say only what the headline says)."""
     libs = [x["allocated_bytes"] for x in d["libraries"]]
     held = [x["held_at_end_bytes"] for x in d["libraries"]]
     freed = sum(libs) - sum(held)
     if sum(1 for b in libs if b) == 1:
-        return [[b for b in (sum(held), freed) if b]]
+        return [[sum(held), freed]] if sum(held) and freed else []
     return [[b for b in libs[:9] if b] + ([sum(libs[9:])] if sum(libs[9:]) else []),
             [b for b in held[:9] if b] + ([sum(held[9:])] if sum(held[9:]) else [])
             + ([freed] if freed else [])]
@@ -263,11 +273,22 @@ def main(out):
                                      sim + ";gpus=2;extra=0:1:6GiB"}),
         "explain": run(EXPLAIN, env={"FAKE_JAX_POOL": str(2 * GiB)}),
         "explain-holders": run(EXPLAIN_HOLDERS),
-        # the other process: this one (a real command line to show)
-        "oom": run(OOM, env={"GPURECLAIM_SIM":
-                             sim + f";gpus=1;memory=8GiB;extra=0:"
-                                   f"{os.getpid()}:1GiB"}),
     }
+    # the other process on the GPU: a server as a user starts it
+    serve = os.path.join(out, "oom-run")
+    os.makedirs(serve, exist_ok=True)
+    with open(os.path.join(serve, "serve.py"), "w") as f:
+        f.write("import sys\nsys.stdin.read()\n")
+    other = subprocess.Popen(["python3", "serve.py"], cwd=serve,
+                             executable=sys.executable,
+                             stdin=subprocess.PIPE)
+    try:
+        views["oom"] = run(OOM, script=serve, env={
+            "GPURECLAIM_SIM": sim + f";gpus=1;memory=8GiB;extra=0:"
+                                    f"{other.pid}:1GiB"})
+    finally:
+        other.stdin.close()
+        other.wait()
     free = run(FREE)
     views.update({"free-plan": free["plan"], "free-report": free["report"]})
     views.update(cluster(out))

@@ -5,8 +5,9 @@
  *
  * One panel per GPU (a log of one GPU: one panel), each with the bytes
  * its libraries held over time and their total, on its own scale; the
- * lines end where the trace ends, and the peak is marked on the curve
- * where it happens, with the figure the report gives. A panel with one
+ * lines end where tracing ended (the report's "of tracing"), and the peak
+ * is marked on the curve where it happens, with the figure the report
+ * gives. A panel with one
  * library draws it alone: its total would be the same line, hidden.
  */
 #include "log_export.h"
@@ -419,8 +420,10 @@ int gpr_trace_export_svg(const struct gpr_trace *t,
 	p->t = t;
 	choose_series(p, s);
 	choose_panels(p, s);
-	/* the time axis ends on a tick: round steps, the whole run shown */
-	uint64_t end = gpr_trace_since_start(t, s->t1);
+	/* the time axis ends on a tick: round steps, the whole of the
+	 * tracing the header counts shown (memory held stays drawn to its
+	 * end) */
+	uint64_t end = gpr_trace_traced_ns(t, s);
 	double span_s = (double)(end ? end : 1) / 1e9;
 	double tstep = nice_seconds(span_s, 6);
 	double steps = span_s / tstep - 1e-9;

@@ -173,6 +173,20 @@ static inline uint64_t gpr_trace_since_start(const struct gpr_trace *t,
 	return ns > t->hdr.start_mono_ns ? ns - t->hdr.start_mono_ns : 0;
 }
 
+/*
+ * How long tracing ran, in ns since it began: to its end where the log
+ * says (a log closed cleanly), else to the last call's exit. The header's
+ * "over N of tracing" and the plot's time axis are this one figure.
+ */
+static inline uint64_t gpr_trace_traced_ns(const struct gpr_trace *t,
+					   const struct gpr_trace_stats *s)
+{
+	uint64_t end = s->t1;
+	if (t->complete && t->hdr.end_mono_ns > end)
+		end = t->hdr.end_mono_ns;
+	return gpr_trace_since_start(t, end);
+}
+
 /* The nearest-rank percentile p (0-100) of n sorted values; 0 if n == 0. */
 uint64_t gpr_trace_percentile(const uint64_t *sorted, size_t n, unsigned p);
 

@@ -389,7 +389,8 @@ static void tables(struct gpr_trace_view *v, int top)
  * MiB held draws a tenth as long as 6 GiB allocated. Colours are the
  * libraries' places, as in the plot. With one library a bar of it alone
  * would say nothing: its one bar splits what it allocated into held at
- * the end and freed.
+ * the end and freed, and there is none when it freed all or nothing (a
+ * bar of one part: the headline's "held at the end" says it).
  */
 static void bars(struct gpr_trace_view *v)
 {
@@ -409,6 +410,8 @@ static void bars(struct gpr_trace_view *v)
 	char a[32], f[32];
 	uint64_t freed = held < alloc ? alloc - held : 0;
 	if (libs == 1) {
+		if (!held || !freed)
+			return;
 		struct gpr_trace_vbar *b = &v->bars[v->n_bars++];
 		snprintf(b->caption, sizeof b->caption,
 			 "Allocated by %.64s: what it held at the end and "
@@ -474,12 +477,7 @@ void gpr_trace_view_build(struct gpr_trace_view *v, const char *path,
 	v->unmatched_frees = s->unmatched_frees;
 	v->implied_frees = s->implied_frees;
 	v->duration_ns = s->t1 > s->t0 ? s->t1 - s->t0 : 0;
-	/* from the start of tracing, as every time shown: to its end when
-	   the log says, else to the last call's exit */
-	uint64_t end = s->t1;
-	if (t->complete && t->hdr.end_mono_ns > end)
-		end = t->hdr.end_mono_ns;
-	v->traced_ns = gpr_trace_since_start(t, end);
+	v->traced_ns = gpr_trace_traced_ns(t, s);
 	v->peak = s->peak;
 	v->peak_at = gpr_trace_since_start(t, s->peak_t);
 	v->held_end = s->held_end;

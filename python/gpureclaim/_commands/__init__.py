@@ -1,7 +1,8 @@
 """The subcommands the C command hands to Python (cli/cmd_python.c), one
 module each: demo.py, explain.py (explain SCRIPT), agent.py (agent
-start|list, the help of the agent's C commands, the --pid forms where the
-C command is missing), run.py. ``python -m gpureclaim`` (__main__.py)
+start|list, the --pid forms where the C command is missing), run.py; their
+help is the C command's (cli/help_python.c), which __main__.py hands it
+to. ``python -m gpureclaim`` (__main__.py)
 dispatches to them, and to the wings' own commands: the exporter
 (gpureclaim/metrics/_exporter.py), a post-mortem's report
 (gpureclaim/oom/_postmortem.py) and a Dask cluster's reports
@@ -25,7 +26,8 @@ def _command():
     """The installed `gpureclaim` command: $GPURECLAIM_BIN, else the scripts
     folder of the installation scheme this package lies in (a virtual
     environment's bin, ~/.local/bin, /usr/local/bin), else bin/ beside the
-    package (pip install --target), else the PATH."""
+    package (pip install --target), else a build folder's (<build>/cli
+    beside <build>/python), else the PATH."""
     env = os.environ.get("GPURECLAIM_BIN")
     if env:
         return env
@@ -41,6 +43,9 @@ def _command():
                     os.path.realpath(paths.get("purelib", ""))):
             dirs.append(paths["scripts"])
     dirs.append(os.path.join(site, "bin"))
+    # a build folder's package (<build>/python) and its command
+    # (<build>/cli), as the command finds the package (cli/cmd_python.c)
+    dirs.append(os.path.join(os.path.dirname(site), "cli"))
     for d in dirs:
         p = os.path.join(d, "gpureclaim")
         if os.path.isfile(p) and os.access(p, os.X_OK):

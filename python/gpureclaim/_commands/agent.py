@@ -1,6 +1,6 @@
 """The agent's commands (docs/agent.md) that stay in Python: `agent
-start|list`, and the help of `explain --pid N`, `release --pid N`,
-`reclaim` and `ps --explain`. The C command hands them to this module
+start|list` (their help, and every other, is the C command's:
+cli/help_python.c). The C command hands them to this module
 (cli/main.c, as it hands the --dask forms); `explain --pid`, `release
 --pid`, `reclaim` and `ps --explain` themselves are the C command's
 (cli/cmd_agent.c, cli/cmd_reclaim.c, cli/ps_explain.c: no interpreter's
@@ -23,152 +23,13 @@ from ..agent import _remote_start
 from .. import agent as _agent
 from ..agent._protocol import printable
 
-_EXIT_TAIL = """\
-Exit status: 0 answered, 1 the process could not be asked or its request
-failed (one line says why: no agent, refused, timeout, died, bad answer),
-2 bad usage.
-"""
-
-EXPLAIN_USAGE = """\
-USAGE: gpureclaim explain --pid N [--json] [--holders] [--timeout SECONDS]
-
-Ask process N's agent where its GPU memory goes: its own
-gpureclaim.explain(), as if it had called it (docs/agent.md). The process
-must run the agent (gpureclaim.agent.start(), GPURECLAIM_AGENT=1,
-`gpureclaim run --agent`, %load_ext gpureclaim) and be this user's (any
-user's, as root).
-
-OPTIONS:
-    --pid N             the process
-    --json              explain()'s JSON (exact bytes), as the process
-                        writes it
-    --holders           also what holds the memory, where that process's
-                        explain() can say (explain(holders=True))
-    --timeout SECONDS   the longest to wait for the answer (default 10)
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim explain --pid 4242
-    gpureclaim explain --pid 4242 --json | jq '.gpus[0].parts'
-
-""" + _EXIT_TAIL
-
-RELEASE_USAGE = """\
-USAGE: gpureclaim release --pid N [--workspaces] [--collect WHEN]
-                          [--json] [--timeout SECONDS]
-       gpureclaim release --dask ADDRESS [--workers ADDR...]
-                          [--timeout SECONDS] [--json]
-
-Ask process N's agent to give its cached GPU memory back: its own
-gpureclaim.release(), as if it had called it; the bytes are the drop in
-the driver's figure for that process, exact (docs/agent.md). With --dask,
-every worker of a Dask cluster instead, each about its own process
-(docs/cluster.md; `gpureclaim release --dask ADDRESS --help`).
-
-OPTIONS:
-    --pid N             the process (it runs the agent: docs/agent.md)
-    --workspaces        also free Torch's cuBLAS workspaces
-    --collect WHEN      when it runs gc.collect(): auto (the default: only
-                        when live bytes remain), always, never
-    --json              release()'s JSON report (exact bytes)
-    --timeout SECONDS   the longest to wait for the answer (default 30)
-    --dask ADDRESS      a Dask scheduler, e.g. tcp://host:8786, instead
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim release --pid 4242
-    gpureclaim release --pid 4242 --workspaces --json | jq .bytes
-    gpureclaim release --dask tcp://10.0.0.5:8786
-
-""" + _EXIT_TAIL
-
-RECLAIM_USAGE = """\
-USAGE: gpureclaim reclaim [--gpu INDEX] [--min SIZE] [--dry-run] [--json]
-                          [--timeout SECONDS]
-
-Ask every process of this user with an agent (every process, as root) to
-give its cached GPU memory back, all at once, and print what came back,
-exactly, per process and per GPU; then the processes on the GPUs that
-have no agent or did not answer, and why (docs/agent.md).
-
-OPTIONS:
-    -i, --gpu INDEX     only GPU INDEX (NVML's index, as ps lists it)
-    --min SIZE          only processes that would return at least SIZE
-                        (e.g. 512MiB, 2GiB; each is asked first)
-    --dry-run           ask what each would return; release nothing
-    --json              one JSON document (exact bytes)
-    --timeout SECONDS   the longest each process may take (default 30)
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim reclaim
-    gpureclaim reclaim --gpu 0 --min 1GiB
-    gpureclaim reclaim --dry-run --json | jq '.total'
-
-Exit status: 0 every agent answered, 1 runtime error, 2 bad usage, 3
-some agents did not answer (listed with the reason).
-"""
-
-AGENT_USAGE = """\
-USAGE: gpureclaim agent start --pid N [--timeout SECONDS]
-       gpureclaim agent list [--json]
-
-start: start the agent in running process N, which never opted in,
-through sys.remote_exec (PEP 768: the process runs Python 3.14 or newer;
-the kernel's ptrace rules apply). Where this command's Python is another
-version, the process's own interpreter sends it. The process runs it in
-its main thread at its next Python bytecode; an idle Jupyter kernel is
-woken for it. list: the agents this user may ask (every user's, as root),
-with what each runs.
-
-OPTIONS:
-    --pid N             the process to start the agent in
-    --timeout SECONDS   how long to wait for its socket (default 10)
-    --json              the list as one JSON document
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim agent list
-    gpureclaim agent start --pid 4242
-
-Exit status: 0 ok, 1 the agent could not be started or asked, 2 bad
-usage.
-"""
-
-PS_EXPLAIN_USAGE = """\
-USAGE: gpureclaim ps --explain [-i INDEX]... [--json] [--timeout SECONDS]
-
-The rows of `gpureclaim ps`, and under each process that runs the agent
-its parts (live, returnable, not returnable, workspaces, pools, rest), as
-its own explain() says; per GPU, what a release of every process would
-return (docs/agent.md). The processes are asked in parallel.
-
-OPTIONS:
-    --explain           ask the agents
-    -i, --gpu INDEX     only GPU INDEX (repeat it, or a comma list)
-    --json              ps's JSON document, each process with "agent" and
-                        each GPU with "returnable"
-    --timeout SECONDS   the longest each process may take (default 5)
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim ps --explain
-    gpureclaim ps --explain --json | jq '.gpus[].returnable'
-
-Exit status: 0 ok, 1 runtime error (no NVIDIA driver), 2 bad usage.
-"""
-
-
 class _Parser(argparse.ArgumentParser):
-    """argparse with the command's voice (as gpureclaim/cluster/_cli.py)."""
+    """argparse with the command's voice (as gpureclaim/cluster/_cli.py);
+    its help is the C command's (python -m gpureclaim hands -h to it)."""
 
-    def __init__(self, command: str, usage: str):
+    def __init__(self, command: str):
         super().__init__(prog=f"gpureclaim {command}", add_help=False)
         self.command = command
-        self.usage_text = usage
-
-    def format_help(self) -> str:
-        return self.usage_text
 
     def error(self, message: str):
         sys.stderr.write(f"gpureclaim {self.command}: {message}\n"
@@ -195,8 +56,7 @@ def _lines(text: str) -> str:
 # -- explain --pid and release --pid ----------------------------------------
 
 def explain_main(argv: list) -> int:
-    p = _Parser("explain", EXPLAIN_USAGE)
-    p.add_argument("-h", "--help", action="help")
+    p = _Parser("explain")
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--json", action="store_true")
     p.add_argument("--holders", action="store_true")
@@ -224,8 +84,7 @@ def _ask_and_print(op: str, a: Any, args: dict) -> int:
 
 
 def release_main(argv: list) -> int:
-    p = _Parser("release", RELEASE_USAGE)
-    p.add_argument("-h", "--help", action="help")
+    p = _Parser("release")
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--workspaces", action="store_true")
     p.add_argument("--collect", choices=("auto", "always", "never"),
@@ -252,9 +111,6 @@ def release_entry(argv: list) -> int:
         from ..cluster._cli import main as cluster_main
 
         return cluster_main("release", argv)
-    if any(o in ("-h", "--help") for o in opts):
-        sys.stdout.write(RELEASE_USAGE)
-        return 0
     sys.stderr.write("gpureclaim release: give --pid N (a process with an "
                      "agent) or --dask ADDRESS (a Dask cluster)\n"
                      "Run 'gpureclaim release --help' for the options.\n")
@@ -268,14 +124,6 @@ def _parallel(fn, items: list, workers: int = 32) -> list:
         return []
     with _futures.ThreadPoolExecutor(min(workers, len(items))) as ex:
         return list(ex.map(fn, items))
-
-
-def help_main(command: str) -> int:
-    """The help of `reclaim` and of `ps --explain` (the commands are
-    C's; their help is said here, with the others')."""
-    sys.stdout.write(RECLAIM_USAGE if command == "reclaim"
-                     else PS_EXPLAIN_USAGE)
-    return 0
 
 
 def _short(cmd: Optional[str], n: int = 60) -> str:
@@ -293,8 +141,7 @@ def _drop_pid(msg: str, pid: int) -> str:
 # -- agent start / list ----------------------------------------------------
 
 def agent_start(argv: list) -> int:
-    p = _Parser("agent", AGENT_USAGE)
-    p.add_argument("-h", "--help", action="help")
+    p = _Parser("agent")
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--timeout", type=float, default=10.0)
     a = p.parse_args(argv)
@@ -307,8 +154,7 @@ def agent_start(argv: list) -> int:
 
 
 def agent_list(argv: list) -> int:
-    p = _Parser("agent", AGENT_USAGE)
-    p.add_argument("-h", "--help", action="help")
+    p = _Parser("agent")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=float, default=5.0)
     a = p.parse_args(argv)
@@ -355,10 +201,7 @@ def agent_list(argv: list) -> int:
 
 
 def agent_main(argv: list) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        if argv:
-            sys.stdout.write(AGENT_USAGE)
-            return 0
+    if not argv:
         sys.stderr.write("gpureclaim agent: give start --pid N or list\n"
                          "Run 'gpureclaim agent --help' for the options.\n")
         return 2

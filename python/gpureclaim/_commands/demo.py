@@ -48,7 +48,7 @@ def _run(kind):
     import gpureclaim
 
     # CUDA started by both frameworks (one tiny array each, dropped), then
-    # everything cached given back: what the driver holds now is the
+    # everything cached released: what the driver holds now is the
     # process's own part, the context, before the scenario begins
     small = (torch.empty(1, device="cuda"), cupy.empty(1))
     del small
@@ -77,22 +77,6 @@ def _run(kind):
                           returned=returned, seconds=seconds)))
     return 0
 
-
-_DEMO_USAGE = """\
-USAGE: gpureclaim demo
-
-Drop a 1 GiB Torch tensor held in a reference cycle and a 1 GiB CuPy array,
-then compare torch.cuda.empty_cache() + CuPy's free_all_blocks() with
-gpureclaim.release_cached_memory(): what each gives back to the driver.
-Needs Torch and CuPy on a CUDA GPU (`make demo` in a source checkout runs it
-on the simulated driver).
-
-OPTIONS:
-    -h, --help          show this help
-
-Exit status: 0 ok, 1 something missing or failed (one line says what), 2 bad
-usage.
-"""
 
 _FLOOR = "torch.cuda.empty_cache() + free_all_blocks()"
 _OURS = "gpureclaim.release_cached_memory()"
@@ -127,14 +111,14 @@ def _demo_text(rows, simulated):
                "holds for the process, as nvidia-smi lists it."),
         ("p", ""),
         ("table", None, [("call", "text"), ("held before", "bytes"),
-                         ("held after", "bytes"), ("given back", "bytes"),
+                         ("held after", "bytes"), ("released", "bytes"),
                          ("time", "secs")], table),
         ("p", ""),
-        *_para(f"empty_cache() and free_all_blocks() give back cached blocks "
+        *_para(f"empty_cache() and free_all_blocks() release cached blocks "
                f"only: the tensor in the cycle is alive until the garbage "
                f"collector runs, so {fb(kept)} of the scenario stays held."),
         ("p", ""),
-        *_para(f"release_cached_memory() collects it first, gives back "
+        *_para(f"release_cached_memory() collects it first, releases "
                f"{fb(ours['before'] - ours['after'])} and returns "
                f"{ours['returned']!r}: its figure is in units of 1e9 bytes "
                f"(GB), for code that expects the GB figure of the function "
@@ -149,9 +133,6 @@ def _demo_text(rows, simulated):
 
 
 def _demo(argv):
-    if argv[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(_DEMO_USAGE)
-        return 0
     if argv:
         return _usage_error("demo", f"unexpected argument '{argv[0]}'")
     missing = [m for m in ("torch", "cupy") if importlib.util.find_spec(m) is None]

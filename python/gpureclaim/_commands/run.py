@@ -19,33 +19,6 @@ import shutil
 import sys
 from typing import Optional
 
-USAGE = """\
-USAGE: gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]
-
-Run CMD with gpureclaim started in each of its Python processes, through
-the environment (GPURECLAIM_OOM, GPURECLAIM_AGENT) and a startup hook,
-with no change to its code.
-
-OPTIONS:
-    --oom[=PATH]    on every out-of-memory error of Torch, CuPy or JAX, a
-                    post-mortem: a short text on stderr and a JSON file,
-                    gpureclaim-oom-<pid>-<n>.json in the current folder,
-                    or in PATH when it is a folder, else PATH itself (then
-                    PATH-2, ...); never replacing a file
-    --agent         the agent in each Python process: this user (and root)
-                    may then ask it from outside, `gpureclaim explain --pid
-                    N`, `release --pid N`, `reclaim` (docs/agent.md)
-    -h, --help      show this help
-
-EXAMPLES:
-    gpureclaim run --oom -- python train.py --epochs 3
-    gpureclaim run --agent -- python serve.py
-    gpureclaim run --oom=/tmp/oom/ -- torchrun --nproc-per-node 8 train.py
-    gpureclaim report gpureclaim-oom-1234-1.json
-
-Exit status: CMD's; 127 when CMD cannot be run, 2 bad usage.
-"""
-
 
 def bootstrap_dir() -> str:
     """The folder whose sitecustomize.py starts gpureclaim in a child."""
@@ -98,9 +71,6 @@ def main(argv: list) -> int:
         if not a.startswith("-"):
             break
         args.pop(0)
-        if a in ("-h", "--help"):
-            sys.stdout.write(USAGE)
-            return 0
         if a == "--agent":
             agent = "1"
         elif a == "--oom":
@@ -122,6 +92,15 @@ def main(argv: list) -> int:
     if found is None or not os.path.exists(found):
         sys.stderr.write(f"gpureclaim run: {cmd[0]}: command not found\n")
         return 127
+    if not os.path.isdir(found) and not os.access(found, os.X_OK):
+        # the real reason, before any guess at what the file is (a shell
+        # says "Permission denied", 126)
+        opts = " ".join(argv[:len(argv) - len(cmd)]).replace(" --", "")
+        sys.stderr.write(f"gpureclaim run: {cmd[0]} is not executable "
+                         f"(chmod +x {cmd[0]}, or run it with its "
+                         f"interpreter: gpureclaim run {opts.strip()} -- "
+                         f"python3 {' '.join(cmd)})\n")
+        return 126
     if not _is_python(found):
         names = " and ".join(v for v, on in (("GPURECLAIM_OOM", oom),
                                              ("GPURECLAIM_AGENT", agent))

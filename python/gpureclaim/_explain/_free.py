@@ -663,13 +663,13 @@ class FreePlan(Rendered):
                 "seconds": self.seconds}
 
     _COLUMNS = [("plan[i]", "text"), ("statement", "text"),
-                ("gives back", "bytes"), ("frees", "bytes"),
+                ("releasable", "bytes"), ("frees", "bytes"),
                 ("runs", "text")]
 
     def _view(self) -> tuple:
         b = H_format_bytes
         run = [s for s in self.steps if s.kind == RUN]
-        blocks: list = [("h", f"{len(run)} step(s) give back "
+        blocks: list = [("h", f"{len(run)} step(s) would release "
                               f"{b(self.releasable)} to the driver")]
         rows = []
         for s in self.steps:
@@ -682,7 +682,7 @@ class FreePlan(Rendered):
             blocks.append(("table", None, self._COLUMNS, rows))
         else:
             blocks.append(("p", "no live arrays to free"))
-        blocks.append(("p", "gives back: what the driver gets after the "
+        blocks.append(("p", "releasable: what the driver gets after the "
                             "steps above it (bytes two steps hold count "
                             "at the later one); gpureclaim.free(plan) "
                             "runs the steps marked yes, then releases "
@@ -780,11 +780,11 @@ class FreeReport(Rendered):
                                     f"steps, {b(x['after'])} after: "
                                     f"released {b(x['released'])}"))
         if self.cached:
-            blocks.append(("p", f"before the steps, release() returned "
+            blocks.append(("p", f"before the steps, release() released "
                                 f"{b(self.cached)} already cached (not "
                                 f"counted)"))
         blocks.append(("notes", self.notes))
-        return ("gpureclaim.free(): what the driver got back", blocks)
+        return ("gpureclaim.free(): what was released", blocks)
 
 
 def _picked(what: Any) -> tuple:

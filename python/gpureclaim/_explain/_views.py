@@ -25,8 +25,8 @@ from .._gpureclaim import format_bytes
 # is not here (a newer one) is shown by its name, in a palette colour.
 _KINDS = {
     "live": ("live", "#4e79a7"),
-    "releasable": ("cached, returnable", "#59a14f"),
-    "fragmented": ("cached, not returnable", "#e15759"),
+    "releasable": ("cached, releasable", "#59a14f"),
+    "not_releasable": ("cached, not releasable", "#e15759"),
     "workspace": ("library workspace", "#f28e2b"),
     "unattributed": ("unattributed live block", "#9c755f"),
     "graph_pool": ("CUDA graph / private pool", "#76b7b2"),
@@ -47,15 +47,40 @@ _WORKSPACE_COLOURS = {
 }
 
 
+# A kind held by several frameworks at once (live Torch, CuPy and JAX
+# arrays side by side): a shade of the kind's colour each, the first
+# framework the kind's own colour, so that the bar tells them apart (issue
+# 33: they were one blue).
+_FRAMEWORKS = ("torch", "cupy", "jax", "numba", "mlx", "rmm")
+_SHADES = {
+    "live": ("#4e79a7", "#a0cbe8", "#2b5a8a", "#7fa7cf", "#1d3f61",
+             "#c6dcf0"),
+    "releasable": ("#59a14f", "#a6d99a", "#356d2e", "#7fc072", "#1f4a1a",
+                   "#cbeac2"),
+    "not_releasable": ("#e15759", "#f4a6a7", "#a83436", "#ec7d7f",
+                       "#741f21", "#f9cfd0"),
+}
+
+# The retired name of a kind (docs/naming.md, "Words"), still answered by
+# GPUExplanation.part() for one release.
+_RETIRED = {"fragmented": "not_releasable"}
+
+
 def _kind(kind: str) -> tuple:
     """(label, colour or None) of a part kind."""
     return _KINDS.get(kind, (kind.replace("_", " "), None))
 
 
 def _colour(kind: str, source: str) -> Optional[str]:
-    """A part's colour: its kind's, a workspace's by its library."""
+    """A part's colour: its kind's, a workspace's by its library, a
+    framework's shade of its kind's."""
     if kind == "workspace":
         return _WORKSPACE_COLOURS.get(source, "#f1ce63")
+    shades = _SHADES.get(kind)
+    if shades:
+        for i, name in enumerate(_FRAMEWORKS):
+            if source == name or source.startswith(name + " "):
+                return shades[i % len(shades)]
     return _kind(kind)[1]
 
 
@@ -73,7 +98,7 @@ def _kind_order(kinds: Iterable[str]) -> list:
 _ADVICE = {
     "free_arrays": "delete the arrays/tensors that hold it (del; "
                    "gc.collect() for reference cycles)",
-    "release": "gpureclaim.release() returns it",
+    "release": "gpureclaim.release() releases it",
     "release_workspaces": "gpureclaim.release(workspaces=True) frees it "
                           "(the next matmul re-creates it)",
     "release_workspaces_pins": "gpureclaim.release(workspaces=True): only "
@@ -93,7 +118,7 @@ _HINTS = {
     "rmm_pool": "RMM pools never shrink: give PoolMemoryResource a "
                 "maximum_pool_size, or use CudaAsyncMemoryResource with a "
                 "release_threshold",
-    "process_exit": "returned when the process exits",
+    "process_exit": "freed when the process exits",
 }
 
 
@@ -127,9 +152,9 @@ def _text(key: Optional[str], table: dict) -> str:
 class Part:
     """One part of a GPU's figure for this process.
 
-    ``kind``: ``live``, ``releasable`` (cached, release() returns it),
-    ``fragmented`` (cached inside segments that still hold live blocks:
-    no release can return it), ``workspace`` (library workspaces and plan
+    ``kind``: ``live``, ``releasable`` (cached: a release gives it back),
+    ``not_releasable`` (cached inside segments that still hold live
+    blocks: no release can give it back), ``workspace`` (library workspaces and plan
     caches, known from more than their size), ``unattributed`` (live Torch
     blocks of a workspace's size that nothing else identifies),
     ``graph_pool`` (private pools of CUDA graphs and MemPools),
@@ -179,7 +204,9 @@ class GPUExplanation:
     consistent: bool
 
     def part(self, kind: str, source: Optional[str] = None) -> int:
-        """Bytes of the parts of that kind (and source)."""
+        """Bytes of the parts of that kind (and source); ``fragmented``,
+        the retired name of ``not_releasable``, still answers."""
+        kind = _RETIRED.get(kind, kind)
         return sum(p.bytes for p in self.parts if p.kind == kind
                    and (source is None or p.source == source))
 
@@ -272,12 +299,13 @@ class Explanation(Rendered):
     def _extra(p: Part) -> list[str]:
         """Lines under a part: how it was inferred, what pins it."""
         out = []
-        if p.kind not in ("live", "releasable", "fragmented") or not p.known:
+        if p.kind not in ("live", "releasable", "not_releasable") or \
+                not p.known:
             out.append(p.how)
         if p.hint:
             out.append(p.hint)
         d = p.detail or {}
-        if p.kind == "fragmented" and d.get("segments"):
+        if p.kind == "not_releasable" and d.get("segments"):
             b = format_bytes
             out.append(f"{d['segments']} segment(s) hold live and free "
                        f"blocks ({b(d['free_in_segments'])} free); "

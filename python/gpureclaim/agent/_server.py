@@ -24,9 +24,12 @@ Why it is built this way:
 - The socket is bound under a temporary name in the private folder,
   made 0600, then renamed into place: it is never open to others, not
   even for an instant, and no umask (process-wide) is touched.
-- atexit removes the socket (only if it is still ours: same inode);
-  os.register_at_fork closes it in a child, which does not serve its
-  parent's socket (it may call start() to serve its own).
+- atexit removes the socket (only if it is still ours: same inode), and
+  so does SIGTERM or SIGHUP at its default action, which ends the process
+  without atexit (a C handler, python/src/agent_signal.c, that then ends
+  it as the signal would have); os.register_at_fork closes it in a child,
+  which does not serve its parent's socket (it may call start() to serve
+  its own).
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ import threading
 import time
 from typing import Any, Optional
 
+from .. import _gpureclaim as _c
 from . import _protocol
 
 #: connections served at once; more are told so and closed
@@ -337,8 +341,8 @@ def op_explain(args: dict) -> tuple:
 #: policy of what a group is stays here; the C command reads numbers)
 GROUPS = (
     ("live", ("live", "unattributed")),
-    ("returnable", ("releasable",)),
-    ("not returnable", ("fragmented",)),
+    ("releasable", ("releasable",)),
+    ("not releasable", ("not_releasable",)),
     ("workspaces", ("workspace",)),
     ("pools", ("pool", "graph_pool")),
     ("rest", ("rest", "unreported", "context")),
@@ -361,7 +365,7 @@ def groups(gpu: dict) -> dict:
 
 def flat_groups(result: dict, nvml_index: dict) -> list:
     """The explain answer's "groups": per explained GPU, in order, nine
-    integers: [CUDA ordinal, NVML index, live, returnable, not returnable,
+    integers: [CUDA ordinal, NVML index, live, releasable, not releasable,
     workspaces, pools, rest, driver], -1 where unknown, one GPU after
     another: what the C command (cli/ps_explain.c, cli/cmd_reclaim.c)
     reads without a JSON parser."""
@@ -683,6 +687,7 @@ def start(path: Optional[str] = None) -> str:
         sock = _bind(path)
         s = _Server(path, sock)
         _state = s
+        _c._agent_signals(path, *s.ident)
         if not _hooks_installed:
             atexit.register(_at_exit)
             os.register_at_fork(after_in_child=_after_fork_child)
@@ -722,6 +727,7 @@ def stop() -> None:
         s, _state = _state, None
         if s is None or s.pid != os.getpid():
             return
+        _c._agent_signals()
         _remove(s)
         _close(s)
 
@@ -742,6 +748,7 @@ def _after_fork_child() -> None:
     _jobs = None  # the operations' thread is the parent's
     if s is None:
         return
+    _c._agent_signals()  # the parent's socket is not the child's to remove
     for fd in (s.wake_r, s.wake_w):
         try:
             os.close(fd)

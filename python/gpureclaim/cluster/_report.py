@@ -359,13 +359,13 @@ class ClusterRelease(ClusterReport):
         return dict(super()._totals(), released=self.bytes)
 
     def _headline(self) -> str:
-        return (f"{format_bytes(self.bytes)} returned by "
+        return (f"{format_bytes(self.bytes)} released by "
                 f"{len(self.ok_workers)} of {len(self.workers)} workers on "
                 f"{len(self.gpus)} GPU(s) in {_c.format_seconds(self.seconds)}")
 
     def _bars(self):
         """Per GPU: the workers' memory there at its own scale (still held,
-        given back), visible however small a share of the GPU; then the
+        released), visible however small a share of the GPU; then the
         GPU after the call at the GPU's scale (the tables' figures)."""
         out = []
         for g in self.gpus:
@@ -376,7 +376,7 @@ class ClusterRelease(ClusterReport):
                     f"{format_bytes(g.before)} before, "
                     f"{format_bytes(held)} after:",
                     [("still held", held, "@mine"),
-                     ("given back", max(g.released or 0, 0), "@returned")]))
+                     ("released", max(g.released or 0, 0), "@returned")]))
             others = max((g.used or 0) - held, 0)
             out.append((self._gpu_caption(g), [
                 ("workers hold", held, "@mine"),
@@ -396,14 +396,14 @@ class ClusterRelease(ClusterReport):
         b = "bytes"
         return [
             ("per GPU", self._GPU_COLS + [
-                ("returned", b), ("before", b), ("after", b),
+                ("released", b), ("before", b), ("after", b),
                 ("in use", b), ("total", b)], gpus),
             ("per worker", self._WORKER_COLS + [
-                ("returned", b), ("before", b), ("after", b),
+                ("released", b), ("before", b), ("after", b),
                 ("GPUs", "num"), ("source", "text"), ("time", "secs")],
              workers),
             ("per host", self._HOST_COLS + [
-                ("returned", b), ("held", b), ("in use", b), ("total", b)],
+                ("released", b), ("held", b), ("in use", b), ("total", b)],
              hosts),
         ]
 
@@ -421,7 +421,7 @@ def _kinds_of(parts_dicts: Iterable[dict]) -> list:
 class ClusterExplanation(ClusterReport):
     """Where the cluster's GPU memory goes: per GPU, per worker and per
     host, each worker's driver figure split into the parts of
-    gpureclaim.explain (live, cached returnable or not, workspaces, pools,
+    gpureclaim.explain (live, cached releasable or not, workspaces, pools,
     ..., the rest), the kinds as the workers reported them."""
 
     kind = "explain"

@@ -15,7 +15,7 @@ CuPy allocates from it. Once per call: the pinned host pool.
 Explain: the default pool gives ``used_bytes()`` (live) and
 ``total_bytes()``; the difference is what release() returns (CuPy does
 not expose how much of it split chunks pin, so it is all counted as
-returnable). The plan cache of this thread and GPU holds work areas taken
+releasable). The plan cache of this thread and GPU holds work areas taken
 from the pool: its ``get_curr_memsize()`` is moved from "live" to a cuFFT
 workspace part. The stream-ordered pool is read where CuPy allocates from
 it.
@@ -319,6 +319,6 @@ FRAMEWORK = Framework("cupy", "cuda", probe, held, release, explain,
                                  "cuDNN workspaces) or an extension keeps "
                                  "in C is not followed",
                           release_note="cupy: free_plan() counts a freed "
-                                       "array's bytes as given back: CuPy's "
+                                       "array's bytes as released: CuPy's "
                                        "pool chunks (which free_all_blocks() "
                                        "returns whole) are not read"))

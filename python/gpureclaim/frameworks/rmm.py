@@ -243,7 +243,8 @@ def _async_parts(g: Parts, leaf: Any, live: Optional[int],
     trimmed = reserved <= p.trimmed_to
     g.add("live", "rmm", used, evidence="driver_pool", advice="free_arrays",
           how="USED_MEM_CURRENT of RMM's CUDA async pool", detail=detail)
-    g.add("fragmented" if trimmed else "releasable", "rmm (CUDA async pool)",
+    g.add("not_releasable" if trimmed else "releasable",
+          "rmm (CUDA async pool)",
           reserved - used, evidence="driver_pool",
           advice=None if trimmed else "release",
           how="the pool's reserve above its bytes in use, as release()'s "

@@ -786,7 +786,7 @@ def explain(call: Any, g: Parts) -> None:
           advice="release",
           how="reserved_bytes - allocated_bytes - inactive_split_bytes, "
               "private pools excepted: segments with no live block")
-    g.add("fragmented", "torch", split - p_split,
+    g.add("not_releasable", "torch", split - p_split,
           advice="release_workspaces_pins" if only_ws
           else "free_pinning_blocks",
           hint=None if only_ws else "expandable_segments",

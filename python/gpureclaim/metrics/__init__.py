@@ -1,5 +1,5 @@
 """GPU memory as Prometheus metrics: per GPU, per process, and the parts
-of the processes that run an agent, cached bytes that could be given back
+of the processes that run an agent, cached bytes a release would give back
 included (docs/metrics.md lists every metric).
 
 Two collectors of ``prometheus_client`` (the optional extra
@@ -36,8 +36,11 @@ GPU_LABELS = ("gpu", "uuid", "name")
 PROCESS_LABELS = ("gpu", "uuid", "pid", "user", "command", "container",
                   "pod_uid")
 PART_LABELS = ("gpu", "uuid", "pid", "kind", "source")
+#: a process gpureclaim suspended (docs/suspend.md): the driver's state
+SUSPENDED_LABELS = PROCESS_LABELS + ("state",)
+HOST_LABELS = ("pid", "user", "command", "container", "pod_uid", "state")
 #: the part kinds of explain(), each a value of the `kind` label
-PART_KINDS = ("live", "releasable", "fragmented", "workspace",
+PART_KINDS = ("live", "releasable", "not_releasable", "workspace",
               "unattributed", "graph_pool", "pool", "unreported", "context",
               "rest")
 #: why an agent gave no parts (gpureclaim.agent.AgentError's kinds, and
@@ -68,14 +71,34 @@ class Reading:
     gpus: list = field(default_factory=list)       # GPU_LABELS + figures
     processes: list = field(default_factory=list)  # PROCESS_LABELS + bytes
     parts: list = field(default_factory=list)      # PART_LABELS + bytes
+    #: processes gpureclaim suspended: SUSPENDED_LABELS + bytes per GPU
+    suspended: list = field(default_factory=list)
+    #: ... and each one's host bytes: HOST_LABELS + bytes
+    host: list = field(default_factory=list)
     agents_answered: int = 0
     agents_failed: dict = field(default_factory=dict)  # kind -> count
     nvml_error: Optional[str] = None
 
     def to_dict(self) -> dict:
+        """Plain values, in the JSON words of every output (docs/naming.md,
+        "Words"): a GPU's index, ``gpu``, an integer (a label's text in the
+        metrics); the reading's time as ``time`` (UTC, ISO 8601, as `ps
+        --json`) and ``unix_time``; ``at``, the key of the release before,
+        still beside them."""
+        import datetime
         from dataclasses import asdict
 
-        return asdict(self)
+        d = asdict(self)
+        for key in ("gpus", "processes", "parts"):
+            for row in d[key]:
+                g = row.get("gpu")
+                row["gpu"] = int(g) if isinstance(g, str) and g.isdigit() \
+                    else None
+        at = d.pop("at")
+        when = datetime.datetime.fromtimestamp(at, datetime.timezone.utc)
+        return {"time": when.strftime("%Y-%m-%dT%H:%M:%S.") +
+                f"{when.microsecond // 1000:03d}Z", "unix_time": at, **d,
+                "at": at}
 
 
 def _nvml_gpus(gpus: list) -> tuple[list, list, dict]:
@@ -311,6 +334,30 @@ class HostCollector:
                 r.agents_answered += 1
                 r.parts.extend(rows)
 
+    def _suspended(self, r: Reading) -> set:
+        """The processes gpureclaim suspended (NVML lists them no more):
+        from its records, with the driver's state read now; the driver is
+        loaded only when there are records (_gpureclaim._suspended). Their
+        pids."""
+        from .. import _gpureclaim as _c
+
+        try:
+            found = _c._suspended()
+        except Exception:
+            return set()
+        for s in found:
+            pid = s["pid"]
+            f = self._procs.facts(pid)
+            who = {"pid": pid, "user": f.user, "command": f.command,
+                   "container": f.container, "pod_uid": f.pod_uid,
+                   "state": s["state"]}
+            if s["host_bytes"] is not None:
+                r.host.append(dict(who, bytes=s["host_bytes"]))
+            for index, uuid, nbytes in s["gpus"]:
+                r.suspended.append(dict(who, gpu=str(index), uuid=uuid,
+                                        bytes=nbytes))
+        return {s["pid"] for s in found}
+
     def read(self) -> Reading:
         """A new reading (also kept as :attr:`last`)."""
         from .. import _gpureclaim as _c
@@ -333,8 +380,10 @@ class HostCollector:
                 f = facts[p["pid"]]
                 p.update(user=f.user, command=f.command,
                          container=f.container, pod_uid=f.pod_uid)
-            self._procs.keep(where)
             r.processes = procs
+            # the facts of both kept; a suspended process's agent is never
+            # asked (its CUDA calls would wait until it is resumed)
+            self._procs.keep(set(where) | self._suspended(r))
             if self.agents and where:
                 uuids = {g["uuid"]: g["gpu"] for g in r.gpus if g["uuid"]}
                 totals = {g["gpu"]: g["total"] for g in r.gpus}
@@ -396,6 +445,19 @@ def _families(r: Optional[Reading], health: Optional[HostCollector],
     out += [proc, part]
     if health is None:
         return out
+    for name, what, labels, rows in (
+            ("gpureclaim_process_suspended_bytes",
+             "GPU memory a process gpureclaim suspended gave back on that "
+             "GPU, what its resume takes again", SUSPENDED_LABELS,
+             r.suspended if r else ()),
+            ("gpureclaim_process_host_bytes",
+             "Host memory holding a suspended process's GPU memory (the "
+             "growth of its resident memory)", HOST_LABELS,
+             r.host if r else ())):
+        fam = G(name, what + "; state: the driver's", labels=labels)
+        for p in rows:
+            fam.add_metric([str(p[k]) for k in labels], p["bytes"])
+        out.append(fam)
     secs = G("gpureclaim_exporter_reading_seconds",
              "How long the latest reading of the GPUs and agents took")
     at = G("gpureclaim_exporter_reading_timestamp_seconds",

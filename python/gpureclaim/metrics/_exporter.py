@@ -26,38 +26,6 @@ import socket
 import sys
 import threading
 
-USAGE = """\
-USAGE: gpureclaim exporter [--listen HOST:PORT] [--interval SECONDS]
-                           [--agent-timeout SECONDS] [--once [--json]]
-
-Serve the GPU memory of this host as Prometheus metrics on
-http://HOST:PORT/metrics: per GPU its total, used and free bytes; per
-process on it its driver bytes, user, command and container; for each
-process with an agent its parts as its own explain() splits them, what
-release() would give back included (kind="releasable"). Needs
-prometheus_client: pip install 'gpureclaim[prometheus]'.
-
-OPTIONS:
-    --listen HOST:PORT  where to serve (default 127.0.0.1:9835, this
-                        machine only; [::1]:9835 for IPv6; port 0: any
-                        free port). Another address is printed at start
-    --interval SECONDS  take a reading every SECONDS (default 10); a
-                        scrape serves the latest
-    --agent-timeout SECONDS
-                        how long one agent may take to answer (default 2)
-    --once              print one reading's metrics and exit
-    --json              with --once: the reading as JSON instead
-    -h, --help          show this help
-
-EXAMPLES:
-    gpureclaim exporter
-    gpureclaim exporter --listen 0.0.0.0:9835 --interval 15
-    gpureclaim exporter --once | promtool check metrics
-
-Exit status: 0 ok (stopped by SIGTERM or SIGINT), 1 cannot serve or
-prometheus_client missing, 2 bad usage.
-"""
-
 DEFAULT_LISTEN = "127.0.0.1:9835"
 #: seconds a connection may wait for its request line (and each read or
 #: write of the exchange after it)
@@ -122,14 +90,12 @@ def _seconds(opt: str, text: str) -> float:
 
 def _parse(argv: list) -> dict:
     opts = {"listen": DEFAULT_LISTEN, "interval": 10.0, "agent_timeout": 2.0,
-            "once": False, "json": False, "help": False}
+            "once": False, "json": False}
     args = list(argv)
     while args:
         a = args.pop(0)
         name, eq, val = a.partition("=")
-        if a in ("-h", "--help"):
-            opts["help"] = True
-        elif a == "--once":
+        if a == "--once":
             opts["once"] = True
         elif a == "--json":
             opts["json"] = True
@@ -155,13 +121,7 @@ def main(argv: list) -> int:
     try:
         opts = _parse(argv)
     except ValueError as e:
-        if "-h" in argv or "--help" in argv:
-            sys.stdout.write(USAGE)
-            return 0
         return _usage_error(str(e))
-    if opts["help"]:
-        sys.stdout.write(USAGE)
-        return 0
     from .. import metrics
 
     try:

@@ -371,6 +371,7 @@ def _retrying(fn: Callable, tries: int, args: tuple, kwargs: dict) -> Any:
             except Exception:
                 released = None
             for pm in mine:
+                pm.call = getattr(fn, "__name__", None)
                 _postmortem.rescued(pm, "retry_on_oom", released, None, "")
             waiting = mine
     finally:

@@ -34,7 +34,7 @@ TOP_BLOCKS = 5
 SHORT_ROWS = 3
 MAX_READ = 64 << 20
 
-# who holds a returnable part, in the sentence on fitting
+# who holds a releasable part, in the sentence on fitting
 _OWNERS = {"torch": "Torch's cache", "cupy": "CuPy's cache",
            "cupy (async pool)": "CuPy's stream-ordered pool",
            "cuFFT plans (cupy)": "CuPy's cuFFT plans",
@@ -95,7 +95,7 @@ def _build(framework, device, nbytes, requested, exact, error, facts):
     doc: dict = {
         "format": FORMAT, "version": VERSION,
         "pid": os.getpid(), "time": time.time(),
-        "argv": [str(a)[:256] for a in sys.argv[:32]],
+        "argv": [str(a)[:256] for a in _own_argv()[:32]],
         "framework": framework,
         "request": {"bytes": int(nbytes), "exact": bool(exact),
                     "device": device, "requested": requested},
@@ -209,6 +209,29 @@ def _proc_user(pid: int) -> Optional[str]:
         return str(uid)
 
 
+def _own_argv() -> list:
+    """This process's command line as the kernel has it (`python3 -c ...`,
+    `python3 train.py`), where sys.argv would say `-c`; sys.argv where
+    /proc cannot be read."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            raw = f.read(65536)
+    except OSError:
+        return list(sys.argv)
+    words = raw.rstrip(b"\0").split(b"\0")
+    return [w.decode("utf-8", "replace") for w in words if w] or sys.argv
+
+
+def _shown(path: str) -> str:
+    """A path as the user can type it from here: relative when below the
+    current folder, else whole (as make demo's lines are written)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
 def _proc_command(pid: int) -> Optional[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -242,7 +265,7 @@ def _others(procs: list, gpu: Optional[dict], notes: list) -> tuple:
     return rows, unlisted
 
 
-def _returnable(parts: list, keys: tuple) -> list:
+def _releasable(parts: list, keys: tuple) -> list:
     return [(p["source"], p["bytes"]) for p in parts
             if p["known"] and p["bytes"] > 0 and p["advice_key"] in keys]
 
@@ -261,17 +284,19 @@ def _part(parts: list, kind: str, source: str) -> int:
 
 def _fit(doc: dict) -> dict:
     """Whether the request would fit after release(): the GPU's free
-    bytes plus what release() returns (the parts whose checked advice is
+    bytes plus what is releasable (the parts whose checked advice is
     release()), against the bytes asked for."""
     need = doc["request"]["bytes"]
     gpu = doc["gpu"] or {}
     parts = (doc["process"] or {}).get("parts") or []
     free = gpu.get("free")
-    by = _returnable(parts, ("release",))
-    returned = sum(b for _, b in by)
-    ws = sum(b for _, b in _returnable(
+    by = _releasable(parts, ("release",))
+    releasable = sum(b for _, b in by)
+    ws = sum(b for _, b in _releasable(
         parts, ("release_workspaces", "release_workspaces_pins")))
-    out: dict = {"request": need, "free": free, "returnable": returned,
+    # "returnable": the key of the release before (docs/naming.md, "Words")
+    out: dict = {"request": need, "free": free, "releasable": releasable,
+                 "returnable": releasable,
                  "by": [{"source": s, "bytes": b} for s, b in by],
                  "workspaces": ws, "free_after": None, "fits": None,
                  "fits_with_workspaces": None, "short": None,
@@ -285,7 +310,7 @@ def _fit(doc: dict) -> dict:
         out["pool_fits"] = out["pool_free"] >= need
     if free is None:
         return out
-    after = free + returned
+    after = free + releasable
     out.update(free_after=after, short=max(0, need - after))
     if out["limited_by"] == "gpu":
         out["fits"] = after >= need
@@ -304,14 +329,16 @@ def _owners(by: list) -> str:
 
 
 def fit_sentence(doc: dict) -> str:
-    """"release() returns 97.5 GiB (CuPy's cache); 69.6 GiB would then
-    fit", or why it would not."""
+    """"release() would release 97.5 GiB (CuPy's cache); 69.6 GiB would
+    then fit", or why it would not."""
     r = doc["release"]
-    need, free, back = r["request"], r["free"], r["returnable"]
+    need, free, back = r["request"], r["free"], r.get(
+        "releasable", r.get("returnable"))  # a post-mortem of before
     d = doc["request"]["device"]
     if r["limited_by"] == "jax pool":
         return (f"JAX allocates from its own pool, {_fmt(r['pool_free'])} "
-                f"of it free: release() returns {_fmt(back)} of the other "
+                f"of it free: release() would release {_fmt(back)} of the "
+                f"other "
                 f"frameworks' caches, outside that pool, and cannot make "
                 f"room in it for {_fmt(need)}")
     if r["limited_by"] == "cupy limit":
@@ -322,7 +349,8 @@ def fit_sentence(doc: dict) -> str:
         return ("the GPU's free memory is not known (NVML gives no figure "
                 "here): whether it would fit cannot be said")
     if back > 0:
-        head = f"release() returns {_fmt(back)} ({_owners(r['by'])}); "
+        head = (f"release() would release {_fmt(back)} "
+                f"({_owners(r['by'])}); ")
         if r["fits"]:
             return (f"{head}{_fmt(need)} would then fit "
                     f"({_fmt(r['free_after'])} free)")
@@ -330,10 +358,11 @@ def fit_sentence(doc: dict) -> str:
                 f"({_fmt(r['free_after'])} free, {_fmt(r['short'])} short)")
     where = f" on GPU {d}" if d is not None else ""
     if need > free:
-        return (f"release() returns nothing{where} (no cache of this "
-                f"process there is returnable): {_fmt(need)} needs "
+        return (f"release() would release nothing{where} (no cache of "
+                f"this process there is releasable): {_fmt(need)} needs "
                 f"{_fmt(need - free)} more than the {_fmt(free)} free")
-    return (f"release() returns nothing{where}, and the {_fmt(free)} free "
+    return (f"release() would release nothing{where}, and the "
+            f"{_fmt(free)} free "
             f"now would hold {_fmt(need)}: memory was freed since the "
             f"allocator failed")
 
@@ -365,7 +394,7 @@ def _advice(doc: dict) -> list:
         return out
     if r["fits"]:
         text = (f"call gpureclaim.release() before this allocation (it "
-                f"returns {_fmt(r['returnable'])}), or decorate the step "
+                f"releases {_fmt(r['releasable'])}), or decorate the step "
                 f"with @gpureclaim.retry_on_oom, which does it on this "
                 f"error and calls the step again")
         if doc["framework"] == "cupy":
@@ -405,7 +434,8 @@ def _advice(doc: dict) -> list:
     if live > 0:
         add("free_arrays", f"this process's live arrays and tensors hold "
             f"{_fmt(live)}: delete those the next step does not need")
-    frag = [p for p in parts if p["kind"] == "fragmented" and p["bytes"] > 0
+    frag = [p for p in parts if p["kind"] == "not_releasable"
+            and p["bytes"] > 0
             and p["hint"]]
     if frag:
         add("expandable_segments", frag[0]["hint"])
@@ -492,7 +522,7 @@ def _rescue_lines(doc: dict) -> list:
     out = []
     for r in doc["rescue"]:
         back = ("release() failed" if r["released"] is None
-                else f"release() returned {_fmt(r['released'])}")
+                else f"release() released {_fmt(r['released'])}")
         if r["how"] == "allocator":
             if r["ok"]:
                 out.append(f"rescued: {back}, and the allocation tried again "
@@ -527,7 +557,11 @@ def _bar(doc: dict) -> tuple:
     if gpu.get("free"):
         parts.append(("free", gpu["free"], "@free"))
     d = doc["request"]["device"]
-    return ("bar", f"GPU {d}" if d is not None else None, parts)
+    total = gpu.get("total")
+    # its shares are of the GPU, the table's of this process: said apart
+    caption = ((f"GPU {d}" if d is not None else "the GPU") +
+               (f", of its {_fmt(total)}:" if total else ":"))
+    return ("bar", caption, parts)
 
 
 def _parts_table(doc: dict, short: bool) -> Optional[tuple]:
@@ -550,7 +584,7 @@ def _parts_table(doc: dict, short: bool) -> Optional[tuple]:
         rows.append(row)
     rows.append(["total", "", proc["driver"], "", ""])
     cols = [("part", "text"), ("source", "text"), ("bytes", "bytes"),
-            ("share", "share"), ("what to do", "prose")]
+            ("of process", "share"), ("what to do", "prose")]
     return ("table", f"this process: {_fmt(proc['driver'])} ({src})", cols,
             rows)
 
@@ -635,6 +669,7 @@ def view(doc: dict, short: bool = False, path: Optional[str] = None,
     for a in doc["advice"]:
         blocks.append(("p", f"what to do: {a['text']}"))
     if path:
+        path = _shown(path)
         blocks.append(("p", f"post-mortem: {path} (gpureclaim report "
                             f"{path})"))
     elif write_error:
@@ -664,14 +699,16 @@ class PostMortem:
     bytes; docs/oom.md lists its keys), ``str()`` the whole as text,
     ``short()`` the stderr text, ``_repr_html_()`` the notebook view;
     ``path`` the file it was written to (None if not), ``write_error``
-    why not."""
+    why not; ``call`` the name of the @retry_on_oom function whose call
+    failed (None elsewhere)."""
 
-    __slots__ = ("doc", "path", "write_error")
+    __slots__ = ("doc", "path", "write_error", "call")
 
     def __init__(self, doc: dict, path: Optional[str] = None):
         self.doc = doc
         self.path = path
         self.write_error: Optional[str] = None
+        self.call: Optional[str] = None
 
     @property
     def framework(self) -> str:
@@ -783,9 +820,31 @@ def _notebook() -> Any:
     return shell if getattr(shell, "kernel", None) is not None else None
 
 
+def rescued_line(pm: PostMortem) -> Optional[str]:
+    """One line for stderr where a rescue worked (the program went on):
+    the post-mortem's "out of memory" headline and its advice would tell
+    a program that is fine to do what it did; None where none worked."""
+    ok = [r for r in pm.doc["rescue"] if r["ok"]]
+    if not ok:
+        return None
+    r = ok[-1]
+    where = (f"post-mortem: {_shown(pm.path)}" if pm.path else
+             "gpureclaim.oom.last() has the post-mortem")
+    back = ("" if r["released"] is None
+            else f" released {_fmt(r['released'])} and")
+    if r["how"] == "retry_on_oom":
+        return (f"gpureclaim: {pm.call or 'the call'}() ran out of GPU "
+                f"memory; @retry_on_oom{back} the next call succeeded "
+                f"({where})")
+    return (f"gpureclaim: {pm.framework} ran out of GPU memory; "
+            f"watch_oom(rescue=True){back} the allocation succeeded on its "
+            f"second try ({where})")
+
+
 def show(pm: PostMortem) -> None:
     """In a notebook the whole view (HTML, the short text as its plain
-    form); elsewhere the short text on stderr."""
+    form); elsewhere the short text on stderr, or one line where a rescue
+    worked."""
     if _notebook() is not None:
         from IPython.display import display
 
@@ -794,7 +853,7 @@ def show(pm: PostMortem) -> None:
         return
     err = sys.stderr
     if err is not None:
-        err.write(pm.short() + "\n")
+        err.write((rescued_line(pm) or pm.short()) + "\n")
         err.flush()
 
 
@@ -841,30 +900,6 @@ def load(path: str) -> PostMortem:
                          f"{e})") from None
     return PostMortem(doc)
 
-
-_REPORT_USAGE = """\
-USAGE: gpureclaim report POST-MORTEM.json [--json] [--html OUT.html] [--force]
-
-Show an out-of-memory post-mortem that gpureclaim.watch_oom() wrote
-(GPURECLAIM_OOM, gpureclaim run --oom): the failed request, this process's
-parts, whether it would fit after release(), the other processes on the
-GPU, the largest blocks, what to do.
-
-OPTIONS:
-    --json          the document as it is, on stdout
-    --html FILE     write it as a page too (replaces an earlier page of
-                    gpureclaim or an empty file; anything else, a symbolic
-                    link included, only with --force)
-    --force         replace a FILE that is not a page of gpureclaim
-    -h, --help      show this help
-
-EXAMPLES:
-    gpureclaim report gpureclaim-oom-1234-1.json
-    gpureclaim report gpureclaim-oom-1234-1.json --html oom.html
-
-Exit status: 0 ok, 1 unreadable or not a post-mortem, or the page cannot
-be written, 2 bad usage.
-"""
 
 _TRACE_ONLY = ("--chrome", "--svg", "--rmm-csv", "--max-events", "--top")
 
@@ -929,15 +964,14 @@ def main(argv: list) -> int:
     FILE begins with SIGNATURE (cli/cmd_report.c, __main__.py)."""
     from .. import _gpureclaim as _c
 
-    path, html, as_json, force = None, None, False, False
+    path, html, as_json, force, as_text = None, None, False, False, False
     args = list(argv)
     while args:
         a = args.pop(0)
-        if a in ("-h", "--help"):
-            sys.stdout.write(_REPORT_USAGE)
-            return 0
         if a == "--json":
             as_json = True
+        elif a == "--text":
+            as_text = True
         elif a == "--force":
             force = True
         elif a == "--html" or a.startswith("--html="):
@@ -969,6 +1003,12 @@ def main(argv: list) -> int:
         if why:
             sys.stderr.write(f"gpureclaim report: {why}\n")
             return 1
+        # as a trace's exports (cli/cmd_report.c): the file said, the
+        # report printed only when asked
+        sys.stderr.write(f"gpureclaim report: wrote {html} (the "
+                         f"post-mortem as a page)\n")
+        if not (as_text or as_json):
+            return 0
     out = json.dumps(pm.doc, indent=1) if as_json else str(pm)
     try:
         sys.stdout.write(out + "\n")

@@ -10,4 +10,4 @@ def fft2(t):
 
     dev = int(t.device.split(":")[1])
     bc.cufft_plan_cache[dev]._add(("fft2", t.nbytes))
-    return Tensor(t.nbytes, t.device)
+    return Tensor(t.nbytes, t.device, dtype=t.dtype)

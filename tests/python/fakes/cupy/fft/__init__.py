@@ -11,4 +11,4 @@ def fft2(a):
     key = ("fft2", a.nbytes)
     if key not in cache._plans:
         cache._plans[key] = cupy.cuda.get_allocator()(max(a.nbytes // 2, 1))
-    return cupy.empty(a.nbytes)
+    return cupy.empty(a.size, dtype=a.dtype)

@@ -1,0 +1,281 @@
+/*
+ * Suspend or resume one process, as cli/suspend_run.h says: the core's facts
+ * (src/suspend.c) with what belongs to the command around them. Before a
+ * suspend, the process's agent, where it has one, gives its caches back,
+ * so host memory holds only live data: the drop of NVML's figure over
+ * that release is measured like everything else. A failure to reach the
+ * agent is a note, not an error. A suspended process gets a record
+ * (src/suspend_record.h) so `ps` can list it; a resumed one loses it.
+ */
+#include "suspend_run.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+#include "out/fmt.h"
+
+int gpr_cli_suspend_open(struct gpr_cli_suspender *c, char *err, size_t len)
+{
+	memset(c, 0, sizeof *c);
+	int rc = gpr_open(NULL, &c->ctx);
+	if (rc) {
+		snprintf(err, len, "%s", gpr_strerror(rc));
+		return GPR_CLI_ERROR;
+	}
+	char why[512] = "";
+	rc = gpr__suspender_open(c->ctx, &c->s, why, sizeof why);
+	if (rc) {
+		if (rc == GPR_E_NO_DRIVER)
+			snprintf(err, len, "NVIDIA driver not found (%s)", why);
+		else
+			snprintf(err, len, "%s", why);
+		gpr_close(c->ctx);
+		c->ctx = NULL;
+		return GPR_CLI_ERROR;
+	}
+	return GPR_CLI_OK;
+}
+
+void gpr_cli_suspend_close(struct gpr_cli_suspender *c)
+{
+	gpr__suspender_close(c->s);
+	gpr_close(c->ctx);
+	memset(c, 0, sizeof *c);
+}
+
+static void note(struct gpr_cli_suspend_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void note(struct gpr_cli_suspend_result *res, const char *fmt, ...)
+{
+	if (res->n_notes == GPR_CLI_NOTES)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(res->notes[res->n_notes++], sizeof res->notes[0], fmt, ap);
+	va_end(ap);
+}
+
+/* A fresh result for pid: who it is. */
+static void begin(int pid, const struct gpr_cli_suspend_opts *o,
+		  struct gpr_cli_suspend_result *res)
+{
+	memset(res, 0, sizeof *res);
+	res->dry_run = o->dry_run;
+	if (gpr_cli_proc_cmdline(pid, res->command, sizeof res->command) != 0)
+		res->command[0] = '\0';
+	if (gpr_cli_proc_user(pid, res->user, sizeof res->user) != 0)
+		res->user[0] = '\0';
+}
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The agent's release, measured as the drop of NVML's figure. */
+static void release_first(struct gpr_cli_suspender *c, int pid,
+			  const struct gpr_cli_suspend_opts *o,
+			  const struct gpr__look *before,
+			  struct gpr_cli_suspend_result *res)
+{
+	struct gpr_cli_agent_reply reply;
+	double timeout = o->agent_timeout > 0 ? o->agent_timeout : 30;
+	if (gpr_cli_agent_request(pid, "release", "", timeout, &reply) !=
+	    GPR_CLI_OK) {
+		if (strcmp(reply.kind, "no_agent") == 0) {
+			note(res,
+			     "process %d has no agent, so its caches (if any) "
+			     "moved to host memory too; `gpureclaim run "
+			     "--agent` "
+			     "or GPURECLAIM_AGENT=1 starts one",
+			     pid);
+		} else {
+			res->agent = -1;
+			note(res,
+			     "its agent did not release its caches (%s), so "
+			     "they moved to host memory too",
+			     reply.error);
+		}
+		gpr_cli_agent_reply_free(&reply);
+		return;
+	}
+	gpr_cli_agent_reply_free(&reply);
+	res->agent = 1;
+	struct gpr__look after;
+	char e[256];
+	if (gpr__suspend_look(c->ctx, pid, &after, e, sizeof e) == 0 &&
+	    before->known && after.known) {
+		res->cache_known = 1;
+		res->cache_released =
+		    (int64_t)before->bytes - (int64_t)after.bytes;
+	}
+}
+
+/* The record `ps` lists the process by (a failure is a note). */
+static void record(const struct gpr__suspend_report *r,
+		   struct gpr_cli_suspend_result *res)
+{
+	struct gpr__record rec;
+	memset(&rec, 0, sizeof rec);
+	rec.pid = r->pid;
+	rec.start = r->proc.start;
+	rec.uid = r->proc.uid;
+	rec.time = wall_now();
+	rec.host_known = r->host_known && r->host_bytes >= 0;
+	rec.host_bytes = rec.host_known ? (uint64_t)r->host_bytes : 0;
+	for (size_t i = 0; i < r->before.n && i < r->after.n; i++) {
+		const struct gpr__gpu_look *b = &r->before.gpu[i];
+		if (!b->listed || rec.n_gpus == GPR__RECORD_GPUS)
+			continue;
+		rec.gpu[rec.n_gpus].index = b->index;
+		snprintf(rec.gpu[rec.n_gpus].uuid, sizeof rec.gpu[0].uuid, "%s",
+			 b->uuid);
+		rec.gpu[rec.n_gpus].bytes =
+		    b->bytes > r->after.gpu[i].bytes
+			? b->bytes - r->after.gpu[i].bytes
+			: 0;
+		rec.n_gpus++;
+	}
+	char dir[4096], err[512];
+	int rc = gpr__record_dir(dir, sizeof dir, 1, err, sizeof err);
+	if (rc == 0)
+		rc = gpr__record_write(dir, &rec, err, sizeof err);
+	if (rc)
+		note(res,
+		     "not recorded, so `gpureclaim ps` will not list it: %s",
+		     err);
+	else
+		res->recorded = 1;
+}
+
+int gpr_cli_suspend_pid(struct gpr_cli_suspender *c, int pid,
+			const struct gpr_cli_suspend_opts *o,
+			struct gpr_cli_suspend_result *res)
+{
+	begin(pid, o, res);
+	struct gpr__suspend_opts so = {.lock_timeout_ms = o->lock_timeout_ms,
+				       .dry_run = 1};
+	/* the checks first: no agent is asked for a process that cannot be
+	 * suspended anyway (a release could only make room) */
+	int rc = gpr__suspend(c->s, pid, &so, &res->r);
+	if (rc && rc != GPR_E_NO_ROOM)
+		return rc;
+	if (o->dry_run) {
+		if (!o->no_release) {
+			struct gpr_cli_agent_reply reply;
+			if (gpr_cli_agent_request(pid, "status", "", 5,
+						  &reply) == GPR_CLI_OK)
+				note(res, "its agent would be asked to release "
+					  "its caches first: less would move");
+			gpr_cli_agent_reply_free(&reply);
+		}
+		return rc;
+	}
+	if (!o->no_release) {
+		struct gpr__look before = res->r.before;
+		release_first(c, pid, o, &before, res);
+	}
+	so.dry_run = 0;
+	rc = gpr__suspend(c->s, pid, &so, &res->r);
+	if (rc == 0)
+		record(&res->r, res);
+	return rc;
+}
+
+/* The record of pid in this user's folder, when it is that process's. */
+static int own_record(int pid, struct gpr__record *rec,
+		      struct gpr_cli_suspend_result *res)
+{
+	char dir[4096], err[512];
+	if (gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) != 0 ||
+	    gpr__record_read(dir, pid, rec) != 0)
+		return 0;
+	if (gpr__record_current(rec, (long)getuid()))
+		return 1;
+	gpr__record_remove(dir, pid);
+	note(res, "the record of an earlier process %d was removed", pid);
+	return 0;
+}
+
+static void forget(int pid)
+{
+	char dir[4096], err[512];
+	if (gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) == 0)
+		gpr__record_remove(dir, pid);
+}
+
+/* After a failed restore: what each GPU it held needs, and has. */
+static void needs(const struct gpr__record *rec, const struct gpr__look *now,
+		  struct gpr_cli_suspend_result *res)
+{
+	char line[512];
+	size_t len = 0;
+	line[0] = '\0';
+	for (size_t i = 0; i < rec->n_gpus; i++)
+		for (size_t k = 0; k < now->n; k++) {
+			const struct gpr__gpu_look *g = &now->gpu[k];
+			if (g->index != rec->gpu[i].index)
+				continue;
+			char need[24], fr[24];
+			uint64_t free =
+			    g->total > g->used ? g->total - g->used : 0;
+			int w =
+			    snprintf(line + len, sizeof line - len,
+				     "%sGPU %d needs %s back and has %s free",
+				     len ? "; " : "", g->index,
+				     gpr__fmt_bytes(rec->gpu[i].bytes, need,
+						    sizeof need),
+				     gpr__fmt_bytes(free, fr, sizeof fr));
+			if (w > 0 && (size_t)w < sizeof line - len)
+				len += (size_t)w;
+		}
+	if (len)
+		note(res, "%s", line);
+}
+
+int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
+		       const struct gpr_cli_suspend_opts *o,
+		       struct gpr_cli_suspend_result *res)
+{
+	begin(pid, o, res);
+	struct gpr__record rec;
+	int have = own_record(pid, &rec, res);
+	if (have) {
+		res->suspended_known = 1;
+		res->suspended_s = wall_now() - rec.time;
+	}
+	struct gpr__suspend_opts so = {.lock_timeout_ms = o->lock_timeout_ms,
+				       .dry_run = o->dry_run};
+	int rc = gpr__resume(c->s, pid, &so, &res->r);
+	if (rc == 0 && !o->dry_run)
+		forget(pid);
+	else if (rc == GPR_E_STATE && res->r.state_before == GPR__PS_RUNNING)
+		forget(pid); /* running again: nothing to list */
+	else if (rc && res->r.step == GPR__STEP_RESTORE && have)
+		needs(&rec, &res->r.after, res);
+	return rc;
+}
+
+char *gpr_cli_fmt_duration(double s, char *out, size_t len)
+{
+	if (s < 0)
+		s = 0;
+	unsigned long long t = (unsigned long long)(s + 0.5);
+	if (t < 60)
+		snprintf(out, len, "%llu s", t);
+	else if (t < 3600)
+		snprintf(out, len, "%llu min %llu s", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(out, len, "%llu h %llu min", t / 3600, t % 3600 / 60);
+	else
+		snprintf(out, len, "%llu d %llu h", t / 86400,
+			 t % 86400 / 3600);
+	return out;
+}

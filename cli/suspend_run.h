@@ -1,0 +1,99 @@
+/*
+ * `gpureclaim suspend` and `gpureclaim resume` as functions another part
+ * of the command can call (a console's keys, a policy):
+ * cli/suspend_run.c suspends or resumes one process and keeps the records,
+ * cli/suspend_show.c writes what happened as text or JSON, and
+ * cli/cmd_suspend.c holds the two commands' options. docs/suspend.md
+ * says what the user sees.
+ *
+ * Use: gpr_cli_suspend_open once (it loads and initialises the driver,
+ * ~0.2 s), then gpr_cli_suspend_pid / gpr_cli_resume_pid per process,
+ * then gpr_cli_suspend_close. Nothing here prints: each result carries
+ * its one line on failure and its notes.
+ */
+#ifndef GPR_CLI_SUSPEND_RUN_H
+#define GPR_CLI_SUSPEND_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli.h"
+#include "gpureclaim.h"
+#include "out/buf.h"
+#include "out/json.h"
+#include "suspend.h"
+#include "suspend_record.h"
+
+struct gpr_cli_suspender {
+	gpr_ctx *ctx;	   /* NVML */
+	gpr__suspender *s; /* the driver, initialised */
+};
+
+/* 0, or an exit code with the reason in err (one line). */
+int gpr_cli_suspend_open(struct gpr_cli_suspender *c, char *err, size_t len);
+void gpr_cli_suspend_close(struct gpr_cli_suspender *c);
+
+struct gpr_cli_suspend_opts {
+	int dry_run;	      /* suspend: the checks only */
+	int no_release;	      /* suspend: do not ask the agent first */
+	double agent_timeout; /* seconds the agent's release may take */
+	unsigned lock_timeout_ms;
+};
+
+#define GPR_CLI_NOTES 4
+
+struct gpr_cli_suspend_result {
+	struct gpr__suspend_report r;
+	int dry_run;	   /* the checks only: nothing was locked */
+	char command[256]; /* the process's command line, for people */
+	char user[64];
+	/* suspend: its agent's release first */
+	int agent;	 /* 0 not asked (none, --no-release, dry run),
+			  * 1 released, -1 asked and failed */
+	int cache_known; /* the drop of NVML's figure over the release */
+	int64_t cache_released;
+	/* resume: how long it was suspended (from gpureclaim's record) */
+	int suspended_known;
+	double suspended_s;
+	int recorded; /* suspend: the record written (ps lists it) */
+	char notes[GPR_CLI_NOTES][512];
+	int n_notes;
+};
+
+/* Suspends pid (its agent asked to release first), recording it. The
+ * result's r.rc is 0 or the failure, r.why its line. Returns r.rc. */
+int gpr_cli_suspend_pid(struct gpr_cli_suspender *c, int pid,
+			const struct gpr_cli_suspend_opts *o,
+			struct gpr_cli_suspend_result *res);
+
+/* Resumes pid, removing its record once it runs again. */
+int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
+		       const struct gpr_cli_suspend_opts *o,
+		       struct gpr_cli_suspend_result *res);
+
+/* What happened, for people (several lines, each ending in \n); a
+ * failure is its one line "gpureclaim suspend: ..." and the notes. */
+void gpr_cli_suspend_text(struct gpr__buf *b,
+			  const struct gpr_cli_suspend_result *res);
+
+/* ... and as one JSON object (docs/suspend.md, "JSON"). */
+void gpr_cli_suspend_json(struct gpr__json *j,
+			  const struct gpr_cli_suspend_result *res);
+
+/* "2 h 13 min", "41 s": a duration for people. */
+char *gpr_cli_fmt_duration(double seconds, char *out, size_t len);
+
+/* ---------------- ps (cli/ps_suspended.c) ---------------- */
+
+struct gpr_cli_ps_round;
+/*
+ * Adds to a round of `ps` the processes gpureclaim suspended that NVML no
+ * longer lists, each under the GPUs it held, with the driver's state of
+ * it and its host bytes; records of processes that are gone or run
+ * again are removed. Costs nothing but a look at the records folder when
+ * there is none; the driver is loaded (cuInit) once, at the first record.
+ * 0, or -1 when out of memory.
+ */
+int gpr_cli_ps_suspended(struct gpr_cli_ps_round *r);
+
+#endif /* GPR_CLI_SUSPEND_RUN_H */
