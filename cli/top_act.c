@@ -298,9 +298,10 @@ static void suspend(const struct job *j, struct gpr_cli_top_done *d)
 	long long moved = d->bytes < 0 ? -d->bytes : d->bytes;
 	gpr__fmt_bytes((uint64_t)moved, x, sizeof x);
 	if (j->kind == GPR_CLI_TOP_RESUME) {
-		snprintf(d->line, sizeof(d->line),
-			 "%ld resumed: %s (%lld bytes) back on the GPU in %s",
-			 j->pid, x, moved, t);
+		snprintf(
+		    d->line, sizeof(d->line),
+		    "%ld resumed: %s (%lld bytes) restored on the GPU in %s",
+		    j->pid, x, moved, t);
 		return;
 	}
 	if (d->host_bytes >= 0)

@@ -1,7 +1,7 @@
 /*
  * `top` on a terminal, with ncurses (Debian's libncursesw): the lines of
- * cli/top_view.c drawn, the keys taken, the terminal given back on every
- * way out.
+ * cli/top_view.c drawn, the keys taken, the terminal left as it was on
+ * every way out.
  *
  * Why ncurses: it knows each terminal's sequences from terminfo (over
  * ssh, in tmux, a dumb or an old terminal), redraws only what changed,
@@ -17,7 +17,7 @@
  * window's new size is read and the screen laid out again). Nothing here
  * waits on NVML or an agent.
  *
- * The terminal is given back on q, on those signals (the loop ends and
+ * The terminal is left as it was on q, on those signals (the loop ends and
  * endwin() runs) and on a crash: SIGSEGV, SIGBUS, SIGFPE, SIGILL and
  * SIGABRT write the terminal's own strings to leave the alternate screen,
  * show the cursor and reset the attributes (read from terminfo at the
@@ -333,7 +333,7 @@ static void ask_resume(struct state *s, const struct gpr_cli_top_entry *e)
 	s->confirm_pid = e->row->pid;
 	if (host_known)
 		say(s, GPR_CLI_TOP_WARN,
-		    "Resume %u: %s (%llu bytes) back to the GPU from %s in "
+		    "Resume %u: restore %s (%llu bytes) on the GPU from %s in "
 		    "host "
 		    "memory? y/n",
 		    e->row->pid, gpr__fmt_bytes(back, x, sizeof x),
@@ -341,7 +341,7 @@ static void ask_resume(struct state *s, const struct gpr_cli_top_entry *e)
 		    gpr__fmt_bytes(host, y, sizeof y));
 	else
 		say(s, GPR_CLI_TOP_WARN,
-		    "Resume %u: %s (%llu bytes) back to the GPU? y/n",
+		    "Resume %u: restore %s (%llu bytes) on the GPU? y/n",
 		    e->row->pid, gpr__fmt_bytes(back, x, sizeof x),
 		    (unsigned long long)back);
 }

@@ -10,7 +10,7 @@ started with GPURECLAIM_AGENT=1.
 - In a real terminal (tmux, 80x24; skips where tmux or the build's
   terminal view is missing): the screen captured and printed (run with
   -s to see it), the Torch process selected, `r`, the question with its
-  releasable bytes, `y`: the bytes the bottom line says came back are the
+  releasable bytes, `y`: the bytes the bottom line says were released are the
   drop of NVML's figure for that pid, exactly; the screen after printed.
 
 The package: $GPURECLAIM_PYTHONPATH (default build/python); the command:
@@ -104,7 +104,7 @@ def nvml(pid):
     """NVML's figure for pid on each GPU (bytes), from `gpureclaim ps`."""
     r = gpr("ps", "--json")
     assert r.returncode == 0, r.stderr
-    return {g["index"]: q["bytes"] for g in json.loads(r.stdout)["gpus"]
+    return {g["gpu"]: q["bytes"] for g in json.loads(r.stdout)["gpus"]
             for q in g.get("processes", []) if q["pid"] == pid}
 
 
@@ -127,7 +127,7 @@ def test_one_reading_of_three_real_processes(procs):
     assert act["idle_seconds"] < 3, act
     for n in ("torch", "cupy"):
         q = process(doc, pids[n])
-        assert q["agent"]["parts"]["returnable"] >= (1 << 30), (n, q)
+        assert q["agent"]["parts"]["releasable"] >= (1 << 30), (n, q)
     text = gpr("top")
     assert text.returncode == 0, text.stderr
     print("\n" + text.stdout)

@@ -3,7 +3,7 @@ simulated driver, with processes that run the agent (fake Torch holding
 cache) and one that does not: the screen's figures are
 `ps --explain --json`'s, each key does what its question says (the bytes
 released are the drop of the driver's figure), the window resizes, the
-terminal is given back on q, Ctrl-C, SIGTERM and a crash, NO_COLOR turns
+terminal is left as it was on q, Ctrl-C, SIGTERM and a crash, NO_COLOR turns
 colours off, and without a terminal it prints one reading. Every wait is
 for what the screen shows (tmuxkit.py); none measures time."""
 import json
@@ -161,8 +161,8 @@ def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three,
         doc = explain_json(env)
         shown = rows(lines)
         g0 = doc["gpus"][0]
-        names = {"live": "live", "releasable": "returnable",
-                 "not releasable": "not returnable",
+        names = {"live": "live", "releasable": "releasable",
+                 "not releasable": "not_releasable",
                  "workspaces": "workspaces", "pools": "pools",
                  "rest": "rest"}
         for p in g0["processes"]:
@@ -191,7 +191,7 @@ def test_the_screens_figures_are_ps_explain_jsons(tmp_path, env, three,
         title = next(x for x in lines if x.startswith("GPU 0 "))
         assert (f"{format_bytes(g0['used'])} / {format_bytes(g0['total'])}"
                 f" used, {format_bytes(g0['free'])} free, "
-                f"{format_bytes(g0['returnable'])} releasable") in title
+                f"{format_bytes(g0['releasable'])} releasable") in title
         # and the JSON's activity: the busy one's samples, the other's end
         act = {p["pid"]: p["activity"] for p in g0["processes"]}
         assert act[busy.pid]["sm_util"] == 80
@@ -224,7 +224,7 @@ def test_release_key_gives_back_the_drop_of_the_drivers_figure(
         t.wait(answered(busy.pid, idle.pid), "both agents' parts")
         select(t, busy.pid)
         releasable = next(
-            p["agent"]["parts"]["returnable"]
+            p["agent"]["parts"]["releasable"]
             for p in explain_json(env)["gpus"][0]["processes"]
             if p["pid"] == busy.pid)
         before = driver_bytes(env, busy.pid)[0]
@@ -366,12 +366,13 @@ def test_suspend_and_resume_keys(tmp_path, env):
         t.keys("u")
         q = message(t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
                            "the question"))
-        assert q.startswith(f"Resume {p.pid}: {format_bytes(int(m[1]))} "
-                            f"({m[1]} bytes) back to the GPU"), q
+        assert q.startswith(f"Resume {p.pid}: restore "
+                            f"{format_bytes(int(m[1]))} ({m[1]} bytes) on "
+                            "the GPU"), q
         t.keys("y")
         said = message(t.wait(lambda ls: f"{p.pid} resumed:" in message(ls),
                               "the resume"))
-        assert f"({m[1]} bytes) back on the GPU" in said, said
+        assert f"({m[1]} bytes) restored on the GPU" in said, said
         assert driver_bytes(env, p.pid) == {0: before - 512 * MiB}
         t.wait(lambda ls: rows(ls).get(p.pid, {}).get("state", "")
                .startswith(("idle", "running")), "the row running")
