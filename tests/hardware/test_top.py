@@ -12,6 +12,9 @@ started with GPURECLAIM_AGENT=1.
   -s to see it), the Torch process selected, `r`, the question with its
   releasable bytes, `y`: the bytes the bottom line says were released are the
   drop of NVML's figure for that pid, exactly; the screen after printed.
+  And the CuPy process suspended at `z` (its cache released first, the
+  rest off the GPU: NVML lists it no more) and resumed at `u`, the bytes
+  restored those that left.
 
 The package: $GPURECLAIM_PYTHONPATH (default build/python); the command:
 $GPURECLAIM_BIN (default build/cli/gpureclaim).
@@ -152,47 +155,103 @@ def test_one_reading_of_three_real_processes(procs):
     assert a == b
 
 
+def started_top(t, pid):
+    """Waits until top shows pid's row with its agent's answer (skips
+    where this build has no terminal view); the screen then."""
+    end = time.monotonic() + HANG_S
+    while True:
+        screen = t.screen()
+        if os.path.exists(os.path.join(t.dir, "rc")):
+            err = t.stderr()
+            if "built without ncurses" in err:
+                pytest.skip("this build has no terminal view: " + err)
+            raise AssertionError(err)
+        rows = {int(x[2:9]): x for x in screen
+                if re.match(r"^\S +\d+ ", x)}
+        # its agent answered: its RELEASABLE cell holds bytes
+        if pid in rows and rows[pid][34:44].strip() not in (
+                "...", "?", "-", ""):
+            return screen
+        assert time.monotonic() < end, "\n".join(screen)
+        time.sleep(0.1)
+
+
+def select(t, pid):
+    t.keys("Escape", "g")
+    time.sleep(0.3)
+    screen = t.screen()
+    for _ in range(len(screen)):
+        if screen[-2].startswith(f"{pid} on GPU"):
+            return
+        t.keys("j")
+        time.sleep(0.3)
+        screen = t.screen()
+    raise AssertionError("\n".join(screen))
+
+
+def said(lines):
+    """The bottom line's message (a long one takes the line above)."""
+    if not re.match(r"^\d+ on GPU", lines[-2]) and lines[-2].strip():
+        return lines[-2].strip() + " " + lines[-1].strip()
+    return lines[-1].strip()
+
+
+def test_suspend_and_resume_at_their_keys(procs, tmp_path):
+    """The CuPy process suspended (its cache released first, the rest to
+    host memory: NVML lists it no more) and resumed, at z and u."""
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is not installed on this machine")
+    pid = procs["cupy"].pid
+    with Tmux(tmp_path, [GPR, "top"], env()) as t:
+        started_top(t, pid)
+        select(t, pid)
+        before = nvml(pid)
+        t.keys("z")
+        q = said(t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
+                        "the question"))
+        print("\n" + q)
+        assert q.startswith(f"Suspend {pid}: "), q
+        t.keys("y")
+        out = said(t.wait(lambda ls: f"{pid} suspended:" in said(ls) or
+                          f"suspend {pid}:" in said(ls), "the suspend"))
+        print(out)
+        m = re.search(r"then \S+ \S+ \((\d+) bytes\) off the GPU", out)
+        assert m, out
+        assert nvml(pid) in ({}, {k: 0 for k in before}), nvml(pid)
+        t.wait(lambda ls: any(re.match(rf"^\S +{pid} .*suspended", x)
+                              for x in ls), "the row suspended")
+        print("\n".join(t.screen()))
+        select(t, pid)
+        t.keys("u")
+        t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"), "the question")
+        t.keys("y")
+        out = said(t.wait(lambda ls: f"{pid} resumed:" in said(ls),
+                          "the resume"))
+        print(out)
+        assert f"({m[1]} bytes) restored on the GPU" in out, out
+        t.keys("q")
+        assert t.exit_status() == 0
+
+
 def test_release_at_a_key_gives_back_nvmls_drop_exactly(procs, tmp_path):
     if not shutil.which("tmux"):
         pytest.skip("tmux is not installed on this machine")
     pid = procs["torch"].pid
     with Tmux(tmp_path, [GPR, "top"], env()) as t:
-        end = time.monotonic() + HANG_S
-        while True:
-            screen = t.screen()
-            if os.path.exists(tmp_path / "rc"):
-                err = t.stderr()
-                if "built without ncurses" in err:
-                    pytest.skip("this build has no terminal view: " + err)
-                raise AssertionError(err)
-            rows = {int(x[2:9]): x for x in screen
-                    if re.match(r"^\S +\d+ ", x)}
-            # its agent answered: its RELEASABLE cell holds bytes
-            if pid in rows and rows[pid][34:44].strip() not in (
-                    "...", "?", "-", ""):
-                break
-            assert time.monotonic() < end, "\n".join(screen)
-            time.sleep(0.1)
-        print("\n" + "\n".join(screen))
-        t.keys("g")
-        for _ in range(len(rows) + 1):
-            if screen[-2].startswith(f"{pid} on GPU"):
-                break
-            t.keys("j")
-            time.sleep(0.3)
-            screen = t.screen()
-        assert screen[-2].startswith(f"{pid} on GPU"), "\n".join(screen)
+        print("\n" + "\n".join(started_top(t, pid)))
+        select(t, pid)
         before = nvml(pid)
         t.keys("r")
-        q = t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
-                   "the question")[-1]
+        q = said(t.wait(lambda ls: ls[-1].rstrip().endswith("y/n"),
+                        "the question"))
         m = re.search(r"\((\d+) bytes\)", q)
         assert m and int(m[1]) >= 2 * GiB, q
         t.keys("y")
-        lines = t.wait(lambda ls: " released " in ls[-1], "the release")
+        lines = t.wait(lambda ls: " released " in said(ls), "the release")
         print("\n".join(lines))
-        m = re.search(rf"{pid} released \S+ \S+ \((\d+) bytes\)", lines[-1])
-        assert m, lines[-1]
+        m = re.search(rf"{pid} released \S+ \S+ \((\d+) bytes\)",
+                      said(lines))
+        assert m, said(lines)
         after = nvml(pid)
         drop = sum(before.values()) - sum(after.values())
         assert int(m[1]) == drop >= 2 * GiB, (m[1], before, after)
