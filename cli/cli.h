@@ -124,6 +124,11 @@ int gpr_cli_color(const char *mode, int fd);
  * ranges and emoji, else 1. */
 int gpr_cli_term_columns(uint32_t cp);
 
+/* A duration for people, rounded to its two largest units: "2 h 13 min",
+ * "41 s"; _short for a column: "2h13m", "41s", "3m02s". */
+char *gpr_cli_fmt_duration(double seconds, char *out, size_t len);
+char *gpr_cli_fmt_duration_short(double seconds, char *out, size_t len);
+
 /* ---------------- the NVIDIA libraries (cli/util_driver.c) ---------------- */
 
 /* What a library says of the driver, or why it cannot. */

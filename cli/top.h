@@ -174,9 +174,6 @@ void gpr_cli_top_view(const struct gpr_cli_top_reading *r,
 /* The screen as plain text, a newline after each line. */
 void gpr_cli_top_text(const struct gpr_cli_top_screen *s, struct gpr__buf *b);
 
-/* "3m12s", "45s", "2h05m", "3d04h" */
-void gpr_cli_top_duration(double seconds, char *out, size_t len);
-
 /* ---------------- the actions (cli/top_act.c) ---------------- */
 
 enum gpr_cli_top_act_kind {

@@ -447,6 +447,49 @@ static void ended(struct state *s)
 	gpr__buf_free(&d.text);
 }
 
+/* Why the selected process e cannot take key ch now, or NULL. */
+static const char *refused(const struct gpr_cli_top_entry *e, int ch)
+{
+	int frozen = e->row->recorded;
+	if (gpr_cli_top_act_busy())
+		return "an action runs still: wait for it";
+	if (ch == 'z' && frozen)
+		return "is suspended already: u resumes it";
+	if (ch == 'u' && !frozen)
+		return "is not suspended by gpureclaim";
+	if ((ch == 'r' || ch == 'h') && frozen)
+		return "is suspended: its agent answers once it is resumed (u)";
+	if ((ch == 'r' || ch == 'h') && !e->agent)
+		return "runs no agent: only the process can give its memory "
+		       "back (GPURECLAIM_AGENT=1, docs/agent.md)";
+	return NULL;
+}
+
+/* r, h, z, u: the selected process's question (or the dry run that
+ * makes it), or why not. */
+static void process_key(struct state *s, int ch)
+{
+	struct gpr_cli_top_entry *all;
+	size_t n, at;
+	const struct gpr_cli_top_entry *e = selected(s, &all, &n, &at);
+	const char *no = e ? refused(e, ch) : NULL;
+	if (!e)
+		say(s, GPR_CLI_TOP_WARN, "no process selected");
+	else if (no && strncmp(no, "an action", 9) == 0)
+		say(s, GPR_CLI_TOP_WARN, "%s", no);
+	else if (no)
+		say(s, GPR_CLI_TOP_WARN, "%u %s", e->row->pid, no);
+	else if (ch == 'r')
+		ask_release(s, e);
+	else if (ch == 'h')
+		ask_holders(s, e);
+	else if (ch == 'z') /* its checks first: the question says them */
+		start(s, GPR_CLI_TOP_SUSPEND_DRY, e->row->pid);
+	else
+		ask_resume(s, e);
+	free(all);
+}
+
 /* One key; 1 to quit. */
 static int key(struct state *s, int ch)
 {
@@ -509,57 +552,11 @@ static int key(struct state *s, int ch)
 		start(s, GPR_CLI_TOP_RECLAIM_DRY, 0);
 		return 0;
 	case 'z':
-	case 'u': {
-		struct gpr_cli_top_entry *all;
-		size_t n, at;
-		const struct gpr_cli_top_entry *e = selected(s, &all, &n, &at);
-		int frozen = e && e->row->recorded;
-		if (!e)
-			say(s, GPR_CLI_TOP_WARN, "no process selected");
-		else if (gpr_cli_top_act_busy())
-			say(s, GPR_CLI_TOP_WARN,
-			    "an action runs still: wait for it");
-		else if (ch == 'z' && frozen)
-			say(s, GPR_CLI_TOP_WARN,
-			    "%u is suspended already: u resumes it",
-			    e->row->pid);
-		else if (ch == 'z')
-			start(s, GPR_CLI_TOP_SUSPEND_DRY, e->row->pid);
-		else if (!frozen)
-			say(s, GPR_CLI_TOP_WARN,
-			    "%u is not suspended by gpureclaim", e->row->pid);
-		else
-			ask_resume(s, e);
-		free(all);
-		return 0;
-	}
+	case 'u':
 	case 'r':
-	case 'h': {
-		struct gpr_cli_top_entry *all;
-		size_t n, at;
-		const struct gpr_cli_top_entry *e = selected(s, &all, &n, &at);
-		if (!e)
-			say(s, GPR_CLI_TOP_WARN, "no process selected");
-		else if (e->row->recorded)
-			say(s, GPR_CLI_TOP_WARN,
-			    "%u is suspended: its agent answers once it is "
-			    "resumed (u)",
-			    e->row->pid);
-		else if (!e->agent)
-			say(s, GPR_CLI_TOP_WARN,
-			    "%u runs no agent: only the process can give its "
-			    "memory back (GPURECLAIM_AGENT=1, docs/agent.md)",
-			    e->row->pid);
-		else if (gpr_cli_top_act_busy())
-			say(s, GPR_CLI_TOP_WARN,
-			    "an action runs still: wait for it");
-		else if (ch == 'r')
-			ask_release(s, e);
-		else
-			ask_holders(s, e);
-		free(all);
+	case 'h':
+		process_key(s, ch);
 		return 0;
-	}
 	case 27: /* Esc: the bottom line back to the keys */
 		s->ui.bottom[0] = '\0';
 		return 0;

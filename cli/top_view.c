@@ -176,19 +176,6 @@ static const char *fb(long long v, char *out, size_t len)
 	return gpr__fmt_bytes(v > 0 ? (uint64_t)v : 0, out, len);
 }
 
-void gpr_cli_top_duration(double s, char *out, size_t len)
-{
-	long long t = s > 0 ? (long long)s : 0;
-	if (t < 60)
-		snprintf(out, len, "%llds", t);
-	else if (t < 3600)
-		snprintf(out, len, "%lldm%02llds", t / 60, t % 60);
-	else if (t < 86400)
-		snprintf(out, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
-	else
-		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
-}
-
 /* The parts' order in the agents' answers (ps_explain.h) and their
  * letters in the bars. */
 static const struct {
@@ -648,10 +635,10 @@ static void state_of(const struct gpr_cli_top_reading *r,
 		snprintf(out, len, "running %u%%", row->sm);
 		*role = GPR_CLI_TOP_BUSY;
 	} else if (idle >= 0) {
-		gpr_cli_top_duration(idle, d, sizeof(d));
+		gpr_cli_fmt_duration_short(idle, d, sizeof(d));
 		snprintf(out, len, "idle %s", d);
 	} else if (r->watched >= 1) { /* none since the first reading */
-		gpr_cli_top_duration(r->watched, d, sizeof(d));
+		gpr_cli_fmt_duration_short(r->watched, d, sizeof(d));
 		snprintf(out, len, "idle >%s", d);
 	} else {
 		snprintf(out, len, "idle");

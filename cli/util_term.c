@@ -2,6 +2,7 @@
  * wide a character shows. */
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -45,4 +46,35 @@ int gpr_cli_term_columns(uint32_t cp)
 		       (cp >= 0x20000 && cp <= 0x3fffd)
 		   ? 2
 		   : 1;
+}
+
+/* The duration in the units' names given, the two largest, `sep`
+ * between them, the smaller's figure at least `pad` digits wide. */
+static char *duration(double s, const char *const unit[4], const char *sep,
+		      int pad, char *out, size_t len)
+{
+	static const unsigned long long size[4] = {1, 60, 3600, 86400};
+	if (s < 0)
+		s = 0;
+	unsigned long long t = (unsigned long long)(s + 0.5);
+	int big = t >= size[3] ? 3 : t >= size[2] ? 2 : t >= size[1] ? 1 : 0;
+	if (big == 0)
+		snprintf(out, len, "%llu%s", t, unit[0]);
+	else
+		snprintf(out, len, "%llu%s%s%0*llu%s", t / size[big], unit[big],
+			 sep, pad, t % size[big] / size[big - 1],
+			 unit[big - 1]);
+	return out;
+}
+
+char *gpr_cli_fmt_duration(double s, char *out, size_t len)
+{
+	static const char *const unit[4] = {" s", " min", " h", " d"};
+	return duration(s, unit, " ", 1, out, len);
+}
+
+char *gpr_cli_fmt_duration_short(double s, char *out, size_t len)
+{
+	static const char *const unit[4] = {"s", "m", "h", "d"};
+	return duration(s, unit, "", 2, out, len);
 }

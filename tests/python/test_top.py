@@ -280,13 +280,16 @@ def test_holders_key_shows_who_holds_the_live_memory(tmp_path, env, three):
         assert not os.path.exists(tmp_path / "rc")
 
 
-def test_a_process_without_an_agent_is_said_so(tmp_path, env, three):
-    plain = three[2]
-    with top(tmp_path, env) as t:
+def test_without_an_agent_nothing_is_asked(tmp_path, env):
+    """r on a process without an agent says so; R with no agent to ask
+    says that."""
+    with Target(env, hold(64), agent=None) as plain, top(tmp_path, env) as t:
         t.wait(lambda ls: plain.pid in rows(ls), "the process")
         select(t, plain.pid)
         t.keys("r")
-        t.wait_text("runs no agent")
+        t.wait_text(f"{plain.pid} runs no agent")
+        t.keys("R")
+        t.wait_text("reclaim: no process with an agent to ask")
 
 
 def test_reclaim_key_asks_its_dry_run_first(tmp_path, env, three):
@@ -309,13 +312,6 @@ def test_reclaim_key_asks_its_dry_run_first(tmp_path, env, three):
         after = {p.pid: driver_bytes(env, p.pid)[0] for p in three}
         assert sum(before.values()) - sum(after.values()) == want
         assert after[plain.pid] == before[plain.pid]
-
-
-def test_reclaim_without_agents_asks_nothing(tmp_path, env):
-    with Target(env, hold(64), agent=None) as plain, top(tmp_path, env) as t:
-        t.wait(lambda ls: plain.pid in rows(ls), "the process")
-        t.keys("R")
-        t.wait_text("reclaim: no process with an agent to ask")
 
 
 def test_sort_by_what_would_come_back(tmp_path, env, three):
