@@ -80,9 +80,6 @@ void gpr_cli_suspend_text(struct gpr__buf *b,
 void gpr_cli_suspend_json(struct gpr__json *j,
 			  const struct gpr_cli_suspend_result *res);
 
-/* "2 h 13 min", "41 s": a duration for people. */
-char *gpr_cli_fmt_duration(double seconds, char *out, size_t len);
-
 /* ---------------- ps (cli/ps_suspended.c) ---------------- */
 
 struct gpr_cli_ps_round;
