@@ -24,6 +24,7 @@
 
 /* Subcommands (cli/cmd_<name>.c). */
 int gpr_cli_ps(int argc, char **argv);
+int gpr_cli_top(int argc, char **argv);
 int gpr_cli_version(int argc, char **argv);
 int gpr_cli_trace(int argc, char **argv);
 int gpr_cli_report(int argc, char **argv);
@@ -81,6 +82,32 @@ int gpr_cli_parse_seconds(const char *s, double *out);
  */
 int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap);
 
+/*
+ * The two lines of a getopt_long error of subcommand cmd (c is ':', a
+ * value missing, or '?', an unknown option; the option string started
+ * with ':'): "gpureclaim CMD: option '--x' needs a value" or "unknown
+ * option '-x'", then where the options are. GPR_CLI_USAGE.
+ */
+int gpr_cli_option_error(const char *cmd, int c, char **argv);
+
+/* "gpureclaim CMD: " and fmt with arg (one %s) on stderr, then where the
+ * options are ("Run 'gpureclaim CMD --help' ..."): GPR_CLI_USAGE. */
+int gpr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
+
+/*
+ * Options several subcommands take, each read with one message for its
+ * mistakes (the two lines above): GPR_CLI_OK, or GPR_CLI_USAGE said.
+ * seconds: opt's value by gpr_cli_parse_seconds; gpus: -i/--gpu's list
+ * by gpr_cli_parse_index_list; color: --color[=WHEN] or --color WHEN
+ * (optarg, or the next word when it is a WHEN; none: "always").
+ */
+int gpr_cli_opt_seconds(const char *cmd, const char *opt, const char *arg,
+			double *out);
+int gpr_cli_opt_gpus(const char *cmd, const char *arg, int *list, int *n,
+		     int cap);
+int gpr_cli_opt_color(const char *cmd, int argc, char **argv,
+		      const char **color);
+
 /* ---------------- the terminal (cli/util_term.c) ---------------- */
 
 /* Columns and rows of the terminal on fd; both 0 when fd is not one. */
@@ -92,6 +119,15 @@ void gpr_cli_term_size(int fd, int *width, int *height);
  * (no-color.org) and TERM is not "dumb". 1 or 0; -1 for an unknown MODE.
  */
 int gpr_cli_color(const char *mode, int fd);
+
+/* Columns code point cp takes on a terminal: 2 for the wide East Asian
+ * ranges and emoji, else 1. */
+int gpr_cli_term_columns(uint32_t cp);
+
+/* A duration for people, rounded to its two largest units: "2 h 13 min",
+ * "41 s"; _short for a column: "2h13m", "41s", "3m02s". */
+char *gpr_cli_fmt_duration(double seconds, char *out, size_t len);
+char *gpr_cli_fmt_duration_short(double seconds, char *out, size_t len);
 
 /* ---------------- the NVIDIA libraries (cli/util_driver.c) ---------------- */
 
@@ -225,6 +261,11 @@ enum gpr_cli_pid_state {
  * (PROC_PID_INIT_INO, 0xEFFFFFFC).
  */
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid);
+/* The same, and for a process alive here its start time (clock ticks
+ * after boot, /proc/PID/stat field 22: with the pid, it names one
+ * process, never a later one given the same pid); 0 when unknown. */
+enum gpr_cli_pid_state gpr_cli_proc_state_at(uint32_t pid,
+					     unsigned long long *start);
 
 /*
  * Does once what the first look-ups of gpr_cli_proc_state and

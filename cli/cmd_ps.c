@@ -107,10 +107,7 @@ static const char usage_text[] =
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "gpureclaim ps: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nRun 'gpureclaim ps --help' for the options.\n");
-	return GPR_CLI_USAGE;
+	return gpr_cli_usage_error("ps", fmt, arg);
 }
 
 /* Parses argv into env; GPR_CLI_OK, or an exit code to return now. */
@@ -129,69 +126,41 @@ static int parse_args(int argc, char **argv, int *help)
 	};
 	opterr = 0;
 	optind = 1;
-	int c;
-	while ((c = getopt_long(argc, argv, ":hi:", longopts, NULL)) != -1) {
+	int c, code = GPR_CLI_OK;
+	while (code == GPR_CLI_OK &&
+	       (c = getopt_long(argc, argv, ":hi:", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_JSON:
 			env.json = 1;
 			break;
 		case OPT_WATCH:
-			if (gpr_cli_parse_seconds(optarg, &env.watch) != 0)
-				return usage_error(
-				    "--watch needs a number of seconds "
-				    "from 0.1 to 86400, digits with an "
-				    "optional fraction (0.5, 2), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_seconds("ps", "--watch", optarg,
+						   &env.watch);
 			break;
 		case 'i':
-			if (gpr_cli_parse_index_list(optarg, env.select,
-						     &env.n_select,
-						     MAX_SELECT) != 0)
-				return usage_error(
-				    "-i/--gpu needs GPU indexes (0, 1, "
-				    "0,2), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_gpus("ps", optarg, env.select,
+						&env.n_select, MAX_SELECT);
 			break;
 		case OPT_EXPLAIN:
 			env.explain = 1;
 			break;
 		case OPT_TIMEOUT:
-			if (gpr_cli_parse_seconds(optarg, &env.timeout) != 0)
-				return usage_error(
-				    "--timeout needs a number of seconds "
-				    "from 0.1 to 86400 (0.5, 5), not '%s'",
-				    optarg);
+			code = gpr_cli_opt_seconds("ps", "--timeout", optarg,
+						   &env.timeout);
 			env.timeout_given = 1;
 			break;
 		case OPT_COLOR:
-			/* `--color never` as `--color=never`: the next word
-			 * is the value when it is one (getopt gives an
-			 * optional value only after '=') */
-			if (!optarg && optind < argc &&
-			    gpr_cli_color(argv[optind], -1) >= 0)
-				optarg = argv[optind++];
-			env.color = optarg ? optarg : "always";
-			if (gpr_cli_color(env.color, STDOUT_FILENO) < 0)
-				return usage_error(
-				    "--color takes always, never "
-				    "or auto, not '%s'",
-				    optarg);
+			code = gpr_cli_opt_color("ps", argc, argv, &env.color);
 			break;
 		case 'h':
 			*help = 1;
 			return GPR_CLI_OK;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			if (optopt) {
-				char opt[3] = {'-', (char)optopt, '\0'};
-				return usage_error("unknown option '%s'", opt);
-			}
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+		default: /* ':' or '?' */
+			return gpr_cli_option_error("ps", c, argv);
 		}
 	}
+	if (code != GPR_CLI_OK)
+		return code;
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (env.explain && env.watch > 0)
@@ -378,6 +347,9 @@ int gpr_cli_ps(int argc, char **argv)
 			gpr__buf_puts(&out, "\033[H\033[2J");
 		if (env.explain) {
 			double t1 = gpr_cli_prof_clock();
+			gpr_cli_ps_work(ctx, &round, NULL);
+			gpr_cli_prof_step(t1, "GPU work (NVML's samples)");
+			t1 = gpr_cli_prof_clock();
 			gpr_cli_ps_agents_wait(&agents);
 			gpr_cli_ps_agents_check(&agents, &round);
 			gpr_cli_prof_step(t1, "agents answered");

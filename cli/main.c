@@ -20,6 +20,8 @@ struct command {
 
 static const struct command commands[] = {
     {"ps", gpr_cli_ps, "list the processes holding memory on each GPU"},
+    {"top", gpr_cli_top,
+     "the GPUs' memory live by part and process; release at a key"},
     {"trace", gpr_cli_trace,
      "run a command and record its GPU allocations and frees"},
     {"report", gpr_cli_report, "summarise a trace log"},

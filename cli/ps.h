@@ -27,6 +27,11 @@ struct gpr_cli_ps_row {
 	int user_known, cmd_known;
 	int stray_of; /* -1, or the GPU index this pid works on while it holds
 		       * only about a context here (gpr_cli_ps_mark_strays) */
+	/* GPU work, read by gpr_cli_ps_work (ps --explain, top) */
+	int work;	  /* 0 not read, 1 read, -1 NVML cannot tell here */
+	uint64_t work_us; /* the driver's stamp of its latest sample that
+			   * showed work (us since the epoch); 0: none */
+	unsigned sm;	  /* that sample's SM utilization, percent */
 	/* a process gpureclaim suspended (cli/ps_suspended.c): the
 	 * driver's state of it (GPR__PS_*; 0 running, and for rows NVML
 	 * lists), the bytes this GPU got back then and its host bytes */
@@ -62,7 +67,26 @@ struct gpr_cli_ps_round {
 	const char *driver;   /* the NVIDIA driver's version; NULL: unknown */
 	struct gpr_cli_ps_gpu *gpus;
 	size_t n;
+	/* who each process is, kept across rounds (top); NULL: each row
+	 * read from /proc (set by the caller, kept by the query) */
+	struct gpr_cli_ps_ids *ids;
 };
+
+/*
+ * Who the processes are, kept from round to round by a watching top
+ * (cli/ps_ids.c): a process's user and command are read from /proc once
+ * per process (its pid and start time), not once per round and GPU; its
+ * state is read every round. Thread-safe (a round's GPUs are read in
+ * threads). gpr_cli_ps_ids_done, after each round, forgets the
+ * processes that round did not list.
+ */
+struct gpr_cli_ps_ids;
+struct gpr_cli_ps_ids *gpr_cli_ps_ids_new(void);
+void gpr_cli_ps_ids_free(struct gpr_cli_ps_ids *c);
+/* Fills row's user and command, from c when it knows the process. */
+void gpr_cli_ps_ids_fill(struct gpr_cli_ps_ids *c, struct gpr_cli_ps_row *row,
+			 unsigned long long start);
+void gpr_cli_ps_ids_done(struct gpr_cli_ps_ids *c);
 
 /*
  * Reads a round: the GPUs in select[0..n_select) (every GPU when
@@ -87,6 +111,24 @@ void gpr_cli_ps_round_free(struct gpr_cli_ps_round *r);
  */
 #define GPR_CLI_STRAY_MAX ((uint64_t)3 << 29) /* 1.5 GiB */
 void gpr_cli_ps_mark_strays(struct gpr_cli_ps_round *r);
+
+/*
+ * Which processes of the round did GPU work lately (cli/ps_work.c): each
+ * row's work fields, from the core's gpr__gpu_work (NVML's per-process
+ * utilization samples) of each GPU read without error. Without a memo,
+ * the samples the driver keeps (ps --explain, a one-shot top); with one
+ * (a watching top), only those newer than the memo's last, the memo
+ * keeping each process's latest work across rounds.
+ */
+struct gpr_cli_ps_memo;
+struct gpr_cli_ps_memo *gpr_cli_ps_memo_new(void);
+void gpr_cli_ps_memo_free(struct gpr_cli_ps_memo *m);
+void gpr_cli_ps_work(gpr_ctx *ctx, struct gpr_cli_ps_round *r,
+		     struct gpr_cli_ps_memo *memo);
+/* Seconds from row's latest work to the round's time (0 if later); -1
+ * when none is known. */
+double gpr_cli_ps_idle(const struct gpr_cli_ps_round *r,
+		       const struct gpr_cli_ps_row *row);
 
 /* "<what went wrong> (<detail>)" for a failed query, as users read it. */
 void gpr_cli_ps_describe(int err, const char *detail, char *out, size_t len);

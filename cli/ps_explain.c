@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "agent_client.h"
+#include "suspend.h"
 #include "out/fmt.h"
 #include "out/text.h"
 
@@ -47,15 +48,37 @@ static void *ask_one(void *arg)
 		snprintf(a->error, sizeof(a->error), "%s", r.error);
 	}
 	gpr_cli_agent_reply_free(&r);
+	if (a->answered)
+		a->answered(a->answered_arg);
 	return NULL;
 }
 
+void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a)
+{
+	a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
+	if (!a->started) { /* no thread to be had: here, now */
+		ask_one(a);
+		a->done = 1;
+	}
+}
+
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
+{
+	gpr_cli_ps_agents_start_but(s, timeout, NULL);
+}
+
+void gpr_cli_ps_agents_start_but(struct gpr_cli_ps_agents *s, double timeout,
+				 const struct gpr_cli_ps_round *r)
 {
 	long *pids = NULL;
 	size_t n = 0;
 	memset(s, 0, sizeof(*s));
 	gpr_cli_agent_discover(&pids, &n);
+	size_t kept = 0; /* the suspended left out */
+	for (size_t i = 0; i < n; i++)
+		if (!gpr_cli_ps_frozen(r, pids[i]))
+			pids[kept++] = pids[i];
+	n = kept;
 	if (n)
 		s->a = calloc(n, sizeof(*s->a));
 	if (!s->a) {
@@ -69,8 +92,21 @@ void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout)
 		a->pid = pids[i];
 		a->deadline = deadline;
 		a->started = pthread_create(&a->thread, NULL, ask_one, a) == 0;
+		/* no thread to be had: asked in turn by agents_wait */
 	}
 	free(pids);
+}
+
+int gpr_cli_ps_frozen(const struct gpr_cli_ps_round *r, long pid)
+{
+	for (size_t k = 0; r && k < r->n; k++)
+		for (size_t p = 0; p < r->gpus[k].n; p++) {
+			const struct gpr_cli_ps_row *row = &r->gpus[k].rows[p];
+			if (row->pid == (uint32_t)pid && row->recorded &&
+			    row->suspend != GPR__PS_RUNNING)
+				return 1;
+		}
+	return 0;
 }
 
 void gpr_cli_ps_agents_wait(struct gpr_cli_ps_agents *s)

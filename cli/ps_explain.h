@@ -39,6 +39,10 @@ struct gpr_cli_ps_agent {
 	/* the answer's "groups", GPR_CLI_PS_GPU_INTS per explained GPU */
 	long long groups[GPR_CLI_PS_GPU_INTS * 64];
 	size_t n_groups;
+	/* called by the asking thread once a is answered or failed (top
+	 * shows each answer as it comes); NULL: nobody is told */
+	void (*answered)(void *arg);
+	void *answered_arg;
 };
 
 struct gpr_cli_ps_agents {
@@ -48,6 +52,16 @@ struct gpr_cli_ps_agents {
 
 /* Finds the agents this user may ask and asks each, a thread each. */
 void gpr_cli_ps_agents_start(struct gpr_cli_ps_agents *s, double timeout);
+/* The same but for the processes r lists as suspended (gpureclaim's
+ * records, cli/ps_suspended.c): their CUDA calls wait until they are
+ * resumed, so would their agents' answers. r NULL: every agent. */
+void gpr_cli_ps_agents_start_but(struct gpr_cli_ps_agents *s, double timeout,
+				 const struct gpr_cli_ps_round *r);
+/* Whether r lists pid as suspended (or being suspended or resumed). */
+int gpr_cli_ps_frozen(const struct gpr_cli_ps_round *r, long pid);
+/* Asks a->pid's agent in a thread of its own (a->started), bounded by
+ * a->deadline; without a thread, at once, here. */
+void gpr_cli_ps_agent_ask(struct gpr_cli_ps_agent *a);
 /* Waits for every answer: all of them within the timeout from the start
  * (where no thread can be started, the rest are asked in turn within
  * it). */

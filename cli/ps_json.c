@@ -18,13 +18,19 @@ static const char *const state_names[] = {
     [GPR_CLI_PID_OUTSIDE] = "not_in_namespace",
 };
 
-void gpr_cli_json_when(struct gpr__json *j, const struct timespec *ts)
+/* UTC ISO 8601 with milliseconds ("2026-11-30T11:38:41.525Z"). */
+static void iso8601(const struct timespec *ts, char *iso, size_t len)
 {
 	struct tm tm;
-	char iso[48];
 	gmtime_r(&ts->tv_sec, &tm);
-	size_t n = strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(iso + n, sizeof(iso) - n, ".%03ldZ", ts->tv_nsec / 1000000);
+	size_t n = strftime(iso, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(iso + n, len - n, ".%03ldZ", ts->tv_nsec / 1000000);
+}
+
+void gpr_cli_json_when(struct gpr__json *j, const struct timespec *ts)
+{
+	char iso[48];
+	iso8601(ts, iso, sizeof(iso));
 	gpr__json_kv_str(j, "time", iso);
 	gpr__json_key(j, "unix_time");
 	gpr__json_ufixed(
@@ -69,7 +75,43 @@ static void agent(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	gpr__json_object_end(j);
 }
 
-static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
+/* ps --explain: "activity", null where NVML cannot tell, else the
+ * latest sample that showed GPU work (all null: none the driver kept) */
+static void activity(struct gpr__json *j, const struct gpr_cli_ps_round *rd,
+		     const struct gpr_cli_ps_row *r)
+{
+	gpr__json_key(j, "activity");
+	if (r->work != 1) {
+		gpr__json_null(j);
+		return;
+	}
+	gpr__json_object(j);
+	gpr__json_key(j, "time");
+	if (r->work_us) {
+		struct timespec ts = {(time_t)(r->work_us / 1000000u),
+				      (long)(r->work_us % 1000000u) * 1000};
+		char iso[48];
+		iso8601(&ts, iso, sizeof(iso));
+		gpr__json_str(j, iso);
+	} else {
+		gpr__json_null(j);
+	}
+	gpr__json_key(j, "sm_util");
+	if (r->work_us)
+		gpr__json_u64(j, r->sm);
+	else
+		gpr__json_null(j);
+	double idle = gpr_cli_ps_idle(rd, r);
+	gpr__json_key(j, "idle_seconds");
+	if (idle >= 0)
+		gpr__json_double(j, idle, 3);
+	else
+		gpr__json_null(j);
+	gpr__json_object_end(j);
+}
+
+static void process(struct gpr__json *j, const struct gpr_cli_ps_round *rd,
+		    const struct gpr_cli_ps_gpu *g,
 		    const struct gpr_cli_ps_row *r,
 		    const struct gpr_cli_ps_agents *s)
 {
@@ -129,8 +171,10 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_gpu *g,
 	} else {
 		gpr__json_null(j);
 	}
-	if (s)
+	if (s) {
 		agent(j, g, r, s);
+		activity(j, rd, r);
+	}
 	gpr__json_object_end(j);
 }
 
@@ -177,7 +221,7 @@ void gpr_cli_ps_json_agents(struct gpr__buf *b,
 		gpr__json_key(&j, "processes");
 		gpr__json_array(&j);
 		for (size_t p = 0; p < g->n; p++)
-			process(&j, g, &g->rows[p], s);
+			process(&j, r, g, &g->rows[p], s);
 		gpr__json_array_end(&j);
 		if (s) {
 			uint64_t releasable;

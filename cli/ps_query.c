@@ -65,22 +65,28 @@ struct job {
 			   * jobs of a GPU are merged */
 	char detail[512]; /* its gpr_last_error */
 	int rc;		  /* 0 or GPR_E_NOMEM */
+	struct gpr_cli_ps_ids *ids; /* the round's, or NULL */
 };
 
 /* Who each process is (/proc, getpwuid_r), the profile timing each kind
  * of look-up over the GPU's processes. */
-static void identify(struct gpr_cli_ps_gpu *g)
+static void identify(struct gpr_cli_ps_gpu *g, struct gpr_cli_ps_ids *ids)
 {
 	double state = 0, user = 0, cmd = 0;
 	for (size_t i = 0; i < g->n; i++) {
 		struct gpr_cli_ps_row *r = &g->rows[i];
 		double t0 = gpr_cli_prof_clock();
-		r->state = gpr_cli_proc_state(r->pid);
+		unsigned long long start;
+		r->state = gpr_cli_proc_state_at(r->pid, &start);
 		double t1 = gpr_cli_prof_clock();
 		state += t1 - t0;
 		/* another namespace's pid would name an unrelated process */
 		if (r->state == GPR_CLI_PID_OUTSIDE)
 			continue;
+		if (ids) { /* a watching top: known processes not read again */
+			gpr_cli_ps_ids_fill(ids, r, start);
+			continue;
+		}
 		r->user_known = gpr_cli_proc_user((pid_t)r->pid, r->user,
 						  sizeof(r->user)) == 0;
 		double t2 = gpr_cli_prof_clock();
@@ -152,7 +158,7 @@ static void *query_gpu(void *arg)
 	}
 	g->n = n;
 	gpr_free(procs);
-	identify(g);
+	identify(g, j->ids);
 	for (size_t i = 0; i < n; i++)
 		g->hidden += !g->rows[i].bytes_known;
 	if (g->n > 1) /* qsort(NULL, 0) is undefined */
@@ -299,7 +305,8 @@ int gpr_cli_ps_query(gpr_ctx *ctx, const int *select, int n_select, int split,
 		qsort(r->gpus, n, sizeof(*r->gpus), cmp_index);
 	for (size_t k = 0; k < n_jobs; k++) {
 		struct job *j = &jobs[k];
-		*j = (struct job){.ctx = ctx, .g = &r->gpus[k % n]};
+		*j = (struct job){
+		    .ctx = ctx, .g = &r->gpus[k % n], .ids = r->ids};
 		j->part = !split ? BOTH : k < n ? FACTS : PROCESSES;
 		snprintf(j->name, sizeof(j->name), "gpu%d%s", j->g->index,
 			 j->part == PROCESSES ? "p" : "");

@@ -36,23 +36,6 @@ static void sgr(struct out *o, const char *code)
 		gpr__buf_puts(&o->line, code);
 }
 
-/* Columns a character takes: 2 for the wide East Asian ranges and emoji. */
-static int columns(uint32_t cp)
-{
-	return (cp >= 0x1100 && cp <= 0x115f) ||
-		       (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
-		       (cp >= 0xac00 && cp <= 0xd7a3) ||
-		       (cp >= 0xf900 && cp <= 0xfaff) ||
-		       (cp >= 0xfe30 && cp <= 0xfe4f) ||
-		       (cp >= 0xff00 && cp <= 0xff60) ||
-		       (cp >= 0xffe0 && cp <= 0xffe6) ||
-		       (cp >= 0x1f300 && cp <= 0x1f64f) ||
-		       (cp >= 0x1f900 && cp <= 0x1f9ff) ||
-		       (cp >= 0x20000 && cp <= 0x3fffd)
-		   ? 2
-		   : 1;
-}
-
 /*
  * Ends the line being built: written to b, cut at the width. The line is
  * terminal-safe text (gpr__text_put) and our own SGR sequences, which
@@ -78,7 +61,7 @@ static void end_line(struct out *o)
 		size_t n = gpr__utf8_len(s + i, &cp);
 		if (n == 0)
 			n = 1;
-		int w = columns(cp);
+		int w = gpr_cli_term_columns(cp);
 		if (o->width && cols + w > o->width) {
 			cut = 1;
 			break;

@@ -350,20 +350,3 @@ int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
 		gpr_cli_suspend_log(res, o->cause);
 	return rc;
 }
-
-char *gpr_cli_fmt_duration(double s, char *out, size_t len)
-{
-	if (s < 0)
-		s = 0;
-	unsigned long long t = (unsigned long long)(s + 0.5);
-	if (t < 60)
-		snprintf(out, len, "%llu s", t);
-	else if (t < 3600)
-		snprintf(out, len, "%llu min %llu s", t / 60, t % 60);
-	else if (t < 86400)
-		snprintf(out, len, "%llu h %llu min", t / 3600, t % 3600 / 60);
-	else
-		snprintf(out, len, "%llu d %llu h", t / 86400,
-			 t % 86400 / 3600);
-	return out;
-}

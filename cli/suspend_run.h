@@ -116,9 +116,6 @@ int gpr_cli_wake_run(int pid, double interval, int background, int json);
 void gpr_cli_suspend_log(const struct gpr_cli_suspend_result *res,
 			 const char *cause);
 
-/* "2 h 13 min", "41 s": a duration for people. */
-char *gpr_cli_fmt_duration(double seconds, char *out, size_t len);
-
 /* ---------------- ps (cli/ps_suspended.c) ---------------- */
 
 struct gpr_cli_ps_round;

@@ -2,12 +2,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int gpr_cli_parse_seconds(const char *s, double *out)
 {
@@ -59,4 +61,64 @@ int gpr_cli_parse_index_list(const char *s, int *list, int *n, int cap)
 			return -1;
 		p = end + 1;
 	}
+}
+
+int gpr_cli_option_error(const char *cmd, int c, char **argv)
+{
+	char opt[3] = {'-', (char)optopt, '\0'};
+	const char *name = c != ':' && optopt ? opt : argv[optind - 1];
+	return gpr_cli_usage_error(
+	    cmd, c == ':' ? "option '%s' needs a value" : "unknown option '%s'",
+	    name);
+}
+
+int gpr_cli_usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "gpureclaim %s: ", cmd);
+	fprintf(stderr, fmt, arg ? arg : "");
+	fprintf(stderr, "\nRun 'gpureclaim %s --help' for the options.\n", cmd);
+	return GPR_CLI_USAGE;
+}
+
+/* "gpureclaim CMD: <what>, not 'ARG'" and where the options are. */
+static int bad(const char *cmd, const char *what, const char *arg)
+{
+	char fmt[256];
+	snprintf(fmt, sizeof(fmt), "%s, not '%%s'", what);
+	return gpr_cli_usage_error(cmd, fmt, arg);
+}
+
+int gpr_cli_opt_seconds(const char *cmd, const char *opt, const char *arg,
+			double *out)
+{
+	char what[160];
+	if (gpr_cli_parse_seconds(arg, out) == 0)
+		return GPR_CLI_OK;
+	snprintf(what, sizeof(what),
+		 "%s needs a number of seconds from 0.1 to 86400, digits with "
+		 "an optional fraction (0.5, 2)",
+		 opt);
+	return bad(cmd, what, arg);
+}
+
+int gpr_cli_opt_gpus(const char *cmd, const char *arg, int *list, int *n,
+		     int cap)
+{
+	if (gpr_cli_parse_index_list(arg, list, n, cap) == 0)
+		return GPR_CLI_OK;
+	return bad(cmd, "-i/--gpu needs GPU indexes (0, 1, 0,2)", arg);
+}
+
+int gpr_cli_opt_color(const char *cmd, int argc, char **argv,
+		      const char **color)
+{
+	const char *arg = optarg;
+	/* `--color never` as `--color=never`: the next word is the value
+	 * when it is one (getopt gives an optional value only after '=') */
+	if (!arg && optind < argc && gpr_cli_color(argv[optind], -1) >= 0)
+		arg = argv[optind++];
+	*color = arg ? arg : "always";
+	if (gpr_cli_color(*color, STDOUT_FILENO) >= 0)
+		return GPR_CLI_OK;
+	return bad(cmd, "--color takes always, never or auto", arg);
 }

@@ -114,6 +114,27 @@ void gpr_cli_proc_warm(void)
 
 enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid)
 {
+	unsigned long long start;
+	return gpr_cli_proc_state_at(pid, &start);
+}
+
+/* Field 22 of a /proc/PID/stat line, the process's start time in clock
+ * ticks after boot, read after the comm's last ')'; 0 if unreadable. */
+static unsigned long long start_time(const char *close)
+{
+	const char *p = close + 2; /* the state, field 3 */
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+enum gpr_cli_pid_state gpr_cli_proc_state_at(uint32_t pid,
+					     unsigned long long *start)
+{
+	*start = 0;
 	/* 0 would signal our process group and a value above INT_MAX a
 	 * negative pid, a group: neither names a process */
 	if (pid == 0 || pid > INT_MAX)
@@ -129,5 +150,7 @@ enum gpr_cli_pid_state gpr_cli_proc_state(uint32_t pid)
 	const char *close = n > 0 ? strrchr(stat_line, ')') : NULL;
 	if (close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'))
 		return GPR_CLI_PID_EXITED;
+	if (close && close[1] == ' ')
+		*start = start_time(close);
 	return GPR_CLI_PID_ALIVE;
 }

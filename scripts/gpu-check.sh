@@ -4,9 +4,15 @@
 # meson-python needed: -Dtests=false), then runs the stages named on the
 # command line (default: all). Logs go to $OUT (or build/gpu-out).
 #   stages: env build installed rmm hw-ps hw-release hw-explain hw-holders
-#           hw-oom hw-trace hw-cluster hw-agent docs bench-ps bench-release
-#           bench-explain bench-agent base bench-release-ab bench-explain-ab
-#           bench-trace bench-trace-ab
+#           hw-oom hw-trace hw-cluster hw-agent hw-top docs bench-ps
+#           bench-release bench-explain bench-agent bench-top base
+#           bench-release-ab bench-explain-ab bench-trace bench-trace-ab
+# hw-top: tests/hardware/test_top.py (three Torch/CuPy processes with the
+# agent; one reading, then in tmux a release at a key, NVML's drop
+# checked; the key test skips without tmux or without ncurses in this
+# build). bench-top: bench/top_bench.py (on the simulated driver: 16 GPUs
+# x 64 processes, a refresh against ps --explain, the release key; ROUNDS,
+# default 9).
 # hw-suspend: tests/hardware/test_suspend.py (Torch, CuPy and JAX
 # processes suspended and resumed: docs/suspend.md). bench-suspend:
 # bench/suspend_bench.py (against the driver's bare checkpoint and the
@@ -45,7 +51,7 @@ set -u
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 B=build/gpu
-stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-holders hw-oom hw-trace hw-cluster hw-agent docs bench-ps bench-release bench-explain bench-agent base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
+stages=${*:-env build installed rmm hw-ps hw-release hw-explain hw-holders hw-oom hw-trace hw-cluster hw-agent hw-top docs bench-ps bench-release bench-explain bench-agent bench-top base bench-release-ab bench-explain-ab bench-trace bench-trace-ab}
 BASE=${BASE:-fcaa8a3}
 BASE_PY=$PWD/build/gpu-base/build/python
 export PYTHONUNBUFFERED=1
@@ -58,7 +64,8 @@ for s in $stages; do
 		log env
 		{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 		  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
-		  gcc --version | head -1; meson --version; ninja --version; uname -r; } 2>&1 | tee "$OUT/env.txt" ;;
+		  gcc --version | head -1; meson --version; ninja --version; uname -r
+		  echo "tmux: $(command -v tmux || echo none); ncursesw: $(pkg-config --modversion ncursesw 2>/dev/null || echo none)"; } 2>&1 | tee "$OUT/env.txt" ;;
 	build)
 		log build
 		{ [ -f "$B/build.ninja" ] || bash scripts/meson-setup.sh "$B" gcc -Dtests=false; } \
@@ -169,6 +176,9 @@ PY
 	bench-agent)
 		log "$s"
 		python3 bench/agent_bench.py --rounds "${ROUNDS:-7}" 2>&1 | tee "$OUT/$s.txt" ;;
+	bench-top)
+		log "$s"
+		python3 bench/top_bench.py "${ROUNDS:-9}" 2>&1 | tee "$OUT/$s.txt" ;;
 	bench-ps)
 		# the judge (with a row per variant), where each step's time
 		# goes (the detached end, then exit=wait), the warm query, then

@@ -12,7 +12,9 @@
 #         apt: clang (+ its sanitizer and libFuzzer runtimes),
 #              clang-format, pkg-config, git, jq, cmocka, util-linux,
 #              prometheus (a real server and promtool for tests/metrics),
-#              patchelf
+#              patchelf, libncurses-dev (`top`'s terminal view; a build
+#              without it has none and says so) and tmux (its tests drive
+#              it in a real terminal)
 #         pip: meson-python, pytest, hypothesis, auditwheel; the cluster
 #              tests' engines (distributed, torch, ray); ipykernel and
 #              jupyter-client (a real kernel for the notebook tests);
@@ -63,6 +65,11 @@ if [ "$what" = check ]; then
 	# package ships promtool (`promtool check metrics`)
 	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 ||
 		need_apt+=(prometheus)
+	# `gpureclaim top`'s terminal view (ncurses), and the real terminal its
+	# tests drive it in
+	[ -f /usr/include/curses.h ] || [ -f /usr/include/ncursesw/curses.h ] ||
+		need_apt+=(libncurses-dev)
+	command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 	# scripts/python-remote-exec.sh points Debian unstable's Python 3.14 at
 	# its own glibc (the tests of `agent start --pid`)
 	command -v patchelf >/dev/null 2>&1 || need_apt+=(patchelf)

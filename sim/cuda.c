@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct CUctx_st {
@@ -845,6 +846,35 @@ SIM_EXPORT int gprsim_ctx_calls(void)
 	int n = ctx_calls;
 	unlock();
 	return n;
+}
+
+/*
+ * This process's SM utilization on GPU `dev` from now on (0: idle), which
+ * NVML's per-process samples then show (nvmlDeviceGetProcessUtilization):
+ * the sim runs no kernels, so a test says when a process keeps its GPU
+ * busy. 0; -EINVAL for a bad GPU or percent; -ENOENT without a context
+ * there.
+ */
+SIM_EXPORT int gprsim_busy(int dev, unsigned percent)
+{
+	lock();
+	int r = cfg->ok && dev >= 0 && dev < cfg->gpus && percent <= 100
+		    ? 0
+		    : -EINVAL;
+	if (!r && (!initialised || !nctx[dev]))
+		r = -ENOENT;
+	if (!r)
+		r = sim__state_lock(&state, 0);
+	if (!r) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = sim__state_work(&state, dev, getpid(), percent,
+				    (uint64_t)ts.tv_sec * 1000000u +
+					(uint64_t)ts.tv_nsec / 1000u);
+		sim__state_unlock(&state);
+	}
+	unlock();
+	return r;
 }
 
 SIM_EXPORT int gprsim_blocked_calls(void)

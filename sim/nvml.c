@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 struct nvmlDevice_st {
@@ -475,6 +476,70 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(
     nvmlDevice_t d, unsigned int *count, void *infos)
 {
 	return processes(d, count, infos, 1, 0);
+}
+
+/* How far back the sim's sample buffer reaches (the real driver's length
+ * is its own): a busy period that ended longer ago shows no sample. */
+#define WORK_WINDOW_US (600ull * 1000000ull)
+
+/*
+ * One sample per process with a context that did work (gprsim_busy):
+ * stamped now while it is busy, else when its last busy period ended,
+ * within WORK_WINDOW_US; only those newer than `since`. No sample is
+ * NVML_ERROR_NOT_FOUND, as in the real driver; MIG is not supported.
+ */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t d, gpr_nvmlProcessUtilizationSample_t *buf,
+    unsigned int *count, unsigned long long since)
+{
+	lock();
+	int i;
+	nvmlReturn_t r = device(d, &i);
+	if (!r && !count)
+		r = NVML_ERROR_INVALID_ARGUMENT;
+	if (!r && (cfg->faults & SIM_FAULT_MIG))
+		r = NVML_ERROR_NOT_SUPPORTED;
+	struct sim__entry e[SIM_MAX_PROCS];
+	size_t k = 0;
+	if (!r && sim__state_lock(&state, 0))
+		r = NVML_ERROR_UNKNOWN;
+	else if (!r) {
+		k = sim__state_list(&state, i, e, SIM_MAX_PROCS);
+		sim__state_unlock(&state);
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now =
+	    (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	gpr_nvmlProcessUtilizationSample_t out[SIM_MAX_PROCS];
+	size_t n = 0;
+	for (size_t j = 0; !r && j < k; j++) {
+		const struct sim__entry *x = &e[j];
+		uint64_t when = x->sm ? now : x->idle_us;
+		unsigned sm = x->sm ? x->sm : x->last_sm;
+		if (!(x->flags & SIM_ENTRY_COMPUTE) || !when ||
+		    now - when > WORK_WINDOW_US || when <= since)
+			continue;
+		uint32_t pid = (uint32_t)x->pid;
+		if (cfg->faults & SIM_FAULT_FOREIGN_PID)
+			pid += SIM_FOREIGN_PID_OFFSET;
+		out[n++] =
+		    (gpr_nvmlProcessUtilizationSample_t){.pid = pid,
+							 .timeStamp = when,
+							 .smUtil = sm,
+							 .memUtil = sm / 2};
+	}
+	if (!r && n == 0)
+		r = NVML_ERROR_NOT_FOUND;
+	else if (!r && (!buf || *count < n)) {
+		*count = (unsigned)n;
+		r = NVML_ERROR_INSUFFICIENT_SIZE;
+	} else if (!r) {
+		memcpy(buf, out, n * sizeof *out);
+		*count = (unsigned)n;
+	}
+	unlock();
+	return r;
 }
 
 /* ---- hooks for tests (docs/sim.md) ---- */

@@ -117,6 +117,11 @@ struct sim__entry {
 	int32_t pid; /* 0: free slot */
 	uint32_t flags;
 	uint64_t bytes;
+	/* GPU work (gprsim_busy): the SM utilization now (0: idle); while
+	 * idle, the last busy period's and when it ended (0: never busy) */
+	uint32_t sm;
+	uint32_t last_sm;
+	uint64_t idle_us;
 };
 
 struct sim__shm;
@@ -162,6 +167,15 @@ uint64_t sim__state_used(struct sim__state *s, int gpu, pid_t except);
  */
 int sim__state_set(struct sim__state *s, int gpu, pid_t pid, uint64_t bytes,
 		   uint32_t flags);
+
+/*
+ * Under the lock: pid's SM utilization on `gpu` from now (`now_us`, CPU
+ * time in us since the epoch) on; 0 is idle, and a busy period that ends
+ * is kept as the last one (its utilization, when it ended). 0, or -ENOENT
+ * when pid has no entry there.
+ */
+int sim__state_work(struct sim__state *s, int gpu, pid_t pid, unsigned sm,
+		    uint64_t now_us);
 
 /* Under the lock: copies up to `max` entries of `gpu`; returns the count. */
 size_t sim__state_list(struct sim__state *s, int gpu, struct sim__entry *out,

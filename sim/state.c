@@ -1,8 +1,9 @@
 /*
  * The state the simulated processes share: one fixed-size file under
  * /dev/shm per `state` name, mapped by every process that uses it and
- * guarded by flock. Each GPU has a table of {pid, flags, bytes}: the
- * per-process figure NVML reports. Entries of processes that have exited
+ * guarded by flock. Each GPU has a table of {pid, flags, bytes, work}:
+ * the per-process figure NVML reports, and whether the process keeps the
+ * GPU busy (its utilization samples). Entries of processes that have exited
  * are dropped whenever the lock is taken, so a crashed test leaves nothing
  * behind that the next reader would trust, and the file is removed when
  * its table is empty, so unused states do not pile up in /dev/shm.
@@ -20,7 +21,9 @@
 #include <unistd.h>
 
 #define SIM_MAGIC 0x53525047u /* "GPRS" */
-#define SIM_VERSION 2u	      /* 2: the checkpoint records */
+#define SIM_VERSION                                                            \
+	3u /* 2: the checkpoint records; 3: the entries' GPU work              \
+	    */
 
 struct sim__shm {
 	uint32_t magic;
@@ -244,6 +247,24 @@ int sim__state_set(struct sim__state *s, int gpu, pid_t pid, uint64_t bytes,
 	slot->flags = flags;
 	slot->bytes = bytes;
 	return 0;
+}
+
+int sim__state_work(struct sim__state *s, int gpu, pid_t pid, unsigned sm,
+		    uint64_t now_us)
+{
+	struct sim__entry *row = s->shm ? s->shm->gpu[gpu] : NULL;
+	for (int i = 0; row && i < SIM_MAX_PROCS; i++) {
+		struct sim__entry *e = &row[i];
+		if (e->pid != pid)
+			continue;
+		if (e->sm && !sm) { /* a busy period ends */
+			e->last_sm = e->sm;
+			e->idle_us = now_us;
+		}
+		e->sm = sm;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 size_t sim__state_list(struct sim__state *s, int gpu, struct sim__entry *out,

@@ -1,8 +1,8 @@
 /*
  * GPUs as NVML sees them: their number, each one's name, ids and memory,
- * the processes on each. These open NVML (once per handle) but never the
- * CUDA driver, which is only asked for the ordinal of an NVML index where
- * it is already loaded.
+ * the processes on each, and which of them did work lately. These open NVML
+ * (once per handle) but never the CUDA driver, which is only asked for the
+ * ordinal of an NVML index where it is already loaded.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +107,13 @@ int gpr_gpu_info_sz(gpr_ctx *ctx, int index, struct gpr_gpu *out, size_t *sz)
 	return rc;
 }
 
+/* A GPU's query may start: not in a forked child, index an NVML GPU. */
+static int may_query(gpr_ctx *ctx, int index)
+{
+	int rc = gpr__fork_check(ctx);
+	return rc ? rc : nvml_index_ok(ctx, index);
+}
+
 int gpr_gpu_processes(gpr_ctx *ctx, int index, struct gpr_process **procs,
 		      size_t *n)
 {
@@ -114,9 +121,7 @@ int gpr_gpu_processes(gpr_ctx *ctx, int index, struct gpr_process **procs,
 		return GPR_E_INVAL;
 	*procs = NULL;
 	*n = 0;
-	int rc = gpr__fork_check(ctx);
-	if (!rc)
-		rc = nvml_index_ok(ctx, index);
+	int rc = may_query(ctx, index);
 	if (rc)
 		return rc;
 	char err[GPR__ERRLEN] = "";
@@ -142,6 +147,32 @@ int gpr_gpu_processes(gpr_ctx *ctx, int index, struct gpr_process **procs,
 	*procs = out;
 	*n = np;
 	return 0;
+}
+
+int gpr__gpu_work(gpr_ctx *ctx, int index, uint64_t since_us,
+		  struct gpr__work **out, size_t *n)
+{
+	if (!ctx || !out || !n)
+		return GPR_E_INVAL;
+	*out = NULL;
+	*n = 0;
+	int rc = may_query(ctx, index);
+	char err[GPR__ERRLEN] = "";
+	struct gpr__nvml_work *raw = NULL;
+	size_t k = 0;
+	if (!rc && (rc = gpr__nvml_work(&ctx->nvml, index, since_us, &raw, &k,
+					err, sizeof err)))
+		return gpr__fail(ctx, rc, "NVML GPU %d: %s", index, err);
+	struct gpr__work *w = !rc && k ? calloc(k, sizeof *w) : NULL;
+	if (!rc && k && !w)
+		rc = GPR_E_NOMEM;
+	for (size_t i = 0; w && i < k; i++) /* the same facts, our type */
+		w[i] = (struct gpr__work){raw[i].pid, raw[i].time_us, raw[i].sm,
+					  raw[i].mem};
+	free(raw);
+	*out = w;
+	*n = w ? k : 0;
+	return rc;
 }
 
 int gpr__gpu_memory(gpr_ctx *ctx, int index, struct gpr__nvml_gpu *out)

@@ -242,7 +242,8 @@ int gpr__ckpt_restore_tid(struct gpr__cuda *c, int pid, int *tid, CUresult *res,
 	X(device_get_graphics_procs,                                           \
 	  "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)                       \
 	X(device_get_graphics_procs_v2,                                        \
-	  "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)
+	  "nvmlDeviceGetGraphicsRunningProcesses_v2", 0)                       \
+	X(device_get_process_utilization, "nvmlDeviceGetProcessUtilization", 0)
 
 struct gpr__nvml_api {
 	nvmlReturn_t (*init)(void);
@@ -277,6 +278,9 @@ struct gpr__nvml_api {
 						    unsigned int *, void *);
 	nvmlReturn_t (*device_get_graphics_procs_v2)(nvmlDevice_t,
 						     unsigned int *, void *);
+	nvmlReturn_t (*device_get_process_utilization)(
+	    nvmlDevice_t, gpr_nvmlProcessUtilizationSample_t *, unsigned int *,
+	    unsigned long long);
 };
 
 /*
@@ -366,6 +370,28 @@ struct gpr__nvml_proc {
 int gpr__nvml_processes(struct gpr__nvml *m, int index,
 			struct gpr__nvml_proc **out, size_t *n, char *err,
 			size_t errlen);
+
+/* A process that did work on a GPU: the latest of its samples that
+ * showed any (SM or memory utilization above 0). */
+struct gpr__nvml_work {
+	uint32_t pid;
+	uint64_t time_us; /* the driver's stamp: CPU time, us since the epoch */
+	unsigned sm, mem; /* that sample's utilization, percent */
+};
+
+/*
+ * The processes that did work on GPU `index` in the samples the driver
+ * keeps newer than since_us (0: all it keeps), one entry per pid, from
+ * nvmlDeviceGetProcessUtilization (grow and retry on
+ * NVML_ERROR_INSUFFICIENT_SIZE; NVML_ERROR_NOT_FOUND, no sample, is an
+ * empty list). A process absent did no work in those samples. *out is
+ * malloc'ed (NULL when *n is 0). GPR_E_NO_PER_PROCESS where NVML cannot
+ * sample processes (no such call, NVML_ERROR_NOT_SUPPORTED: MIG, older
+ * GPUs).
+ */
+int gpr__nvml_work(struct gpr__nvml *m, int index, uint64_t since_us,
+		   struct gpr__nvml_work **out, size_t *n, char *err,
+		   size_t errlen);
 
 /* "NVML_ERROR_X (text)" for a return code, written into buf. */
 void gpr__nvml_describe(struct gpr__nvml *m, nvmlReturn_t r, char *buf,

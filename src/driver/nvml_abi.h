@@ -113,4 +113,18 @@ typedef struct {
 	char busId[GPR_NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } gpr_nvmlPciInfo_t;
 
+/*
+ * nvml.h: nvmlProcessUtilizationSample_t (nvmlDeviceGetProcessUtilization):
+ * a process's utilization over the driver's last sample period, stamped
+ * with the CPU time in microseconds; 32 bytes.
+ */
+typedef struct {
+	unsigned int pid;
+	unsigned long long timeStamp;
+	unsigned int smUtil;
+	unsigned int memUtil;
+	unsigned int encUtil;
+	unsigned int decUtil;
+} gpr_nvmlProcessUtilizationSample_t;
+
 #endif /* GPR_NVML_ABI_H */

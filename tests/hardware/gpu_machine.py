@@ -48,3 +48,16 @@ def needs(modules):
                                  "assert torch.cuda.is_available()"),
             reason=f"{modules.replace(', ', ' and ')} with CUDA needed"),
     ]
+
+
+def agent_env():
+    """The environment of a process that runs the agent (started by the
+    built package's startup hook, GPURECLAIM_AGENT=1) and of the command
+    asking it."""
+    e = dict(os.environ)
+    boot = os.path.join(PKG, "gpureclaim", "_startup", "_bootstrap")
+    e["PYTHONPATH"] = os.pathsep.join(
+        [boot, PKG] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    e["GPURECLAIM_AGENT"] = "1"
+    e["GPURECLAIM_BIN"] = GPR
+    return e

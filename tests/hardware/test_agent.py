@@ -12,11 +12,10 @@ The package: $GPURECLAIM_PYTHONPATH (default build/python); the command:
 $GPURECLAIM_BIN (default build/cli/gpureclaim).
 """
 import json
-import os
 import subprocess
 import sys
 
-from gpu_machine import GPR, PKG, needs
+from gpu_machine import GPR, agent_env, needs
 
 MiB = 1 << 20
 
@@ -40,13 +39,7 @@ print(int(keep.sum().item()) == (64 << 20), flush=True)
 
 
 def env():
-    e = dict(os.environ)
-    boot = os.path.join(PKG, "gpureclaim", "_startup", "_bootstrap")
-    e["PYTHONPATH"] = os.pathsep.join(
-        [boot, PKG] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
-    e["GPURECLAIM_AGENT"] = "1"
-    e["GPURECLAIM_BIN"] = GPR
-    return e
+    return agent_env()
 
 
 def start(torch_mib, cupy_mib):

@@ -164,7 +164,8 @@ def test_command_and_module_are_one_program(venv, tmp_path):
     finally:
         drop_state(state)
     a = run([venv / "bin/gpureclaim", "--help"], env=env)
-    for sub in ("ps", "trace", "report", "version", "explain", "demo"):
+    for sub in ("ps", "top", "trace", "report", "version", "explain",
+                "demo"):
         assert re.search(rf"^    {sub} ", a.stdout, re.M), a.stdout
 
 
@@ -178,6 +179,23 @@ def test_ps_on_the_simulator(venv, tmp_path):
     assert [g["gpu"] for g in doc["gpus"]] == [0, 1]
     (proc,) = doc["gpus"][1]["processes"]
     assert proc["pid"] == 4242 and proc["bytes"] == 3 << 30
+
+
+def test_top_in_the_venv_has_its_terminal_view_inside(venv, tmp_path):
+    """The wheel's command links ncurses statically (cli/meson.build): it
+    needs no libncursesw beside it, and without a terminal prints one
+    reading."""
+    exe = venv / "bin/gpureclaim"
+    needed = run(["readelf", "-d", exe]).stdout
+    assert "NEEDED" in needed and "ncurses" not in needed \
+        and "tinfo" not in needed, needed
+    env, state = sim_env(tmp_path)
+    try:
+        p = run([exe, "top"], env=env)
+    finally:
+        drop_state(state)
+    assert p.stdout.startswith("gpureclaim top  "), p
+    assert re.search(r"^\S +4242 .* 3\.0 GiB ", p.stdout, re.M), p.stdout
 
 
 def test_trace_finds_the_installed_tracer(venv, tmp_path):

@@ -7,10 +7,12 @@
 #include "support.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -979,6 +981,106 @@ static void test_threads(void **state)
 	gpr__nvml_close(&m);
 }
 
+/* ---------------- which processes did work ---------------- */
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static struct gpr__nvml_work *work_ok(struct gpr__nvml *m, int gpu,
+				      uint64_t since, size_t *n)
+{
+	struct gpr__nvml_work *w = NULL;
+	int r = gpr__nvml_work(m, gpu, since, &w, n, err, sizeof err);
+	if (r)
+		fail_msg("gpr__nvml_work(%d): %d %s", gpu, r, err);
+	return w;
+}
+
+static void test_work_busy_then_idle(void **state)
+{
+	(void)state;
+	sim_setup("gpus=2;extra=0:1:3GiB");
+	void *lib = sim_cuda_load();
+	int (*busy)(int, unsigned) =
+	    (int (*)(int, unsigned))sim_sym(lib, "gprsim_busy");
+	assert_int_equal(sim_cuda_open_device(lib, 0), 0);
+	struct gpr__nvml m;
+	nvml_open_ok(&m);
+	size_t n = 9;
+	/* no work yet: the driver's "no sample" is an empty list */
+	assert_null(work_ok(&m, 0, 0, &n));
+	assert_int_equal(n, 0);
+	uint64_t t0 = now_us();
+	assert_int_equal(busy(0, 80), 0);
+	struct gpr__nvml_work *w = work_ok(&m, 0, 0, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(w[0].pid, getpid());
+	assert_int_equal(w[0].sm, 80);
+	assert_int_equal(w[0].mem, 40);
+	assert_true(w[0].time_us >= t0 && w[0].time_us <= now_us());
+	free(w);
+	assert_int_equal(busy(0, 0), 0);
+	uint64_t t1 = now_us();
+	w = work_ok(&m, 0, 0, &n);
+	assert_int_equal(n, 1);
+	/* stamped when the work ended, with the last busy period's figure */
+	assert_int_equal(w[0].sm, 80);
+	assert_true(w[0].time_us >= t0 && w[0].time_us <= t1);
+	uint64_t ended = w[0].time_us;
+	free(w);
+	/* nothing newer than that: the process did no work since */
+	assert_null(work_ok(&m, 0, ended, &n));
+	assert_int_equal(n, 0);
+	assert_null(work_ok(&m, 1, 0, &n));
+	assert_int_equal(n, 0);
+	/* no context on GPU 1: nothing to be busy with */
+	assert_int_equal(busy(1, 50), -ENOENT);
+	assert_int_equal(busy(0, 101), -EINVAL);
+	assert_int_equal(gpr__nvml_work(&m, 2, 0, &w, &n, err, sizeof err),
+			 GPR_E_RANGE);
+	gpr__nvml_close(&m);
+}
+
+static void test_work_mig_not_supported(void **state)
+{
+	(void)state;
+	sim_setup("fault=mig");
+	void *lib = sim_cuda_load();
+	assert_int_equal(sim_cuda_open_device(lib, 0), 0);
+	struct gpr__nvml m;
+	nvml_open_ok(&m);
+	struct gpr__nvml_work *w = NULL;
+	size_t n = 0;
+	assert_int_equal(gpr__nvml_work(&m, 0, 0, &w, &n, err, sizeof err),
+			 GPR_E_NO_PER_PROCESS);
+	assert_non_null(strstr(err, "not supported"));
+	assert_null(w);
+	gpr__nvml_close(&m);
+}
+
+static void test_work_foreign_pid(void **state)
+{
+	(void)state;
+	sim_setup("fault=foreign-pid");
+	void *lib = sim_cuda_load();
+	int (*busy)(int, unsigned) =
+	    (int (*)(int, unsigned))sim_sym(lib, "gprsim_busy");
+	assert_int_equal(sim_cuda_open_device(lib, 0), 0);
+	assert_int_equal(busy(0, 30), 0);
+	struct gpr__nvml m;
+	nvml_open_ok(&m);
+	size_t n = 0;
+	struct gpr__nvml_work *w = work_ok(&m, 0, 0, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(w[0].pid, (uint32_t)getpid() + FOREIGN);
+	free(w);
+	gpr__nvml_close(&m);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -1011,6 +1113,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_procs_v3_function_not_found),
 	    cmocka_unit_test(test_procs_give_up),
 	    cmocka_unit_test(test_graphics_merged),
+	    cmocka_unit_test(test_work_busy_then_idle),
+	    cmocka_unit_test(test_work_mig_not_supported),
+	    cmocka_unit_test(test_work_foreign_pid),
 	    cmocka_unit_test(test_threads),
 	};
 	return gpr_test_main(argc, argv, "driver", tests,
