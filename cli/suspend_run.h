@@ -115,6 +115,10 @@ int gpr_cli_wake_run(int pid, double interval, int background, int json);
  * (docs/suspend.md, "The log"): what a suspend or resume did. */
 void gpr_cli_suspend_log(const struct gpr_cli_suspend_result *res,
 			 const char *cause);
+/* ... and a cache release's (`reclaim --idle`): pid, whether it worked,
+ * its exact bytes, why it was asked, its error. */
+void gpr_cli_release_log(long pid, int ok, long long released,
+			 const char *cause, const char *error);
 
 /* ---------------- ps (cli/ps_suspended.c) ---------------- */
 

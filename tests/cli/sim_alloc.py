@@ -14,6 +14,8 @@ cannot move. Lines on stdin are commands, each answered with one line:
                "sync RC blocked=N"
   threads N    starts N threads that wait on a lock, never calling CUDA
                -> "threads N"
+  busy P       its GPU's SM utilization P percent from now (0: idle from
+               now: gprsim_busy) -> "busy RC"
 """
 import ctypes
 import sys
@@ -75,6 +77,8 @@ def main():
             rc = lib.cuCtxSynchronize()
             print(f"sync {rc} blocked={lib.gprsim_blocked_calls()}",
                   flush=True)
+        elif words[:1] == ["busy"]:
+            print(f"busy {lib.gprsim_busy(gpu, int(words[1]))}", flush=True)
         elif words[:1] == ["threads"]:
             for _ in range(int(words[1])):
                 threading.Thread(target=never.acquire, daemon=True).start()
