@@ -57,7 +57,8 @@ struct idle_proc {
 	int gpu;
 	uint64_t bytes; /* its figure on this GPU, before */
 	int bytes_known;
-	double idle_s; /* -1: not known */
+	double idle_s;	  /* -1: not known */
+	double worked_s; /* since its latest work NVML shows; -1: none */
 	char user[64], cmd[256];
 	int user_known, cmd_known;
 	int decision;
@@ -253,7 +254,7 @@ static struct idle_proc *add_proc(struct gpr_cli_idle_result *r)
 	}
 	struct idle_proc *p = &r->procs[r->n++];
 	memset(p, 0, sizeof *p);
-	p->idle_s = -1;
+	p->idle_s = p->worked_s = -1;
 	return p;
 }
 
@@ -314,6 +315,7 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 		for (size_t k = 0; k < i && !done; k++) /* on another GPU */
 			if (r->procs[k].pid == p->pid) {
 				p->idle_s = r->procs[k].idle_s;
+				p->worked_s = r->procs[k].worked_s;
 				done = 1;
 			}
 		if (done)
@@ -325,6 +327,9 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 				memo_add(&now, m->pid, m->start, m->since_us);
 			continue;
 		}
+		if (work)
+			p->worked_s =
+			    t > work ? (double)(t - work) / 1e6 : 0;
 		uint64_t since = work;
 		if (m && m->since_us > since)
 			since = m->since_us;
@@ -423,9 +428,9 @@ static int eligible(struct gpr_cli_idle_result *r, struct idle_proc *p)
 		return 0;
 	}
 	if (p->idle_s < r->o.idle_s) {
-		if (p->idle_s < 2)
+		if (p->worked_s >= 0 && p->worked_s < r->o.idle_s)
 			why(p, D_SKIPPED, "busy: its latest GPU work %s ago",
-			    gpr_cli_fmt_duration(p->idle_s, d, sizeof d));
+			    gpr_cli_fmt_duration(p->worked_s, d, sizeof d));
 		else
 			why(p, D_SKIPPED, "idle for %s, less than %s",
 			    gpr_cli_fmt_duration(p->idle_s, d, sizeof d),

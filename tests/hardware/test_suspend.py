@@ -26,6 +26,10 @@ JAX processes that hold known data, docs/suspend.md.
   interposer asks at the call); a notebook kernel with the agent (a real
   Jupyter kernel, when jupyter_client and ipykernel are here) resumed
   before its next cell. Each prints the call's wait.
+- The node's policy: `gpureclaim reclaim --idle` with an idle Torch
+  process and a busy one (its loop at work): only the idle one suspended
+  (NVML's per-process samples say which works), its checksums the same
+  once resumed on demand.
 
 Sizes are parameters: GPR_SUSPEND_LIVE_GIB (2), GPR_SUSPEND_CACHE_GIB
 (1), GPR_SUSPEND_JAX_FRACTION (0.05 of the GPU). Run with -s to see each
@@ -135,6 +139,9 @@ for line in sys.stdin:
     elif what == "go":
         going.set()
         print(json.dumps({"go": count}), flush=True)
+    elif what == "heavy":  # its loop keeps the GPU busy
+        step = heavy_step
+        print(json.dumps({"heavy": count}), flush=True)
     elif what == "call":  # one step here: it waits while suspended
         t0 = time.time()
         step()
@@ -143,7 +150,11 @@ for line in sys.stdin:
 
 STEPS = {
     "torch": "x = torch.ones(1024, device='cuda')\n"
-             "def step():\n    x.mul_(1.0); torch.cuda.synchronize()\n",
+             "def step():\n    x.mul_(1.0); torch.cuda.synchronize()\n"
+             "def heavy_step():  # SM utilization NVML's samples see\n"
+             "    w = torch.ones(4096, 4096, device='cuda')\n"
+             "    for _ in range(20):\n        w @ w\n"
+             "    torch.cuda.synchronize()\n",
     "cupy": "x = cupy.ones(1024)\n"
             "def step():\n    x.__imul__(1.0); cupy.cuda.runtime.deviceSynchronize()\n",
     "jax": "x = jnp.ones(1024)\n"
@@ -151,10 +162,28 @@ STEPS = {
 }
 
 
+NEVER = 3600  # the watcher's own look: never, within a test
+AGENT_DIR = None
+
+
+def agent_dir():
+    """A records folder of this module's own (GPURECLAIM_AGENT_DIR), so
+    the actions' log holds only its lines."""
+    global AGENT_DIR
+    if AGENT_DIR is None:
+        AGENT_DIR = tempfile.mkdtemp(prefix="gpr-hw-suspend-")
+        os.chmod(AGENT_DIR, 0o700)
+    return AGENT_DIR
+
+
 def env(**extra):
+    """The environment of the targets and the commands: the package
+    built, and a records folder of this module's own (agent_dir), so that
+    ps, the records and the actions' log are the module's only."""
     e = dict(os.environ)
     e["PYTHONPATH"] = PKG + (os.pathsep + e["PYTHONPATH"]
                              if e.get("PYTHONPATH") else "")
+    e["GPURECLAIM_AGENT_DIR"] = agent_dir()
     e.update({k: str(v) for k, v in extra.items()})
     return e
 
@@ -303,20 +332,6 @@ def test_torch_suspended_and_resumed_twice():
 
 # -- resume on demand --------------------------------------------------------
 
-NEVER = 3600  # the watcher's own look: never, within a test
-AGENT_DIR = None
-
-
-def agent_dir():
-    """A records folder of this module's own (GPURECLAIM_AGENT_DIR), so
-    the actions' log holds only its lines."""
-    global AGENT_DIR
-    if AGENT_DIR is None:
-        AGENT_DIR = tempfile.mkdtemp(prefix="gpr-hw-suspend-")
-        os.chmod(AGENT_DIR, 0o700)
-    return AGENT_DIR
-
-
 def resumes(pid):
     path = pathlib.Path(agent_dir(), "suspended", "actions.log")
     try:
@@ -332,7 +347,7 @@ def resumed_on_demand(t, poll, cause):
     t.ask("pause")
     done = len(resumes(t.pid))
     s = as_json(gpr("suspend", "--pid", str(t.pid), "--json", "--poll",
-                    str(poll), GPURECLAIM_AGENT_DIR=agent_dir()))
+                    str(poll)))
     assert s["ok"] and s["state"] == "suspended", s
     assert s["resume_on_demand"]["ok"], s["resume_on_demand"]
     _, during = ps_entry(t.pid)
@@ -361,7 +376,7 @@ def resumed_on_demand(t, poll, cause):
                                          "torch.cuda.is_available()"),
                     reason="torch with CUDA needed")
 def test_torch_resumed_on_demand_by_the_watcher_twice():
-    t = Target("torch", LIVE, CACHE, GPURECLAIM_AGENT_DIR=agent_dir())
+    t = Target("torch", LIVE, CACHE)
     try:
         for _ in range(2):
             resumed_on_demand(t, 0.5, "on demand: thread ")
@@ -373,8 +388,7 @@ def test_torch_resumed_on_demand_by_the_watcher_twice():
                                          "torch.cuda.is_available()"),
                     reason="torch with CUDA needed")
 def test_torch_under_run_resume_on_demand_asks_at_its_call():
-    t = Target("torch", LIVE, CACHE, run_opts=("--resume-on-demand",),
-               GPURECLAIM_AGENT_DIR=agent_dir())
+    t = Target("torch", LIVE, CACHE, run_opts=("--resume-on-demand",))
     try:
         for _ in range(2):
             resumed_on_demand(t, NEVER, "on demand: the process asked")
@@ -394,7 +408,7 @@ def test_a_notebook_kernel_with_the_agent_resumed_before_its_cell(
     import jupyter_client
 
     km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env=env(GPURECLAIM_AGENT_DIR=agent_dir()),
+    km.start_kernel(env=env(),
                     cwd=str(tmp_path))
     kc = km.client()
     kc.start_channels()
@@ -426,7 +440,7 @@ def test_a_notebook_kernel_with_the_agent_resumed_before_its_cell(
                        "print(os.getpid())").split()[-1])
         want = int(cell("print(int(x.sum(dtype=torch.int64)))"))
         s = as_json(gpr("suspend", "--pid", str(pid), "--json", "--poll",
-                        str(NEVER), GPURECLAIM_AGENT_DIR=agent_dir()))
+                        str(NEVER)))
         assert s["ok"] and s["resume_on_demand"]["ok"], s
         assert "asked" in s["resume_on_demand"]["said"], s
         t0 = time.time()
@@ -438,6 +452,45 @@ def test_a_notebook_kernel_with_the_agent_resumed_before_its_cell(
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+@pytest.mark.skipif(HAVE_GPU and not has("import torch; assert "
+                                         "torch.cuda.is_available()"),
+                    reason="torch with CUDA needed")
+def test_reclaim_idle_suspends_the_idle_process_only():
+    """The first run notes both (the idle one's time is not known yet);
+    IDLE seconds later the second suspends the idle one: the busy one's
+    samples show work within the last second."""
+    idle_s = 5
+    idle = Target("torch", min(LIVE, 1), 0)
+    busy = Target("torch", min(LIVE, 1), 0)
+    try:
+        idle.ask("pause")
+        busy.ask("heavy")
+        p = gpr("reclaim", "--idle", f"{idle_s}s", "--json")
+        first = json.loads(p.stdout)["idle"]
+        print(json.dumps(first, indent=1))
+        assert first["suspended"] == 0, first
+        time.sleep(idle_s + 1)
+        p = gpr("reclaim", "--idle", f"{idle_s}s", "--json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        doc = json.loads(p.stdout)["idle"]
+        print(json.dumps(doc, indent=1))
+        rows = {q["pid"]: q for g in doc["gpus"] for q in g["processes"]}
+        assert rows[idle.pid]["decision"] == "suspended", rows[idle.pid]
+        assert rows[busy.pid]["decision"] == "skipped", rows[busy.pid]
+        assert rows[busy.pid]["why"].startswith("busy: "), rows[busy.pid]
+        _, q = ps_entry(idle.pid)
+        assert q["state"] == "suspended", q
+        _, q = ps_entry(busy.pid)
+        assert q["state"] == "alive", q
+        # resumed on demand by its watcher, its data the same
+        call = idle.ask("call")
+        print(f"the idle one's first call after it waited {call:.3f} s")
+        assert idle.ask("sums") == idle.sums
+    finally:
+        idle.close()
+        busy.close()
 
 
 @pytest.mark.skipif(HAVE_GPU and not has("import cupy"),
