@@ -307,6 +307,10 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 	int have_dir = gpr__record_dir(dir, sizeof dir, 1, err, sizeof err) == 0;
 	if (have_dir)
 		memo_read(dir, &old);
+	else
+		snprintf(r->note, sizeof r->note,
+			 "gpureclaim's note of idle times cannot be kept: %.*s",
+			 (int)sizeof r->note - 64, err);
 	uint64_t t = (uint64_t)round->when.tv_sec * 1000000u +
 		     (uint64_t)round->when.tv_nsec / 1000u;
 	for (size_t i = 0; i < r->n; i++) {
