@@ -57,7 +57,7 @@ struct idle_proc {
 	int gpu;
 	uint64_t bytes; /* its figure on this GPU, before */
 	int bytes_known;
-	double idle_s;	  /* -1: not known */
+	double idle_s;	 /* -1: not known */
 	double worked_s; /* since its latest work NVML shows; -1: none */
 	char user[64], cmd[256];
 	int user_known, cmd_known;
@@ -304,7 +304,8 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 {
 	char dir[4096], err[256];
 	struct memo old = {0}, now = {0};
-	int have_dir = gpr__record_dir(dir, sizeof dir, 1, err, sizeof err) == 0;
+	int have_dir =
+	    gpr__record_dir(dir, sizeof dir, 1, err, sizeof err) == 0;
 	if (have_dir)
 		memo_read(dir, &old);
 	else
@@ -325,15 +326,15 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 		if (done)
 			continue;
 		uint64_t start = gpr__proc_start((int)p->pid), work;
-		const struct memo_entry *m = memo_find(&old, (int)p->pid, start);
+		const struct memo_entry *m =
+		    memo_find(&old, (int)p->pid, start);
 		if (latest_work(round, p->pid, &work) != 1) {
 			if (m && start)
 				memo_add(&now, m->pid, m->start, m->since_us);
 			continue;
 		}
 		if (work)
-			p->worked_s =
-			    t > work ? (double)(t - work) / 1e6 : 0;
+			p->worked_s = t > work ? (double)(t - work) / 1e6 : 0;
 		uint64_t since = work;
 		if (m && m->since_us > since)
 			since = m->since_us;
@@ -503,9 +504,9 @@ static void would_free(struct gpr_cli_idle_result *r,
 			continue;
 		struct idle_gpu *g = gpu_of(r, p->gpu);
 		if (g)
-			g->used_after =
-			    g->used_after > p->bytes ? g->used_after - p->bytes
-						     : 0;
+			g->used_after = g->used_after > p->bytes
+					    ? g->used_after - p->bytes
+					    : 0;
 		if (p != done && p->decision < 0)
 			why(p, D_WOULD, "would be suspended for GPU %d",
 			    done->gpu);
@@ -534,14 +535,15 @@ static void decide_gpu(gpr_ctx *ctx, struct gpr_cli_idle_result *r,
 		if (g->has_target && g->used_after <= g->target) {
 			why(p, D_SKIPPED,
 			    "GPU %d is at its target: %s used, the target %s",
-			    g->index, gpr__fmt_bytes(g->used_after, a, sizeof a),
+			    g->index,
+			    gpr__fmt_bytes(g->used_after, a, sizeof a),
 			    gpr__fmt_bytes(g->target, b, sizeof b));
 			continue;
 		}
 		if (*ctl_state == 0) {
 			char err[512];
-			*ctl_state = gpr_cli_suspend_open(ctl, err, sizeof err) ==
-					     GPR_CLI_OK
+			*ctl_state = gpr_cli_suspend_open(
+					 ctl, err, sizeof err) == GPR_CLI_OK
 					 ? 1
 					 : -1;
 			if (*ctl_state < 0)
@@ -565,9 +567,10 @@ static void decide_gpu(gpr_ctx *ctx, struct gpr_cli_idle_result *r,
 		int rc = gpr_cli_suspend_pid(ctl, (int)p->pid, &so, res);
 		gpr_cli_fmt_duration(p->idle_s, d, sizeof d);
 		if (rc) {
-			why(p, r->o.dry_run || res->r.step == GPR__STEP_CHECK
-				   ? D_SKIPPED
-				   : D_FAILED,
+			why(p,
+			    r->o.dry_run || res->r.step == GPR__STEP_CHECK
+				? D_SKIPPED
+				: D_FAILED,
 			    "%s", res->r.why);
 			*failed |= p->decision == D_FAILED;
 		} else if (r->o.dry_run) {
@@ -585,9 +588,9 @@ static void decide_gpu(gpr_ctx *ctx, struct gpr_cli_idle_result *r,
 	free(c);
 }
 
-struct gpr_cli_idle_result *gpr_cli_reclaim_idle(gpr_ctx *ctx,
-						 const struct gpr_cli_idle_opts *o,
-						 int *failed)
+struct gpr_cli_idle_result *
+gpr_cli_reclaim_idle(gpr_ctx *ctx, const struct gpr_cli_idle_opts *o,
+		     int *failed)
 {
 	*failed = 0;
 	struct gpr_cli_idle_result *r = calloc(1, sizeof *r);
@@ -652,18 +655,10 @@ void gpr_cli_idle_free(struct gpr_cli_idle_result *r)
 
 double gpr_cli_parse_duration(const char *s)
 {
-	if (!s || !*s)
+	double v, mult = 1;
+	int i = s ? gpr_cli_number_prefix(s, &v) : -1;
+	if (i < 0)
 		return -1;
-	size_t i = strspn(s, "0123456789");
-	if (i == 0)
-		return -1;
-	if (s[i] == '.') {
-		size_t f = strspn(s + i + 1, "0123456789");
-		if (f == 0)
-			return -1;
-		i += 1 + f;
-	}
-	double v = strtod(s, NULL), mult = 1;
 	const char *u = s + i;
 	if (!strcmp(u, "") || !strcmp(u, "s"))
 		mult = 1;
@@ -695,7 +690,8 @@ void gpr_cli_idle_text(struct gpr__buf *b, const struct gpr_cli_idle_result *r)
 		int would = 0;
 		for (size_t i = 0; i < r->n; i++)
 			would += r->procs[i].decision == D_WOULD;
-		gpr__buf_printf(b, "%d process%s would be suspended (--dry-run)\n",
+		gpr__buf_printf(b,
+				"%d process%s would be suspended (--dry-run)\n",
 				would, would != 1 ? "es" : "");
 	} else {
 		gpr__buf_printf(b, "%d process%s suspended, ", r->suspended,
@@ -725,16 +721,16 @@ void gpr_cli_idle_text(struct gpr__buf *b, const struct gpr_cli_idle_result *r)
 				continue;
 			gpr__buf_printf(b, "  %7u ", p->pid);
 			gpr__text_put(b, p->user_known ? p->user : "-", 10, 1);
-			gpr__buf_printf(b, " %10s  ",
-					p->bytes_known
-					    ? gpr__fmt_bytes(p->bytes, x,
-							     sizeof x)
-					    : "n/a");
-			gpr__buf_printf(b, "%-16s ",
-					p->idle_s < 0
-					    ? "idle ?"
-					    : gpr_cli_fmt_duration(p->idle_s, d,
-								   sizeof d));
+			gpr__buf_printf(
+			    b, " %10s  ",
+			    p->bytes_known
+				? gpr__fmt_bytes(p->bytes, x, sizeof x)
+				: "n/a");
+			gpr__buf_printf(
+			    b, "%-16s ",
+			    p->idle_s < 0
+				? "idle ?"
+				: gpr_cli_fmt_duration(p->idle_s, d, sizeof d));
 			gpr__buf_printf(b, "%s: ", decision_text[p->decision]);
 			gpr__text_put(b, p->why, 0, 0);
 			if (p->decision == D_SUSPENDED && p->released_known) {
@@ -802,7 +798,8 @@ void gpr_cli_idle_json(struct gpr__json *j, const struct gpr_cli_idle_result *r)
 		gpr__json_kv_bool(j, "read", !g->err);
 		gpr__json_kv_u64(j, "total", g->total);
 		gpr__json_kv_u64(j, "used_before", g->used_before);
-		gpr__json_kv_u64(j, r->o.dry_run ? "used_would_be" : "used_after",
+		gpr__json_kv_u64(j,
+				 r->o.dry_run ? "used_would_be" : "used_after",
 				 g->used_after);
 		opt_i64(j, "target_bytes", g->has_target, (int64_t)g->target);
 		gpr__json_key(j, "processes");

@@ -23,11 +23,11 @@
 #include "out/json.h"
 
 struct gpr_cli_idle_opts {
-	double idle_s;	/* --idle DURATION */
-	int target;	/* 0: none; 1: bytes; 2: percent of the GPU */
+	double idle_s; /* --idle DURATION */
+	int target;    /* 0: none; 1: bytes; 2: percent of the GPU */
 	uint64_t target_bytes;
 	double target_percent;
-	int gpu;	/* --gpu INDEX, -1: every GPU */
+	int gpu; /* --gpu INDEX, -1: every GPU */
 	int dry_run;
 	/* with the dry run: what the caches' release would give back on
 	 * each GPU (NVML index), counted before the targets are met */
@@ -41,9 +41,9 @@ struct gpr_cli_idle_result;
  * decision in the result (NULL only when out of memory). *failed is set
  * when a suspend was tried and failed.
  */
-struct gpr_cli_idle_result *gpr_cli_reclaim_idle(gpr_ctx *ctx,
-						 const struct gpr_cli_idle_opts *o,
-						 int *failed);
+struct gpr_cli_idle_result *
+gpr_cli_reclaim_idle(gpr_ctx *ctx, const struct gpr_cli_idle_opts *o,
+		     int *failed);
 void gpr_cli_idle_free(struct gpr_cli_idle_result *r);
 
 /* What was done and why, for people; and as the "idle" member of the

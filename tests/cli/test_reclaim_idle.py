@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from conftest import BIN, HANG_S, HELPER, MiB, SIM_DIR
-from test_suspend import (CONTEXT, LIVE, ask, env, environ, proc_in,  # noqa: F401
-                          ps, records, run)
+from conftest import HANG_S, HELPER, MiB, SIM_DIR
+from test_suspend import (CONTEXT, LIVE, agent_target, ask, env,  # noqa: F401
+                          proc_in, ps, records, run)
 
 HOURS = 3600 * 1000000  # an hour in the note's microseconds
 
@@ -182,38 +182,11 @@ def test_a_suspend_the_checks_refuse_is_skipped_with_why(env, tmp_path):
     assert proc_in(ps(env), child.pid)["state"] == "alive"
 
 
-AGENT_TARGET = """\
-import os, sys, torch
-live = torch.empty(48 << 20, dtype=torch.uint8, device="cuda")
-dropped = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
-del dropped  # cached by fake Torch
-print("ready", os.getpid(), flush=True)
-sys.stdin.read()
-"""
-
-
 @pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
                     reason="the agent's Python cannot import a sanitized "
                            "build's extension (the gcc build runs it)")
 def test_caches_first_then_the_idle_process_every_action_logged(env):
-    from conftest import FAKES_BUILD, ROOT
-
-    py = os.environ.get("PYTHONPATH", str(ROOT / "build/python"))
-    fakes = str(ROOT / "tests/python/fakes")
-    e = environ(env, PYTHONPATH=os.pathsep.join([py.split(os.pathsep)[0],
-                                                 fakes]),
-                GPR_FAKES_BUILD=FAKES_BUILD, PYTHONDONTWRITEBYTECODE="1")
-    target = subprocess.Popen([str(BIN), "run", "--agent", "--",
-                               sys.executable, "-c", AGENT_TARGET], env=e,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    env.children.append(target)
-    assert target.stdout.readline().startswith("ready")
-    sock = env.agent_dir / f"{target.pid}.sock"
-    end = time.monotonic() + HANG_S
-    while not sock.exists():
-        assert time.monotonic() < end, "no agent"
-        time.sleep(0.01)
+    target = agent_target(env)  # 48 MiB live, 32 MiB in its cache
     idle_since(env, 3 * 3600, target)
     r = reclaim(env, "--idle", "1h", "--json")
     assert r.rc == 0, r

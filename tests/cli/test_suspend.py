@@ -252,18 +252,16 @@ sys.stdin.read()
 """
 
 
-@pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
-                    reason="the agent's Python cannot import a sanitized "
-                           "build's extension (the gcc build runs it)")
-def test_the_agent_releases_the_cache_first(env):
+def agent_target(env, src=AGENT_TARGET):
+    """A fake-Torch program with its agent, started as a user starts it
+    (docs/agent.md; run execs the program), once its agent listens."""
     py = os.environ.get("PYTHONPATH", str(ROOT / "build/python"))
     build_py = py.split(os.pathsep)[0]
     fakes = str(ROOT / "tests/python/fakes")
     e = environ(env, PYTHONPATH=os.pathsep.join([build_py, fakes]),
                 GPR_FAKES_BUILD=FAKES_BUILD, PYTHONDONTWRITEBYTECODE="1")
-    # started as a user starts it (docs/agent.md); run execs the program
     target = subprocess.Popen([str(BIN), "run", "--agent", "--",
-                               sys.executable, "-c", AGENT_TARGET], env=e,
+                               sys.executable, "-c", src], env=e,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     env.children.append(target)
@@ -271,6 +269,14 @@ def test_the_agent_releases_the_cache_first(env):
     assert line.startswith("ready"), line
     sock = env.agent_dir / f"{target.pid}.sock"
     wait_for(sock.exists, "an agent's socket")
+    return target
+
+
+@pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
+                    reason="the agent's Python cannot import a sanitized "
+                           "build's extension (the gcc build runs it)")
+def test_the_agent_releases_the_cache_first(env):
+    target = agent_target(env)
     figure = proc_in(ps(env), target.pid)["bytes"]
     r = run(env, "suspend", "--pid", str(target.pid), "--json")
     s = ok(r)

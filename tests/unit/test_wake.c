@@ -136,6 +136,16 @@ static char answer(struct target *t)
 	return c;
 }
 
+/* A target on the sim that has made its page. */
+static struct target with_page(void)
+{
+	sim_setup("context=16MiB");
+	struct target t = start(sim_cuda_load());
+	say(&t, 'p');
+	assert_int_equal(answer(&t), 'p');
+	return t;
+}
+
 static void stop(struct target *t)
 {
 	say(t, 'q');
@@ -369,11 +379,7 @@ static void test_the_page_found_held_asked_and_answered(void **state)
 static void test_an_ask_whose_watcher_is_gone_goes_on(void **state)
 {
 	(void)state;
-	sim_setup("context=16MiB");
-	void *lib = sim_cuda_load();
-	struct target t = start(lib);
-	say(&t, 'p');
-	assert_int_equal(answer(&t), 'p');
+	struct target t = with_page();
 	/* a watcher in a child that holds the page, then dies unanswered */
 	int up[2];
 	assert_int_equal(pipe(up), 0);
@@ -405,11 +411,7 @@ static void test_an_ask_whose_watcher_is_gone_goes_on(void **state)
 static void test_a_forked_child_has_a_page_of_its_own(void **state)
 {
 	(void)state;
-	sim_setup("context=16MiB");
-	void *lib = sim_cuda_load();
-	struct target t = start(lib);
-	say(&t, 'p');
-	assert_int_equal(answer(&t), 'p');
+	struct target t = with_page();
 	say(&t, 'f');
 	int32_t kid = 0;
 	assert_int_equal(read(t.ans, &kid, 4), 4);

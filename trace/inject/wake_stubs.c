@@ -43,19 +43,26 @@ void gpr_inj_wake_slow(void)
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
+/* The stubs' symbol and the start of their repetition, each stub 64-byte
+ * aligned; `type` is the assembler's word for a function (@ or %). */
+/* clang-format off */
+#define STUBS_HEAD(type)                                                       \
+	".text\n"                                                              \
+	".p2align 6\n"                                                         \
+	".globl gpr_inj_wake_stubs\n"                                          \
+	".hidden gpr_inj_wake_stubs\n"                                         \
+	".type gpr_inj_wake_stubs, " type "\n"                                 \
+	"gpr_inj_wake_stubs:\n"                                                \
+	".set gpr_inj_wake_i, 0\n"                                             \
+	".rept " STR(GPR_INJ_WAKE_STUBS) "\n"                                  \
+	".p2align 6\n"
+/* clang-format on */
+
 #if defined(__x86_64__)
 #define GPR_INJ_HAVE_STUBS 1
 /* clang-format off */
 __asm__(
-	".text\n"
-	".p2align 6\n"
-	".globl gpr_inj_wake_stubs\n"
-	".hidden gpr_inj_wake_stubs\n"
-	".type gpr_inj_wake_stubs, @function\n"
-	"gpr_inj_wake_stubs:\n"
-	".set gpr_inj_wake_i, 0\n"
-	".rept " STR(GPR_INJ_WAKE_STUBS) "\n"
-	".p2align 6\n"
+	STUBS_HEAD("@function")
 	"endbr64\n"
 	"movq gpr_inj_wake_word(%rip), %r11\n"
 	"testq %r11, %r11\n"
@@ -116,15 +123,7 @@ __asm__(
 #define GPR_INJ_HAVE_STUBS 1
 /* clang-format off */
 __asm__(
-	".text\n"
-	".p2align 6\n"
-	".globl gpr_inj_wake_stubs\n"
-	".hidden gpr_inj_wake_stubs\n"
-	".type gpr_inj_wake_stubs, %function\n"
-	"gpr_inj_wake_stubs:\n"
-	".set gpr_inj_wake_i, 0\n"
-	".rept " STR(GPR_INJ_WAKE_STUBS) "\n"
-	".p2align 6\n"
+	STUBS_HEAD("%function")
 	"hint #34\n" /* bti c */
 	"adrp x16, gpr_inj_wake_word\n"
 	"ldr x16, [x16, #:lo12:gpr_inj_wake_word]\n"
