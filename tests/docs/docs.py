@@ -208,12 +208,27 @@ def build_dir():
                            or os.path.join(ROOT, "build"))
 
 
+def tracked_top():
+    """The checkout's top entries that git knows, and .git (examples may
+    ask git); None where git cannot say (not a checkout)."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"],
+                             capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {p.split(b"/", 1)[0].decode() for p in out.split(b"\0") if p} \
+        | {".git"}
+
+
 def scratch():
     """A folder with links to the checkout's top entries, `build` to the
-    build under test."""
+    build under test. Only entries git knows are linked: an example that
+    writes `hold.log` writes it in the scratch folder, never through a
+    link into a file some earlier run left in the checkout."""
     d = tempfile.mkdtemp(prefix="gpr-docs-")
-    for name in os.listdir(ROOT):  # .git too: examples may ask git
-        if name != "build":
+    tracked = tracked_top()
+    for name in os.listdir(ROOT):
+        if name != "build" and (tracked is None or name in tracked):
             os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
     os.symlink(build_dir(), os.path.join(d, "build"))
     return d

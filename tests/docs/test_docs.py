@@ -18,6 +18,21 @@ import docs
 BLOCKS = docs.all_blocks()
 
 
+def checkout_status():
+    """git status of the checkout, one entry a path; None without git."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", docs.ROOT, "status", "--porcelain", "-z",
+             "--untracked-files=all"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {e for e in out.decode(errors="replace").split("\0") if e}
+
+
+#: the checkout before any example ran (the last test compares)
+BEFORE = checkout_status()
+
+
 def test_every_block_says_what_it_is():
     assert [p for b in BLOCKS for p in docs.problems_of(b)] == []
     env = [b for b in BLOCKS if b.where == "env"]
@@ -183,3 +198,15 @@ def test_one_field_table_is_the_keys_of_every_form():
     c_doc, py_doc = json.loads(demo.stdout), json.loads(py.stdout)
     assert sorted(set(key_paths(c_doc))) == sorted(c_keys)
     assert sorted(set(key_paths(py_doc))) == sorted(c_keys)
+
+
+def test_the_examples_wrote_nothing_into_the_checkout():
+    """Runs last: no example wrote into the checkout (a file an example
+    writes, `hold.log` say, that is also a file of the checkout would be
+    written through the scratch folder's link, and an earlier run's copy
+    read by the next: docs/suspend.md's example once read a stale
+    "holding" that way)."""
+    after = checkout_status()
+    if BEFORE is None or after is None:
+        pytest.skip("not a git checkout")
+    assert sorted(after - BEFORE) == []

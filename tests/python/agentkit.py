@@ -6,6 +6,7 @@ by closing its stdin."""
 import atexit
 import contextlib
 import json
+import glob
 import os
 import shutil
 import signal
@@ -36,6 +37,15 @@ sys.stdin.read()
 """
 
 
+def remove_state(state):
+    """The sim's state files of `state`, whoever's they are."""
+    for f in glob.glob(f"/dev/shm/gpureclaim-sim-*-{state}"):
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+
 def sim_env(state=None, gpus=1, agent_dir=True, **extra):
     """The environment of the sim, nothing of gpureclaim's features on;
     the agents' sockets in a folder of the test's own
@@ -44,6 +54,9 @@ def sim_env(state=None, gpus=1, agent_dir=True, **extra):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("GPURECLAIM_", "PYTHON"))}
     state = state or "agent-" + uuid.uuid4().hex[:10]
+    # a target killed with SIGKILL leaves its rows in the sim's state
+    # file, which only a later reader would prune: none comes
+    atexit.register(remove_state, state)
     e.update(GPURECLAIM_SIM=f"gpus={gpus};memory=16GiB;state={state}",
              GPURECLAIM_CUDA_LIBRARY=os.path.join(SIM_DIR, "libcuda.so.1"),
              GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR,

@@ -3,6 +3,7 @@ by jupyter_client, both from PyPI: scripts/install-deps.sh) on the
 simulated driver. An out-of-memory error in a cell shows the post-mortem
 as HTML in that cell's output, then the error as the kernel reports it;
 JAX's, which reaches only IPython's exception handler, too."""
+import atexit
 import contextlib
 import json
 import os
@@ -12,6 +13,7 @@ import uuid
 import jupyter_client
 from jupyter_client.kernelspec import KernelSpecManager
 
+from agentkit import remove_state
 from conftest import FAKES, PY_PATH, SAN_PRELOAD, SIM_DIR
 
 GiB = 1 << 30
@@ -21,7 +23,9 @@ TIMEOUT = 60
 def kernel_env(tmp_path):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("GPURECLAIM_", "PYTHON"))}
-    e.update(GPURECLAIM_SIM=f"gpus=1;memory=8GiB;state=nb-{uuid.uuid4().hex[:10]}",
+    state = f"nb-{uuid.uuid4().hex[:10]}"
+    atexit.register(remove_state, state)  # a killed kernel leaves its rows
+    e.update(GPURECLAIM_SIM=f"gpus=1;memory=8GiB;state={state}",
              GPURECLAIM_CUDA_LIBRARY=os.path.join(SIM_DIR, "libcuda.so.1"),
              GPURECLAIM_NVML_LIBRARY=os.path.join(SIM_DIR, "libnvidia-ml.so.1"),
              PYTHONPATH=os.pathsep.join([PY_PATH, FAKES]),

@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _postmortem
 from .. import frameworks as _frameworks
+from .._startup import _say
 from .._startup._imports import when_imported
 from ._postmortem import PostMortem
 
@@ -41,17 +42,6 @@ __all__ = ["PostMortem", "last", "retry_on_oom", "status", "watch_oom"]
 MAX_POSTMORTEMS = 32
 
 _HOOKS = tuple(f for f in _frameworks.TABLE if f.oom is not None)
-
-
-def _say(text: str) -> None:
-    err = sys.stderr
-    if err is None:
-        return
-    try:
-        err.write(text + "\n")
-        err.flush()
-    except Exception:
-        pass
 
 
 class _Watch:
