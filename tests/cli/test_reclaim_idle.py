@@ -10,13 +10,11 @@ folder's `idle`), which the tests write where a process must have been
 idle for hours: never a wait for time to pass."""
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import HANG_S, HELPER, MiB, SIM_DIR
+from conftest import HANG_S, MiB
 from test_suspend import (CONTEXT, LIVE, agent_target, ask, env,  # noqa: F401
                           proc_in, ps, records, run)
 
@@ -62,18 +60,6 @@ def row_of(doc, pid, gpu=0):
     g = [x for x in doc["gpus"] if x["gpu"] == gpu][0]
     found = [p for p in g["processes"] if p["pid"] == pid]
     return found[0] if found else None
-
-
-def spawn_with_env(sim, extra_env, *sizes):
-    """sim_alloc with more variables in its environment."""
-    e = sim.env(**extra_env)
-    child = subprocess.Popen(
-        [sys.executable, str(HELPER), str(SIM_DIR / "libcuda.so.1"), "0",
-         *map(str, sizes)], env=e, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True)
-    sim.children.append(child)
-    assert child.stdout.readline().strip() == "ready"
-    return child
 
 
 def test_only_the_idle_process_is_suspended_and_resumes_on_demand(env):
@@ -156,7 +142,7 @@ def test_the_target_stops_it_largest_first(env):
 
 
 def test_a_process_may_opt_out(env):
-    out = spawn_with_env(env, {"GPURECLAIM_SUSPEND": "never"}, LIVE)
+    out = env.spawn_alloc(0, LIVE, extra_env={"GPURECLAIM_SUSPEND": "never"})
     other = env.spawn_alloc(0, LIVE)
     idle_since(env, 3 * 3600, out, other)
     doc = idle_doc(reclaim(env, "--idle", "1h", "--json"))

@@ -209,13 +209,28 @@ static void test_a_call_waiting_for_the_unlock_is_seen(void **state)
 	assert_int_equal(gpr__waiters_open(t.pid, NULL, &w, err, sizeof err),
 			 0);
 	/* running: the sim's checkpoint thread waits inside its libcuda
-	 * (the driver's restore thread); nothing else does */
+	 * (the driver's restore thread). The main thread, blocked reading
+	 * its commands, may show stale return addresses into the driver from
+	 * its earlier calls (it does in the ASan and TSan builds, whose
+	 * frames are larger): suspend's baseline sets such a wait aside, as
+	 * here, so only a wait at a new place counts. */
 	struct gpr__wait_sig all[8];
 	int tid = gpr__suspend_restore_thread(c.s, t.pid);
 	assert_true(tid > 0 && tid != t.pid);
-	assert_int_equal(gpr__waiters_all(w, all, 8, err, sizeof err), 1);
-	assert_int_equal(all[0].tid, tid);
-	assert_true(all[0].returns >= 1);
+	int n = gpr__waiters_all(w, all, 8, err, sizeof err);
+	assert_true(n >= 1 && n <= 2);
+	int restore_seen = 0;
+	for (int i = 0; i < n; i++) {
+		assert_true(all[i].returns >= 1);
+		if (all[i].tid == tid) {
+			restore_seen = 1;
+		} else {
+			assert_int_equal(all[i].tid, t.pid);
+			assert_int_equal(gpr__waiters_ignore_wait(w, &all[i]),
+					 0);
+		}
+	}
+	assert_true(restore_seen);
 	assert_int_equal(gpr__waiters_ignore_thread(w, tid), 0);
 	assert_int_equal(gpr__waiters_look(w, all, 8, err, sizeof err), 0);
 
