@@ -34,14 +34,27 @@ Experiments (--experiments, comma list; each prints its own table):
 The probe's --info says whether the driver has CUDA 13.4's custom storage
 (the controller copies the memory itself: cuCheckpointOperationComplete).
 
+Resume on demand (docs/suspend.md; --on-demand-rounds N, default 5, 0 to
+leave it out): the target's loop paused, suspended by `gpureclaim suspend`
+(its watcher started), then one step called: the time from that call to
+its return, the restore and unlock inside it (the actions' log) and the
+rest (finding the demand), two ways:
+- the watcher's look from outside, every 0.5 s (the default) and 0.1 s;
+- the fast path: the target under `gpureclaim run --resume-on-demand`
+  (the interposer asks at the call), the watcher's own look set to an
+  hour so that only the ask can resume it.
+And the watcher's CPU cost: the target idle with 64 threads waiting
+(Torch's count), suspended, the watcher's CPU time over 10 s for each
+poll interval.
+
 Never asks for more than half of MemAvailable: LIVE + CACHED + 1 GiB (the
 bare checkpoint's host copy; the copies' buffers are made one at a time).
 Prints markdown tables for bench/RESULTS.md; --json FILE keeps every
 figure.
 
 Usage: python3 bench/suspend_bench.py [--live 20] [--cached 10]
-       [--rounds N] [--experiments thp,parallel,numa] [--json FILE]
-       [--fakes]
+       [--rounds N] [--on-demand-rounds N] [--experiments thp,parallel,numa]
+       [--json FILE] [--fakes]
 --fakes: on the simulated driver with the test suite's fake Torch (the
 script's own flow, small sizes; no figure means anything).
 $GPURECLAIM_PYTHONPATH: the built package (default build/python, or
@@ -52,6 +65,7 @@ import argparse
 import json
 import os
 import pathlib
+import random
 import shutil
 import statistics
 import subprocess
@@ -101,8 +115,13 @@ def cache():
 cache()
 ends = []
 cv = threading.Condition()
+going = threading.Event()
+going.set()
+idle = threading.Lock()
+idle.acquire()
 def loop():
     while True:
+        going.wait()
         step()
         with cv:
             ends.append(time.time())
@@ -122,6 +141,23 @@ for line in sys.stdin:
             cv.wait_for(lambda: ends and ends[-1] > t0)
             first = min(e for e in ends if e > t0)
         print(json.dumps({"end": first}), flush=True)
+    elif w[0] == "pause":  # the loop stops after its step under way
+        going.clear()
+        t0 = time.time()
+        with cv:
+            cv.wait_for(lambda: ends and ends[-1] > t0, timeout=1)
+        print("{}", flush=True)
+    elif w[0] == "go":
+        going.set()
+        print("{}", flush=True)
+    elif w[0] == "call":  # one step here, timed: waits while suspended
+        t0 = time.time()
+        step()
+        print(json.dumps({"start": t0, "end": time.time()}), flush=True)
+    elif w[0] == "threads":  # idle threads, as a framework has
+        for _ in range(int(w[1])):
+            threading.Thread(target=idle.acquire, daemon=True).start()
+        print("{}", flush=True)
 """
 
 # The link: D2H and H2D of nbytes, pinned and pageable, best of 3 each.
@@ -160,9 +196,10 @@ def mem_available():
 
 
 class Target:
-    def __init__(self, env, live, cached, fake, prefix=()):
-        cmd = [*prefix, GPR, "run", "--agent", "--", sys.executable, "-c",
-               TARGET, str(live), str(cached), "1" if fake else "0"]
+    def __init__(self, env, live, cached, fake, prefix=(), run_opts=()):
+        cmd = [*prefix, GPR, "run", "--agent", *run_opts, "--",
+               sys.executable, "-c", TARGET, str(live), str(cached),
+               "1" if fake else "0"]
         self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
@@ -219,7 +256,9 @@ def bare_round(t, env):
 def gpr_round(t, env):
     t.ask("cache")
     w = time.time()
-    s = run_json([GPR, "suspend", "--pid", str(t.pid), "--json"], env)
+    # resumed by hand below: no watcher (its loop would have it resumed)
+    s = run_json([GPR, "suspend", "--pid", str(t.pid), "--json", "--resume",
+                  "manual"], env)
     wall = time.time() - w
     (s,) = s["processes"]
     t0 = time.time()
@@ -325,6 +364,122 @@ def table_main(args, rows, lk):
     print(f"\nThe target during the bare checkpoint (median round): "
           f"{faults:.0f} minor faults ({faults * 4096 / GiB:.2f} GiB in 4 KiB"
           f" pages), user {cpu['utime']:.2f} s, system {cpu['stime']:.2f} s.")
+
+
+# -- resume on demand --------------------------------------------------------
+
+NEVER = 3600  # a watcher's poll interval that never comes in a round
+
+
+def actions(env):
+    """The actions' log of the bench's records folder (docs/suspend.md)."""
+    path = pathlib.Path(env["GPURECLAIM_AGENT_DIR"], "suspended",
+                        "actions.log")
+    try:
+        return [json.loads(x) for x in path.read_text().splitlines()]
+    except OSError:
+        return []
+
+
+def on_demand_round(t, env, poll):
+    """Suspended with a watcher; one call made; its wait and what it was."""
+    t.ask("pause")
+    t.ask("cache")
+    done = len(actions(env))
+    (s,) = run_json([GPR, "suspend", "--pid", str(t.pid), "--json",
+                     "--poll", str(poll)], env)["processes"]
+    if not (s["resume_on_demand"] or {}).get("ok"):
+        sys.exit(f"suspend_bench: no watcher: {s['resume_on_demand']}")
+    # a call at a random moment of the watcher's interval, as a program's
+    # comes: the wait to be seen is half the interval on average
+    time.sleep(random.uniform(0, poll) if poll < NEVER else 0)
+    c = t.ask("call")
+    end = time.monotonic() + 120
+    while True:
+        r = [a for a in actions(env)[done:] if a["action"] == "resume"
+             and a["pid"] == t.pid]
+        if r or time.monotonic() > end:
+            break
+        time.sleep(0.01)
+    if not r or not r[0]["ok"]:
+        sys.exit(f"suspend_bench: not resumed on demand: {r}")
+    call = c["end"] - c["start"]
+    t.ask("go")
+    return {"call": call, "resume": r[0]["seconds"],
+            "find": call - r[0]["seconds"], "moved": s["host_bytes"] or 0,
+            "cause": r[0]["cause"]}
+
+
+def on_demand(args, env):
+    """The three ways, `args.on_demand_rounds` rounds each."""
+    out = {}
+    ways = (("the watcher, poll 0.5 s", 0.5, ()),
+            ("the watcher, poll 0.1 s", 0.1, ()),
+            ("the fast path (run --resume-on-demand)", NEVER,
+             ("--resume-on-demand",)))
+    for name, poll, opts in ways:
+        t = Target(env, args.live, args.cached, args.fakes, run_opts=opts)
+        try:
+            out[name] = [on_demand_round(t, env, poll)
+                         for _ in range(args.on_demand_rounds)]
+        finally:
+            t.close()
+        print(f"on demand, {name}: {out[name][-1]['call']:.3f} s",
+              file=sys.stderr)
+    return out
+
+
+def cpu_seconds(pid):
+    """The time pid's threads have run (schedstat: nanoseconds)."""
+    total = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def watcher_cost(args, env, threads=64, seconds=10.0):
+    """The watcher's CPU per poll interval, the target idle with threads."""
+    t = Target(env, min(args.live, 1), 0, args.fakes)
+    out = {}
+    try:
+        t.ask("pause")
+        t.ask("threads", threads)
+        for poll in (0.1, 0.5, 1.0, 2.0):
+            (s,) = run_json([GPR, "suspend", "--pid", str(t.pid), "--json",
+                             "--poll", str(poll)], env)["processes"]
+            w = s["resume_on_demand"]["watcher"]
+            c0, w0 = cpu_seconds(w), time.monotonic()
+            time.sleep(seconds)
+            c1, w1 = cpu_seconds(w), time.monotonic()
+            run_json([GPR, "resume", "--pid", str(t.pid), "--json"], env)
+            looks = (w1 - w0) / poll
+            out[poll] = {"cpu_percent": 100 * (c1 - c0) / (w1 - w0),
+                         "per_look_ms": 1000 * (c1 - c0) / looks,
+                         "threads": threads + 3}
+    finally:
+        t.close()
+    return out
+
+
+def table_on_demand(args, od, cost):
+    print(f"\n### Resume on demand, Torch {args.live:g} GiB live "
+          f"({args.on_demand_rounds} rounds; median / min)\n")
+    print("| how the demand is seen | the call's wait (s) | restore + unlock "
+          "(s) | finding the demand (s) | moved |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, r in od.items():
+        moved = statistics.median(x["moved"] for x in r)
+        print(f"| {name} | {fmt_s([x['call'] for x in r])} | "
+              f"{fmt_s([x['resume'] for x in r])} | "
+              f"{fmt_s([x['find'] for x in r])} | {moved / GiB:.2f} GiB |")
+    if cost:
+        print(f"\n| the watcher's poll interval | its CPU "
+              f"({next(iter(cost.values()))['threads']} threads) | per look "
+              "|")
+        print("| --- | --- | --- |")
+        for poll, c in cost.items():
+            print(f"| {poll:g} s | {c['cpu_percent']:.3f} % | "
+                  f"{c['per_look_ms']:.3f} ms |")
 
 
 THP = pathlib.Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -436,6 +591,7 @@ def main():
     ap.add_argument("--experiments", default="")
     ap.add_argument("--json")
     ap.add_argument("--fakes", action="store_true")
+    ap.add_argument("--on-demand-rounds", type=int, default=5)
     args = ap.parse_args()
     if args.rounds is None:
         args.rounds = 7 if args.live + args.cached <= 8 else 3
@@ -460,6 +616,10 @@ def main():
         out["rounds"] = main_rounds(args, env)
         out["link"] = link(args, env)
         table_main(args, out["rounds"], out["link"])
+        if args.on_demand_rounds > 0:
+            out["on_demand"] = on_demand(args, env)
+            out["watcher_cost"] = watcher_cost(args, env)
+            table_on_demand(args, out["on_demand"], out["watcher_cost"])
         print(f"\nThe driver: CUDA {out['driver'].get('cuda_version')}, "
               f"custom storage (CUDA 13.4) "
               f"{'present' if out['driver'].get('custom_storage') else 'absent'}"

@@ -74,6 +74,9 @@ int gpr_cli_python_help(int argc, char **argv);
  * otherwise.
  */
 int gpr_cli_parse_seconds(const char *s, double *out);
+/* The number at the start of s, digits with at most one '.' and digits
+ * after it (no sign, no exponent), into *v: its length, or -1. */
+int gpr_cli_number_prefix(const char *s, double *v);
 
 /*
  * Parses a comma-separated list of non-negative integers (GPU indexes)

@@ -18,7 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../trace/inject/locate.h"
 #include "locate.h"
+#include "out/buf.h"
 
 /*
  * Runs gpureclaim.__main__.main(argv) and says in one line, with no
@@ -141,8 +143,53 @@ int gpr_cli_agent(int argc, char **argv)
 	return run_python(argc, argv);
 }
 
+/*
+ * `run --resume-on-demand`: the interposer goes in front of CMD's driver
+ * calls (docs/suspend.md, "Resume on demand"), dormant (it records
+ * nothing) and in wake mode. Where the tracer is and how LD_PRELOAD is
+ * ordered are the command's (locate.c, trace_preload.c), so the value is
+ * made here and handed to run.py in GPURECLAIM_RUN_PRELOAD, which puts it
+ * in CMD's environment only. 0, or -1 when the tracer cannot be found
+ * (said on stderr).
+ */
+static int wake_preload(int argc, char **argv)
+{
+	int want = 0;
+	for (int i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		want |= strcmp(argv[i], "--resume-on-demand") == 0;
+	}
+	if (!want)
+		return 0;
+	char tracer[PATH_MAX], pre[8192];
+	struct gpr__buf tried = {0};
+	if (gpr_inj_locate(GPR_INJ_FROM_COMMAND, tracer, sizeof tracer,
+			   &tried) < 0) {
+		fprintf(stderr,
+			"gpureclaim run: --resume-on-demand needs "
+			"libgpureclaim_trace.so, not found; looked at:\n%s"
+			"gpureclaim run: set GPURECLAIM_TRACE_LIBRARY to its "
+			"path\n",
+			gpr__buf_str(&tried));
+		gpr__buf_free(&tried);
+		return -1;
+	}
+	gpr__buf_free(&tried);
+	if (gpr_cli_preload_value(tracer, getenv("LD_PRELOAD"), pre,
+				  sizeof pre) != 0) {
+		fprintf(stderr, "gpureclaim run: LD_PRELOAD is too long to "
+				"put the interposer in front\n");
+		return -1;
+	}
+	setenv("GPURECLAIM_RUN_PRELOAD", pre, 1);
+	return 0;
+}
+
 int gpr_cli_run(int argc, char **argv)
 {
+	if (wake_preload(argc, argv) != 0)
+		return GPR_CLI_ERROR;
 	return run_python(argc, argv);
 }
 

@@ -25,6 +25,8 @@
 #include "agent_client.h"
 #include "ps.h"
 #include "ps_explain.h"
+#include "reclaim_idle.h"
+#include "suspend_run.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -50,6 +52,10 @@ static struct env {
 	int dry_run;	/* --dry-run */
 	int json;	/* --json */
 	double timeout; /* --timeout SECONDS */
+	double idle;	/* --idle DURATION: then suspend; -1: not asked */
+	int target;	/* --target: 0 none, 1 bytes, 2 percent */
+	long long target_bytes;
+	double target_percent;
 } env;
 
 /* The command's one deadline (gpr_cli_agent_now's clock). */
@@ -444,7 +450,8 @@ static const char no_agent_why[] = "no agent (GPURECLAIM_AGENT=1, gpureclaim "
 				   "run --agent, or gpureclaim.agent.start())";
 
 static void report_json(struct gpr__buf *b, struct target *const *ts, size_t n,
-			double seconds, long long total, const char *note)
+			double seconds, long long total, const char *note,
+			const struct gpr_cli_idle_result *idle)
 {
 	struct gpr__json j;
 	gpr__json_init(&j, b);
@@ -529,6 +536,12 @@ static void report_json(struct gpr__buf *b, struct target *const *ts, size_t n,
 	if (note)
 		gpr__json_str(&j, note);
 	gpr__json_array_end(&j);
+	/* --idle: the suspends after the caches (cli/reclaim_idle.c) */
+	gpr__json_key(&j, "idle");
+	if (idle)
+		gpr_cli_idle_json(&j, idle);
+	else
+		gpr__json_null(&j);
 	gpr__json_object_end(&j);
 }
 
@@ -796,17 +809,26 @@ static long long parse_size(const char *s)
 
 static int parse_args(int argc, char **argv, int *help)
 {
-	enum { OPT_MIN = 256, OPT_DRY, OPT_JSON, OPT_TIMEOUT };
+	enum {
+		OPT_MIN = 256,
+		OPT_DRY,
+		OPT_JSON,
+		OPT_TIMEOUT,
+		OPT_IDLE,
+		OPT_TARGET
+	};
 	static const struct option opts[] = {
 	    {"gpu", required_argument, NULL, 'i'},
 	    {"min", required_argument, NULL, OPT_MIN},
+	    {"idle", required_argument, NULL, OPT_IDLE},
+	    {"target", required_argument, NULL, OPT_TARGET},
 	    {"dry-run", no_argument, NULL, OPT_DRY},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	env = (struct env){.gpu = -1, .min = -1, .timeout = 30};
+	env = (struct env){.gpu = -1, .min = -1, .timeout = 30, .idle = -1};
 	opterr = 0;
 	optind = 1;
 	int c;
@@ -839,6 +861,44 @@ static int parse_args(int argc, char **argv, int *help)
 		case OPT_DRY:
 			env.dry_run = 1;
 			break;
+		case OPT_IDLE:
+			env.idle = gpr_cli_parse_duration(optarg);
+			if (env.idle < 0)
+				return usage_error(
+				    "--idle needs a duration (30m, 2h, 1d, or "
+				    "seconds), not '%s'",
+				    optarg);
+			break;
+		case OPT_TARGET: {
+			size_t len = strlen(optarg);
+			if (len > 1 && optarg[len - 1] == '%') {
+				char num[32];
+				char *end;
+				snprintf(num, sizeof(num), "%.*s",
+					 (int)(len - 1), optarg);
+				errno = 0;
+				env.target_percent = strtod(num, &end);
+				if (errno || end == num || *end ||
+				    !(env.target_percent >= 0) ||
+				    env.target_percent > 100)
+					return usage_error(
+					    "--target needs a size (8GiB) or a "
+					    "percent of the GPU (50%%), not "
+					    "'%s'",
+					    optarg);
+				env.target = 2;
+			} else {
+				env.target_bytes = parse_size(optarg);
+				if (env.target_bytes < 0)
+					return usage_error(
+					    "--target needs a size (8GiB) or a "
+					    "percent of the GPU (50%%), not "
+					    "'%s'",
+					    optarg);
+				env.target = 1;
+			}
+			break;
+		}
 		case OPT_JSON:
 			env.json = 1;
 			break;
@@ -864,7 +924,46 @@ static int parse_args(int argc, char **argv, int *help)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (env.target && env.idle < 0)
+		return usage_error("%s", "--target goes with --idle (how far "
+					 "to suspend idle processes)");
 	return GPR_CLI_OK;
+}
+
+/* ---------------- --idle ---------------- */
+
+/* After the caches: the cache releases logged, then the idle processes
+ * suspended (cli/reclaim_idle.c); NULL when out of memory. */
+static struct gpr_cli_idle_result *
+reclaim_idle(gpr_ctx *ctx, struct target *const *ts, size_t n, int *failed)
+{
+	char d[48], cause[96];
+	snprintf(cause, sizeof(cause), "reclaim --idle %s: caches first",
+		 gpr_cli_fmt_duration(env.idle, d, sizeof(d)));
+	struct gpr_cli_idle_opts o = {
+	    .idle_s = env.idle,
+	    .target = env.target,
+	    .target_bytes =
+		(uint64_t)(env.target_bytes > 0 ? env.target_bytes : 0),
+	    .target_percent = env.target_percent,
+	    .gpu = env.gpu,
+	    .dry_run = env.dry_run};
+	for (size_t i = 0; i < n; i++) {
+		const struct target *t = ts[i];
+		if (!t->agent)
+			continue;
+		if (!env.dry_run && !t->skipped[0])
+			gpr_cli_release_log(t->pid, t->ok, t->value, cause,
+					    t->error);
+		for (int k = 0; t->ok && k < t->n_gpus; k++) {
+			long long ix = gpu_index(&t->gpus[k]), sum;
+			if (ix >= 0 && ix < 64 &&
+			    !__builtin_add_overflow(o.cache_releasable[ix],
+						    t->gpus[k].bytes, &sum))
+				o.cache_releasable[ix] = sum;
+		}
+	}
+	return gpr_cli_reclaim_idle(ctx, &o, failed);
 }
 
 /* ---------------- the command ---------------- */
@@ -1008,19 +1107,30 @@ int gpr_cli_reclaim(int argc, char **argv)
 					      sizeof(t->user)) == 0;
 		}
 	}
+	struct gpr_cli_idle_result *idle = NULL;
+	int idle_failed = 0;
+	if (env.idle >= 0 && opened)
+		idle = reclaim_idle(ctx, ts, n, &idle_failed);
 	struct gpr__buf out = {0};
 	if (env.json) {
 		struct gpr__buf j = {0};
-		report_json(&j, ts, n, now() - t0, total, note);
+		report_json(&j, ts, n, now() - t0, total, note, idle);
 		indent2(&out, j.data ? j.data : "", j.len);
 		gpr__buf_free(&j);
 	} else {
 		report_text(&out, ts, n, total, note);
+		if (idle) {
+			gpr__buf_puts(&out, "\n");
+			gpr_cli_idle_text(&out, idle);
+		}
 	}
+	gpr_cli_idle_free(idle);
 	code = GPR_CLI_OK;
 	for (size_t i = 0; i < n; i++)
 		if (ts[i]->agent && !ts[i]->ok)
 			code = 3; /* some agents did not answer */
+	if (idle_failed || (env.idle >= 0 && (!opened || !idle)))
+		code = GPR_CLI_ERROR; /* a suspend failed: said in its row */
 	if (out.oom || gpr__buf_write(&out, stdout) != 0)
 		code = GPR_CLI_ERROR;
 	gpr__buf_free(&out);

@@ -31,22 +31,28 @@ static struct env {
 	int no_release;	     /* --no-release: the agent is not asked */
 	double timeout;	     /* --timeout SECONDS: the agent's release */
 	double lock_timeout; /* --lock-timeout SECONDS */
+	int manual;	     /* suspend --resume manual: no watcher */
+	double poll;	     /* --poll SECONDS: the watcher's interval */
+	int on_demand;	     /* resume --on-demand: be the watcher */
+	int background;	     /* resume --background: detached */
 } env;
 
 static const char suspend_help[] =
     "USAGE: gpureclaim suspend --pid N [--pid N...] [--dry-run] [--json]\n"
     "                          [--no-release] [--timeout SECONDS]\n"
     "                          [--lock-timeout SECONDS]\n"
+    "                          [--resume on-demand|manual] [--poll SECONDS]\n"
     "\n"
     "Give a whole process's GPU memory back without ending it: the\n"
     "driver's checkpoint (NVIDIA driver 570 or later) stops its CUDA\n"
     "calls, copies its GPU memory into its own host memory and releases\n"
-    "the GPU; `gpureclaim resume` brings it back, the program noticing\n"
-    "nothing but the wait. First its agent, if it runs one, releases its\n"
-    "caches, so only live data moves. Refused, before anything is\n"
-    "stopped, when host memory or the process's memory cgroup cannot hold\n"
-    "it, or when the process is another user's (root may). Not for\n"
-    "processes with managed (UVM) or IPC-shared memory.\n"
+    "the GPU. It is resumed on demand: a watcher brings it back as soon\n"
+    "as the program makes a CUDA call again (or `gpureclaim resume` does),\n"
+    "the program noticing nothing but the wait. First its agent, if it\n"
+    "runs one, releases its caches, so only live data moves. Refused,\n"
+    "before anything is stopped, when host memory or the process's memory\n"
+    "cgroup cannot hold it, or when the process is another user's (root\n"
+    "may). Not for processes with managed (UVM) or IPC-shared memory.\n"
     "\n"
     "OPTIONS:\n"
     "    --pid N             the process (repeat it, or N,N)\n"
@@ -58,6 +64,13 @@ static const char suspend_help[] =
     "    --lock-timeout SECONDS\n"
     "                        how long its submitted work may take to\n"
     "                        finish before the lock gives up (30)\n"
+    "    --resume on-demand|manual\n"
+    "                        on-demand (the default): a watcher resumes it\n"
+    "                        at its next CUDA call; manual: it stays\n"
+    "                        suspended until `gpureclaim resume`\n"
+    "    --poll SECONDS      how often the watcher looks at its threads\n"
+    "                        (0.5; a call through gpureclaim's interposer\n"
+    "                        or a notebook's agent asks at once)\n"
     "    -h, --help          show this help\n"
     "\n"
     "EXAMPLES:\n"
@@ -65,6 +78,7 @@ static const char suspend_help[] =
     "    gpureclaim suspend --pid 4242\n"
     "    gpureclaim ps                  # shows it suspended\n"
     "    gpureclaim resume --pid 4242\n"
+    "    gpureclaim suspend --pid 4242 --resume manual\n"
     "\n"
     "Exit status: 0 done; 1 refused or failed (the process is left\n"
     "running, or suspended and resumable: the message says which); 2 bad\n"
@@ -72,6 +86,8 @@ static const char suspend_help[] =
 
 static const char resume_help[] =
     "USAGE: gpureclaim resume --pid N [--pid N...] [--dry-run] [--json]\n"
+    "       gpureclaim resume --pid N --on-demand [--poll SECONDS]\n"
+    "                         [--background] [--json]\n"
     "\n"
     "Bring back a process that `gpureclaim suspend` (or cuda-checkpoint)\n"
     "suspended: its memory goes back onto the GPUs it was on, at the\n"
@@ -79,17 +95,30 @@ static const char resume_help[] =
     "suspended. When the GPU lacks the room, it stays suspended, its\n"
     "memory kept in host memory: free some and run this again.\n"
     "\n"
+    "With --on-demand, wait until the program needs the GPU again and\n"
+    "resume it then: a thread of it waiting in a CUDA call (looked for\n"
+    "every --poll seconds), or its call through gpureclaim's interposer\n"
+    "or its notebook's agent asking (at once). `gpureclaim suspend` starts\n"
+    "one such watcher in the background for each process it suspends.\n"
+    "\n"
     "OPTIONS:\n"
     "    --pid N             the process (repeat it, or N,N)\n"
     "    --dry-run           say whether it can be resumed\n"
-    "    --json              one JSON document (exact bytes)\n"
+    "    --json              one JSON document (exact bytes); with\n"
+    "                        --on-demand one a line: the watch, then the\n"
+    "                        resume\n"
+    "    --on-demand         resume it when it needs the GPU (one --pid)\n"
+    "    --poll SECONDS      how often to look at its threads (0.5)\n"
+    "    --background        watch detached, once it has said it watches\n"
     "    -h, --help          show this help\n"
     "\n"
     "EXAMPLES:\n"
     "    gpureclaim resume --pid 4242\n"
     "    gpureclaim resume --pid 4242 --json | jq .restored\n"
+    "    gpureclaim resume --pid 4242 --on-demand --poll 2\n"
     "\n"
-    "Exit status: 0 done; 1 refused or failed; 2 bad usage.\n";
+    "Exit status: 0 done (with --on-demand: resumed, or it exited or runs\n"
+    "again); 1 refused or failed; 2 bad usage.\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -131,34 +160,50 @@ static int parse_args(int argc, char **argv, int *help)
 		OPT_PID = 256,
 		OPT_JSON,
 		OPT_DRY,
+		OPT_POLL,
+		/* suspend's only */
 		OPT_NO_RELEASE,
 		OPT_TIMEOUT,
-		OPT_LOCK
+		OPT_LOCK,
+		OPT_RESUME,
+		/* resume's only */
+		OPT_ON_DEMAND,
+		OPT_BACKGROUND,
 	};
-	/* one table; what only suspend takes is refused for resume below */
+	/* one table; what only one of them takes is refused for the other */
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, OPT_PID},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"dry-run", no_argument, NULL, OPT_DRY},
+	    {"poll", required_argument, NULL, OPT_POLL},
 	    {"no-release", no_argument, NULL, OPT_NO_RELEASE},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"lock-timeout", required_argument, NULL, OPT_LOCK},
+	    {"resume", required_argument, NULL, OPT_RESUME},
+	    {"on-demand", no_argument, NULL, OPT_ON_DEMAND},
+	    {"background", no_argument, NULL, OPT_BACKGROUND},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int resume = strcmp(argv[0], "resume") == 0;
 	env = (struct env){.cmd = resume ? "resume" : "suspend",
 			   .timeout = 30,
-			   .lock_timeout = 30};
+			   .lock_timeout = 30,
+			   .poll = GPR_CLI_POLL_S};
 	opterr = 0;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		if (resume && c >= OPT_NO_RELEASE)
+		if (resume && c >= OPT_NO_RELEASE && c < OPT_ON_DEMAND)
 			return usage_error("%s",
-					   "--no-release, --timeout and "
-					   "--lock-timeout are suspend's, "
-					   "not resume's");
+					   "--no-release, --timeout, "
+					   "--lock-timeout and --resume are "
+					   "suspend's, not resume's");
+		if (!resume && c >= OPT_ON_DEMAND)
+			return usage_error("%s",
+					   "--on-demand and --background are "
+					   "resume's (suspend resumes on "
+					   "demand unless --resume manual)");
 		switch (c) {
 		case OPT_PID:
 			if (add_pids(optarg) != 0)
@@ -186,6 +231,27 @@ static int parse_args(int argc, char **argv, int *help)
 				    "from 0.1 to 86400 (0.5, 30), not '%s'",
 				    optarg);
 			break;
+		case OPT_POLL:
+			if (gpr_cli_parse_seconds(optarg, &env.poll))
+				return usage_error(
+				    "--poll needs a number of seconds from 0.1 "
+				    "to 86400 (0.5, 2), not '%s'",
+				    optarg);
+			break;
+		case OPT_RESUME:
+			if (strcmp(optarg, "manual") != 0 &&
+			    strcmp(optarg, "on-demand") != 0)
+				return usage_error(
+				    "--resume is on-demand or manual, not '%s'",
+				    optarg);
+			env.manual = strcmp(optarg, "manual") == 0;
+			break;
+		case OPT_ON_DEMAND:
+			env.on_demand = 1;
+			break;
+		case OPT_BACKGROUND:
+			env.background = 1;
+			break;
 		case 'h':
 			*help = 1;
 			return GPR_CLI_OK;
@@ -201,6 +267,11 @@ static int parse_args(int argc, char **argv, int *help)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (!env.n_pids)
 		return usage_error("%s", "--pid needs a process id");
+	if (env.on_demand && (env.n_pids > 1 || env.dry_run))
+		return usage_error("%s", "--on-demand watches one process (one "
+					 "--pid), and has no --dry-run");
+	if (env.background && !env.on_demand)
+		return usage_error("%s", "--background goes with --on-demand");
 	return GPR_CLI_OK;
 }
 
@@ -215,6 +286,9 @@ static int run(int argc, char **argv)
 		fputs(resume ? resume_help : suspend_help, stdout);
 		return GPR_CLI_OK;
 	}
+	if (env.on_demand)
+		return gpr_cli_wake_run(env.pids[0], env.poll, env.background,
+					env.json);
 	struct gpr_cli_suspender c;
 	char err[768];
 	if (gpr_cli_suspend_open(&c, err, sizeof err) != GPR_CLI_OK) {
@@ -226,6 +300,8 @@ static int run(int argc, char **argv)
 	    .no_release = env.no_release,
 	    .agent_timeout = env.timeout,
 	    .lock_timeout_ms = (unsigned)(env.lock_timeout * 1000),
+	    .manual_resume = env.manual,
+	    .poll = env.poll,
 	};
 	struct gpr__buf out = {0}, errs = {0};
 	struct gpr__json j;

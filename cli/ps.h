@@ -40,6 +40,11 @@ struct gpr_cli_ps_row {
 	uint64_t released;
 	int host_known;
 	uint64_t host_bytes;
+	/* its resume on demand: the watcher's pid while one watches (0:
+	 * none), the last failure and when (wake_error_time 0: none) */
+	int watcher;
+	double wake_error_time;
+	char wake_error[400];
 	char user[64];
 	char cmd[1024];
 };

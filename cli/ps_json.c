@@ -156,6 +156,21 @@ static void process(struct gpr__json *j, const struct gpr_cli_ps_round *rd,
 		gpr__json_u64(j, r->host_bytes);
 	else
 		gpr__json_null(j);
+	/* its resume on demand: the watcher, the last failure */
+	gpr__json_key(j, "resume_on_demand");
+	if (r->recorded) {
+		gpr__json_object(j);
+		gpr__json_key(j, "watcher");
+		if (r->watcher)
+			gpr__json_u64(j, (uint64_t)r->watcher);
+		else
+			gpr__json_null(j);
+		gpr__json_kv_str(j, "error",
+				 r->wake_error_time > 0 ? r->wake_error : NULL);
+		gpr__json_object_end(j);
+	} else {
+		gpr__json_null(j);
+	}
 	if (s) {
 		agent(j, g, r, s);
 		activity(j, rd, r);

@@ -11,11 +11,13 @@
  * loaded and initialised once per run (~0.2 s on an H200), and kept for
  * the later rounds of --watch.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ps.h"
+#include "suspend_host.h"
 #include "suspend_run.h"
 
 static struct gpr_cli_suspender ctl;
@@ -95,6 +97,14 @@ static int add_rows(struct gpr_cli_ps_round *r, const struct gpr__record *rec,
 		row->released = rec->gpu[i].bytes;
 		row->host_known = rec->host_known;
 		row->host_bytes = rec->host_bytes;
+		row->watcher =
+		    rec->watcher > 0 &&
+			    gpr__proc_start(rec->watcher) == rec->watcher_start
+			? rec->watcher
+			: 0;
+		row->wake_error_time = rec->wake_error_time;
+		snprintf(row->wake_error, sizeof row->wake_error, "%s",
+			 rec->wake_error);
 	}
 	return 0;
 }

@@ -158,6 +158,13 @@ static void suspended_marker(struct out *o, const struct gpr_cli_ps_row *r)
 			gpr__buf_printf(
 			    &o->line, ", %s in host memory",
 			    gpr__fmt_bytes(r->host_bytes, host, sizeof host));
+		if (r->wake_error_time > 0) {
+			gpr__buf_puts(&o->line,
+				      "; its resume on demand failed: ");
+			gpr__text_put(&o->line, r->wake_error, 0, 0);
+		} else if (r->watcher) {
+			gpr__buf_puts(&o->line, "; resumes on demand");
+		}
 		gpr__buf_puts(&o->line, ">");
 		break;
 	case GPR__PS_LOCKED:

@@ -9,6 +9,7 @@
  */
 #include "suspend_run.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "cuda_waiters.h"
 #include "out/fmt.h"
 
 int gpr_cli_suspend_open(struct gpr_cli_suspender *c, char *err, size_t len)
@@ -118,12 +120,41 @@ static void release_first(struct gpr_cli_suspender *c, int pid,
 	}
 }
 
+/* What the watcher of a suspension needs from before the lock: the
+ * driver's restore thread and the threads that waited inside libcuda
+ * then (cuda_waiters.h), which it must not take for calls. */
+struct before_lock {
+	int restore_tid;
+	size_t n_waits;
+	struct gpr__wait_sig waits[GPR__RECORD_WAITS];
+};
+
+static void look_before_lock(struct gpr_cli_suspender *c, int pid,
+			     struct before_lock *b)
+{
+	memset(b, 0, sizeof *b);
+	b->restore_tid = gpr__suspend_restore_thread(c->s, pid);
+	gpr__waiters *w = NULL;
+	char e[256];
+	if (gpr__waiters_open(pid, NULL, &w, e, sizeof e) != 0)
+		return; /* the watcher will say why it cannot look */
+	int n = gpr__waiters_all(w, b->waits, GPR__RECORD_WAITS, e, sizeof e);
+	b->n_waits = n < 0		     ? 0
+		     : n > GPR__RECORD_WAITS ? GPR__RECORD_WAITS
+					     : (size_t)n;
+	gpr__waiters_close(w);
+}
+
 /* The record `ps` lists the process by (a failure is a note). */
 static void record(const struct gpr__suspend_report *r,
+		   const struct before_lock *b,
 		   struct gpr_cli_suspend_result *res)
 {
 	struct gpr__record rec;
 	memset(&rec, 0, sizeof rec);
+	rec.restore_tid = b->restore_tid;
+	rec.n_waits = b->n_waits;
+	memcpy(rec.waits, b->waits, sizeof rec.waits);
 	rec.pid = r->pid;
 	rec.start = r->proc.start;
 	rec.uid = r->proc.uid;
@@ -155,6 +186,24 @@ static void record(const struct gpr__suspend_report *r,
 		res->recorded = 1;
 }
 
+/* How long a suspend or resume waits for another one of the same
+ * process (a watcher's resume, a key in top) to finish. */
+#define LOCK_WAIT_S 120.0
+
+/* Another gpureclaim acts on pid and did not finish in time. */
+static int busy(int pid, const char *verb, struct gpr_cli_suspend_result *res)
+{
+	res->r.pid = pid;
+	res->r.resume = strcmp(verb, "resume") == 0;
+	res->r.step = GPR__STEP_CHECK;
+	res->r.rc = GPR_E_BUSY;
+	snprintf(res->r.why, sizeof res->r.why,
+		 "another gpureclaim is suspending or resuming process %d "
+		 "and did not finish in %.0f s; not %s: try again later",
+		 pid, LOCK_WAIT_S, res->r.resume ? "resumed" : "suspended");
+	return GPR_E_BUSY;
+}
+
 int gpr_cli_suspend_pid(struct gpr_cli_suspender *c, int pid,
 			const struct gpr_cli_suspend_opts *o,
 			struct gpr_cli_suspend_result *res)
@@ -178,14 +227,30 @@ int gpr_cli_suspend_pid(struct gpr_cli_suspender *c, int pid,
 		}
 		return rc;
 	}
+	char dir[4096], err[512];
+	int lock = -1;
+	if (gpr__record_dir(dir, sizeof dir, 1, err, sizeof err) == 0)
+		lock = gpr__record_lock(dir, pid, LOCK_WAIT_S);
+	if (lock == GPR_E_BUSY)
+		return busy(pid, "suspend", res);
 	if (!o->no_release) {
 		struct gpr__look before = res->r.before;
 		release_first(c, pid, o, &before, res);
 	}
+	struct before_lock b;
+	if (o->manual_resume)
+		memset(&b, 0, sizeof b);
+	else
+		look_before_lock(c, pid, &b);
 	so.dry_run = 0;
 	rc = gpr__suspend(c->s, pid, &so, &res->r);
 	if (rc == 0)
-		record(&res->r, res);
+		record(&res->r, &b, res);
+	if (lock >= 0)
+		gpr__record_unlock(dir, pid, lock);
+	gpr_cli_suspend_log(res, o->cause);
+	if (rc == 0 && res->recorded && !o->manual_resume)
+		gpr_cli_wake_start(pid, o->poll, res);
 	return rc;
 }
 
@@ -209,6 +274,16 @@ static void forget(int pid)
 	char dir[4096], err[512];
 	if (gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) == 0)
 		gpr__record_remove(dir, pid);
+}
+
+/* A resume that is not its watcher's ends the watcher (it would notice
+ * the record gone at its next look, an interval later): SIGTERM, once
+ * its pid is seen to be that watcher still. */
+static void dismiss_watcher(const struct gpr__record *rec)
+{
+	if (rec->watcher > 0 && rec->watcher != (int)getpid() &&
+	    gpr__proc_start(rec->watcher) == rec->watcher_start)
+		kill(rec->watcher, SIGTERM);
 }
 
 /* After a failed restore: what each GPU it held needs, and has. */
@@ -253,12 +328,25 @@ int gpr_cli_resume_pid(struct gpr_cli_suspender *c, int pid,
 	}
 	struct gpr__suspend_opts so = {.lock_timeout_ms = o->lock_timeout_ms,
 				       .dry_run = o->dry_run};
+	char dir[4096], err[512];
+	int lock = -1;
+	if (!o->dry_run &&
+	    gpr__record_dir(dir, sizeof dir, 0, err, sizeof err) == 0)
+		lock = gpr__record_lock(dir, pid, LOCK_WAIT_S);
+	if (lock == GPR_E_BUSY)
+		return busy(pid, "resume", res);
 	int rc = gpr__resume(c->s, pid, &so, &res->r);
-	if (rc == 0 && !o->dry_run)
+	if (rc == 0 && !o->dry_run) {
 		forget(pid);
-	else if (rc == GPR_E_STATE && res->r.state_before == GPR__PS_RUNNING)
+		if (have)
+			dismiss_watcher(&rec);
+	} else if (rc == GPR_E_STATE && res->r.state_before == GPR__PS_RUNNING)
 		forget(pid); /* running again: nothing to list */
 	else if (rc && res->r.step == GPR__STEP_RESTORE && have)
 		needs(&rec, &res->r.after, res);
+	if (lock >= 0)
+		gpr__record_unlock(dir, pid, lock);
+	if (!o->dry_run)
+		gpr_cli_suspend_log(res, o->cause);
 	return rc;
 }

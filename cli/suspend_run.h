@@ -38,7 +38,16 @@ struct gpr_cli_suspend_opts {
 	int no_release;	      /* suspend: do not ask the agent first */
 	double agent_timeout; /* seconds the agent's release may take */
 	unsigned lock_timeout_ms;
+	/* suspend: resume on demand (docs/suspend.md): a watcher is started
+	 * unless manual_resume; it looks every `poll` seconds (0: the
+	 * default, GPR_CLI_POLL_S) */
+	int manual_resume;
+	double poll;
+	/* why this is done, for the actions' log (NULL: by hand) */
+	const char *cause;
 };
+
+#define GPR_CLI_POLL_S 0.5
 
 #define GPR_CLI_NOTES 4
 
@@ -56,6 +65,13 @@ struct gpr_cli_suspend_result {
 	int suspended_known;
 	double suspended_s;
 	int recorded; /* suspend: the record written (ps lists it) */
+	/* suspend: resume on demand: 1 a watcher watches it, -1 none could
+	 * (on_demand_line says why), 0 not asked (--resume manual, a dry
+	 * run, a suspend that failed) */
+	int on_demand;
+	int watcher;		  /* its pid */
+	double on_demand_poll;	  /* its interval */
+	char on_demand_line[512]; /* what the watcher said, or why none */
 	char notes[GPR_CLI_NOTES][512];
 	int n_notes;
 };
@@ -79,6 +95,30 @@ void gpr_cli_suspend_text(struct gpr__buf *b,
 /* ... and as one JSON object (docs/suspend.md, "JSON"). */
 void gpr_cli_suspend_json(struct gpr__json *j,
 			  const struct gpr_cli_suspend_result *res);
+
+/* -------- resume on demand (cli/wake_start.c, cli/wake_watch.c) -------- */
+
+/*
+ * Starts pid's watcher (`gpureclaim resume --pid N --on-demand
+ * --background`, detached: its own session, no terminal, its life bound
+ * to the suspension) and waits for its first word, filling res's
+ * on_demand fields. 0 when it watches.
+ */
+int gpr_cli_wake_start(int pid, double interval,
+		       struct gpr_cli_suspend_result *res);
+
+/* `gpureclaim resume --pid N --on-demand`: the watcher itself. An exit
+ * code. */
+int gpr_cli_wake_run(int pid, double interval, int background, int json);
+
+/* One line into the actions' log of this user's records folder
+ * (docs/suspend.md, "The log"): what a suspend or resume did. */
+void gpr_cli_suspend_log(const struct gpr_cli_suspend_result *res,
+			 const char *cause);
+/* ... and a cache release's (`reclaim --idle`): pid, whether it worked,
+ * its exact bytes, why it was asked, its error. */
+void gpr_cli_release_log(long pid, int ok, long long released,
+			 const char *cause, const char *error);
 
 /* ---------------- ps (cli/ps_suspended.c) ---------------- */
 

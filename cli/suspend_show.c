@@ -110,6 +110,34 @@ static void dry_run(struct gpr__buf *b,
 		gpr__buf_puts(b, "  its memory cgroup: no limit\n");
 }
 
+/* Whether it resumes on demand, and how it is brought back now. */
+static void on_demand(struct gpr__buf *b,
+		      const struct gpr_cli_suspend_result *res)
+{
+	const char *line = res->on_demand_line;
+	char head[64];
+	int n = snprintf(head, sizeof head,
+			 "Process %d resumes on demand: ", res->r.pid);
+	if (res->on_demand == 1) {
+		if (n > 0 && strncmp(line, head, (size_t)n) == 0)
+			line += n;
+		gpr__buf_puts(b, "  resumed at its next CUDA call: ");
+		gpr__text_put(b, line, 0, 0);
+		gpr__buf_printf(b,
+				"\n  gpureclaim resume --pid %d brings it back "
+				"now\n",
+				res->r.pid);
+		return;
+	}
+	if (res->on_demand == -1) {
+		gpr__buf_puts(b, "  not resumed on demand: ");
+		gpr__text_put(b, line, 0, 0);
+		gpr__buf_puts(b, "\n");
+	}
+	gpr__buf_printf(b, "  gpureclaim resume --pid %d brings it back\n",
+			res->r.pid);
+}
+
 static void suspended(struct gpr__buf *b,
 		      const struct gpr_cli_suspend_result *res)
 {
@@ -156,8 +184,8 @@ static void suspended(struct gpr__buf *b,
 	    gpr__fmt_secs(r->move_s, s2, sizeof s2));
 	if (gibs > 0)
 		gpr__buf_printf(b, " at %.1f GiB/s", gibs);
-	gpr__buf_printf(b, ")\n  gpureclaim resume --pid %d brings it back\n",
-			r->pid);
+	gpr__buf_puts(b, ")\n");
+	on_demand(b, res);
 }
 
 static void resumed(struct gpr__buf *b,
@@ -310,6 +338,22 @@ void gpr_cli_suspend_json(struct gpr__json *j,
 		kv_opt_i64(j, "released", r->released_known, r->released);
 		kv_opt_i64(j, "host_bytes", r->host_known, r->host_bytes);
 		gpr__json_kv_bool(j, "recorded", res->recorded);
+		gpr__json_key(j, "resume_on_demand");
+		if (res->on_demand) {
+			gpr__json_object(j);
+			gpr__json_key(j, "watcher");
+			if (res->on_demand == 1 && res->watcher > 0)
+				gpr__json_u64(j, (uint64_t)res->watcher);
+			else
+				gpr__json_null(j);
+			gpr__json_key(j, "poll");
+			gpr__json_double(j, res->on_demand_poll, 3);
+			gpr__json_kv_str(j, "said", res->on_demand_line);
+			gpr__json_kv_bool(j, "ok", res->on_demand == 1);
+			gpr__json_object_end(j);
+		} else {
+			gpr__json_null(j);
+		}
 	} else {
 		gpr__json_key(j, "suspended_seconds");
 		if (res->suspended_known)

@@ -122,3 +122,18 @@ int gpr_cli_opt_color(const char *cmd, int argc, char **argv,
 		return GPR_CLI_OK;
 	return bad(cmd, "--color takes always, never or auto", arg);
 }
+
+int gpr_cli_number_prefix(const char *s, double *v)
+{
+	size_t i = strspn(s, "0123456789");
+	if (i == 0)
+		return -1;
+	if (s[i] == '.') {
+		size_t f = strspn(s + i + 1, "0123456789");
+		if (f == 0)
+			return -1;
+		i += 1 + f;
+	}
+	*v = strtod(s, NULL);
+	return (int)i;
+}

@@ -124,6 +124,16 @@ int gpr__suspend_state(gpr__suspender *s, int pid, int *state, char *err,
 	return rc;
 }
 
+int gpr__suspend_restore_thread(gpr__suspender *s, int pid)
+{
+	int tid = 0;
+	CUresult res;
+	char e[GPR__ERRLEN];
+	if (gpr__ckpt_restore_tid(&s->cuda, pid, &tid, &res, e, sizeof e) != 0)
+		return 0;
+	return tid > 0 ? tid : 0;
+}
+
 /* ---------------- looking ---------------- */
 
 int gpr__suspend_look(gpr_ctx *ctx, int pid, struct gpr__look *out, char *err,

@@ -57,6 +57,11 @@ void gpr__suspender_close(gpr__suspender *s);
 int gpr__suspend_state(gpr__suspender *s, int pid, int *state, char *err,
 		       size_t errlen);
 
+/* The driver's restore thread in pid (the thread of the driver's that
+ * does a checkpoint's work there): its tid, or 0 when the driver does not
+ * say. */
+int gpr__suspend_restore_thread(gpr__suspender *s, int pid);
+
 #define GPR__SUSPEND_GPUS 16
 
 /* NVML's view of one process on one GPU. */

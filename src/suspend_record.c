@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpureclaim.h"
@@ -173,6 +175,18 @@ static void record_path(char *out, size_t len, const char *dir, int pid)
 	snprintf(out, len, "%s/%d.suspended", dir, pid);
 }
 
+/* text on one line: every control character a space (a newline would
+ * end the record's line). */
+static void one_line(const char *text, char *out, size_t len)
+{
+	size_t n = 0;
+	for (; text[n] && n + 1 < len; n++)
+		out[n] = (unsigned char)text[n] < 0x20 || text[n] == 0x7f
+			     ? ' '
+			     : text[n];
+	out[n] = '\0';
+}
+
 int gpr__record_write(const char *dir, const struct gpr__record *r, char *err,
 		      size_t errlen)
 {
@@ -207,6 +221,21 @@ int gpr__record_write(const char *dir, const struct gpr__record *r, char *err,
 		PUT("gpu %d %s %llu\n", r->gpu[i].index,
 		    r->gpu[i].uuid[0] ? r->gpu[i].uuid : "-",
 		    (unsigned long long)r->gpu[i].bytes);
+	if (r->restore_tid > 0)
+		PUT("restore_thread %d\n", r->restore_tid);
+	for (size_t i = 0; i < r->n_waits && i < GPR__RECORD_WAITS; i++)
+		PUT("driver_wait %d %ld %llx %llx %llx\n", r->waits[i].tid,
+		    r->waits[i].nr, (unsigned long long)r->waits[i].arg0,
+		    (unsigned long long)r->waits[i].sp,
+		    (unsigned long long)r->waits[i].pc);
+	if (r->watcher > 0)
+		PUT("watcher %d %llu\n", r->watcher,
+		    (unsigned long long)r->watcher_start);
+	if (r->wake_error_time > 0) {
+		char line[sizeof r->wake_error];
+		one_line(r->wake_error, line, sizeof line);
+		PUT("wake_error %.3f %s\n", r->wake_error_time, line);
+	}
 #undef PUT
 	int ok = write(fd, text, n) == (ssize_t)n;
 	ok &= close(fd) == 0;
@@ -275,6 +304,46 @@ static int parse_line(char *l, struct gpr__record *r, unsigned *seen)
 		r->host_known = 1;
 		return parse_u64(v, &r->host_bytes);
 	}
+	if ((v = value_of(l, "restore_thread"))) {
+		if (parse_u64(v, &u) || u == 0 || u > INT_MAX)
+			return -1;
+		r->restore_tid = (int)u;
+		return 0;
+	}
+	if ((v = value_of(l, "driver_wait"))) {
+		if (r->n_waits == GPR__RECORD_WAITS)
+			return -1;
+		struct gpr__wait_sig *w = &r->waits[r->n_waits];
+		unsigned long long a, sp, pc;
+		int used = 0;
+		memset(w, 0, sizeof *w);
+		if (sscanf(v, "%d %ld %llx %llx %llx%n", &w->tid, &w->nr, &a,
+			   &sp, &pc, &used) != 5 ||
+		    v[used] || w->tid <= 0 || w->nr < 0)
+			return -1;
+		w->arg0 = a;
+		w->sp = sp;
+		w->pc = pc;
+		r->n_waits++;
+		return 0;
+	}
+	if ((v = value_of(l, "watcher"))) {
+		unsigned long long start;
+		int used = 0;
+		if (sscanf(v, "%d %llu%n", &r->watcher, &start, &used) != 2 ||
+		    v[used] || r->watcher <= 0)
+			return -1;
+		r->watcher_start = start;
+		return 0;
+	}
+	if ((v = value_of(l, "wake_error"))) {
+		char *end;
+		r->wake_error_time = strtod(v, &end);
+		if (end == v || *end != ' ' || !(r->wake_error_time > 0))
+			return -1;
+		snprintf(r->wake_error, sizeof r->wake_error, "%s", end + 1);
+		return 0;
+	}
 	if ((v = value_of(l, "gpu"))) {
 		if (r->n_gpus == GPR__RECORD_GPUS)
 			return -1;
@@ -327,6 +396,55 @@ int gpr__record_read(const char *dir, int pid, struct gpr__record *r)
 	if (seen != 31 || r->pid != pid)
 		return GPR_E_FORMAT;
 	return 0;
+}
+
+static void lock_path(char *out, size_t len, const char *dir, int pid)
+{
+	snprintf(out, len, "%s/.%d.lock", dir, pid);
+}
+
+int gpr__record_lock(const char *dir, int pid, double seconds)
+{
+	char path[PATH_MAX + 32];
+	lock_path(path, sizeof path, dir, pid);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int fd =
+		    open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return GPR_E_IO;
+		struct stat a, b;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			/* the file may have been removed by the holder we
+			 * waited for: a lock on it is no lock */
+			if (fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+			    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+				return fd;
+			close(fd);
+			continue;
+		}
+		close(fd);
+		if (errno != EWOULDBLOCK)
+			return GPR_E_IO;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double waited = (double)(t.tv_sec - t0.tv_sec) +
+				(double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+		if (waited >= seconds)
+			return GPR_E_BUSY;
+		struct timespec pause = {0, 20 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+	}
+}
+
+void gpr__record_unlock(const char *dir, int pid, int fd)
+{
+	if (fd < 0)
+		return;
+	char path[PATH_MAX + 32];
+	lock_path(path, sizeof path, dir, pid);
+	unlink(path); /* under the lock; a waiter sees it (gpr__record_lock) */
+	close(fd);
 }
 
 int gpr__record_remove(const char *dir, int pid)

@@ -21,6 +21,15 @@
  *   host_bytes 3221225472   (or "unknown")
  *   gpu 0 GPU-5111a000-... 3758096384   (NVML index, UUID, the bytes the
  *                        GPU got back there; one line per GPU)
+ * and, for resume on demand (docs/suspend.md), where known:
+ *   restore_thread 4250  (the driver's restore thread in the process)
+ *   driver_wait 4251 202 7f3a10 7f3a9c00 7f3b2040   (a thread that waited
+ *                        inside libcuda before the lock: tid, system call,
+ *                        first argument, stack pointer, user PC; hex for
+ *                        the last three; at most GPR__RECORD_WAITS)
+ *   watcher 4300 123460  (the watcher's pid and start time)
+ *   wake_error 1764900100.5 the restore failed: ...   (the last resume on
+ *                        demand that failed: when, and its one line)
  */
 #ifndef GPR_SUSPEND_RECORD_H
 #define GPR_SUSPEND_RECORD_H
@@ -28,7 +37,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_waiters.h"
+
 #define GPR__RECORD_GPUS 16
+#define GPR__RECORD_WAITS 32
 
 struct gpr__record {
 	int pid;
@@ -43,6 +55,14 @@ struct gpr__record {
 		char uuid[96];
 		uint64_t bytes;
 	} gpu[GPR__RECORD_GPUS];
+	/* resume on demand */
+	int restore_tid; /* 0: unknown */
+	size_t n_waits;
+	struct gpr__wait_sig waits[GPR__RECORD_WAITS];
+	int watcher; /* 0: none */
+	uint64_t watcher_start;
+	double wake_error_time; /* 0: none */
+	char wake_error[400];
 };
 
 /*
@@ -79,6 +99,16 @@ int gpr__record_write(const char *dir, const struct gpr__record *r, char *err,
  * large, malformed: never trusted).
  */
 int gpr__record_read(const char *dir, int pid, struct gpr__record *r);
+
+/*
+ * The lock of pid's suspension in dir, held until gpr__record_unlock:
+ * suspend, resume and a watcher take it, so two never act on one process
+ * at once. Waits at most `seconds`. The lock's descriptor, or
+ * GPR_E_BUSY (another holds it still), GPR_E_IO.
+ */
+int gpr__record_lock(const char *dir, int pid, double seconds);
+/* Lets it go (its file removed: nothing is left between actions). */
+void gpr__record_unlock(const char *dir, int pid, int fd);
 
 /* Removes pid's record; 0 when it is gone (or was never there). */
 int gpr__record_remove(const char *dir, int pid);

@@ -41,8 +41,10 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magic_function(gpureclaim, "line_cell", "gpureclaim")
     try:
         from . import agent
+        from .agent import _cells
 
         agent.start()
+        _cells.watch(ipython)  # resume on demand before a cell
     except Exception as e:
         _sys.stderr.write(f"gpureclaim: the agent did not start: "
                           f"{type(e).__name__}: {e}\n")

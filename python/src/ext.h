@@ -137,6 +137,10 @@ PyObject *gpr_py_trace_live(PyObject *module, PyObject *unused);
 PyObject *gpr_py_context_probe(PyObject *module, PyObject *uuid);
 /* suspended.c: _suspended() -> the processes gpureclaim suspended */
 PyObject *gpr_py_suspended(PyObject *module, PyObject *unused);
+/* resume on demand from inside (wake.c) */
+PyObject *gpr_py_wake_start(PyObject *module, PyObject *unused);
+PyObject *gpr_py_wake_state(PyObject *module, PyObject *unused);
+PyObject *gpr_py_wake_ask(PyObject *module, PyObject *arg);
 /* agent_signal.c: _agent_signals(path, dev, ino) arms the removal of the
  * agent's socket on SIGTERM/SIGHUP at their default action;
  * _agent_signals() disarms it */

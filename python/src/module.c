@@ -115,6 +115,12 @@ static PyMethodDef methods[] = {
     {"_suspended", gpr_py_suspended, METH_NOARGS,
      "_suspended() -> the processes gpureclaim suspended, with the "
      "driver's state of each"},
+    {"_wake_start", gpr_py_wake_start, METH_NOARGS,
+     "_wake_start() -> None: this process's page for resume on demand"},
+    {"_wake_state", gpr_py_wake_state, METH_NOARGS,
+     "_wake_state() -> 0 running, 1 suspended, 2 asked"},
+    {"_wake_ask", gpr_py_wake_ask, METH_O,
+     "_wake_ask(max_seconds) -> 1 resumed, 0 nothing to do, -1 not"},
     {"_trace_report", gpr_py_trace_report, METH_VARARGS,
      "_trace_report(path, format, top) -> str"},
     {NULL, NULL, 0, NULL},

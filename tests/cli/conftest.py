@@ -185,10 +185,11 @@ class Sim:
         assert child.stdout.readline() == b"up\n"
         return child
 
-    def spawn_alloc(self, gpu, *sizes):
+    def spawn_alloc(self, gpu, *sizes, extra_env=None):
         """A child that holds a context on `gpu` and allocations of
-        `sizes` bytes; returns its Popen once it holds them."""
-        env = self.env()
+        `sizes` bytes, with `extra_env` added to its environment; returns
+        its Popen once it holds them."""
+        env = self.env(**(extra_env or {}))
         preload = _sanitizer_preload(SIM_DIR / "libcuda.so.1")
         if preload:
             # Python itself leaks by LSan's measure: leak checks off

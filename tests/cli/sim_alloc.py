@@ -10,9 +10,19 @@ cannot move. Lines on stdin are commands, each answered with one line:
   alloc BYTES  cuMemAlloc_v2 -> "alloc RC blocked=N" (N: the calls of
                this process that waited for a checkpoint's lock so far)
   free         frees the last allocation -> "free RC"
+  sync         cuCtxSynchronize, a call the tracer does not record ->
+               "sync RC blocked=N"
+  threads N    starts N threads that wait on a lock, never calling CUDA
+               -> "threads N"
+  busy P       its GPU's SM utilization P percent from now (0: idle from
+               now: gprsim_busy) -> "busy RC"
 """
 import ctypes
 import sys
+import threading
+
+never = threading.Lock()  # held for good: threads wait on it
+never.acquire()
 
 
 def main():
@@ -63,6 +73,16 @@ def main():
         elif words[:1] == ["free"]:
             rc = lib.cuMemFree_v2(ptrs.pop()) if ptrs else -1
             print(f"free {rc}", flush=True)
+        elif words[:1] == ["sync"]:
+            rc = lib.cuCtxSynchronize()
+            print(f"sync {rc} blocked={lib.gprsim_blocked_calls()}",
+                  flush=True)
+        elif words[:1] == ["busy"]:
+            print(f"busy {lib.gprsim_busy(gpu, int(words[1]))}", flush=True)
+        elif words[:1] == ["threads"]:
+            for _ in range(int(words[1])):
+                threading.Thread(target=never.acquire, daemon=True).start()
+            print(f"threads {words[1]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -89,8 +89,10 @@ def rss(pid):
 
 
 def records(env):
+    """The records in the folder (its actions' log and locks are not)."""
     d = env.agent_dir / "suspended"
-    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+    return sorted(p.name for p in d.iterdir()
+                  if p.name.endswith(".suspended")) if d.exists() else []
 
 
 def ask(child, line):
@@ -130,7 +132,9 @@ def test_suspend_gives_back_the_exact_bytes_and_resume_takes_them_back(env):
     used = before["gpus"][0]["used"]
     rss0 = rss(child.pid)
 
-    s = ok(run(env, "suspend", "--pid", str(child.pid), "--json"))
+    # resumed by hand below, after a call that waits: no watcher
+    s = ok(run(env, "suspend", "--pid", str(child.pid), "--json",
+               "--resume", "manual"))
     # the GPU got back the drop of NVML's figure: all of it, the process
     # left the list, and the GPU's used memory fell by exactly that
     assert s["released"] == FIGURE and s["state"] == "suspended"
@@ -248,18 +252,16 @@ sys.stdin.read()
 """
 
 
-@pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
-                    reason="the agent's Python cannot import a sanitized "
-                           "build's extension (the gcc build runs it)")
-def test_the_agent_releases_the_cache_first(env):
+def agent_target(env, src=AGENT_TARGET):
+    """A fake-Torch program with its agent, started as a user starts it
+    (docs/agent.md; run execs the program), once its agent listens."""
     py = os.environ.get("PYTHONPATH", str(ROOT / "build/python"))
     build_py = py.split(os.pathsep)[0]
     fakes = str(ROOT / "tests/python/fakes")
     e = environ(env, PYTHONPATH=os.pathsep.join([build_py, fakes]),
                 GPR_FAKES_BUILD=FAKES_BUILD, PYTHONDONTWRITEBYTECODE="1")
-    # started as a user starts it (docs/agent.md); run execs the program
     target = subprocess.Popen([str(BIN), "run", "--agent", "--",
-                               sys.executable, "-c", AGENT_TARGET], env=e,
+                               sys.executable, "-c", src], env=e,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     env.children.append(target)
@@ -267,6 +269,14 @@ def test_the_agent_releases_the_cache_first(env):
     assert line.startswith("ready"), line
     sock = env.agent_dir / f"{target.pid}.sock"
     wait_for(sock.exists, "an agent's socket")
+    return target
+
+
+@pytest.mark.skipif(bool(os.environ.get("GPR_SANITIZED")),
+                    reason="the agent's Python cannot import a sanitized "
+                           "build's extension (the gcc build runs it)")
+def test_the_agent_releases_the_cache_first(env):
+    target = agent_target(env)
     figure = proc_in(ps(env), target.pid)["bytes"]
     r = run(env, "suspend", "--pid", str(target.pid), "--json")
     s = ok(r)

@@ -19,7 +19,8 @@ def pkg_env(libdir):
 def test_installs_header_libraries_and_pc(c_install):
     prefix, libdir, bindir = c_install
     v = header_version()
-    assert (prefix / "include/gpureclaim.h").is_file()
+    for h in ("gpureclaim.h", "gpureclaim_trace.h", "gpureclaim_wake.h"):
+        assert (prefix / "include" / h).is_file(), h
     assert (libdir / "libgpureclaim.a").is_file()
     assert (libdir / f"libgpureclaim.so.{v}").is_file()
     assert os.readlink(libdir / f"libgpureclaim.so.{v.split('.')[0]}") == \

@@ -35,7 +35,7 @@ EXPECTED = {
     *(f"gpureclaim/_startup/{m}.py" for m in (
         "__init__", "_imports", "_bootstrap/sitecustomize")),
     *(f"gpureclaim/agent/{m}.py" for m in (
-        "__init__", "_protocol", "_remote_start", "_server")),
+        "__init__", "_cells", "_protocol", "_remote_start", "_server")),
     *(f"gpureclaim/cluster/{m}.py" for m in (
         "__init__", "_cli", "_dask_plugin", "_records", "_report", "dask",
         "ray", "torch")),

@@ -234,7 +234,7 @@ def test_run_says_what_it_cannot_do(tmp_path):
     p = run([GPR, "run", "--", sys.executable, "-c", "pass"], env=e)
     assert p.returncode == 2
     assert p.stderr.startswith("gpureclaim run: nothing to start: give "
-                               "--oom or --agent\n")
+                               "--oom, --agent or --resume-on-demand\n")
     p = run([GPR, "run", "--oom", "--", "no-such-command-here"], env=e)
     assert p.returncode == 127
     assert p.stderr == ("gpureclaim run: no-such-command-here: command not "
@@ -246,4 +246,5 @@ def test_run_says_what_it_cannot_do(tmp_path):
     assert p.returncode == 7
     p = run([GPR, "help", "run"], env=e)
     assert p.returncode == 0 and p.stdout.startswith(
-        "USAGE: gpureclaim run [--oom[=PATH]] [--agent] -- CMD [ARGS...]")
+        "USAGE: gpureclaim run [--oom[=PATH]] [--agent] [--resume-on-demand]\n"
+        "                      -- CMD [ARGS...]")

@@ -64,6 +64,7 @@
 #include "recorder.h"
 #include "session.h"
 #include "threads.h"
+#include "wake.h"
 
 /* ---- the driver ---- */
 
@@ -326,6 +327,7 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 	static CUresult rec_##name(name##_fn fn, GPR_TRACE_UNPAREN proto)      \
 	{                                                                      \
 		struct call c;                                                 \
+		gpr_inj_wake_check();                                          \
 		if (!call_begin(&c))                                           \
 			return fn args;                                        \
 		ptype params_ = {GPR_TRACE_UNPAREN pinit};                     \
@@ -341,6 +343,7 @@ static void ctx_end(struct ctx_call *c, CUresult r, CUcontext *pctx)
 	static CUresult rec_##name(name##_fn fn, GPR_TRACE_UNPAREN proto)      \
 	{                                                                      \
 		struct ctx_call c;                                             \
+		gpr_inj_wake_check();                                          \
 		if (!ctx_begin(&c, CTX_##how, GPR_OP_##op, ctx, dev))          \
 			return fn args;                                        \
 		CUresult r = fn args;                                          \
@@ -583,7 +586,52 @@ static void *wrapper_of(void *p)
 	return NULL;
 }
 
-/* Our wrapper of the function p that the look-up l found, or p itself. */
+/*
+ * Resume on demand (GPURECLAIM_WAKE=1, which `gpureclaim run
+ * --resume-on-demand` sets): the process's page is made at the first
+ * look-up, and every driver function without a wrapper is handed out as
+ * a stub that checks it (wake_stubs.c): 1 then. Read once.
+ */
+static int wake_mode(void)
+{
+	static _Atomic int on = -1;
+	int v = atomic_load_explicit(&on, memory_order_acquire);
+	if (v >= 0)
+		return v;
+	v = gpr_inj_switch("GPURECLAIM_WAKE") == 1 && gpr_inj_wake_start() == 0;
+	int expect = -1;
+	atomic_compare_exchange_strong(&on, &expect, v);
+	return atomic_load(&on);
+}
+
+/*
+ * Whether p, the answer to the look-up l, may be handed out as a stub: a
+ * function. cuGetProcAddress answers only with the driver's functions;
+ * dlsym may be asked for anything whose name starts with "cu" (a
+ * runtime's function, a data symbol), so its answer must be a function
+ * symbol's own address.
+ */
+static int stubbable(void *p, const struct lookup *l)
+{
+	if (l->by_gpa)
+		return 1;
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	if (!dladdr1(p, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    di.dli_saddr != p)
+		return 0;
+	int type = ELF64_ST_TYPE(sym->st_info);
+	return type == STT_FUNC || type == STT_GNU_IFUNC;
+}
+
+/* p itself, or its stub in wake mode. */
+static void *pass(void *p, const struct lookup *l)
+{
+	return wake_mode() && stubbable(p, l) ? gpr_inj_wake_stub(p) : p;
+}
+
+/* Our wrapper of the function p that the look-up l found, or p itself
+ * (its stub in wake mode). */
 static void *wrap(void *p, const struct lookup *l)
 {
 	if (!p)
@@ -603,7 +651,7 @@ static void *wrap(void *p, const struct lookup *l)
 	if (c)
 		return c;
 	count_unknown(l->name);
-	return p;
+	return pass(p, l);
 }
 
 /*

@@ -450,9 +450,12 @@ def start(path: Optional[str] = None) -> str:
     rule (tests, a sandbox); its folder must be this user's, mode 0700.
     Raises OSError (one line) when the folder is not private or another
     process serves that path."""
+    from . import _cells
     from . import _server as _agent_server
 
-    return _agent_server.start(path)
+    path = _agent_server.start(path)
+    _cells.watch_quietly()  # in IPython: resumed before a cell
+    return path
 
 
 def stop() -> None:

@@ -502,6 +502,12 @@ def handle(req: Any) -> dict:
         args = {}
     if not isinstance(args, dict):
         return _fail("error", "args must be a JSON object")
+    if op in ("status", "release"):
+        # a kernel whose agent started before its shell: the notebook
+        # hook of resume on demand, before a suspend asks (_cells.py)
+        from ._cells import watch_quietly
+
+        watch_quietly()
     timeout = req.get("timeout", DEFAULT_TIMEOUT)
     if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
             or not timeout > 0):
