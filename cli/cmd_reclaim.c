@@ -776,16 +776,10 @@ static long long parse_size(const char *s)
 		     {"tib", 1099511627776.0}};
 	while (*s == ' ' || *s == '\t')
 		s++;
-	size_t i = strspn(s, "0123456789");
-	if (i == 0)
+	double v;
+	int i = gpr_cli_number_prefix(s, &v);
+	if (i < 0)
 		return -1;
-	if (s[i] == '.') {
-		size_t f = strspn(s + i + 1, "0123456789");
-		if (f == 0)
-			return -1;
-		i += 1 + f;
-	}
-	double v = strtod(s, NULL);
 	const char *u = s + i;
 	while (*u == ' ' || *u == '\t')
 		u++;
