@@ -301,7 +301,7 @@ static const char exporter_help[] =
     "Exit status: 0 ok (stopped by SIGTERM or SIGINT), 1 cannot serve or\n"
     "prometheus_client missing, 2 bad usage.\n";
 
-/* The --dask reports' help (gpureclaim/cluster/_cli.py): the same options
+/* The --dask reports' help (gpureclaim/_commands/cluster.py): the same options
  * and ending for ps, explain and release, release's two more. */
 static const char dask_common[] =
     "OPTIONS:\n"

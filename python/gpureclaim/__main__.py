@@ -7,7 +7,7 @@ hands explain and demo to this module. So the help, the output and the exit
 status are the same either way. $GPURECLAIM_BIN names the command where it
 is not installed (a build folder).
 A Dask cluster's reports (ps --dask, explain --dask, release --dask:
-gpureclaim/cluster/_cli.py, docs/cluster.md) are this module's too.
+gpureclaim/_commands/cluster.py, docs/cluster.md) are this module's too.
 
 This module only dispatches; each subcommand is a module of
 gpureclaim/_commands/ or a wing's own:
@@ -108,7 +108,7 @@ def main(argv):
 
         return agent_main(argv[1:])
     if _for_cluster(argv):
-        from gpureclaim.cluster._cli import main as cluster_main
+        from gpureclaim._commands.cluster import main as cluster_main
 
         return cluster_main(argv[0], argv[1:])
     if argv[:1] == ["explain"]:

@@ -29,7 +29,7 @@ EXPECTED = {
     "gpureclaim/py.typed",
     "gpureclaim/libgpureclaim_trace.so",
     *(f"gpureclaim/_commands/{m}.py" for m in (
-        "__init__", "agent", "demo", "explain", "run")),
+        "__init__", "agent", "cluster", "demo", "explain", "run")),
     *(f"gpureclaim/_explain/{m}.py" for m in (
         "__init__", "_free", "_holders", "_parts", "_views")),
     *(f"gpureclaim/_startup/{m}.py" for m in (
@@ -37,8 +37,8 @@ EXPECTED = {
     *(f"gpureclaim/agent/{m}.py" for m in (
         "__init__", "_cells", "_protocol", "_remote_start", "_server")),
     *(f"gpureclaim/cluster/{m}.py" for m in (
-        "__init__", "_cli", "_dask_plugin", "_records", "_report", "dask",
-        "ray", "torch")),
+        "__init__", "_dask_plugin", "_records", "_report", "dask", "ray",
+        "torch")),
     *(f"gpureclaim/frameworks/{m}.py" for m in (
         "__init__", "_base", "cupy", "jax", "metal", "numba", "rmm",
         "torch")),

@@ -6,9 +6,11 @@ to. ``python -m gpureclaim`` (__main__.py)
 dispatches to them, and to the wings' own commands: the exporter
 (gpureclaim/metrics/_exporter.py), a post-mortem's report
 (gpureclaim/oom/_postmortem.py) and a Dask cluster's reports
-(gpureclaim/cluster/_cli.py). What they share is here: the usage error
-and the C command beside this package.
+(cluster.py, which drives gpureclaim.cluster). What they share is here:
+the usage error, argparse in the command's voice, and the C command
+beside this package.
 """
+import argparse
 import os
 import shutil
 import sys
@@ -20,6 +22,19 @@ def _usage_error(command, message):
     sys.stderr.write(f"gpureclaim {command}: {message}\n"
                      f"Run 'gpureclaim {command} --help' for the options.\n")
     return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command's voice: an error is the two lines of
+    _usage_error; the help is the C command's (cli/help_python.c:
+    python -m gpureclaim hands -h to it)."""
+
+    def __init__(self, command: str):
+        super().__init__(prog=f"gpureclaim {command}", add_help=False)
+        self.command = command
+
+    def error(self, message: str):
+        sys.exit(_usage_error(self.command, message))
 
 
 def _command():

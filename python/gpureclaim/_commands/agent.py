@@ -12,7 +12,6 @@ stays Python's: the agent's server adds it to its answers as numbers
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as _futures
 import json
 import os
@@ -22,20 +21,7 @@ from typing import Any, Optional
 from ..agent import _remote_start
 from .. import agent as _agent
 from ..agent._protocol import printable
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with the command's voice (as gpureclaim/cluster/_cli.py);
-    its help is the C command's (python -m gpureclaim hands -h to it)."""
-
-    def __init__(self, command: str):
-        super().__init__(prog=f"gpureclaim {command}", add_help=False)
-        self.command = command
-
-    def error(self, message: str):
-        sys.stderr.write(f"gpureclaim {self.command}: {message}\n"
-                         f"Run 'gpureclaim {self.command} --help' for the "
-                         "options.\n")
-        sys.exit(2)
+from . import _Parser
 
 
 def _positive(p: _Parser, name: str, v: float) -> None:
@@ -108,7 +94,7 @@ def release_entry(argv: list) -> int:
     if any(o.startswith("--pid") for o in opts):
         return release_main(argv)
     if any(o.startswith("--dask") for o in opts):
-        from ..cluster._cli import main as cluster_main
+        from .cluster import main as cluster_main
 
         return cluster_main("release", argv)
     sys.stderr.write("gpureclaim release: give --pid N (a process with an "

@@ -4,7 +4,7 @@ raises (the script's traceback first, from its own frames, then the
 explanation, exit status 1), and on SIGUSR1 while it runs; with --json the
 explanation's JSON document, one line. The script's exit status is passed
 on. (explain --pid N is the agent's, gpureclaim/_commands/agent.py;
-explain --dask the cluster's, gpureclaim/cluster/_cli.py; the help is the
+explain --dask the cluster's, cluster.py; the help is the
 C command's, cli/help_python.c.)
 """
 import os

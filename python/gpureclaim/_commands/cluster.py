@@ -13,21 +13,7 @@ import argparse
 import json
 import sys
 
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with the command's voice: an error is the two lines every
-    usage error of gpureclaim prints; the help is the C command's
-    (cli/help_python.c: python -m gpureclaim hands -h to it)."""
-
-    def __init__(self, command: str):
-        super().__init__(prog=f"gpureclaim {command}", add_help=False)
-        self.command = command
-
-    def error(self, message: str):
-        sys.stderr.write(f"gpureclaim {self.command}: {message}\n"
-                         f"Run 'gpureclaim {self.command} --help' for the "
-                         "options.\n")
-        sys.exit(2)
+from . import _Parser
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
@@ -54,7 +40,7 @@ def main(command: str, argv: list[str]) -> int:
         print("gpureclaim: --dask needs the distributed package: pip "
               "install 'gpureclaim[dask]'", file=sys.stderr)
         return 1
-    from . import dask as gdask
+    from ..cluster import dask as gdask
 
     try:
         client = Client(args.dask, timeout=args.timeout,
