@@ -77,6 +77,9 @@ int gpr_cli_parse_seconds(const char *s, double *out);
 /* The number at the start of s, digits with at most one '.' and digits
  * after it (no sign, no exponent), into *v: its length, or -1. */
 int gpr_cli_number_prefix(const char *s, double *v);
+/* "2h", "30m", "90s", "1.5d", "600" (seconds) -> seconds, at most a
+ * year; -1 otherwise. */
+double gpr_cli_parse_duration(const char *s);
 
 /*
  * Parses a comma-separated list of non-negative integers (GPU indexes)

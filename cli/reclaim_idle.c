@@ -11,180 +11,26 @@
  * that cannot be read is not suspended).
  */
 #include "reclaim_idle.h"
+#include "reclaim_idle_result.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "idle_note.h"
 #include "out/fmt.h"
 #include "out/text.h"
 #include "ps.h"
 #include "suspend_host.h"
 #include "suspend_run.h"
 
-#define MAX_GPUS 64
-#define MEMO_NAME "idle"
-#define MEMO_MAX (1 << 20)
 #define ENVIRON_MAX (1 << 20)
-
-enum decision { D_SUSPENDED, D_WOULD, D_SKIPPED, D_FAILED };
-
-/* JSON's words, then the text's */
-static const char *const decision_words[] = {
-    [D_SUSPENDED] = "suspended",
-    [D_WOULD] = "would_suspend",
-    [D_SKIPPED] = "skipped",
-    [D_FAILED] = "failed",
-};
-static const char *const decision_text[] = {
-    [D_SUSPENDED] = "suspended",
-    [D_WOULD] = "would suspend",
-    [D_SKIPPED] = "skipped",
-    [D_FAILED] = "FAILED",
-};
-
-struct idle_proc {
-	uint32_t pid;
-	int gpu;
-	uint64_t bytes; /* its figure on this GPU, before */
-	int bytes_known;
-	double idle_s;	 /* -1: not known */
-	double worked_s; /* since its latest work NVML shows; -1: none */
-	char user[64], cmd[256];
-	int user_known, cmd_known;
-	int decision;
-	char why[600];
-	/* a suspend: its drop on this GPU, and in all */
-	int released_known;
-	int64_t released_here, released;
-	int host_known;
-	int64_t host_bytes;
-};
-
-struct idle_gpu {
-	int index;
-	int err;
-	uint64_t total, used_before, used_after;
-	int has_target;
-	uint64_t target;
-};
-
-struct gpr_cli_idle_result {
-	struct gpr_cli_idle_opts o;
-	struct idle_gpu gpus[MAX_GPUS];
-	size_t n_gpus;
-	struct idle_proc *procs;
-	size_t n, cap;
-	int suspended;
-	uint64_t released;
-	char note[512];
-};
-
-/* ---------------- the note of idle times, across runs ---------------- */
-
-struct memo_entry {
-	int pid;
-	uint64_t start, since_us; /* idle since (the latest work seen) */
-};
-
-struct memo {
-	struct memo_entry *v;
-	size_t n, cap;
-};
-
-static int memo_add(struct memo *m, int pid, uint64_t start, uint64_t since)
-{
-	if (m->n == m->cap) {
-		size_t c = m->cap ? 2 * m->cap : 64;
-		struct memo_entry *g = realloc(m->v, c * sizeof *g);
-		if (!g)
-			return -1;
-		m->v = g;
-		m->cap = c;
-	}
-	m->v[m->n++] = (struct memo_entry){pid, start, since};
-	return 0;
-}
-
-static struct memo_entry *memo_find(struct memo *m, int pid, uint64_t start)
-{
-	for (size_t i = 0; i < m->n; i++)
-		if (m->v[i].pid == pid && m->v[i].start == start)
-			return &m->v[i];
-	return NULL;
-}
-
-/* The note in dir, as a record is read: a regular file of this user,
- * not a link, bounded; a line that does not parse is left out. */
-static void memo_read(const char *dir, struct memo *m)
-{
-	char path[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/" MEMO_NAME, dir);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct stat st;
-	char *text = NULL;
-	ssize_t n = -1;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_uid == getuid() && st.st_size <= MEMO_MAX &&
-	    (text = malloc((size_t)st.st_size + 1)))
-		n = read(fd, text, (size_t)st.st_size);
-	close(fd);
-	if (n < 0) {
-		free(text);
-		return;
-	}
-	text[n] = '\0';
-	for (char *l = text; *l;) {
-		char *nl = strchr(l, '\n');
-		if (nl)
-			*nl = '\0';
-		int pid, used = 0;
-		unsigned long long start, since;
-		if (sscanf(l, "%d %llu %llu%n", &pid, &start, &since, &used) ==
-			3 &&
-		    !l[used] && pid > 0)
-			memo_add(m, pid, start, since);
-		l = nl ? nl + 1 : l + strlen(l);
-	}
-	free(text);
-}
-
-/* Writes the note (a temporary file renamed over it). */
-static void memo_write(const char *dir, const struct memo *m)
-{
-	char path[PATH_MAX + 16], tmp[PATH_MAX + 48];
-	snprintf(path, sizeof path, "%s/" MEMO_NAME, dir);
-	snprintf(tmp, sizeof tmp, "%s/." MEMO_NAME ".%ld.tmp", dir,
-		 (long)getpid());
-	unlink(tmp);
-	FILE *f = NULL;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		      0600);
-	if (fd >= 0)
-		f = fdopen(fd, "w");
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	for (size_t i = 0; i < m->n; i++)
-		fprintf(f, "%d %llu %llu\n", m->v[i].pid,
-			(unsigned long long)m->v[i].start,
-			(unsigned long long)m->v[i].since_us);
-	if (fclose(f) != 0 || rename(tmp, path) != 0)
-		unlink(tmp);
-}
 
 /* ---------------- facts of a process ---------------- */
 
@@ -303,11 +149,11 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 		       struct gpr_cli_idle_result *r)
 {
 	char dir[4096], err[256];
-	struct memo old = {0}, now = {0};
+	struct gpr_cli_idle_note old = {0}, now = {0};
 	int have_dir =
 	    gpr__record_dir(dir, sizeof dir, 1, err, sizeof err) == 0;
 	if (have_dir)
-		memo_read(dir, &old);
+		gpr_cli_idle_note_read(dir, &old);
 	else
 		snprintf(r->note, sizeof r->note,
 			 "gpureclaim's note of idle times cannot be kept: %.*s",
@@ -326,11 +172,12 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 		if (done)
 			continue;
 		uint64_t start = gpr__proc_start((int)p->pid), work;
-		const struct memo_entry *m =
-		    memo_find(&old, (int)p->pid, start);
+		const struct gpr_cli_idle_note_entry *m =
+		    gpr_cli_idle_note_find(&old, (int)p->pid, start);
 		if (latest_work(round, p->pid, &work) != 1) {
 			if (m && start)
-				memo_add(&now, m->pid, m->start, m->since_us);
+				gpr_cli_idle_note_add(&now, m->pid, m->start,
+						      m->since_us);
 			continue;
 		}
 		if (work)
@@ -342,12 +189,12 @@ static void idle_times(const struct gpr_cli_ps_round *round,
 		if (!since)
 			since = t; /* first seen idle: from now on */
 		if (start)
-			memo_add(&now, (int)p->pid, start, since);
+			gpr_cli_idle_note_add(&now, (int)p->pid, start, since);
 		if (vouched)
 			p->idle_s = t > since ? (double)(t - since) / 1e6 : 0;
 	}
 	if (have_dir)
-		memo_write(dir, &now);
+		gpr_cli_idle_note_write(dir, &now);
 	free(old.v);
 	free(now.v);
 }
@@ -649,193 +496,4 @@ void gpr_cli_idle_free(struct gpr_cli_idle_result *r)
 		return;
 	free(r->procs);
 	free(r);
-}
-
-/* ---------------- what it says ---------------- */
-
-double gpr_cli_parse_duration(const char *s)
-{
-	double v, mult = 1;
-	int i = s ? gpr_cli_number_prefix(s, &v) : -1;
-	if (i < 0)
-		return -1;
-	const char *u = s + i;
-	if (!strcmp(u, "") || !strcmp(u, "s"))
-		mult = 1;
-	else if (!strcmp(u, "m") || !strcmp(u, "min"))
-		mult = 60;
-	else if (!strcmp(u, "h"))
-		mult = 3600;
-	else if (!strcmp(u, "d"))
-		mult = 86400;
-	else
-		return -1;
-	v *= mult;
-	return isfinite(v) && v <= 366.0 * 86400 ? v : -1;
-}
-
-static void bytes_text(struct gpr__buf *b, uint64_t v)
-{
-	char x[32];
-	gpr__buf_printf(b, "%s (%llu bytes)", gpr__fmt_bytes(v, x, sizeof x),
-			(unsigned long long)v);
-}
-
-void gpr_cli_idle_text(struct gpr__buf *b, const struct gpr_cli_idle_result *r)
-{
-	char d[48], x[32], y[32];
-	gpr__buf_printf(b, "Idle for at least %s: ",
-			gpr_cli_fmt_duration(r->o.idle_s, d, sizeof d));
-	if (r->o.dry_run) {
-		int would = 0;
-		for (size_t i = 0; i < r->n; i++)
-			would += r->procs[i].decision == D_WOULD;
-		gpr__buf_printf(b,
-				"%d process%s would be suspended (--dry-run)\n",
-				would, would != 1 ? "es" : "");
-	} else {
-		gpr__buf_printf(b, "%d process%s suspended, ", r->suspended,
-				r->suspended != 1 ? "es" : "");
-		bytes_text(b, r->released);
-		gpr__buf_puts(b, " released\n");
-	}
-	for (size_t k = 0; k < r->n_gpus; k++) {
-		const struct idle_gpu *g = &r->gpus[k];
-		gpr__buf_printf(b, "GPU %d: ", g->index);
-		if (g->err) {
-			gpr__buf_puts(b, "not read\n");
-			continue;
-		}
-		gpr__buf_printf(b, "%s / %s used",
-				gpr__fmt_bytes(g->used_before, x, sizeof x),
-				gpr__fmt_bytes(g->total, y, sizeof y));
-		if (g->has_target)
-			gpr__buf_printf(b, ", target %s",
-					gpr__fmt_bytes(g->target, x, sizeof x));
-		gpr__buf_printf(b, "; %s %s\n",
-				r->o.dry_run ? "would be" : "now",
-				gpr__fmt_bytes(g->used_after, x, sizeof x));
-		for (size_t i = 0; i < r->n; i++) {
-			const struct idle_proc *p = &r->procs[i];
-			if (p->gpu != g->index)
-				continue;
-			gpr__buf_printf(b, "  %7u ", p->pid);
-			gpr__text_put(b, p->user_known ? p->user : "-", 10, 1);
-			gpr__buf_printf(
-			    b, " %10s  ",
-			    p->bytes_known
-				? gpr__fmt_bytes(p->bytes, x, sizeof x)
-				: "n/a");
-			gpr__buf_printf(
-			    b, "%-16s ",
-			    p->idle_s < 0
-				? "idle ?"
-				: gpr_cli_fmt_duration(p->idle_s, d, sizeof d));
-			gpr__buf_printf(b, "%s: ", decision_text[p->decision]);
-			gpr__text_put(b, p->why, 0, 0);
-			if (p->decision == D_SUSPENDED && p->released_known) {
-				gpr__buf_puts(b, "; released ");
-				bytes_text(b, (uint64_t)(p->released_here > 0
-							     ? p->released_here
-							     : 0));
-				if (p->host_known && p->host_bytes >= 0) {
-					char h[32];
-					gpr__buf_printf(
-					    b, ", %s in host memory",
-					    gpr__fmt_bytes(
-						(uint64_t)p->host_bytes, h,
-						sizeof h));
-				}
-			}
-			gpr__buf_puts(b, "  ");
-			if (p->cmd_known)
-				gpr__text_put(b, p->cmd, 60, 0);
-			gpr__buf_puts(b, "\n");
-		}
-	}
-	if (r->note[0]) {
-		gpr__text_put(b, r->note, 0, 0);
-		gpr__buf_puts(b, "\n");
-	}
-}
-
-static void opt_i64(struct gpr__json *j, const char *k, int known, int64_t v)
-{
-	gpr__json_key(j, k);
-	if (known)
-		gpr__json_i64(j, v);
-	else
-		gpr__json_null(j);
-}
-
-void gpr_cli_idle_json(struct gpr__json *j, const struct gpr_cli_idle_result *r)
-{
-	gpr__json_object(j);
-	gpr__json_key(j, "idle_seconds");
-	gpr__json_double(j, r->o.idle_s, 3);
-	gpr__json_key(j, "target");
-	if (r->o.target) {
-		gpr__json_object(j);
-		opt_i64(j, "bytes", r->o.target == 1,
-			(int64_t)r->o.target_bytes);
-		gpr__json_key(j, "percent");
-		if (r->o.target == 2)
-			gpr__json_double(j, r->o.target_percent, 3);
-		else
-			gpr__json_null(j);
-		gpr__json_object_end(j);
-	} else {
-		gpr__json_null(j);
-	}
-	gpr__json_kv_i64(j, "suspended", r->suspended);
-	gpr__json_kv_u64(j, "released", r->released);
-	gpr__json_key(j, "gpus");
-	gpr__json_array(j);
-	for (size_t k = 0; k < r->n_gpus; k++) {
-		const struct idle_gpu *g = &r->gpus[k];
-		gpr__json_object(j);
-		gpr__json_kv_i64(j, "gpu", g->index);
-		gpr__json_kv_bool(j, "read", !g->err);
-		gpr__json_kv_u64(j, "total", g->total);
-		gpr__json_kv_u64(j, "used_before", g->used_before);
-		gpr__json_kv_u64(j,
-				 r->o.dry_run ? "used_would_be" : "used_after",
-				 g->used_after);
-		opt_i64(j, "target_bytes", g->has_target, (int64_t)g->target);
-		gpr__json_key(j, "processes");
-		gpr__json_array(j);
-		for (size_t i = 0; i < r->n; i++) {
-			const struct idle_proc *p = &r->procs[i];
-			if (p->gpu != g->index)
-				continue;
-			gpr__json_object(j);
-			gpr__json_kv_u64(j, "pid", p->pid);
-			gpr__json_kv_str(j, "user",
-					 p->user_known ? p->user : NULL);
-			gpr__json_kv_str(j, "command",
-					 p->cmd_known ? p->cmd : NULL);
-			opt_i64(j, "bytes", p->bytes_known, (int64_t)p->bytes);
-			gpr__json_key(j, "idle_seconds");
-			if (p->idle_s >= 0)
-				gpr__json_double(j, p->idle_s, 3);
-			else
-				gpr__json_null(j);
-			gpr__json_kv_str(j, "decision",
-					 decision_words[p->decision]);
-			gpr__json_kv_str(j, "why", p->why);
-			int done = p->decision == D_SUSPENDED;
-			opt_i64(j, "released", done && p->released_known,
-				p->released_here);
-			opt_i64(j, "released_all_gpus",
-				done && p->released_known, p->released);
-			opt_i64(j, "host_bytes", done && p->host_known,
-				p->host_bytes);
-			gpr__json_object_end(j);
-		}
-		gpr__json_array_end(j);
-		gpr__json_object_end(j);
-	}
-	gpr__json_array_end(j);
-	gpr__json_kv_str(j, "note", r->note[0] ? r->note : NULL);
-	gpr__json_object_end(j);
 }

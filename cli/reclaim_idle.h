@@ -52,7 +52,4 @@ void gpr_cli_idle_text(struct gpr__buf *b, const struct gpr_cli_idle_result *r);
 void gpr_cli_idle_json(struct gpr__json *j,
 		       const struct gpr_cli_idle_result *r);
 
-/* "2h", "30m", "90s", "1.5d", "600" (seconds) -> seconds; -1 otherwise. */
-double gpr_cli_parse_duration(const char *s);
-
 #endif /* GPR_CLI_RECLAIM_IDLE_H */

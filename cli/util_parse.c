@@ -137,3 +137,24 @@ int gpr_cli_number_prefix(const char *s, double *v)
 	*v = strtod(s, NULL);
 	return (int)i;
 }
+
+double gpr_cli_parse_duration(const char *s)
+{
+	double v, mult = 1;
+	int i = s ? gpr_cli_number_prefix(s, &v) : -1;
+	if (i < 0)
+		return -1;
+	const char *u = s + i;
+	if (!strcmp(u, "") || !strcmp(u, "s"))
+		mult = 1;
+	else if (!strcmp(u, "m") || !strcmp(u, "min"))
+		mult = 60;
+	else if (!strcmp(u, "h"))
+		mult = 3600;
+	else if (!strcmp(u, "d"))
+		mult = 86400;
+	else
+		return -1;
+	v *= mult;
+	return isfinite(v) && v <= 366.0 * 86400 ? v : -1;
+}
