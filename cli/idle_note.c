@@ -12,11 +12,13 @@
 #define MEMO_NAME "idle"
 #define MEMO_MAX (1 << 20)
 
-int gpr_cli_idle_note_add(struct gpr_cli_idle_note *m, int pid, uint64_t start, uint64_t since)
+int gpr_cli_idle_note_add(struct gpr_cli_idle_note *m, int pid, uint64_t start,
+			  uint64_t since)
 {
 	if (m->n == m->cap) {
 		size_t c = m->cap ? 2 * m->cap : 64;
-		struct gpr_cli_idle_note_entry *g = realloc(m->v, c * sizeof *g);
+		struct gpr_cli_idle_note_entry *g =
+		    realloc(m->v, c * sizeof *g);
 		if (!g)
 			return -1;
 		m->v = g;
@@ -26,7 +28,8 @@ int gpr_cli_idle_note_add(struct gpr_cli_idle_note *m, int pid, uint64_t start, 
 	return 0;
 }
 
-struct gpr_cli_idle_note_entry *gpr_cli_idle_note_find(struct gpr_cli_idle_note *m, int pid, uint64_t start)
+struct gpr_cli_idle_note_entry *
+gpr_cli_idle_note_find(struct gpr_cli_idle_note *m, int pid, uint64_t start)
 {
 	for (size_t i = 0; i < m->n; i++)
 		if (m->v[i].pid == pid && m->v[i].start == start)
