@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,6 +196,26 @@ static int look_until(gpr__waiters *w, int want, struct gpr__wait_sig *sig)
 	}
 }
 
+/* Whether thread tid of pid is blocked in system call nr, waiting for it
+ * (a minute at most): /proc/PID/task/TID/syscall's first field. */
+static int in_syscall(int pid, int tid, long nr)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
+	for (double end = now() + HANG_S; now() < end; pause_ms(10)) {
+		FILE *f = fopen(path, "r");
+		long got = -2;
+		if (f) {
+			if (fscanf(f, "%ld", &got) != 1)
+				got = -2;
+			fclose(f);
+		}
+		if (got == nr)
+			return 1;
+	}
+	return 0;
+}
+
 /* ---------------- from outside ---------------- */
 
 static void test_a_call_waiting_for_the_unlock_is_seen(void **state)
@@ -213,24 +234,31 @@ static void test_a_call_waiting_for_the_unlock_is_seen(void **state)
 	 * its commands, may show stale return addresses into the driver from
 	 * its earlier calls (it does in the ASan and TSan builds, whose
 	 * frames are larger): suspend's baseline sets such a wait aside, as
-	 * here, so only a wait at a new place counts. */
+	 * here, so only a wait at a new place counts. The baseline is taken
+	 * once both threads are where they stay (a loaded machine may not
+	 * have them there yet when the target says it is up). */
 	struct gpr__wait_sig all[8];
 	int tid = gpr__suspend_restore_thread(c.s, t.pid);
 	assert_true(tid > 0 && tid != t.pid);
-	int n = gpr__waiters_all(w, all, 8, err, sizeof err);
+	assert_true(in_syscall(t.pid, t.pid, SYS_read));
+	int n = 0, restore_seen = 0;
+	for (double end = now() + HANG_S; !restore_seen && now() < end;) {
+		n = gpr__waiters_all(w, all, 8, err, sizeof err);
+		for (int i = 0; i < n; i++)
+			restore_seen |= all[i].tid == tid;
+		if (!restore_seen)
+			pause_ms(10);
+	}
+	assert_true(restore_seen);
 	assert_true(n >= 1 && n <= 2);
-	int restore_seen = 0;
 	for (int i = 0; i < n; i++) {
 		assert_true(all[i].returns >= 1);
-		if (all[i].tid == tid) {
-			restore_seen = 1;
-		} else {
+		if (all[i].tid != tid) {
 			assert_int_equal(all[i].tid, t.pid);
 			assert_int_equal(gpr__waiters_ignore_wait(w, &all[i]),
 					 0);
 		}
 	}
-	assert_true(restore_seen);
 	assert_int_equal(gpr__waiters_ignore_thread(w, tid), 0);
 	assert_int_equal(gpr__waiters_look(w, all, 8, err, sizeof err), 0);
 
