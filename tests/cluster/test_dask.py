@@ -117,8 +117,14 @@ def test_release_adds_up_exactly_per_worker_and_per_gpu(dask_cluster, loaded):
         assert g.held == users * CONTEXT + sum(kept(p, dev) for p in PLANS)
         assert g.before - g.held == g.released
         assert g.total == 80 * GiB
-    assert g0.used == g0.held + 3 * GiB  # pid 1's 3 GiB counted once
-    assert g1.used == g1.held
+    # pid 1's 3 GiB counted once. `used` is one reading: the last worker
+    # to finish made it at the end of its own release, and the workers
+    # release at once, so on a loaded machine another's release may not
+    # have landed yet (64 MiB more once, in two make checks side by side)
+    for g, dev in ((g0, 0), (g1, 1)):
+        extra = 3 * GiB if dev == 0 else 0
+        assert g.held + extra <= g.used <= \
+            g.held + extra + sum(dropped(p, dev) for p in PLANS)
     assert r.total == 2 * 80 * GiB and r.used == g0.used + g1.used
     (h,) = r.hosts
     assert h.released == r.bytes and h.total == 160 * GiB and len(h.workers) == 4
